@@ -1,0 +1,111 @@
+//! Entry points shared by the cargo-fuzz targets and the stable test suite,
+//! so CI exercises the same code the fuzzer does. Each takes raw bytes, must
+//! never panic on its own, and panics only when a round trip is not the identity
+//! (a real bug for the fuzzer to report).
+
+use bytes::BytesMut;
+
+use crate::{
+    decode_reply, decode_request_header, decode_server_message, encode_frame, split_frame,
+    ConnectRequest, ConnectResponse, Decode, Encode, OpCode, Request, Response, ServerMessage,
+    WatcherEvent,
+};
+
+/// Feeds bytes through the frame splitter with a small limit, in pieces.
+pub fn frames(data: &[u8]) {
+    let mut buf = BytesMut::new();
+    for chunk in data.chunks(7) {
+        buf.extend_from_slice(chunk);
+        loop {
+            match split_frame(&mut buf, 4096) {
+                Ok(Some(frame)) => server_message(&frame),
+                Ok(None) | Err(_) => break,
+            }
+        }
+    }
+}
+
+/// A server frame decoded against every op code, as the session would.
+pub fn server_message(frame: &[u8]) {
+    match decode_server_message(frame) {
+        Ok(ServerMessage::Reply { header, body }) => {
+            for op in OpCode::ALL {
+                if let Ok(Ok(resp)) = decode_reply(*op, &header, body) {
+                    let mut out = BytesMut::new();
+                    resp.encode(&mut out);
+                    assert_eq!(
+                        Response::decode(*op, &out),
+                        Ok(resp),
+                        "reply round trip for {op:?}"
+                    );
+                }
+            }
+        }
+        Ok(ServerMessage::WatchEvent { event, .. }) => watcher_event_round_trip(event),
+        Err(_) => {}
+    }
+}
+
+/// The first byte picks an op code; the rest is a reply body.
+pub fn reply_body(data: &[u8]) {
+    let Some((&pick, body)) = data.split_first() else {
+        return;
+    };
+    let op = OpCode::ALL[pick as usize % OpCode::ALL.len()];
+    if let Ok(resp) = Response::decode(op, body) {
+        let mut out = BytesMut::new();
+        resp.encode(&mut out);
+        assert_eq!(
+            Response::decode(op, &out),
+            Ok(resp),
+            "reply round trip for {op:?}"
+        );
+    }
+}
+
+pub fn watcher_event(data: &[u8]) {
+    if let Ok(event) = WatcherEvent::decode_exact(data) {
+        watcher_event_round_trip(event);
+    }
+}
+
+fn watcher_event_round_trip(event: WatcherEvent) {
+    let mut out = BytesMut::new();
+    event.encode(&mut out);
+    assert_eq!(WatcherEvent::decode_exact(&out), Ok(event));
+}
+
+pub fn connect_response(data: &[u8]) {
+    if let Ok(resp) = ConnectResponse::decode_exact(data) {
+        let mut out = BytesMut::new();
+        resp.encode(&mut out);
+        assert_eq!(ConnectResponse::decode_exact(&out), Ok(resp));
+    }
+    if let Ok(req) = ConnectRequest::decode_exact(data) {
+        let mut out = BytesMut::new();
+        req.encode(&mut out);
+        assert_eq!(ConnectRequest::decode_exact(&out), Ok(req));
+    }
+}
+
+/// A request frame body (header + body): decode, encode, decode again must match.
+pub fn request_round_trip(data: &[u8]) {
+    let Ok((header, body)) = decode_request_header(data) else {
+        return;
+    };
+    let Ok(req) = Request::decode_body(header.op, body) else {
+        return;
+    };
+    let mut out = BytesMut::new();
+    encode_frame(&mut out, |b| {
+        header.encode(b);
+        req.encode_body(b);
+    });
+    let (h2, b2) = decode_request_header(&out[4..]).expect("own header decodes");
+    assert_eq!(h2, header);
+    assert_eq!(
+        Request::decode_body(h2.op, b2),
+        Ok(req),
+        "request round trip"
+    );
+}

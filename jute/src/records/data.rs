@@ -1,0 +1,141 @@
+//! Node metadata and access control: Stat, Id, Acl.
+
+use bytes::BytesMut;
+
+use crate::primitives::{write_i32, write_i64, write_string, Reader};
+use crate::{Decode, DecodeError, Encode};
+
+/// A node's metadata, as every read and write reply carries it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Stat {
+    /// Zxid of the create; strictly increasing across the ensemble (a fencing token).
+    pub czxid: i64,
+    pub mzxid: i64,
+    pub ctime: i64,
+    pub mtime: i64,
+    pub version: i32,
+    pub cversion: i32,
+    pub aversion: i32,
+    /// Session that owns an ephemeral node, 0 for a persistent one.
+    pub ephemeral_owner: i64,
+    pub data_length: i32,
+    pub num_children: i32,
+    pub pzxid: i64,
+}
+
+/// Encoded size of a Stat, for bounds checks.
+pub const STAT_LEN: usize = 68;
+
+impl Encode for Stat {
+    fn encode(&self, buf: &mut BytesMut) {
+        write_i64(buf, self.czxid);
+        write_i64(buf, self.mzxid);
+        write_i64(buf, self.ctime);
+        write_i64(buf, self.mtime);
+        write_i32(buf, self.version);
+        write_i32(buf, self.cversion);
+        write_i32(buf, self.aversion);
+        write_i64(buf, self.ephemeral_owner);
+        write_i32(buf, self.data_length);
+        write_i32(buf, self.num_children);
+        write_i64(buf, self.pzxid);
+    }
+}
+
+impl Decode for Stat {
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(Stat {
+            czxid: r.read_i64()?,
+            mzxid: r.read_i64()?,
+            ctime: r.read_i64()?,
+            mtime: r.read_i64()?,
+            version: r.read_i32()?,
+            cversion: r.read_i32()?,
+            aversion: r.read_i32()?,
+            ephemeral_owner: r.read_i64()?,
+            data_length: r.read_i32()?,
+            num_children: r.read_i32()?,
+            pzxid: r.read_i64()?,
+        })
+    }
+}
+
+/// An authenticated identity: scheme ("world", "digest", "ip", "auth") and id.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Id {
+    pub scheme: String,
+    pub id: String,
+}
+
+/// Permissions (see [`crate::perms`]) granted to one identity.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Acl {
+    pub perms: i32,
+    pub id: Id,
+}
+
+impl Acl {
+    /// Anyone may do anything (ZooKeeper's OPEN_ACL_UNSAFE).
+    pub fn open_unsafe() -> Vec<Acl> {
+        vec![Acl {
+            perms: crate::perms::ALL,
+            id: Id {
+                scheme: "world".into(),
+                id: "anyone".into(),
+            },
+        }]
+    }
+
+    /// Only the identities the creating session authenticated as (CREATOR_ALL_ACL).
+    pub fn creator_all() -> Vec<Acl> {
+        vec![Acl {
+            perms: crate::perms::ALL,
+            id: Id {
+                scheme: "auth".into(),
+                id: String::new(),
+            },
+        }]
+    }
+
+    /// Anyone may read (READ_ACL_UNSAFE).
+    pub fn read_unsafe() -> Vec<Acl> {
+        vec![Acl {
+            perms: crate::perms::READ,
+            id: Id {
+                scheme: "world".into(),
+                id: "anyone".into(),
+            },
+        }]
+    }
+}
+
+impl Encode for Acl {
+    fn encode(&self, buf: &mut BytesMut) {
+        write_i32(buf, self.perms);
+        write_string(buf, &self.id.scheme);
+        write_string(buf, &self.id.id);
+    }
+}
+
+impl Decode for Acl {
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(Acl {
+            perms: r.read_i32()?,
+            id: Id {
+                scheme: r.read_string("acl scheme")?,
+                id: r.read_string("acl id")?,
+            },
+        })
+    }
+}
+
+/// Smallest encoded ACL: perms plus two string lengths.
+pub(crate) const ACL_MIN_LEN: usize = 12;
+
+pub(crate) fn write_acls(buf: &mut BytesMut, acl: &[Acl]) {
+    crate::primitives::write_vec(buf, acl, |b, a| a.encode(b));
+}
+
+pub(crate) fn read_acls(r: &mut Reader<'_>) -> Result<Vec<Acl>, DecodeError> {
+    r.read_vec(ACL_MIN_LEN, Acl::decode)
+}

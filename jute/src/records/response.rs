@@ -1,0 +1,138 @@
+//! Reply bodies. The wire does not say which op a reply answers, so decoding
+//! takes the op code the caller remembered for that xid.
+
+use bytes::BytesMut;
+
+use crate::primitives::{write_buffer, write_string, write_string_vec, Reader};
+use crate::records::data::{read_acls, write_acls};
+use crate::records::multi::{read_multi_results, write_multi_results, MultiResult};
+use crate::{Acl, Decode, DecodeError, Encode, ErrorCode, OpCode, ReplyHeader, Stat};
+
+/// A successful reply's body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Response {
+    /// Ops whose success carries no body: delete, check, auth, setWatches,
+    /// addWatch, removeWatches, checkWatches, ping, closeSession.
+    Empty,
+    /// create and sync: the path (with a sequence suffix, for sequential creates).
+    Path(String),
+    /// create2, createContainer and createTTL: the path and the new node's Stat.
+    Created {
+        path: String,
+        stat: Stat,
+    },
+    /// exists, setData, setACL.
+    Stat(Stat),
+    Data {
+        data: Vec<u8>,
+        stat: Stat,
+    },
+    Children(Vec<String>),
+    Children2 {
+        children: Vec<String>,
+        stat: Stat,
+    },
+    Acl {
+        acl: Vec<Acl>,
+        stat: Stat,
+    },
+    Multi(Vec<MultiResult>),
+    /// getAllChildrenNumber.
+    Count(i32),
+}
+
+impl Response {
+    /// Decodes a successful reply body for a request sent under `op`.
+    /// The whole body must be consumed.
+    pub fn decode(op: OpCode, body: &[u8]) -> Result<Response, DecodeError> {
+        let mut r = Reader::new(body);
+        let resp = match op {
+            OpCode::Create | OpCode::Sync => Response::Path(r.read_string("path")?),
+            OpCode::Create2 | OpCode::CreateContainer | OpCode::CreateTtl => Response::Created {
+                path: r.read_string("path")?,
+                stat: Stat::decode(&mut r)?,
+            },
+            OpCode::Exists | OpCode::SetData | OpCode::SetAcl => {
+                Response::Stat(Stat::decode(&mut r)?)
+            }
+            OpCode::GetData => Response::Data {
+                data: r.read_buffer()?,
+                stat: Stat::decode(&mut r)?,
+            },
+            OpCode::GetChildren | OpCode::GetEphemerals => {
+                Response::Children(r.read_string_vec("child")?)
+            }
+            OpCode::GetChildren2 => Response::Children2 {
+                children: r.read_string_vec("child")?,
+                stat: Stat::decode(&mut r)?,
+            },
+            OpCode::GetAcl => Response::Acl {
+                acl: read_acls(&mut r)?,
+                stat: Stat::decode(&mut r)?,
+            },
+            OpCode::Multi => Response::Multi(read_multi_results(&mut r)?),
+            OpCode::GetAllChildrenNumber => Response::Count(r.read_i32()?),
+            OpCode::Delete
+            | OpCode::Check
+            | OpCode::Auth
+            | OpCode::SetWatches
+            | OpCode::SetWatches2
+            | OpCode::AddWatch
+            | OpCode::RemoveWatches
+            | OpCode::CheckWatches
+            | OpCode::Ping
+            | OpCode::CloseSession => Response::Empty,
+            other => return Err(DecodeError::UnknownOpCode(other.code())),
+        };
+        r.finish()?;
+        Ok(resp)
+    }
+
+    /// Writes the body a server would send for this reply.
+    pub fn encode(&self, buf: &mut BytesMut) {
+        match self {
+            Response::Empty => {}
+            Response::Path(p) => write_string(buf, p),
+            Response::Created { path, stat } => {
+                write_string(buf, path);
+                stat.encode(buf);
+            }
+            Response::Stat(stat) => stat.encode(buf),
+            Response::Data { data, stat } => {
+                write_buffer(buf, data);
+                stat.encode(buf);
+            }
+            Response::Children(c) => write_string_vec(buf, c),
+            Response::Children2 { children, stat } => {
+                write_string_vec(buf, children);
+                stat.encode(buf);
+            }
+            Response::Acl { acl, stat } => {
+                write_acls(buf, acl);
+                stat.encode(buf);
+            }
+            Response::Multi(results) => write_multi_results(buf, results),
+            Response::Count(n) => crate::primitives::write_i32(buf, *n),
+        }
+    }
+}
+
+/// A reply's outcome: the body, or the server's error code.
+pub type ReplyResult = Result<Response, ErrorCode>;
+
+/// Decodes the body that follows `header` for a request sent under `op`.
+/// A failed op has no body, except multi, whose per-op errors travel in the body.
+pub fn decode_reply(
+    op: OpCode,
+    header: &ReplyHeader,
+    body: &[u8],
+) -> Result<ReplyResult, DecodeError> {
+    if header.err == ErrorCode::Ok || (op == OpCode::Multi && !body.is_empty()) {
+        let resp = Response::decode(op, body)?;
+        if header.err == ErrorCode::Ok {
+            return Ok(Ok(resp));
+        }
+        return Ok(Err(header.err));
+    }
+    Ok(Err(header.err))
+}
