@@ -16,11 +16,8 @@ pub fn frames(data: &[u8]) {
     let mut buf = BytesMut::new();
     for chunk in data.chunks(7) {
         buf.extend_from_slice(chunk);
-        loop {
-            match split_frame(&mut buf, 4096) {
-                Ok(Some(frame)) => server_message(&frame),
-                Ok(None) | Err(_) => break,
-            }
+        while let Ok(Some(frame)) = split_frame(&mut buf, 4096) {
+            server_message(&frame);
         }
     }
 }
