@@ -1,0 +1,29 @@
+use jute::{DecodeError, ErrorCode};
+use thiserror::Error;
+
+/// Why a request submitted to the session core did not succeed.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum RequestError {
+    /// The server executed the request and refused it.
+    #[error("server answered {0:?}")]
+    Server(ErrorCode),
+    /// The connection dropped with the request in flight: it may or may not
+    /// have been applied.
+    #[error("connection lost; the request may or may not have been applied")]
+    ConnectionLoss,
+    /// The session is gone; every ephemeral node it owned has been deleted.
+    #[error("session expired")]
+    SessionExpired,
+    /// The client was closed.
+    #[error("client closed")]
+    Closed,
+    /// The server rejected our credentials; the session cannot be used.
+    #[error("authentication failed")]
+    AuthFailed,
+    /// The encoded request exceeds the frame limit; nothing was sent.
+    #[error("request of {len} bytes exceeds the frame limit of {max}")]
+    TooLarge { len: usize, max: usize },
+    /// The server's reply could not be decoded (the connection was dropped).
+    #[error("malformed reply: {0}")]
+    Decode(DecodeError),
+}

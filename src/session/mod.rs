@@ -1,0 +1,824 @@
+//! The sans-I/O session core: the ZooKeeper session as a state machine.
+//!
+//! It owns xids, the requests in flight, pings, timeouts, watches and the
+//! session's state, but never touches a socket or reads a clock. The driver
+//! hands it bytes, connection events and `now`, then drains what it wants
+//! written ([`Session::output`]), its next deadline ([`Session::poll_timeout`])
+//! and its events ([`Session::poll_event`]).
+//!
+//! `R` is whatever the driver uses to answer a caller (a channel sender in
+//! the real client, a number in tests); `W` the same for a watcher.
+
+mod error;
+mod watches;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use bytes::{Buf, BytesMut};
+use jute::{
+    decode_reply, decode_server_message, encode_connect, encode_request, split_frame, xid,
+    AuthPacket, ConnectRequest, ConnectResponse, Decode, ErrorCode, EventType, KeeperState, OpCode,
+    Request, Response, ServerMessage, WatcherEvent,
+};
+
+pub use error::RequestError;
+pub use watches::WatchKind;
+use watches::WatchRegistry;
+
+/// SetWatches batches stay under this, as ZooKeeper's own client does.
+const SET_WATCHES_MAX_BYTES: usize = 128 * 1024;
+
+/// What the session core is configured with.
+#[derive(Debug, Clone)]
+pub struct SessionConfig {
+    /// The session timeout asked of the server; it may grant another.
+    pub session_timeout: Duration,
+    /// How long a handshake may take once TCP is up.
+    pub connect_timeout: Duration,
+    /// Largest frame accepted from the server or sent to it.
+    pub max_frame: usize,
+}
+
+impl Default for SessionConfig {
+    fn default() -> Self {
+        SessionConfig {
+            session_timeout: Duration::from_secs(10),
+            connect_timeout: Duration::from_secs(10),
+            max_frame: jute::DEFAULT_MAX_FRAME,
+        }
+    }
+}
+
+/// The session's state as the outside world sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SessionState {
+    /// No session yet: connecting for the first time.
+    Connecting,
+    /// Connected; requests flow.
+    Connected,
+    /// The connection dropped; the session may still live on the server.
+    Suspended,
+    /// No contact for a whole session timeout: the server has probably
+    /// expired us. Reconnection goes on; only the server can say "expired".
+    Lost,
+    /// The server expired the session. Terminal.
+    Expired,
+    /// The server refused our credentials. Terminal.
+    AuthFailed,
+    /// Closed by us. Terminal.
+    Closed,
+}
+
+impl SessionState {
+    /// No further request can succeed.
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            SessionState::Expired | SessionState::AuthFailed | SessionState::Closed
+        )
+    }
+}
+
+/// A watch notification, with the server's path (chroot included).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WatchedEvent {
+    pub kind: EventType,
+    pub path: String,
+}
+
+/// Why the core wants the current connection dropped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DropReason {
+    /// Nothing heard for two thirds of the session timeout.
+    ReadTimeout,
+    /// The handshake took longer than the connect timeout.
+    HandshakeTimeout,
+    /// The server sent something we cannot accept.
+    Protocol(String),
+    /// The server answered the handshake as a read-only server.
+    ReadOnlyServer,
+    /// The session ended (expired, closed, auth failed).
+    SessionEnded,
+}
+
+/// What the core has for the driver to deliver.
+#[derive(Debug)]
+pub enum SessionEvent<R, W> {
+    /// A request finished.
+    Reply {
+        handle: R,
+        result: Result<Response, RequestError>,
+    },
+    /// A watch fired. Each watcher receives at most one of these.
+    Watch { watcher: W, event: WatchedEvent },
+    /// A watch will never fire: the session ended first.
+    WatchAbandoned { watcher: W, reason: RequestError },
+    /// The session state changed.
+    State(SessionState),
+    /// Drop the connection now (the core already counts it as gone).
+    DropConnection(DropReason),
+}
+
+/// A request waiting for its reply, in send order.
+struct InFlight<R, W> {
+    xid: i32,
+    op: OpCode,
+    path: Option<String>,
+    handle: R,
+    watcher: Option<W>,
+}
+
+/// A request submitted while no connection is up.
+struct Queued<R, W> {
+    request: Request,
+    handle: R,
+    watcher: Option<W>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// No TCP connection.
+    Disconnected,
+    /// TCP up, handshake sent.
+    Handshaking {
+        deadline: Instant,
+    },
+    Connected,
+    /// closeSession sent, waiting for its reply.
+    Closing {
+        deadline: Instant,
+    },
+    /// Terminal; no connection wanted.
+    Ended,
+}
+
+/// The session state machine. See the module docs.
+pub struct Session<R, W> {
+    config: SessionConfig,
+    phase: Phase,
+    state: SessionState,
+    session_id: i64,
+    passwd: Vec<u8>,
+    negotiated: Option<Duration>,
+    last_zxid: i64,
+    next_xid: i32,
+    in_flight: VecDeque<InFlight<R, W>>,
+    queued: VecDeque<Queued<R, W>>,
+    auth_in_flight: VecDeque<Option<R>>,
+    auths: Vec<AuthPacket>,
+    watches: WatchRegistry<W>,
+    close_handle: Option<R>,
+    out: BytesMut,
+    input: BytesMut,
+    last_heard: Option<Instant>,
+    last_sent: Instant,
+    lost_reported: bool,
+    events: VecDeque<SessionEvent<R, W>>,
+}
+
+impl<R, W> Session<R, W> {
+    pub fn new(config: SessionConfig, now: Instant) -> Self {
+        Session {
+            config,
+            phase: Phase::Disconnected,
+            state: SessionState::Connecting,
+            session_id: 0,
+            passwd: vec![0; 16],
+            negotiated: None,
+            last_zxid: 0,
+            next_xid: 1,
+            in_flight: VecDeque::new(),
+            queued: VecDeque::new(),
+            auth_in_flight: VecDeque::new(),
+            auths: Vec::new(),
+            watches: WatchRegistry::default(),
+            close_handle: None,
+            out: BytesMut::new(),
+            input: BytesMut::new(),
+            last_heard: None,
+            last_sent: now,
+            lost_reported: false,
+            events: VecDeque::new(),
+        }
+    }
+
+    pub fn state(&self) -> SessionState {
+        self.state
+    }
+
+    /// The session id, once the server granted one (0 before).
+    pub fn session_id(&self) -> i64 {
+        self.session_id
+    }
+
+    /// The timeout the server granted, once connected.
+    pub fn negotiated_timeout(&self) -> Option<Duration> {
+        self.negotiated
+    }
+
+    /// The highest zxid seen in any reply.
+    pub fn last_zxid(&self) -> i64 {
+        self.last_zxid
+    }
+
+    /// Number of watches registered (for tests and diagnostics).
+    pub fn watch_count(&self) -> usize {
+        self.watches.len()
+    }
+
+    /// Whether the driver should open a connection now.
+    pub fn wants_connection(&self) -> bool {
+        self.phase == Phase::Disconnected && !self.state.is_terminal()
+    }
+
+    /// Whether the core has finished for good and its driver may stop.
+    pub fn is_finished(&self) -> bool {
+        self.phase == Phase::Ended && self.events.is_empty()
+    }
+
+    fn timeout(&self) -> Duration {
+        self.negotiated.unwrap_or(self.config.session_timeout)
+    }
+
+    fn read_timeout(&self) -> Duration {
+        self.timeout() * 2 / 3
+    }
+
+    fn ping_interval(&self) -> Duration {
+        self.timeout() / 3
+    }
+
+    fn set_state(&mut self, state: SessionState) {
+        if self.state != state {
+            self.state = state;
+            self.events.push_back(SessionEvent::State(state));
+        }
+    }
+
+    // ---- inputs -------------------------------------------------------
+
+    /// A TCP connection is up: send the handshake.
+    pub fn handle_connected(&mut self, now: Instant) {
+        if self.phase != Phase::Disconnected || self.state.is_terminal() {
+            return;
+        }
+        self.out.clear();
+        self.input.clear();
+        let req = ConnectRequest {
+            protocol_version: jute::PROTOCOL_VERSION,
+            last_zxid_seen: self.last_zxid,
+            timeout_ms: i32::try_from(self.config.session_timeout.as_millis()).unwrap_or(i32::MAX),
+            session_id: self.session_id,
+            passwd: self.passwd.clone(),
+            read_only: false,
+        };
+        encode_connect(&mut self.out, &req);
+        self.last_sent = now;
+        self.phase = Phase::Handshaking {
+            deadline: now + self.config.connect_timeout,
+        };
+    }
+
+    /// The connection is gone (closed by the peer, an I/O error, or dropped
+    /// by the driver on our request). Requests in flight fail with
+    /// ConnectionLoss: they may or may not have been applied.
+    pub fn handle_disconnected(&mut self, _now: Instant) {
+        match self.phase {
+            Phase::Disconnected | Phase::Ended => return,
+            Phase::Closing { .. } => {
+                self.finish(SessionState::Closed, RequestError::Closed);
+                return;
+            }
+            Phase::Handshaking { .. } | Phase::Connected => {}
+        }
+        self.phase = Phase::Disconnected;
+        self.out.clear();
+        self.input.clear();
+        for p in self.in_flight.drain(..) {
+            self.events.push_back(SessionEvent::Reply {
+                handle: p.handle,
+                result: Err(RequestError::ConnectionLoss),
+            });
+            // A watch whose registration was in flight was never set.
+            if let Some(w) = p.watcher {
+                self.events.push_back(SessionEvent::WatchAbandoned {
+                    watcher: w,
+                    reason: RequestError::ConnectionLoss,
+                });
+            }
+        }
+        for h in self.auth_in_flight.drain(..).flatten() {
+            self.events.push_back(SessionEvent::Reply {
+                handle: h,
+                result: Err(RequestError::ConnectionLoss),
+            });
+        }
+        if self.state == SessionState::Connected {
+            self.set_state(SessionState::Suspended);
+        }
+    }
+
+    /// Bytes arrived from the server.
+    pub fn handle_input(&mut self, now: Instant, bytes: &[u8]) {
+        if !matches!(
+            self.phase,
+            Phase::Handshaking { .. } | Phase::Connected | Phase::Closing { .. }
+        ) {
+            return;
+        }
+        self.input.extend_from_slice(bytes);
+        self.last_heard = Some(now);
+        loop {
+            let frame = match split_frame(&mut self.input, self.config.max_frame) {
+                Ok(Some(frame)) => frame,
+                Ok(None) => return,
+                Err(e) => return self.protocol_error(now, format!("bad frame: {e}")),
+            };
+            let result = if matches!(self.phase, Phase::Handshaking { .. }) {
+                self.on_connect_response(now, &frame)
+            } else {
+                self.on_message(&frame)
+            };
+            if let Err(msg) = result {
+                return self.protocol_error(now, msg);
+            }
+            if !matches!(
+                self.phase,
+                Phase::Handshaking { .. } | Phase::Connected | Phase::Closing { .. }
+            ) {
+                return;
+            }
+        }
+    }
+
+    /// Time passed: ping, time out a silent connection, report a lost session.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        match self.phase {
+            Phase::Handshaking { deadline } if now >= deadline => {
+                self.drop_connection(now, DropReason::HandshakeTimeout);
+            }
+            Phase::Connected => {
+                let heard = self.last_heard.unwrap_or(now);
+                if now.saturating_duration_since(heard) >= self.read_timeout() {
+                    self.drop_connection(now, DropReason::ReadTimeout);
+                } else if now.saturating_duration_since(self.last_sent) >= self.ping_interval() {
+                    encode_request(&mut self.out, xid::PING, &Request::Ping);
+                    self.last_sent = now;
+                }
+            }
+            Phase::Closing { deadline } if now >= deadline => {
+                self.events
+                    .push_back(SessionEvent::DropConnection(DropReason::SessionEnded));
+                self.finish(SessionState::Closed, RequestError::Closed);
+            }
+            _ => {}
+        }
+        self.check_lost(now);
+    }
+
+    fn check_lost(&mut self, now: Instant) {
+        if self.lost_reported || self.session_id == 0 || self.state.is_terminal() {
+            return;
+        }
+        if self.phase == Phase::Connected {
+            return;
+        }
+        if let Some(heard) = self.last_heard {
+            if now.saturating_duration_since(heard) >= self.timeout() {
+                self.lost_reported = true;
+                self.set_state(SessionState::Lost);
+            }
+        }
+    }
+
+    // ---- commands -----------------------------------------------------
+
+    /// Submits a request. `watcher`, if any, is registered when the reply
+    /// says the watch was set; it receives exactly one event or one
+    /// [`SessionEvent::WatchAbandoned`]. The answer always comes back as a
+    /// [`SessionEvent::Reply`] carrying `handle`.
+    pub fn submit(&mut self, now: Instant, request: Request, handle: R, watcher: Option<W>) {
+        if self.state.is_terminal() || matches!(self.phase, Phase::Closing { .. }) {
+            let reason = self.end_reason();
+            self.refuse(handle, watcher, reason);
+            return;
+        }
+        if let Request::Auth(auth) = &request {
+            self.auths.push(auth.clone());
+            if self.phase == Phase::Connected {
+                encode_request(&mut self.out, xid::AUTH, &request);
+                self.last_sent = now;
+                self.auth_in_flight.push_back(Some(handle));
+            } else {
+                // Sent with every handshake; the caller learns of a failure
+                // through the AuthFailed state.
+                self.events.push_back(SessionEvent::Reply {
+                    handle,
+                    result: Ok(Response::Empty),
+                });
+            }
+            return;
+        }
+        if self.phase == Phase::Connected {
+            self.send(now, request, handle, watcher);
+        } else {
+            let mut scratch = BytesMut::new();
+            let len = encode_request(&mut scratch, 0, &request);
+            if len > self.config.max_frame {
+                return self.refuse(
+                    handle,
+                    watcher,
+                    RequestError::TooLarge {
+                        len,
+                        max: self.config.max_frame,
+                    },
+                );
+            }
+            self.queued.push_back(Queued {
+                request,
+                handle,
+                watcher,
+            });
+        }
+    }
+
+    /// Ends the session: closeSession if connected, at once otherwise.
+    /// `handle` is answered when the server confirms (or the wait times out).
+    pub fn close(&mut self, now: Instant, handle: R) {
+        match self.phase {
+            Phase::Connected => {
+                let xid = self.take_xid();
+                encode_request(&mut self.out, xid, &Request::CloseSession);
+                self.last_sent = now;
+                self.close_handle = Some(handle);
+                self.phase = Phase::Closing {
+                    deadline: now + self.read_timeout(),
+                };
+            }
+            Phase::Closing { .. } => self.events.push_back(SessionEvent::Reply {
+                handle,
+                result: Ok(Response::Empty),
+            }),
+            _ => {
+                if matches!(self.phase, Phase::Handshaking { .. }) {
+                    self.events
+                        .push_back(SessionEvent::DropConnection(DropReason::SessionEnded));
+                }
+                self.close_handle = Some(handle);
+                if !self.state.is_terminal() {
+                    self.finish(SessionState::Closed, RequestError::Closed);
+                } else if let Some(h) = self.close_handle.take() {
+                    self.events.push_back(SessionEvent::Reply {
+                        handle: h,
+                        result: Ok(Response::Empty),
+                    });
+                }
+            }
+        }
+    }
+
+    // ---- outputs ------------------------------------------------------
+
+    /// Bytes waiting to be written.
+    pub fn output(&self) -> &[u8] {
+        &self.out
+    }
+
+    /// The driver wrote `n` bytes of [`Session::output`].
+    pub fn consume_output(&mut self, n: usize) {
+        self.out.advance(n.min(self.out.len()));
+    }
+
+    /// The next event to deliver, if any.
+    pub fn poll_event(&mut self) -> Option<SessionEvent<R, W>> {
+        self.events.pop_front()
+    }
+
+    /// When [`Session::handle_timeout`] must next be called.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let lost = match (self.phase, self.last_heard) {
+            (Phase::Disconnected | Phase::Handshaking { .. }, Some(heard))
+                if !self.lost_reported && self.session_id != 0 =>
+            {
+                Some(heard + self.timeout())
+            }
+            _ => None,
+        };
+        let phase = match self.phase {
+            Phase::Handshaking { deadline } | Phase::Closing { deadline } => Some(deadline),
+            Phase::Connected => {
+                let heard = self.last_heard.map(|h| h + self.read_timeout());
+                let ping = Some(self.last_sent + self.ping_interval());
+                heard.into_iter().chain(ping).min()
+            }
+            _ => None,
+        };
+        lost.into_iter().chain(phase).min()
+    }
+
+    // ---- internals ----------------------------------------------------
+
+    fn take_xid(&mut self) -> i32 {
+        let x = self.next_xid;
+        self.next_xid = if x == i32::MAX { 1 } else { x + 1 };
+        x
+    }
+
+    fn end_reason(&self) -> RequestError {
+        match self.state {
+            SessionState::Expired => RequestError::SessionExpired,
+            SessionState::AuthFailed => RequestError::AuthFailed,
+            _ => RequestError::Closed,
+        }
+    }
+
+    fn refuse(&mut self, handle: R, watcher: Option<W>, reason: RequestError) {
+        if let Some(w) = watcher {
+            self.events.push_back(SessionEvent::WatchAbandoned {
+                watcher: w,
+                reason: reason.clone(),
+            });
+        }
+        self.events.push_back(SessionEvent::Reply {
+            handle,
+            result: Err(reason),
+        });
+    }
+
+    fn send(&mut self, now: Instant, request: Request, handle: R, watcher: Option<W>) {
+        let mark = self.out.len();
+        let xid = self.take_xid();
+        let len = encode_request(&mut self.out, xid, &request);
+        if len > self.config.max_frame {
+            self.out.truncate(mark);
+            let max = self.config.max_frame;
+            return self.refuse(handle, watcher, RequestError::TooLarge { len, max });
+        }
+        self.last_sent = now;
+        let path = match &request {
+            Request::Exists(p)
+            | Request::GetData(p)
+            | Request::GetChildren(p)
+            | Request::GetChildren2(p)
+                if p.watch =>
+            {
+                Some(p.path.clone())
+            }
+            _ => None,
+        };
+        self.in_flight.push_back(InFlight {
+            xid,
+            op: request.op_code(),
+            path,
+            handle,
+            watcher,
+        });
+    }
+
+    fn protocol_error(&mut self, now: Instant, msg: String) {
+        log::error!("dropping connection: {msg}");
+        self.drop_connection(now, DropReason::Protocol(msg));
+    }
+
+    fn drop_connection(&mut self, now: Instant, reason: DropReason) {
+        self.events.push_back(SessionEvent::DropConnection(reason));
+        self.handle_disconnected(now);
+    }
+
+    fn on_connect_response(&mut self, now: Instant, frame: &[u8]) -> Result<(), String> {
+        let resp =
+            ConnectResponse::decode_exact(frame).map_err(|e| format!("connect response: {e}"))?;
+        if resp.is_expired() {
+            self.events
+                .push_back(SessionEvent::DropConnection(DropReason::SessionEnded));
+            self.finish(SessionState::Expired, RequestError::SessionExpired);
+            return Ok(());
+        }
+        if resp.read_only {
+            self.drop_connection(now, DropReason::ReadOnlyServer);
+            return Ok(());
+        }
+        if self.session_id != 0 && resp.session_id != self.session_id {
+            return Err(format!(
+                "server granted session {:#x} instead of resuming {:#x}",
+                resp.session_id, self.session_id
+            ));
+        }
+        self.session_id = resp.session_id;
+        self.passwd = resp.passwd;
+        self.negotiated = Some(Duration::from_millis(resp.timeout_ms.max(1) as u64));
+        self.phase = Phase::Connected;
+        self.lost_reported = false;
+        self.last_heard = Some(now);
+        // Credentials, then re-armed watches, then whatever waited.
+        for auth in self.auths.clone() {
+            encode_request(&mut self.out, xid::AUTH, &Request::Auth(auth));
+            self.auth_in_flight.push_back(None);
+        }
+        for batch in self
+            .watches
+            .set_watches_batches(self.last_zxid, SET_WATCHES_MAX_BYTES)
+        {
+            encode_request(&mut self.out, xid::SET_WATCHES, &Request::SetWatches(batch));
+        }
+        self.last_sent = now;
+        self.set_state(SessionState::Connected);
+        while let Some(q) = self.queued.pop_front() {
+            self.send(now, q.request, q.handle, q.watcher);
+        }
+        Ok(())
+    }
+
+    fn on_message(&mut self, frame: &[u8]) -> Result<(), String> {
+        let msg = decode_server_message(frame).map_err(|e| format!("reply: {e}"))?;
+        let (header, body) = match msg {
+            ServerMessage::WatchEvent { event, .. } => {
+                self.on_watch_event(event);
+                return Ok(());
+            }
+            ServerMessage::Reply { header, body } => (header, body),
+        };
+        if header.zxid > 0 {
+            self.last_zxid = self.last_zxid.max(header.zxid);
+        }
+        match header.xid {
+            xid::PING => return Ok(()),
+            xid::SET_WATCHES => {
+                if header.err != ErrorCode::Ok {
+                    log::warn!("setWatches answered {:?}", header.err);
+                }
+                return Ok(());
+            }
+            xid::AUTH => {
+                let handle = self.auth_in_flight.pop_front().flatten();
+                if header.err == ErrorCode::Ok {
+                    if let Some(h) = handle {
+                        self.events.push_back(SessionEvent::Reply {
+                            handle: h,
+                            result: Ok(Response::Empty),
+                        });
+                    }
+                } else {
+                    if let Some(h) = handle {
+                        self.events.push_back(SessionEvent::Reply {
+                            handle: h,
+                            result: Err(RequestError::AuthFailed),
+                        });
+                    }
+                    self.events
+                        .push_back(SessionEvent::DropConnection(DropReason::SessionEnded));
+                    self.finish(SessionState::AuthFailed, RequestError::AuthFailed);
+                }
+                return Ok(());
+            }
+            _ => {}
+        }
+        if let Phase::Closing { .. } = self.phase {
+            // Everything before the closeSession reply is answered normally.
+            if self.in_flight.is_empty() {
+                self.events
+                    .push_back(SessionEvent::DropConnection(DropReason::SessionEnded));
+                self.finish(SessionState::Closed, RequestError::Closed);
+                return Ok(());
+            }
+        }
+        let Some(front) = self.in_flight.front() else {
+            return Err(format!(
+                "reply for xid {} with nothing in flight",
+                header.xid
+            ));
+        };
+        if front.xid != header.xid {
+            return Err(format!(
+                "reply for xid {} while xid {} is next",
+                header.xid, front.xid
+            ));
+        }
+        let Some(p) = self.in_flight.pop_front() else {
+            return Err("in-flight queue emptied under us".into());
+        };
+        let result = match decode_reply(p.op, &header, body) {
+            Ok(r) => r,
+            Err(e) => {
+                // Put the caller back so the disconnect answers it.
+                self.in_flight.push_front(p);
+                return Err(format!("reply body: {e}"));
+            }
+        };
+        if header.err == ErrorCode::SessionExpired {
+            self.events.push_back(SessionEvent::Reply {
+                handle: p.handle,
+                result: Err(RequestError::SessionExpired),
+            });
+            if let Some(w) = p.watcher {
+                self.events.push_back(SessionEvent::WatchAbandoned {
+                    watcher: w,
+                    reason: RequestError::SessionExpired,
+                });
+            }
+            self.events
+                .push_back(SessionEvent::DropConnection(DropReason::SessionEnded));
+            self.finish(SessionState::Expired, RequestError::SessionExpired);
+            return Ok(());
+        }
+        if let Some(w) = p.watcher {
+            let kind = match (p.op, &result) {
+                (OpCode::Exists, Ok(_)) | (OpCode::GetData, Ok(_)) => Some(WatchKind::Data),
+                (OpCode::Exists, Err(ErrorCode::NoNode)) => Some(WatchKind::Exist),
+                (OpCode::GetChildren | OpCode::GetChildren2, Ok(_)) => Some(WatchKind::Child),
+                _ => None,
+            };
+            match (kind, &p.path) {
+                (Some(kind), Some(path)) => self.watches.add(kind, path, w),
+                _ => self.events.push_back(SessionEvent::WatchAbandoned {
+                    watcher: w,
+                    reason: match &result {
+                        Err(code) => RequestError::Server(*code),
+                        Ok(_) => RequestError::Server(ErrorCode::NoWatcher),
+                    },
+                }),
+            }
+        }
+        self.events.push_back(SessionEvent::Reply {
+            handle: p.handle,
+            result: result.map_err(RequestError::Server),
+        });
+        Ok(())
+    }
+
+    fn on_watch_event(&mut self, event: WatcherEvent) {
+        match event.state {
+            KeeperState::SyncConnected | KeeperState::ConnectedReadOnly => {}
+            KeeperState::Expired => {
+                self.events
+                    .push_back(SessionEvent::DropConnection(DropReason::SessionEnded));
+                self.finish(SessionState::Expired, RequestError::SessionExpired);
+                return;
+            }
+            other => {
+                log::debug!("ignoring watch event with state {other:?}");
+                return;
+            }
+        }
+        for watcher in self.watches.trigger(event.kind, &event.path) {
+            self.events.push_back(SessionEvent::Watch {
+                watcher,
+                event: WatchedEvent {
+                    kind: event.kind,
+                    path: event.path.clone(),
+                },
+            });
+        }
+    }
+
+    /// Terminal: answer everyone, abandon every watch, want no connection.
+    fn finish(&mut self, state: SessionState, reason: RequestError) {
+        self.phase = Phase::Ended;
+        self.out.clear();
+        self.input.clear();
+        let in_flight = std::mem::take(&mut self.in_flight);
+        for p in in_flight {
+            self.refuse(p.handle, p.watcher, reason.clone());
+        }
+        let queued = std::mem::take(&mut self.queued);
+        for q in queued {
+            self.refuse(q.handle, q.watcher, reason.clone());
+        }
+        for h in self.auth_in_flight.drain(..).flatten() {
+            self.events.push_back(SessionEvent::Reply {
+                handle: h,
+                result: Err(reason.clone()),
+            });
+        }
+        for watcher in self.watches.drain_all() {
+            self.events.push_back(SessionEvent::WatchAbandoned {
+                watcher,
+                reason: reason.clone(),
+            });
+        }
+        if let Some(h) = self.close_handle.take() {
+            self.events.push_back(SessionEvent::Reply {
+                handle: h,
+                result: Ok(Response::Empty),
+            });
+        }
+        self.set_state(state);
+    }
+}
+
+impl<R, W> std::fmt::Debug for Session<R, W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("state", &self.state)
+            .field("phase", &self.phase)
+            .field("session_id", &format_args!("{:#x}", self.session_id))
+            .field("last_zxid", &self.last_zxid)
+            .field("in_flight", &self.in_flight.len())
+            .field("watches", &self.watches.len())
+            .finish()
+    }
+}

@@ -1,0 +1,479 @@
+//! The session core driven by bytes and virtual time: no sockets, no clock.
+
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use jute::{
+    decode_request_header, encode_frame, split_frame, ConnectRequest, ConnectResponse, Decode,
+    Encode, ErrorCode, EventType, KeeperState, OpCode, PathWatch, ReplyHeader, Request, Response,
+    Stat, WatcherEvent,
+};
+
+use super::*;
+
+const T: Duration = Duration::from_millis(9000);
+
+type TestSession = Session<u32, u32>;
+
+/// Plays the server: reads what the session wrote, answers with frames.
+struct Harness {
+    s: TestSession,
+    now: Instant,
+}
+
+impl Harness {
+    fn new() -> Self {
+        let now = Instant::now();
+        let config = SessionConfig {
+            session_timeout: T,
+            connect_timeout: Duration::from_secs(3),
+            max_frame: 4096,
+        };
+        Harness {
+            s: Session::new(config, now),
+            now,
+        }
+    }
+
+    fn advance(&mut self, d: Duration) {
+        self.now += d;
+        self.s.handle_timeout(self.now);
+    }
+
+    /// Every whole frame the session has written, consumed.
+    fn sent(&mut self) -> Vec<Vec<u8>> {
+        let mut buf = BytesMut::from(self.s.output());
+        let n = buf.len();
+        self.s.consume_output(n);
+        let mut frames = Vec::new();
+        while let Some(f) = split_frame(&mut buf, usize::MAX).unwrap() {
+            frames.push(f.to_vec());
+        }
+        frames
+    }
+
+    fn sent_requests(&mut self) -> Vec<(i32, Request)> {
+        self.sent()
+            .iter()
+            .map(|f| {
+                let (h, body) = decode_request_header(f).unwrap();
+                (h.xid, Request::decode_body(h.op, body).unwrap())
+            })
+            .collect()
+    }
+
+    fn events(&mut self) -> Vec<SessionEvent<u32, u32>> {
+        std::iter::from_fn(|| self.s.poll_event()).collect()
+    }
+
+    fn feed(&mut self, frame_body: impl FnOnce(&mut BytesMut)) {
+        let mut buf = BytesMut::new();
+        encode_frame(&mut buf, frame_body);
+        self.s.handle_input(self.now, &buf);
+    }
+
+    fn connect(&mut self, session_id: i64, timeout_ms: i32) -> ConnectRequest {
+        self.s.handle_connected(self.now);
+        let frames = self.sent();
+        assert_eq!(frames.len(), 1);
+        let req = ConnectRequest::decode_exact(&frames[0]).unwrap();
+        self.feed(|b| {
+            ConnectResponse {
+                protocol_version: 0,
+                timeout_ms,
+                session_id,
+                passwd: vec![7; 16],
+                read_only: false,
+            }
+            .encode(b)
+        });
+        req
+    }
+
+    fn reply(&mut self, xid: i32, zxid: i64, err: ErrorCode, body: Response) {
+        self.feed(|b| {
+            ReplyHeader { xid, zxid, err }.encode(b);
+            body.encode(b);
+        });
+    }
+
+    fn watch_event(&mut self, kind: EventType, path: &str) {
+        self.feed(|b| {
+            ReplyHeader {
+                xid: -1,
+                zxid: -1,
+                err: ErrorCode::Ok,
+            }
+            .encode(b);
+            WatcherEvent {
+                kind,
+                state: KeeperState::SyncConnected,
+                path: path.into(),
+            }
+            .encode(b);
+        });
+    }
+}
+
+fn exists(path: &str, watch: bool) -> Request {
+    Request::Exists(PathWatch {
+        path: path.into(),
+        watch,
+    })
+}
+
+fn replies(events: &[SessionEvent<u32, u32>]) -> Vec<(u32, Result<Response, RequestError>)> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            SessionEvent::Reply { handle, result } => Some((*handle, result.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn states(events: &[SessionEvent<u32, u32>]) -> Vec<SessionState> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            SessionEvent::State(s) => Some(*s),
+            _ => None,
+        })
+        .collect()
+}
+
+fn drops(events: &[SessionEvent<u32, u32>]) -> usize {
+    events
+        .iter()
+        .filter(|e| matches!(e, SessionEvent::DropConnection(_)))
+        .count()
+}
+
+#[test]
+fn handshake_negotiates_timeout_and_connects() {
+    let mut h = Harness::new();
+    assert!(h.s.wants_connection());
+    let req = h.connect(0x55, 6000);
+    assert_eq!(
+        (req.session_id, req.timeout_ms, req.last_zxid_seen),
+        (0, 9000, 0)
+    );
+    assert_eq!(states(&h.events()), vec![SessionState::Connected]);
+    assert_eq!(h.s.negotiated_timeout(), Some(Duration::from_millis(6000)));
+    assert_eq!(h.s.session_id(), 0x55);
+    assert!(!h.s.wants_connection());
+}
+
+#[test]
+fn pipelined_replies_are_matched_in_order() {
+    let mut h = Harness::new();
+    h.connect(1, 9000);
+    h.events();
+    for i in 0..3 {
+        h.s.submit(h.now, exists(&format!("/n{i}"), false), 100 + i, None);
+    }
+    let sent = h.sent_requests();
+    let xids: Vec<i32> = sent.iter().map(|(x, _)| *x).collect();
+    assert_eq!(xids, vec![1, 2, 3]);
+    h.reply(1, 10, ErrorCode::Ok, Response::Stat(Stat::default()));
+    h.reply(2, 11, ErrorCode::NoNode, Response::Empty);
+    h.reply(3, 12, ErrorCode::Ok, Response::Stat(Stat::default()));
+    let r = replies(&h.events());
+    assert_eq!(r.len(), 3);
+    assert_eq!(r[0], (100, Ok(Response::Stat(Stat::default()))));
+    assert_eq!(r[1], (101, Err(RequestError::Server(ErrorCode::NoNode))));
+    assert_eq!(r[2].0, 102);
+    assert_eq!(h.s.last_zxid(), 12);
+}
+
+#[test]
+fn requests_submitted_while_connecting_wait_for_the_handshake() {
+    let mut h = Harness::new();
+    h.s.submit(h.now, exists("/early", false), 1, None);
+    assert!(h.s.output().is_empty());
+    h.connect(1, 9000);
+    let sent = h.sent_requests();
+    assert_eq!(sent, vec![(1, exists("/early", false))]);
+}
+
+#[test]
+fn out_of_order_xid_drops_the_connection_and_fails_in_flight_requests() {
+    let mut h = Harness::new();
+    h.connect(1, 9000);
+    h.events();
+    h.s.submit(h.now, exists("/a", false), 7, None);
+    h.sent();
+    h.reply(99, 5, ErrorCode::Ok, Response::Stat(Stat::default()));
+    let ev = h.events();
+    assert_eq!(drops(&ev), 1);
+    assert_eq!(replies(&ev), vec![(7, Err(RequestError::ConnectionLoss))]);
+    assert_eq!(states(&ev), vec![SessionState::Suspended]);
+    assert!(h.s.wants_connection());
+}
+
+#[test]
+fn garbage_from_the_server_is_a_disconnect_not_a_panic() {
+    let mut h = Harness::new();
+    h.connect(1, 9000);
+    h.events();
+    h.s.handle_input(h.now, &[0xff, 0xff, 0xff, 0x00, 1, 2, 3]);
+    let ev = h.events();
+    assert!(matches!(
+        ev.first(),
+        Some(SessionEvent::DropConnection(DropReason::Protocol(_)))
+    ));
+    assert_eq!(states(&ev), vec![SessionState::Suspended]);
+}
+
+#[test]
+fn idle_session_pings_then_times_out_without_replies() {
+    let mut h = Harness::new();
+    h.connect(1, 9000);
+    h.events();
+    h.advance(T / 3);
+    let sent = h.sent_requests();
+    assert_eq!(sent, vec![(-2, Request::Ping)]);
+    h.reply(-2, 3, ErrorCode::Ok, Response::Empty);
+    // Nothing heard for 2T/3 after that reply: the connection is dead.
+    h.advance(T / 3);
+    assert_eq!(h.sent_requests(), vec![(-2, Request::Ping)]);
+    assert!(h.events().is_empty());
+    h.advance(T / 3);
+    let ev = h.events();
+    assert_eq!(drops(&ev), 1);
+    assert_eq!(states(&ev), vec![SessionState::Suspended]);
+}
+
+#[test]
+fn no_contact_for_the_session_timeout_reports_lost() {
+    let mut h = Harness::new();
+    h.connect(1, 9000);
+    h.events();
+    h.s.handle_disconnected(h.now);
+    assert_eq!(states(&h.events()), vec![SessionState::Suspended]);
+    let deadline = h.s.poll_timeout().expect("a lost deadline");
+    assert_eq!(deadline, h.now + T);
+    h.advance(T - Duration::from_millis(1));
+    assert!(h.events().is_empty());
+    h.advance(Duration::from_millis(1));
+    assert_eq!(states(&h.events()), vec![SessionState::Lost]);
+}
+
+#[test]
+fn reconnect_resumes_the_session_and_rearms_watches() {
+    let mut h = Harness::new();
+    h.connect(0x77, 9000);
+    h.s.submit(h.now, exists("/w", true), 1, Some(501));
+    h.s.submit(
+        h.now,
+        Request::GetChildren(PathWatch {
+            path: "/c".into(),
+            watch: true,
+        }),
+        2,
+        Some(502),
+    );
+    h.sent();
+    h.reply(1, 40, ErrorCode::NoNode, Response::Empty);
+    h.reply(2, 41, ErrorCode::Ok, Response::Children(vec![]));
+    h.events();
+    assert_eq!(h.s.watch_count(), 2);
+    h.s.handle_disconnected(h.now);
+    let req = h.connect(0x77, 9000);
+    assert_eq!(req.session_id, 0x77);
+    assert_eq!(req.passwd, vec![7; 16]);
+    assert_eq!(req.last_zxid_seen, 41);
+    let sent = h.sent_requests();
+    let [(xid, Request::SetWatches(sw))] = sent.as_slice() else {
+        panic!("expected one SetWatches, got {sent:?}")
+    };
+    assert_eq!(*xid, -8);
+    assert_eq!(sw.relative_zxid, 41);
+    assert_eq!(sw.exist, vec!["/w".to_string()]);
+    assert_eq!(sw.child, vec!["/c".to_string()]);
+    assert_eq!(
+        states(&h.events()),
+        vec![SessionState::Suspended, SessionState::Connected]
+    );
+    // The server fires what changed while we were away: once each.
+    h.reply(-8, 42, ErrorCode::Ok, Response::Empty);
+    h.watch_event(EventType::NodeCreated, "/w");
+    h.watch_event(EventType::NodeCreated, "/w");
+    let fired: Vec<u32> = h
+        .events()
+        .into_iter()
+        .filter_map(|e| match e {
+            SessionEvent::Watch { watcher, event } => {
+                assert_eq!(event.path, "/w");
+                Some(watcher)
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(fired, vec![501]);
+}
+
+#[test]
+fn node_deleted_fires_data_and_child_watches_once() {
+    let mut h = Harness::new();
+    h.connect(1, 9000);
+    h.s.submit(h.now, exists("/d", true), 1, Some(10));
+    h.s.submit(
+        h.now,
+        Request::GetChildren2(PathWatch {
+            path: "/d".into(),
+            watch: true,
+        }),
+        2,
+        Some(11),
+    );
+    h.reply(1, 2, ErrorCode::Ok, Response::Stat(Stat::default()));
+    h.reply(
+        2,
+        2,
+        ErrorCode::Ok,
+        Response::Children2 {
+            children: vec![],
+            stat: Stat::default(),
+        },
+    );
+    h.events();
+    h.watch_event(EventType::NodeDeleted, "/d");
+    let mut fired: Vec<u32> = h
+        .events()
+        .into_iter()
+        .filter_map(|e| match e {
+            SessionEvent::Watch { watcher, .. } => Some(watcher),
+            _ => None,
+        })
+        .collect();
+    fired.sort();
+    assert_eq!(fired, vec![10, 11]);
+    assert_eq!(h.s.watch_count(), 0);
+}
+
+#[test]
+fn expiry_is_terminal_and_abandons_everything() {
+    let mut h = Harness::new();
+    h.connect(5, 9000);
+    h.s.submit(h.now, exists("/x", true), 1, Some(9));
+    h.reply(1, 2, ErrorCode::Ok, Response::Stat(Stat::default()));
+    h.s.handle_disconnected(h.now);
+    h.s.submit(h.now, exists("/y", false), 2, None);
+    h.events();
+    // The server no longer knows the session: timeout 0.
+    h.connect(0, 0);
+    let ev = h.events();
+    assert_eq!(states(&ev), vec![SessionState::Expired]);
+    assert_eq!(replies(&ev), vec![(2, Err(RequestError::SessionExpired))]);
+    assert!(ev.iter().any(|e| matches!(
+        e,
+        SessionEvent::WatchAbandoned {
+            watcher: 9,
+            reason: RequestError::SessionExpired
+        }
+    )));
+    assert!(!h.s.wants_connection());
+    h.s.submit(h.now, exists("/z", false), 3, None);
+    assert_eq!(
+        replies(&h.events()),
+        vec![(3, Err(RequestError::SessionExpired))]
+    );
+}
+
+#[test]
+fn close_sends_close_session_and_ends() {
+    let mut h = Harness::new();
+    h.connect(5, 9000);
+    h.events();
+    h.s.close(h.now, 77);
+    let sent = h.sent_requests();
+    assert_eq!(sent, vec![(1, Request::CloseSession)]);
+    h.reply(1, 3, ErrorCode::Ok, Response::Empty);
+    let ev = h.events();
+    assert_eq!(states(&ev), vec![SessionState::Closed]);
+    assert_eq!(replies(&ev), vec![(77, Ok(Response::Empty))]);
+    assert!(h.s.is_finished());
+}
+
+#[test]
+fn oversized_request_is_refused_without_sending() {
+    let mut h = Harness::new();
+    h.connect(5, 9000);
+    h.events();
+    let big = Request::SetData(jute::SetDataRequest {
+        path: "/big".into(),
+        data: vec![0; 5000],
+        version: -1,
+    });
+    h.s.submit(h.now, big, 1, None);
+    assert!(h.s.output().is_empty());
+    let r = replies(&h.events());
+    assert!(matches!(r[0], (1, Err(RequestError::TooLarge { .. }))));
+}
+
+#[test]
+fn handshake_timeout_drops_and_retries() {
+    let mut h = Harness::new();
+    h.s.handle_connected(h.now);
+    h.sent();
+    h.advance(Duration::from_secs(3));
+    let ev = h.events();
+    assert!(matches!(
+        ev.as_slice(),
+        [SessionEvent::DropConnection(DropReason::HandshakeTimeout)]
+    ));
+    assert!(h.s.wants_connection());
+}
+
+#[test]
+fn auth_failure_is_terminal() {
+    let mut h = Harness::new();
+    h.connect(5, 9000);
+    h.events();
+    h.s.submit(
+        h.now,
+        Request::Auth(jute::AuthPacket {
+            kind: 0,
+            scheme: "digest".into(),
+            auth: b"u:p".to_vec(),
+        }),
+        4,
+        None,
+    );
+    let sent = h.sent_requests();
+    assert_eq!(sent[0].0, -4);
+    h.reply(-4, 0, ErrorCode::AuthFailed, Response::Empty);
+    let ev = h.events();
+    assert_eq!(replies(&ev), vec![(4, Err(RequestError::AuthFailed))]);
+    assert_eq!(states(&ev), vec![SessionState::AuthFailed]);
+}
+
+#[test]
+fn op_codes_are_remembered_per_xid() {
+    let mut h = Harness::new();
+    h.connect(5, 9000);
+    h.events();
+    h.s.submit(
+        h.now,
+        Request::GetData(PathWatch {
+            path: "/g".into(),
+            watch: false,
+        }),
+        1,
+        None,
+    );
+    h.sent();
+    h.reply(
+        1,
+        9,
+        ErrorCode::Ok,
+        Response::Data {
+            data: b"v".to_vec(),
+            stat: Stat::default(),
+        },
+    );
+    let r = replies(&h.events());
+    assert!(matches!(&r[0].1, Ok(Response::Data { data, .. }) if data == b"v"));
+    let _ = OpCode::GetData;
+}
