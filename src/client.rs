@@ -1,0 +1,721 @@
+//! The blocking client: many threads share one connection and one session.
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, TryRecvError};
+use jute::{
+    Acl, AuthPacket, CreateMode, CreateRequest, CreateTtlRequest, ErrorCode, EventType, MultiOp,
+    MultiResult, PathVersion, PathWatch, Request, Response, SetAclRequest, SetDataRequest, Stat,
+};
+
+use crate::driver::{self, Command, DriverConfig, DriverHandle};
+use crate::error::{Error, Result};
+use crate::path::{validate_path, Chroot};
+use crate::session::{RequestError, SessionConfig, SessionState, WatchedEvent};
+
+/// A ZooKeeper client: one session, one connection, one I/O thread.
+///
+/// Cheap to clone; every clone shares the session. The session is closed
+/// when [`Client::close`] is called or the last clone is dropped.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use zklock::{Client, CreateMode};
+///
+/// let client = Client::connect("127.0.0.1:2181", Duration::from_secs(10))?;
+/// let path = client.create("/demo", b"hello", CreateMode::Ephemeral)?;
+/// let (data, stat) = client.get_data(&path)?;
+/// assert_eq!(data, b"hello");
+/// client.delete(&path, Some(stat.version))?;
+/// # Ok::<(), zklock::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    driver: DriverHandle,
+    chroot: Chroot,
+    request_timeout: Duration,
+    max_frame: usize,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Dropping the command sender tells the I/O thread to close the session.
+        let (tx, _rx) = crossbeam_channel::bounded(1);
+        self.driver.send(Command::Close { reply: tx });
+        if let Some(t) = self.driver.thread.take() {
+            // Do not block a dropping caller on the network: the thread ends
+            // by itself once the close is answered or times out.
+            drop(t);
+        }
+    }
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("session_id", &format_args!("{:#x}", self.session_id()))
+            .field("state", &self.state())
+            .finish()
+    }
+}
+
+/// Options for [`Client`] beyond the connect string and session timeout.
+#[derive(Debug, Clone)]
+pub struct ClientBuilder {
+    connect_string: String,
+    session_timeout: Duration,
+    connect_timeout: Option<Duration>,
+    request_timeout: Option<Duration>,
+    max_frame: usize,
+    wait_connected: bool,
+}
+
+impl ClientBuilder {
+    /// The session timeout to ask for (the server clamps it to 2..20 ticks).
+    pub fn session_timeout(mut self, t: Duration) -> Self {
+        self.session_timeout = t;
+        self
+    }
+
+    /// Per-host connect timeout; default: session timeout / number of hosts.
+    pub fn connect_timeout(mut self, t: Duration) -> Self {
+        self.connect_timeout = Some(t);
+        self
+    }
+
+    /// Deadline of every call; default: the session timeout.
+    pub fn request_timeout(mut self, t: Duration) -> Self {
+        self.request_timeout = Some(t);
+        self
+    }
+
+    /// Largest frame sent or accepted (the server's `jute.maxbuffer`).
+    pub fn max_frame(mut self, bytes: usize) -> Self {
+        self.max_frame = bytes;
+        self
+    }
+
+    /// Whether `connect` waits for the first session (default) or returns at once.
+    pub fn wait_connected(mut self, wait: bool) -> Self {
+        self.wait_connected = wait;
+        self
+    }
+
+    pub fn connect(self) -> Result<Client> {
+        let (hosts, chroot) = parse_connect_string(&self.connect_string)?;
+        let connect_timeout = self
+            .connect_timeout
+            .unwrap_or(self.session_timeout / hosts.len().max(1) as u32)
+            .max(Duration::from_millis(100));
+        let config = DriverConfig {
+            hosts,
+            session: SessionConfig {
+                session_timeout: self.session_timeout,
+                connect_timeout,
+                max_frame: self.max_frame,
+            },
+        };
+        let driver = driver::spawn(config).map_err(|e| Error::Io(e.to_string()))?;
+        let client = Client {
+            inner: Arc::new(Inner {
+                driver,
+                chroot,
+                request_timeout: self.request_timeout.unwrap_or(self.session_timeout),
+                max_frame: self.max_frame,
+            }),
+        };
+        if self.wait_connected {
+            client.wait_connected(self.session_timeout.max(Duration::from_secs(1)))?;
+        }
+        Ok(client)
+    }
+}
+
+/// Splits `host:port[,host:port...][/chroot]` and resolves every host.
+fn parse_connect_string(s: &str) -> Result<(Vec<SocketAddr>, Chroot)> {
+    let bad = |why: String| Error::InvalidConnectString(why);
+    let (hosts_part, chroot) = match s.find('/') {
+        Some(i) => (&s[..i], Some(s[i..].to_owned())),
+        None => (s, None),
+    };
+    let chroot = Chroot::new(chroot)?;
+    let mut addrs = Vec::new();
+    for host in hosts_part
+        .split(',')
+        .map(str::trim)
+        .filter(|h| !h.is_empty())
+    {
+        let with_port = if host
+            .rsplit_once(':')
+            .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
+        {
+            host.to_owned()
+        } else {
+            format!("{host}:2181")
+        };
+        let resolved = with_port
+            .to_socket_addrs()
+            .map_err(|e| bad(format!("cannot resolve {host:?}: {e}")))?;
+        addrs.extend(resolved);
+    }
+    if addrs.is_empty() {
+        return Err(bad(format!("no hosts in {s:?}")));
+    }
+    Ok((addrs, chroot))
+}
+
+/// A node to create: mode, ACL and (for TTL modes) time to live.
+#[derive(Debug, Clone)]
+pub struct CreateOptions {
+    pub mode: CreateMode,
+    pub acl: Vec<Acl>,
+    pub ttl: Option<Duration>,
+}
+
+impl CreateOptions {
+    pub fn new(mode: CreateMode) -> Self {
+        CreateOptions {
+            mode,
+            acl: Acl::open_unsafe(),
+            ttl: None,
+        }
+    }
+
+    pub fn acl(mut self, acl: Vec<Acl>) -> Self {
+        self.acl = acl;
+        self
+    }
+
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = Some(ttl);
+        self
+    }
+}
+
+/// One operation of a [`Client::multi`] transaction.
+#[derive(Debug, Clone)]
+pub enum Op {
+    Create {
+        path: String,
+        data: Vec<u8>,
+        mode: CreateMode,
+        acl: Vec<Acl>,
+    },
+    Delete {
+        path: String,
+        version: Option<i32>,
+    },
+    SetData {
+        path: String,
+        data: Vec<u8>,
+        version: Option<i32>,
+    },
+    /// Fails the transaction unless the node exists (at `version`, if given).
+    Check {
+        path: String,
+        version: Option<i32>,
+    },
+}
+
+impl Op {
+    pub fn create(path: &str, data: &[u8], mode: CreateMode) -> Op {
+        Op::Create {
+            path: path.into(),
+            data: data.to_vec(),
+            mode,
+            acl: Acl::open_unsafe(),
+        }
+    }
+    pub fn delete(path: &str, version: Option<i32>) -> Op {
+        Op::Delete {
+            path: path.into(),
+            version,
+        }
+    }
+    pub fn set_data(path: &str, data: &[u8], version: Option<i32>) -> Op {
+        Op::SetData {
+            path: path.into(),
+            data: data.to_vec(),
+            version,
+        }
+    }
+    pub fn check(path: &str, version: Option<i32>) -> Op {
+        Op::Check {
+            path: path.into(),
+            version,
+        }
+    }
+}
+
+/// The outcome of one op of a successful [`Client::multi`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OpResult {
+    Create { path: String, stat: Stat },
+    Delete,
+    SetData { stat: Stat },
+    Check,
+}
+
+/// A watch event, with the path as the caller named it (chroot removed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WatchEvent {
+    pub kind: EventType,
+    pub path: String,
+}
+
+/// A one-shot watch: receives exactly one event, or an error saying why it
+/// never will (the session ended, or the connection dropped before the
+/// watch was set). Once that one outcome is taken, the watch reports
+/// [`Error::Closed`].
+#[derive(Debug)]
+pub struct Watch {
+    rx: Receiver<std::result::Result<WatchedEvent, RequestError>>,
+    chroot: Chroot,
+}
+
+impl Watch {
+    fn convert(&self, r: std::result::Result<WatchedEvent, RequestError>) -> Result<WatchEvent> {
+        r.map(|e| WatchEvent {
+            kind: e.kind,
+            path: self.chroot.strip(&e.path),
+        })
+        .map_err(Error::from)
+    }
+
+    /// Blocks until the watch fires or can no longer fire.
+    pub fn recv(&self) -> Result<WatchEvent> {
+        match self.rx.recv() {
+            Ok(r) => self.convert(r),
+            Err(_) => Err(Error::Closed),
+        }
+    }
+
+    /// Like [`Watch::recv`], giving up with [`Error::Timeout`] after `timeout`.
+    pub fn recv_timeout(&self, timeout: Duration) -> Result<WatchEvent> {
+        match self.rx.recv_timeout(timeout) {
+            Ok(r) => self.convert(r),
+            Err(RecvTimeoutError::Timeout) => Err(Error::Timeout),
+            Err(RecvTimeoutError::Disconnected) => Err(Error::Closed),
+        }
+    }
+
+    /// The event if it already came; `Ok(None)` if not yet.
+    pub fn try_recv(&self) -> Result<Option<WatchEvent>> {
+        match self.rx.try_recv() {
+            Ok(r) => self.convert(r).map(Some),
+            Err(TryRecvError::Empty) => Ok(None),
+            Err(TryRecvError::Disconnected) => Err(Error::Closed),
+        }
+    }
+
+    /// The underlying channel, for `crossbeam_channel::select!` with other
+    /// sources (cancellation, session state). Convert what it yields with
+    /// [`Watch::event_from`].
+    pub fn receiver(&self) -> &Receiver<std::result::Result<WatchedEvent, RequestError>> {
+        &self.rx
+    }
+
+    /// Converts a value taken from [`Watch::receiver`].
+    pub fn event_from(
+        &self,
+        r: std::result::Result<WatchedEvent, RequestError>,
+    ) -> Result<WatchEvent> {
+        self.convert(r)
+    }
+}
+
+fn version_or_any(v: Option<i32>) -> i32 {
+    v.unwrap_or(-1)
+}
+
+impl Client {
+    /// Connects and waits until the session is established.
+    pub fn connect(connect_string: &str, session_timeout: Duration) -> Result<Client> {
+        Client::builder(connect_string)
+            .session_timeout(session_timeout)
+            .connect()
+    }
+
+    pub fn builder(connect_string: &str) -> ClientBuilder {
+        ClientBuilder {
+            connect_string: connect_string.to_owned(),
+            session_timeout: Duration::from_secs(10),
+            connect_timeout: None,
+            request_timeout: None,
+            max_frame: jute::DEFAULT_MAX_FRAME,
+            wait_connected: true,
+        }
+    }
+
+    /// Blocks until connected, or fails with the terminal state or Timeout.
+    pub fn wait_connected(&self, timeout: Duration) -> Result<()> {
+        let states = self.subscribe();
+        let deadline = Instant::now() + timeout;
+        loop {
+            match self.state() {
+                SessionState::Connected => return Ok(()),
+                SessionState::Expired => return Err(Error::SessionExpired),
+                SessionState::AuthFailed => return Err(Error::AuthFailed),
+                SessionState::Closed => return Err(Error::Closed),
+                _ => {}
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            match states.recv_timeout(left) {
+                Ok(_) => {}
+                Err(RecvTimeoutError::Timeout) => return Err(Error::Timeout),
+                Err(RecvTimeoutError::Disconnected) => return Err(Error::Closed),
+            }
+        }
+    }
+
+    pub fn state(&self) -> SessionState {
+        self.status().state
+    }
+
+    /// The session id (0 until the first session is established).
+    pub fn session_id(&self) -> i64 {
+        self.status().session_id
+    }
+
+    /// The session timeout the server granted.
+    pub fn negotiated_timeout(&self) -> Option<Duration> {
+        self.status().negotiated
+    }
+
+    /// The highest zxid this client has seen.
+    pub fn last_zxid(&self) -> i64 {
+        self.status().last_zxid
+    }
+
+    fn status(&self) -> driver::Status {
+        match self.inner.driver.status.lock() {
+            Ok(s) => *s,
+            Err(poisoned) => *poisoned.into_inner(),
+        }
+    }
+
+    /// A channel of session state changes, starting with the current state.
+    pub fn subscribe(&self) -> Receiver<SessionState> {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        if !self.inner.driver.send(Command::Subscribe(tx.clone())) {
+            let _ = tx.send(SessionState::Closed);
+        }
+        rx
+    }
+
+    /// The chroot-aware server path, after validation.
+    fn server_path(&self, path: &str, sequential: bool) -> Result<String> {
+        validate_path(path, sequential)?;
+        Ok(self.inner.chroot.apply(path))
+    }
+
+    fn client_path(&self, server_path: &str) -> String {
+        self.inner.chroot.strip(server_path)
+    }
+
+    /// Sends a request and waits for its reply within the request timeout.
+    fn call(&self, request: Request) -> Result<Response> {
+        self.call_watch(request, false).map(|(r, _)| r)
+    }
+
+    fn call_watch(&self, request: Request, watch: bool) -> Result<(Response, Option<Watch>)> {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let (watcher, watch) = if watch {
+            let (wtx, wrx) = crossbeam_channel::bounded(1);
+            (
+                Some(wtx),
+                Some(Watch {
+                    rx: wrx,
+                    chroot: self.inner.chroot.clone(),
+                }),
+            )
+        } else {
+            (None, None)
+        };
+        if !self.inner.driver.send(Command::Submit {
+            request,
+            reply: tx,
+            watcher,
+        }) {
+            return Err(Error::Closed);
+        }
+        match rx.recv_timeout(self.inner.request_timeout) {
+            Ok(Ok(resp)) => Ok((resp, watch)),
+            Ok(Err(e)) => Err(e.into()),
+            Err(RecvTimeoutError::Timeout) => Err(Error::Timeout),
+            Err(RecvTimeoutError::Disconnected) => Err(Error::Closed),
+        }
+    }
+
+    fn unexpected(resp: Response) -> Error {
+        log::error!("reply of an unexpected shape: {resp:?}");
+        Error::Server(ErrorCode::MarshallingError)
+    }
+
+    /// Creates a node with an open ACL; returns its path (with the sequence
+    /// suffix for sequential modes).
+    pub fn create(&self, path: &str, data: &[u8], mode: CreateMode) -> Result<String> {
+        self.create_with(path, data, &CreateOptions::new(mode))
+            .map(|(p, _)| p)
+    }
+
+    /// Creates a node; returns its path and Stat (one round trip, via create2).
+    pub fn create_with(
+        &self,
+        path: &str,
+        data: &[u8],
+        options: &CreateOptions,
+    ) -> Result<(String, Stat)> {
+        let server_path = self.server_path(path, options.mode.is_sequential())?;
+        let create = CreateRequest {
+            path: server_path,
+            data: data.to_vec(),
+            acl: options.acl.clone(),
+            mode: options.mode,
+        };
+        let request = match (options.mode, options.ttl) {
+            (CreateMode::Container, _) => Request::CreateContainer(create),
+            (m, Some(ttl)) if m.is_ttl() => Request::CreateTtl(CreateTtlRequest {
+                create,
+                ttl_ms: i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX),
+            }),
+            (m, None) if m.is_ttl() => return Err(Error::Server(ErrorCode::BadArguments)),
+            _ => Request::Create2(create),
+        };
+        match self.call(request)? {
+            Response::Created { path, stat } => Ok((self.client_path(&path), stat)),
+            other => Err(Self::unexpected(other)),
+        }
+    }
+
+    /// Deletes a node (at `version`, if given).
+    pub fn delete(&self, path: &str, version: Option<i32>) -> Result<()> {
+        let path = self.server_path(path, false)?;
+        self.call(Request::Delete(PathVersion {
+            path,
+            version: version_or_any(version),
+        }))
+        .map(drop)
+    }
+
+    fn exists_inner(&self, path: &str, watch: bool) -> Result<(Option<Stat>, Option<Watch>)> {
+        let path = self.server_path(path, false)?;
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let (wtx, wrx) = crossbeam_channel::bounded(1);
+        if !self.inner.driver.send(Command::Submit {
+            request: Request::Exists(PathWatch { path, watch }),
+            reply: tx,
+            watcher: watch.then_some(wtx),
+        }) {
+            return Err(Error::Closed);
+        }
+        let w = watch.then(|| Watch {
+            rx: wrx,
+            chroot: self.inner.chroot.clone(),
+        });
+        match rx.recv_timeout(self.inner.request_timeout) {
+            Ok(Ok(Response::Stat(stat))) => Ok((Some(stat), w)),
+            Ok(Ok(other)) => Err(Self::unexpected(other)),
+            // A missing node is an answer, and the watch waits for its creation.
+            Ok(Err(RequestError::Server(ErrorCode::NoNode))) => Ok((None, w)),
+            Ok(Err(e)) => Err(e.into()),
+            Err(RecvTimeoutError::Timeout) => Err(Error::Timeout),
+            Err(RecvTimeoutError::Disconnected) => Err(Error::Closed),
+        }
+    }
+
+    /// The node's Stat, or `None` if it does not exist.
+    pub fn exists(&self, path: &str) -> Result<Option<Stat>> {
+        self.exists_inner(path, false).map(|(s, _)| s)
+    }
+
+    /// Like [`Client::exists`], leaving a watch that fires on creation,
+    /// deletion or data change.
+    pub fn exists_w(&self, path: &str) -> Result<(Option<Stat>, Watch)> {
+        let (stat, w) = self.exists_inner(path, true)?;
+        w.map(|w| (stat, w)).ok_or(Error::Closed)
+    }
+
+    fn get_data_inner(&self, path: &str, watch: bool) -> Result<(Vec<u8>, Stat, Option<Watch>)> {
+        let path = self.server_path(path, false)?;
+        match self.call_watch(Request::GetData(PathWatch { path, watch }), watch)? {
+            (Response::Data { data, stat }, w) => Ok((data, stat, w)),
+            (other, _) => Err(Self::unexpected(other)),
+        }
+    }
+
+    pub fn get_data(&self, path: &str) -> Result<(Vec<u8>, Stat)> {
+        self.get_data_inner(path, false).map(|(d, s, _)| (d, s))
+    }
+
+    /// Like [`Client::get_data`], leaving a watch for data change or deletion.
+    pub fn get_data_w(&self, path: &str) -> Result<(Vec<u8>, Stat, Watch)> {
+        let (d, s, w) = self.get_data_inner(path, true)?;
+        w.map(|w| (d, s, w)).ok_or(Error::Closed)
+    }
+
+    fn get_children_inner(
+        &self,
+        path: &str,
+        watch: bool,
+    ) -> Result<(Vec<String>, Stat, Option<Watch>)> {
+        let path = self.server_path(path, false)?;
+        match self.call_watch(Request::GetChildren2(PathWatch { path, watch }), watch)? {
+            (Response::Children2 { children, stat }, w) => Ok((children, stat, w)),
+            (other, _) => Err(Self::unexpected(other)),
+        }
+    }
+
+    /// Child names (not full paths), in the server's order.
+    pub fn get_children(&self, path: &str) -> Result<Vec<String>> {
+        self.get_children_inner(path, false).map(|(c, _, _)| c)
+    }
+
+    /// Child names and the parent's Stat.
+    pub fn get_children2(&self, path: &str) -> Result<(Vec<String>, Stat)> {
+        self.get_children_inner(path, false).map(|(c, s, _)| (c, s))
+    }
+
+    /// Like [`Client::get_children2`], leaving a watch for child changes or deletion.
+    pub fn get_children_w(&self, path: &str) -> Result<(Vec<String>, Stat, Watch)> {
+        let (c, s, w) = self.get_children_inner(path, true)?;
+        w.map(|w| (c, s, w)).ok_or(Error::Closed)
+    }
+
+    pub fn set_data(&self, path: &str, data: &[u8], version: Option<i32>) -> Result<Stat> {
+        let path = self.server_path(path, false)?;
+        match self.call(Request::SetData(SetDataRequest {
+            path,
+            data: data.to_vec(),
+            version: version_or_any(version),
+        }))? {
+            Response::Stat(stat) => Ok(stat),
+            other => Err(Self::unexpected(other)),
+        }
+    }
+
+    pub fn get_acl(&self, path: &str) -> Result<(Vec<Acl>, Stat)> {
+        let path = self.server_path(path, false)?;
+        match self.call(Request::GetAcl(path))? {
+            Response::Acl { acl, stat } => Ok((acl, stat)),
+            other => Err(Self::unexpected(other)),
+        }
+    }
+
+    pub fn set_acl(&self, path: &str, acl: Vec<Acl>, version: Option<i32>) -> Result<Stat> {
+        let path = self.server_path(path, false)?;
+        match self.call(Request::SetAcl(SetAclRequest {
+            path,
+            acl,
+            version: version_or_any(version),
+        }))? {
+            Response::Stat(stat) => Ok(stat),
+            other => Err(Self::unexpected(other)),
+        }
+    }
+
+    /// Waits until the server we talk to has caught up with the leader.
+    pub fn sync(&self, path: &str) -> Result<()> {
+        let path = self.server_path(path, false)?;
+        self.call(Request::Sync(path)).map(drop)
+    }
+
+    /// Applies every op or none. On failure, says which op failed and why.
+    pub fn multi(&self, ops: &[Op]) -> Result<Vec<OpResult>> {
+        let mut wire = Vec::with_capacity(ops.len());
+        for op in ops {
+            wire.push(match op {
+                Op::Create {
+                    path,
+                    data,
+                    mode,
+                    acl,
+                } => MultiOp::Create2(CreateRequest {
+                    path: self.server_path(path, mode.is_sequential())?,
+                    data: data.clone(),
+                    acl: acl.clone(),
+                    mode: *mode,
+                }),
+                Op::Delete { path, version } => MultiOp::Delete(PathVersion {
+                    path: self.server_path(path, false)?,
+                    version: version_or_any(*version),
+                }),
+                Op::SetData {
+                    path,
+                    data,
+                    version,
+                } => MultiOp::SetData(SetDataRequest {
+                    path: self.server_path(path, false)?,
+                    data: data.clone(),
+                    version: version_or_any(*version),
+                }),
+                Op::Check { path, version } => MultiOp::Check(PathVersion {
+                    path: self.server_path(path, false)?,
+                    version: version_or_any(*version),
+                }),
+            });
+        }
+        let results = match self.call(Request::Multi(wire))? {
+            Response::Multi(results) => results,
+            other => return Err(Self::unexpected(other)),
+        };
+        // Rolled-back ops report RuntimeInconsistency; the culprit has the real code.
+        let failed = results.iter().enumerate().find(|(_, r)| {
+            matches!(r, MultiResult::Error(c) if *c != ErrorCode::Ok && *c != ErrorCode::RuntimeInconsistency)
+        });
+        if let Some((index, MultiResult::Error(code))) = failed {
+            return Err(Error::MultiFailed { index, code: *code });
+        }
+        results
+            .into_iter()
+            .map(|r| match r {
+                MultiResult::Create { path } => Ok(OpResult::Create {
+                    path: self.client_path(&path),
+                    stat: Stat::default(),
+                }),
+                MultiResult::Create2 { path, stat } => Ok(OpResult::Create {
+                    path: self.client_path(&path),
+                    stat,
+                }),
+                MultiResult::Delete => Ok(OpResult::Delete),
+                MultiResult::SetData { stat } => Ok(OpResult::SetData { stat }),
+                MultiResult::Check => Ok(OpResult::Check),
+                MultiResult::Error(code) => Err(Error::MultiFailed { index: 0, code }),
+            })
+            .collect()
+    }
+
+    /// Adds credentials to the session (e.g. scheme "digest", auth "user:password").
+    /// They are sent again after every reconnect.
+    pub fn add_auth(&self, scheme: &str, auth: &[u8]) -> Result<()> {
+        self.call(Request::Auth(AuthPacket {
+            kind: 0,
+            scheme: scheme.to_owned(),
+            auth: auth.to_vec(),
+        }))
+        .map(drop)
+    }
+
+    /// Ends the session: its ephemeral nodes are deleted at once.
+    pub fn close(&self) -> Result<()> {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        if !self.inner.driver.send(Command::Close { reply: tx }) {
+            return Ok(());
+        }
+        match rx.recv_timeout(self.inner.request_timeout) {
+            Ok(_) | Err(RecvTimeoutError::Disconnected) => Ok(()),
+            Err(RecvTimeoutError::Timeout) => Err(Error::Timeout),
+        }
+    }
+
+    /// The frame limit this client enforces.
+    pub fn max_frame(&self) -> usize {
+        self.inner.max_frame
+    }
+}

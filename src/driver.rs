@@ -1,0 +1,473 @@
+//! The I/O thread: one mio event loop per client that moves bytes between a
+//! socket and the session core, and answers callers over channels.
+//!
+//! It owns no protocol logic. Each turn it feeds the core what happened
+//! (socket readiness, commands, the time), then drains the core's events,
+//! output and next deadline, and sleeps in `poll` until one of those is due.
+//! An idle client wakes only to ping.
+
+use std::io::{self, Read, Write};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender, TryRecvError};
+use jute::{Request, Response};
+use mio::net::TcpStream;
+use mio::{Events, Interest, Poll, Token, Waker};
+
+use crate::session::{
+    DropReason, RequestError, Session, SessionConfig, SessionEvent, SessionState, WatchedEvent,
+};
+
+const SOCKET: Token = Token(0);
+const WAKER: Token = Token(1);
+
+/// Where a caller waits for its reply.
+pub(crate) type ReplySender = Sender<Result<Response, RequestError>>;
+/// Where a watcher waits for its one event (or the reason it will never come).
+pub(crate) type WatchSender = Sender<Result<WatchedEvent, RequestError>>;
+
+/// What API threads ask of the I/O thread.
+pub(crate) enum Command {
+    Submit {
+        request: Request,
+        reply: ReplySender,
+        watcher: Option<WatchSender>,
+    },
+    Close {
+        reply: ReplySender,
+    },
+    Subscribe(Sender<SessionState>),
+}
+
+/// What the I/O thread publishes for API threads to read at any time.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Status {
+    pub state: SessionState,
+    pub session_id: i64,
+    pub negotiated: Option<Duration>,
+    pub last_zxid: i64,
+}
+
+pub(crate) struct DriverConfig {
+    pub hosts: Vec<SocketAddr>,
+    pub session: SessionConfig,
+}
+
+/// The API side's handle on the I/O thread.
+pub(crate) struct DriverHandle {
+    pub commands: Sender<Command>,
+    pub waker: Arc<Waker>,
+    pub status: Arc<Mutex<Status>>,
+    pub thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl DriverHandle {
+    /// Queues a command and wakes the loop. `false` if the thread is gone.
+    pub(crate) fn send(&self, cmd: Command) -> bool {
+        if self.commands.send(cmd).is_err() {
+            return false;
+        }
+        self.waker.wake().is_ok()
+    }
+}
+
+pub(crate) fn spawn(config: DriverConfig) -> io::Result<DriverHandle> {
+    let poll = Poll::new()?;
+    let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
+    let (tx, rx) = crossbeam_channel::unbounded();
+    let now = Instant::now();
+    let status = Arc::new(Mutex::new(Status {
+        state: SessionState::Connecting,
+        session_id: 0,
+        negotiated: None,
+        last_zxid: 0,
+    }));
+    let mut driver = Driver {
+        poll,
+        commands: rx,
+        session: Session::new(config.session.clone(), now),
+        hosts: HostList::new(config.hosts, now),
+        connect_timeout: config.session.connect_timeout,
+        conn: None,
+        subscribers: Vec::new(),
+        status: status.clone(),
+        commands_open: true,
+    };
+    let thread = std::thread::Builder::new()
+        .name("zklock-io".into())
+        .spawn(move || driver.run())?;
+    Ok(DriverHandle {
+        commands: tx,
+        waker,
+        status,
+        thread: Some(thread),
+    })
+}
+
+struct Connection {
+    stream: TcpStream,
+    addr: SocketAddr,
+    /// TCP handshake still under way, and until when we wait for it.
+    connecting: Option<Instant>,
+    writable_interest: bool,
+}
+
+/// The servers, shuffled once, tried in turn; a pause with jitter after a
+/// whole round failed.
+struct HostList {
+    hosts: Vec<SocketAddr>,
+    next: usize,
+    failures_in_round: usize,
+    backoff: Duration,
+    not_before: Instant,
+    rng: u64,
+}
+
+impl HostList {
+    fn new(mut hosts: Vec<SocketAddr>, now: Instant) -> Self {
+        let mut rng = u64::from_le_bytes(
+            uuid::Uuid::new_v4().as_bytes()[..8]
+                .try_into()
+                .unwrap_or([7; 8]),
+        ) | 1;
+        for i in (1..hosts.len()).rev() {
+            let j = (xorshift(&mut rng) % (i as u64 + 1)) as usize;
+            hosts.swap(i, j);
+        }
+        HostList {
+            hosts,
+            next: 0,
+            failures_in_round: 0,
+            backoff: Duration::from_millis(50),
+            not_before: now,
+            rng,
+        }
+    }
+
+    fn take(&mut self) -> SocketAddr {
+        let addr = self.hosts[self.next % self.hosts.len()];
+        self.next = (self.next + 1) % self.hosts.len();
+        addr
+    }
+
+    fn succeeded(&mut self) {
+        self.failures_in_round = 0;
+        self.backoff = Duration::from_millis(50);
+    }
+
+    fn failed(&mut self, now: Instant) {
+        self.failures_in_round += 1;
+        if self.failures_in_round >= self.hosts.len() {
+            self.failures_in_round = 0;
+            let jitter = xorshift(&mut self.rng) % (self.backoff.as_millis() as u64 + 1);
+            self.not_before = now + self.backoff + Duration::from_millis(jitter);
+            self.backoff = (self.backoff * 2).min(Duration::from_secs(1));
+        }
+    }
+}
+
+fn xorshift(s: &mut u64) -> u64 {
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    *s
+}
+
+struct Driver {
+    poll: Poll,
+    commands: Receiver<Command>,
+    session: Session<ReplySender, WatchSender>,
+    hosts: HostList,
+    connect_timeout: Duration,
+    conn: Option<Connection>,
+    subscribers: Vec<Sender<SessionState>>,
+    status: Arc<Mutex<Status>>,
+    commands_open: bool,
+}
+
+impl Driver {
+    fn run(&mut self) {
+        let mut events = Events::with_capacity(64);
+        loop {
+            let now = Instant::now();
+            self.drain_commands(now);
+            self.session.handle_timeout(now);
+            self.check_connect_deadline(now);
+            self.deliver();
+            self.maintain_connection(now);
+            self.flush(now);
+            self.deliver();
+            self.publish();
+            if self.session.is_finished() && self.conn.is_none() {
+                break;
+            }
+            if !self.commands_open && self.session.state().is_terminal() {
+                break;
+            }
+            let timeout = self
+                .next_deadline()
+                .map(|d| d.saturating_duration_since(Instant::now()));
+            if let Err(e) = self.poll.poll(&mut events, timeout) {
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                log::error!("poll failed, stopping the I/O thread: {e}");
+                self.session
+                    .close(Instant::now(), crossbeam_channel::bounded(1).0);
+                self.deliver();
+                break;
+            }
+            let now = Instant::now();
+            for event in events.iter() {
+                if event.token() == SOCKET {
+                    self.on_socket(
+                        now,
+                        event.is_writable(),
+                        event.is_readable() || event.is_read_closed(),
+                    );
+                }
+            }
+        }
+        if let Some(conn) = self.conn.take() {
+            let _ = self.poll.registry().deregister(&mut { conn.stream });
+        }
+        self.publish();
+        log::debug!("I/O thread finished");
+    }
+
+    fn next_deadline(&self) -> Option<Instant> {
+        let mut deadline = self.session.poll_timeout();
+        if let Some(Connection {
+            connecting: Some(until),
+            ..
+        }) = &self.conn
+        {
+            deadline = Some(deadline.map_or(*until, |d| d.min(*until)));
+        }
+        if self.conn.is_none() && self.session.wants_connection() {
+            let nb = self.hosts.not_before;
+            deadline = Some(deadline.map_or(nb, |d| d.min(nb)));
+        }
+        deadline
+    }
+
+    fn drain_commands(&mut self, now: Instant) {
+        loop {
+            match self.commands.try_recv() {
+                Ok(Command::Submit {
+                    request,
+                    reply,
+                    watcher,
+                }) => self.session.submit(now, request, reply, watcher),
+                Ok(Command::Close { reply }) => self.session.close(now, reply),
+                Ok(Command::Subscribe(tx)) => {
+                    let _ = tx.send(self.session.state());
+                    self.subscribers.push(tx);
+                }
+                Err(TryRecvError::Empty) => return,
+                Err(TryRecvError::Disconnected) => {
+                    // Every Client is gone: end the session politely.
+                    if self.commands_open {
+                        self.commands_open = false;
+                        self.session.close(now, crossbeam_channel::bounded(1).0);
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    fn deliver(&mut self) {
+        while let Some(event) = self.session.poll_event() {
+            match event {
+                SessionEvent::Reply { handle, result } => {
+                    let _ = handle.send(result);
+                }
+                SessionEvent::Watch { watcher, event } => {
+                    let _ = watcher.send(Ok(event));
+                }
+                SessionEvent::WatchAbandoned { watcher, reason } => {
+                    let _ = watcher.send(Err(reason));
+                }
+                SessionEvent::State(state) => {
+                    log::info!("session {:#x}: {state:?}", self.session.session_id());
+                    self.publish();
+                    self.subscribers.retain(|s| s.send(state).is_ok());
+                }
+                SessionEvent::DropConnection(reason) => {
+                    log::warn!("dropping connection: {reason:?}");
+                    self.close_socket();
+                    if !matches!(reason, DropReason::ReadTimeout | DropReason::SessionEnded) {
+                        self.hosts.failed(Instant::now());
+                    }
+                }
+            }
+        }
+    }
+
+    fn publish(&self) {
+        if let Ok(mut s) = self.status.lock() {
+            *s = Status {
+                state: self.session.state(),
+                session_id: self.session.session_id(),
+                negotiated: self.session.negotiated_timeout(),
+                last_zxid: self.session.last_zxid(),
+            };
+        }
+    }
+
+    fn close_socket(&mut self) {
+        if let Some(mut conn) = self.conn.take() {
+            let _ = self.poll.registry().deregister(&mut conn.stream);
+            let _ = conn.stream.shutdown(std::net::Shutdown::Both);
+        }
+    }
+
+    /// The connection failed or ended: tell the core and move to the next host.
+    fn lost_connection(&mut self, now: Instant, why: &str) {
+        if let Some(conn) = &self.conn {
+            log::info!("connection to {} lost: {why}", conn.addr);
+        }
+        self.close_socket();
+        if self.session.state() != SessionState::Connected {
+            self.hosts.failed(now);
+        }
+        self.session.handle_disconnected(now);
+    }
+
+    fn check_connect_deadline(&mut self, now: Instant) {
+        if let Some(Connection {
+            connecting: Some(until),
+            ..
+        }) = &self.conn
+        {
+            if now >= *until {
+                self.lost_connection(now, "connect timed out");
+            }
+        }
+    }
+
+    fn maintain_connection(&mut self, now: Instant) {
+        if self.conn.is_some() || !self.session.wants_connection() || now < self.hosts.not_before {
+            return;
+        }
+        let addr = self.hosts.take();
+        match TcpStream::connect(addr) {
+            Ok(mut stream) => {
+                let _ = stream.set_nodelay(true);
+                if let Err(e) = self.poll.registry().register(
+                    &mut stream,
+                    SOCKET,
+                    Interest::READABLE | Interest::WRITABLE,
+                ) {
+                    log::warn!("cannot register socket for {addr}: {e}");
+                    self.hosts.failed(now);
+                    return;
+                }
+                log::debug!("connecting to {addr}");
+                self.conn = Some(Connection {
+                    stream,
+                    addr,
+                    connecting: Some(now + self.connect_timeout),
+                    writable_interest: true,
+                });
+            }
+            Err(e) => {
+                log::info!("connect to {addr} failed: {e}");
+                self.hosts.failed(now);
+            }
+        }
+    }
+
+    fn on_socket(&mut self, now: Instant, writable: bool, readable: bool) {
+        let Some(conn) = self.conn.as_mut() else {
+            return;
+        };
+        if conn.connecting.is_some() {
+            if !writable && !readable {
+                return;
+            }
+            match conn.stream.take_error() {
+                Ok(None) => {}
+                Ok(Some(e)) | Err(e) => return self.lost_connection(now, &e.to_string()),
+            }
+            match conn.stream.peer_addr() {
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotConnected => return,
+                Err(e) => return self.lost_connection(now, &e.to_string()),
+            }
+            conn.connecting = None;
+            log::debug!("TCP connected to {}", conn.addr);
+            self.session.handle_connected(now);
+        }
+        if readable {
+            self.read(now);
+        }
+        if writable {
+            self.flush(now);
+        }
+    }
+
+    fn read(&mut self, now: Instant) {
+        let mut buf = [0u8; 64 * 1024];
+        loop {
+            let Some(conn) = self.conn.as_mut() else {
+                return;
+            };
+            match conn.stream.read(&mut buf) {
+                Ok(0) => return self.lost_connection(now, "closed by the server"),
+                Ok(n) => {
+                    self.session.handle_input(now, &buf[..n]);
+                    // The core may have asked for the connection to go.
+                    self.deliver();
+                    if self.session.state().is_terminal() {
+                        self.close_socket();
+                        return;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return self.lost_connection(now, &e.to_string()),
+            }
+        }
+    }
+
+    fn flush(&mut self, now: Instant) {
+        let Some(conn) = self.conn.as_mut() else {
+            return;
+        };
+        if conn.connecting.is_some() {
+            return;
+        }
+        while !self.session.output().is_empty() {
+            match conn.stream.write(self.session.output()) {
+                Ok(0) => return self.lost_connection(now, "write returned 0"),
+                Ok(n) => self.session.consume_output(n),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return self.lost_connection(now, &e.to_string()),
+            }
+        }
+        let want_writable = !self.session.output().is_empty();
+        if want_writable != conn.writable_interest {
+            let interest = if want_writable {
+                Interest::READABLE | Interest::WRITABLE
+            } else {
+                Interest::READABLE
+            };
+            if let Err(e) = self
+                .poll
+                .registry()
+                .reregister(&mut conn.stream, SOCKET, interest)
+            {
+                return self.lost_connection(now, &e.to_string());
+            }
+            conn.writable_interest = want_writable;
+        }
+        if self.session.state() == SessionState::Connected {
+            self.hosts.succeeded();
+        }
+    }
+}

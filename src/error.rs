@@ -1,0 +1,100 @@
+//! The client's one error type.
+
+use jute::{DecodeError, ErrorCode};
+use thiserror::Error;
+
+use crate::session::RequestError;
+
+/// Everything a client call can fail with.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum Error {
+    /// The server refused the request with this code (NoNode, NodeExists, ...).
+    #[error("ZooKeeper error {0:?}")]
+    Server(ErrorCode),
+    /// A multi failed: the op at `index` was refused with `code`; nothing was applied.
+    #[error("multi op {index} failed with {code:?}; nothing was applied")]
+    MultiFailed { index: usize, code: ErrorCode },
+    /// The connection dropped while the request was in flight: it may or may
+    /// not have been applied. The session may still be alive.
+    #[error("connection lost; the request may or may not have been applied")]
+    ConnectionLoss,
+    /// The session expired: its ephemeral nodes and watches are gone. Open a new client.
+    #[error("session expired")]
+    SessionExpired,
+    /// No answer within the call's deadline; the request may still be applied later.
+    #[error("timed out")]
+    Timeout,
+    /// The client was closed.
+    #[error("client closed")]
+    Closed,
+    /// The server rejected our credentials.
+    #[error("authentication failed")]
+    AuthFailed,
+    /// The path is not a valid ZooKeeper path; nothing was sent.
+    #[error("invalid path {path:?}: {reason}")]
+    InvalidPath { path: String, reason: &'static str },
+    /// The connect string could not be parsed or resolved.
+    #[error("invalid connect string: {0}")]
+    InvalidConnectString(String),
+    /// The request exceeds the frame limit; nothing was sent.
+    #[error("request of {len} bytes exceeds the frame limit of {max}")]
+    TooLarge { len: usize, max: usize },
+    /// The server sent something we could not decode.
+    #[error("malformed reply: {0}")]
+    Decode(DecodeError),
+    /// The operating system refused us (thread or poll creation).
+    #[error("I/O error: {0}")]
+    Io(String),
+    /// The caller cancelled the operation.
+    #[error("cancelled")]
+    Cancelled,
+}
+
+impl Error {
+    /// The server's error code, if the server refused the request.
+    pub fn code(&self) -> Option<ErrorCode> {
+        match self {
+            Error::Server(c) | Error::MultiFailed { code: c, .. } => Some(*c),
+            _ => None,
+        }
+    }
+
+    pub fn is_no_node(&self) -> bool {
+        self.code() == Some(ErrorCode::NoNode)
+    }
+
+    pub fn is_node_exists(&self) -> bool {
+        self.code() == Some(ErrorCode::NodeExists)
+    }
+
+    /// The outcome is unknown: the request may have been applied.
+    pub fn is_connection_loss(&self) -> bool {
+        matches!(self, Error::ConnectionLoss | Error::Timeout)
+    }
+
+    /// The session is over for good.
+    pub fn is_session_ended(&self) -> bool {
+        matches!(
+            self,
+            Error::SessionExpired | Error::Closed | Error::AuthFailed
+        )
+    }
+}
+
+impl From<RequestError> for Error {
+    fn from(e: RequestError) -> Self {
+        match e {
+            RequestError::Server(ErrorCode::SessionExpired) => Error::SessionExpired,
+            RequestError::Server(ErrorCode::ConnectionLoss) => Error::ConnectionLoss,
+            RequestError::Server(c) => Error::Server(c),
+            RequestError::ConnectionLoss => Error::ConnectionLoss,
+            RequestError::SessionExpired => Error::SessionExpired,
+            RequestError::Closed => Error::Closed,
+            RequestError::AuthFailed => Error::AuthFailed,
+            RequestError::TooLarge { len, max } => Error::TooLarge { len, max },
+            RequestError::Decode(d) => Error::Decode(d),
+        }
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
