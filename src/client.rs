@@ -714,6 +714,54 @@ impl Client {
         }
     }
 
+    /// Watch events this client has received since it started (diagnostics:
+    /// herd-free recipes wake one waiter per release).
+    pub fn watch_events_received(&self) -> u64 {
+        self.inner
+            .driver
+            .watch_events
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Sends several requests back to back and waits for all the replies:
+    /// one round trip instead of one each. Replies come in request order.
+    pub(crate) fn pipeline(&self, requests: Vec<Request>) -> Vec<Result<Response>> {
+        let deadline = Instant::now() + self.inner.request_timeout;
+        let mut waiting = Vec::with_capacity(requests.len());
+        for request in requests {
+            let (tx, rx) = crossbeam_channel::bounded(1);
+            let sent = self.inner.driver.send(Command::Submit {
+                request,
+                reply: tx,
+                watcher: None,
+            });
+            waiting.push(sent.then_some(rx));
+        }
+        waiting
+            .into_iter()
+            .map(|rx| {
+                let Some(rx) = rx else {
+                    return Err(Error::Closed);
+                };
+                match rx.recv_deadline(deadline) {
+                    Ok(r) => r.map_err(Error::from),
+                    Err(RecvTimeoutError::Timeout) => Err(Error::Timeout),
+                    Err(RecvTimeoutError::Disconnected) => Err(Error::Closed),
+                }
+            })
+            .collect()
+    }
+
+    /// The server path for `path` (chroot applied), validated.
+    pub(crate) fn to_server_path(&self, path: &str, sequential: bool) -> Result<String> {
+        self.server_path(path, sequential)
+    }
+
+    /// The caller's path for a server path (chroot removed).
+    pub(crate) fn to_client_path(&self, server_path: &str) -> String {
+        self.client_path(server_path)
+    }
+
     /// The frame limit this client enforces.
     pub fn max_frame(&self) -> usize {
         self.inner.max_frame

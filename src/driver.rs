@@ -8,6 +8,7 @@
 
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -60,6 +61,7 @@ pub(crate) struct DriverHandle {
     pub commands: Sender<Command>,
     pub waker: Arc<Waker>,
     pub status: Arc<Mutex<Status>>,
+    pub watch_events: Arc<AtomicU64>,
     pub thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -84,7 +86,9 @@ pub(crate) fn spawn(config: DriverConfig) -> io::Result<DriverHandle> {
         negotiated: None,
         last_zxid: 0,
     }));
+    let watch_events = Arc::new(AtomicU64::new(0));
     let mut driver = Driver {
+        watch_events: watch_events.clone(),
         poll,
         commands: rx,
         session: Session::new(config.session.clone(), now),
@@ -102,6 +106,7 @@ pub(crate) fn spawn(config: DriverConfig) -> io::Result<DriverHandle> {
         commands: tx,
         waker,
         status,
+        watch_events,
         thread: Some(thread),
     })
 }
@@ -184,6 +189,7 @@ struct Driver {
     conn: Option<Connection>,
     subscribers: Vec<Sender<SessionState>>,
     status: Arc<Mutex<Status>>,
+    watch_events: Arc<AtomicU64>,
     commands_open: bool,
 }
 
@@ -286,6 +292,7 @@ impl Driver {
                     let _ = handle.send(result);
                 }
                 SessionEvent::Watch { watcher, event } => {
+                    self.watch_events.fetch_add(1, Ordering::Relaxed);
                     let _ = watcher.send(Ok(event));
                 }
                 SessionEvent::WatchAbandoned { watcher, reason } => {

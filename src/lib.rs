@@ -10,6 +10,7 @@ mod client;
 mod driver;
 mod error;
 mod path;
+pub mod recipes;
 pub mod session;
 
 pub use client::{Client, ClientBuilder, CreateOptions, Op, OpResult, Watch, WatchEvent};

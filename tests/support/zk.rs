@@ -97,7 +97,8 @@ impl ZkOptions {
         self
     }
 
-    /// An extra `key=value` line for `zoo.cfg` (e.g. `minSessionTimeout`).
+    /// An extra `key=value` line for `zoo.cfg` (e.g. `minSessionTimeout`); it
+    /// comes after the defaults, so it overrides them.
     pub fn config(mut self, key: &str, value: &str) -> Self {
         self.extra.push((key.to_string(), value.to_string()));
         self
@@ -131,6 +132,9 @@ impl ZkOptions {
 // ---------------------------------------------------------------------------
 
 /// One standalone ZooKeeper server on 127.0.0.1 with its own temporary directory.
+///
+/// Starting takes about 0.4 s on an idle 2-core machine (1-1.5 s under load);
+/// `restart` about 0.9 s.
 ///
 /// All methods take `&self` so a server can be stopped/restarted from one
 /// thread while others hold references to it.
@@ -226,7 +230,7 @@ impl ZkServer {
         tail_of_file(&self.node.log_path(), lines)
     }
 
-    /// Process id of the current JVM (not the wrapper), if it was started.
+    /// Process id of the most recently started JVM (not its wrapper).
     pub fn java_pid(&self) -> Option<u32> {
         self.node.java_pid()
     }
@@ -246,6 +250,9 @@ pub fn shared() -> &'static ZkServer {
 
 /// A ZooKeeper ensemble of `n` members on 127.0.0.1 (`initLimit=5`,
 /// `syncLimit=2`). Members are indexed from 0; member `i` has `myid` `i + 1`.
+///
+/// Starting 3 members takes about 2-3 s on a 2-core machine; re-electing after
+/// the leader is killed about 0.5 s; restarting a member about 0.9 s.
 pub struct ZkEnsemble {
     members: Vec<Node>,
 }
@@ -712,7 +719,7 @@ impl Node {
 
     fn log_tail_message(&self) -> String {
         format!(
-            "---- last lines of {} ({}) ----\n{}\n---- end of log ----\n",
+            "---- last lines of {} ({}; set ZKLOCK_KEEP_ZK_DIRS=1 to keep it) ----\n{}\n---- end of log ----\n",
             self.log_path().display(),
             self.label,
             tail_of_file(&self.log_path(), LOG_TAIL_LINES)

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs what the tests and the demo need, when it is missing:
+# ZooKeeper 3.8 and Curator from Debian, kazoo from PyPI. Idempotent.
+set -euo pipefail
+
+need_apt=()
+[ -f /usr/share/java/zookeeper.jar ] || need_apt+=(zookeeper)
+for jar in curator-recipes curator-framework curator-client; do
+  [ -f "/usr/share/java/$jar.jar" ] || need_apt+=("lib$jar-java")
+done
+command -v java >/dev/null || need_apt+=(default-jre-headless)
+command -v javac >/dev/null || need_apt+=(default-jdk-headless)
+command -v python3 >/dev/null || need_apt+=(python3 python3-pip)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "setup: installing ${need_apt[*]} with apt-get" >&2
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+PY="${PYTHON:-python3}"
+if ! "$PY" -c "import kazoo" 2>/dev/null; then
+  echo "setup: installing kazoo with pip" >&2
+  "$PY" -m pip install -q kazoo || "$PY" -m pip install -q --break-system-packages kazoo
+fi

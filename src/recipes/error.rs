@@ -1,0 +1,39 @@
+use thiserror::Error;
+
+use crate::Error;
+
+/// Why a lock, lease or leadership was not obtained or was lost.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum LockError {
+    /// The deadline passed first. Our queue node has been removed.
+    #[error("timed out waiting for the lock")]
+    Timeout,
+    /// The caller cancelled. Our queue node has been removed.
+    #[error("cancelled")]
+    Cancelled,
+    /// The session expired: nothing this session held is held any more.
+    #[error("session expired")]
+    SessionExpired,
+    /// This thread already holds the lock and the lock is not re-entrant.
+    #[error("this thread already holds the lock")]
+    WouldDeadlock,
+    /// A read holder asked for the write lock; that can deadlock, so it is refused.
+    #[error("upgrading a read lock to a write lock is not allowed")]
+    UpgradeRefused,
+    /// The lock is no longer ours (a fenced write was refused).
+    #[error("the lock has been lost")]
+    Lost,
+    /// The client failed in another way.
+    #[error(transparent)]
+    Client(Error),
+}
+
+impl From<Error> for LockError {
+    fn from(e: Error) -> Self {
+        match e {
+            Error::SessionExpired => LockError::SessionExpired,
+            Error::Cancelled => LockError::Cancelled,
+            other => LockError::Client(other),
+        }
+    }
+}

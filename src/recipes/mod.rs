@@ -1,0 +1,20 @@
+//! Lock recipes on top of [`Client`](crate::Client): mutex, read/write lock,
+//! leader election, semaphore and multi-lock. Every recipe removes its node
+//! on every way out, tells holders when they lose what they hold, and offers
+//! a fencing token.
+
+mod acquire;
+mod cancel;
+mod error;
+mod held;
+mod inspect;
+mod mutex;
+mod queue;
+mod registry;
+
+pub use cancel::CancelToken;
+pub use error::LockError;
+pub use held::LockState;
+pub use inspect::{inspect, QueueEntry};
+pub use mutex::{LockGuard, Mutex, MutexOptions};
+pub use queue::{sequence_order, sorted_contenders, Contender, NodeKind, NodeOrigin};

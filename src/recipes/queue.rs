@@ -1,0 +1,225 @@
+//! The queue of contenders under a lock path: which children count, in what
+//! order, and who they belong to. Shared by every recipe.
+
+use std::cmp::Ordering;
+
+/// Markers that end the name prefix, before the sequence ZooKeeper appends.
+/// Curator writes `-lock-` (mutex), `__READ__`/`__WRIT__` (read/write lock),
+/// `-lease-` (semaphore) and `-latch-` (leader latch); kazoo `__lock__` and
+/// `__rlock__`.
+const MARKERS: &[(&str, NodeKind)] = &[
+    ("__READ__", NodeKind::Read),
+    ("__WRIT__", NodeKind::Write),
+    ("__rlock__", NodeKind::Read),
+    ("__lock__", NodeKind::Exclusive),
+    ("-lock-", NodeKind::Exclusive),
+    ("-lease-", NodeKind::Lease),
+    ("-latch-", NodeKind::Exclusive),
+];
+
+/// What a contender asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NodeKind {
+    /// Mutex, write lock or election candidate.
+    Exclusive,
+    Read,
+    Write,
+    Lease,
+}
+
+impl NodeKind {
+    /// Whether a holder of this kind excludes a reader.
+    pub fn blocks_readers(self) -> bool {
+        !matches!(self, NodeKind::Read)
+    }
+}
+
+/// Who created a node, judged from its name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NodeOrigin {
+    /// Curator's protected naming (`_c_<uuid>-`), which zklock uses too.
+    Protected,
+    /// kazoo's `<uuid32>__lock__` naming.
+    Kazoo,
+    /// Anything else that ends in a sequence.
+    Other,
+}
+
+/// One child of a lock path that takes part in the queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Contender {
+    /// Child name (not the full path).
+    pub name: String,
+    /// The sequence ZooKeeper appended (the parent's cversion, wraps at 2^31).
+    pub sequence: i32,
+    pub kind: NodeKind,
+    pub origin: NodeOrigin,
+}
+
+impl Contender {
+    /// Parses a child name; `None` for children that are not contenders.
+    pub fn parse(name: &str) -> Option<Contender> {
+        let (seq_text, kind) = match MARKERS
+            .iter()
+            .filter_map(|(m, k)| name.rfind(m).map(|i| (i + m.len(), *k)))
+            .max_by_key(|(end, _)| *end)
+        {
+            Some((end, kind)) => (&name[end..], kind),
+            None => (trailing_sequence(name)?, NodeKind::Exclusive),
+        };
+        let sequence = parse_sequence(seq_text)?;
+        let origin = if name.starts_with("_c_") {
+            NodeOrigin::Protected
+        } else if name.contains("__lock__") || name.contains("__rlock__") {
+            NodeOrigin::Kazoo
+        } else {
+            NodeOrigin::Other
+        };
+        Some(Contender {
+            name: name.to_owned(),
+            sequence,
+            kind,
+            origin,
+        })
+    }
+
+    /// The attempt id in a protected name (`_c_<uuid>-...`).
+    pub fn protected_id(&self) -> Option<&str> {
+        protected_id(&self.name)
+    }
+}
+
+/// The UUID of a protected name, if the name is one.
+pub fn protected_id(name: &str) -> Option<&str> {
+    let rest = name.strip_prefix("_c_")?;
+    rest.get(..36).filter(|id| id.len() == 36)
+}
+
+/// ZooKeeper formats sequences with `%010d`: ten digits, or a minus sign and
+/// nine or ten digits once the counter has wrapped.
+fn parse_sequence(text: &str) -> Option<i32> {
+    let digits = text.strip_prefix('-').unwrap_or(text);
+    if !(9..=10).contains(&digits.len()) || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    if digits.len() == 9 && !text.starts_with('-') {
+        return None;
+    }
+    text.parse().ok()
+}
+
+/// For names with no known marker: the last ten characters.
+fn trailing_sequence(name: &str) -> Option<&str> {
+    name.get(name.len().checked_sub(10)?..)
+}
+
+/// Orders sequences as the server issued them, across the wrap at 2^31:
+/// `a` comes before `b` when `b - a`, in wrapping arithmetic, is positive.
+/// Valid while the live queue spans less than 2^31 sequences (always, in practice).
+pub fn sequence_order(a: i32, b: i32) -> Ordering {
+    b.wrapping_sub(a).cmp(&0).reverse()
+}
+
+/// The contenders among `children`, in queue order.
+pub fn sorted_contenders<'a>(children: impl IntoIterator<Item = &'a String>) -> Vec<Contender> {
+    let mut out: Vec<Contender> = children
+        .into_iter()
+        .filter_map(|c| Contender::parse(c))
+        .collect();
+    out.sort_by(|a, b| sequence_order(a.sequence, b.sequence).then_with(|| a.name.cmp(&b.name)));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_curator_kazoo_and_ours() {
+        let c =
+            Contender::parse("_c_30882986-f025-4c10-8e1a-b4b1a5c7af17-lock-0000000007").unwrap();
+        assert_eq!(
+            (c.sequence, c.kind, c.origin),
+            (7, NodeKind::Exclusive, NodeOrigin::Protected)
+        );
+        assert_eq!(
+            c.protected_id(),
+            Some("30882986-f025-4c10-8e1a-b4b1a5c7af17")
+        );
+        let k = Contender::parse("e89f55c3a8054f449cda380ea8b750c9__lock__0000000012").unwrap();
+        assert_eq!((k.sequence, k.origin), (12, NodeOrigin::Kazoo));
+        let r =
+            Contender::parse("_c_30882986-f025-4c10-8e1a-b4b1a5c7af17-__READ__0000000003").unwrap();
+        assert_eq!(r.kind, NodeKind::Read);
+        let w =
+            Contender::parse("_c_30882986-f025-4c10-8e1a-b4b1a5c7af17-__WRIT__0000000004").unwrap();
+        assert_eq!(w.kind, NodeKind::Write);
+        assert!(Contender::parse("leases").is_none());
+        assert!(Contender::parse("locks").is_none());
+        assert!(Contender::parse("x-lock-12").is_none());
+    }
+
+    #[test]
+    fn negative_sequences_after_the_wrap() {
+        assert_eq!(
+            Contender::parse("_c_a-lock--000000001").unwrap().sequence,
+            -1
+        );
+        assert_eq!(
+            Contender::parse("_c_a-lock--2147483648").unwrap().sequence,
+            i32::MIN
+        );
+        assert_eq!(
+            Contender::parse("x__lock__-1000000000").unwrap().sequence,
+            -1_000_000_000
+        );
+        assert_eq!(
+            Contender::parse("_c_a-lock-2147483647").unwrap().sequence,
+            i32::MAX
+        );
+    }
+
+    #[test]
+    fn ordering_across_the_wrap() {
+        assert_eq!(sequence_order(1, 2), Ordering::Less);
+        assert_eq!(sequence_order(i32::MAX, i32::MIN), Ordering::Less);
+        assert_eq!(sequence_order(i32::MAX - 1, -5), Ordering::Less);
+        assert_eq!(sequence_order(-5, i32::MAX), Ordering::Greater);
+        assert_eq!(sequence_order(3, 3), Ordering::Equal);
+        let names: Vec<String> = [
+            "_c_b-lock--2147483647",
+            "_c_a-lock-2147483646",
+            "_c_c-lock-2147483647",
+            "_c_d-lock--2147483648",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let order: Vec<i32> = sorted_contenders(&names)
+            .iter()
+            .map(|c| c.sequence)
+            .collect();
+        assert_eq!(order, vec![2147483646, 2147483647, i32::MIN, -2147483647]);
+        // String order would put the wrapped ones first: the bug we avoid.
+        let mut by_text = names.clone();
+        by_text.sort();
+        assert_ne!(by_text[0], "_c_a-lock-2147483646");
+    }
+
+    #[test]
+    fn mixed_queue_sorts_by_sequence_not_name() {
+        let names: Vec<String> = [
+            "zzz__lock__0000000002",
+            "_c_11111111-1111-1111-1111-111111111111-lock-0000000003",
+            "aaa-lock-0000000001",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let seqs: Vec<i32> = sorted_contenders(&names)
+            .iter()
+            .map(|c| c.sequence)
+            .collect();
+        assert_eq!(seqs, vec![1, 2, 3]);
+    }
+}

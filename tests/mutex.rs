@@ -1,0 +1,376 @@
+//! The exclusive lock against a real ZooKeeper, with faults from the proxy.
+
+mod support;
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier, Mutex as StdMutex};
+use std::time::{Duration, Instant};
+
+use support::proxy::{Direction, Proxy};
+use support::zk::{self, ZkServer};
+use zklock::recipes::{CancelToken, LockError, LockState, Mutex, MutexOptions};
+use zklock::{Client, CreateMode, Op, SessionState};
+
+const T: Duration = Duration::from_secs(10);
+const WAIT: Duration = Duration::from_secs(20);
+
+fn client() -> Client {
+    Client::connect(&zk::shared().connect_string(), T).expect("connect to the test server")
+}
+
+fn lock_path(name: &str) -> String {
+    format!("/mutex-{name}-{}", std::process::id())
+}
+
+fn children(c: &Client, path: &str) -> Vec<String> {
+    match c.get_children(path) {
+        Ok(c) => c,
+        Err(e) if e.is_no_node() => vec![],
+        Err(e) => panic!("listing {path}: {e}"),
+    }
+}
+
+/// Runs `f` while checking that nobody else is inside.
+fn exclusive(inside: &AtomicBool, f: impl FnOnce()) {
+    assert!(!inside.swap(true, Ordering::SeqCst), "two holders at once");
+    f();
+    inside.store(false, Ordering::SeqCst);
+}
+
+#[test]
+fn mutual_exclusion_across_threads_and_clients() {
+    let path = lock_path("exclusion");
+    let inside = Arc::new(AtomicBool::new(false));
+    let entries = Arc::new(AtomicUsize::new(0));
+    let clients: Vec<Client> = (0..4).map(|_| client()).collect();
+    let threads: Vec<_> = (0..12)
+        .map(|i| {
+            let c = clients[i % clients.len()].clone();
+            let (path, inside, entries) = (path.clone(), inside.clone(), entries.clone());
+            std::thread::spawn(move || {
+                let m = Mutex::new(&c, &path).unwrap();
+                for _ in 0..5 {
+                    let g = m.lock_timeout(Duration::from_secs(60)).unwrap();
+                    assert_eq!(g.state(), LockState::Held);
+                    exclusive(&inside, || {
+                        entries.fetch_add(1, Ordering::SeqCst);
+                        // Touch the server while holding, so holders overlap
+                        // in time if exclusion were broken.
+                        c.exists(&path).unwrap();
+                    });
+                    g.unlock().unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(entries.load(Ordering::SeqCst), 60);
+    assert!(children(&clients[0], &path).is_empty(), "nodes left behind");
+}
+
+#[test]
+fn waiters_acquire_in_arrival_order() {
+    let path = lock_path("fifo");
+    let c = client();
+    let m = Mutex::new(&c, &path).unwrap();
+    let first = m.lock().unwrap();
+    let order = Arc::new(StdMutex::new(Vec::new()));
+    let mut handles = Vec::new();
+    for i in 0..5 {
+        let c2 = client();
+        let (p2, order) = (path.clone(), order.clone());
+        handles.push(std::thread::spawn(move || {
+            let m = Mutex::new(&c2, &p2).unwrap();
+            let g = m.lock_timeout(WAIT).unwrap();
+            order.lock().unwrap().push(i);
+            g.unlock().unwrap();
+        }));
+        // Wait until waiter i has its node in the queue before starting i+1.
+        let deadline = Instant::now() + WAIT;
+        while children(&c, &path).len() < i + 2 {
+            assert!(Instant::now() < deadline, "waiter {i} never queued");
+            std::thread::yield_now();
+        }
+    }
+    drop(first);
+    for h in handles {
+        h.join().unwrap();
+    }
+    assert_eq!(*order.lock().unwrap(), vec![0, 1, 2, 3, 4]);
+}
+
+#[test]
+fn try_lock_timeout_and_cancel_leave_no_node() {
+    let path = lock_path("giveup");
+    let holder_client = client();
+    let holder = Mutex::new(&holder_client, &path).unwrap();
+    let g = holder.lock().unwrap();
+    let c = client();
+    let m = Mutex::new(&c, &path).unwrap();
+    assert!(m.try_lock().unwrap().is_none());
+    assert_eq!(children(&c, &path).len(), 1);
+    assert_eq!(
+        m.lock_timeout(Duration::from_millis(300)).unwrap_err(),
+        LockError::Timeout
+    );
+    assert_eq!(children(&c, &path).len(), 1);
+    let token = CancelToken::new();
+    let canceller = {
+        let token = token.clone();
+        let c = c.clone();
+        let path = path.clone();
+        std::thread::spawn(move || {
+            // Cancel once our waiter's node is in the queue.
+            let deadline = Instant::now() + WAIT;
+            while children(&c, &path).len() < 2 && Instant::now() < deadline {
+                std::thread::yield_now();
+            }
+            token.cancel();
+        })
+    };
+    assert_eq!(
+        m.lock_with(None, Some(&token)).unwrap_err(),
+        LockError::Cancelled
+    );
+    canceller.join().unwrap();
+    assert_eq!(children(&c, &path).len(), 1);
+    drop(g);
+    assert!(m.try_lock().unwrap().is_some());
+}
+
+#[test]
+fn dropped_guard_and_panicking_holder_release() {
+    let path = lock_path("drop");
+    let c = client();
+    {
+        let m = Mutex::new(&c, &path).unwrap();
+        let _g = m.lock().unwrap();
+    }
+    assert!(children(&c, &path).is_empty());
+    let c2 = c.clone();
+    let p2 = path.clone();
+    let panicked = std::thread::spawn(move || {
+        let m = Mutex::new(&c2, &p2).unwrap();
+        let _g = m.lock().unwrap();
+        panic!("holder dies");
+    })
+    .join();
+    assert!(panicked.is_err());
+    assert!(children(&c, &path).is_empty());
+    let m = Mutex::new(&client(), &path).unwrap();
+    assert!(m.try_lock().unwrap().is_some());
+}
+
+#[test]
+fn reentrancy_is_explicit() {
+    let path = lock_path("reentrant");
+    let c = client();
+    let m = Mutex::new(&c, &path).unwrap();
+    let g = m.lock().unwrap();
+    assert_eq!(m.lock().unwrap_err(), LockError::WouldDeadlock);
+    assert_eq!(
+        Mutex::new(&c, &path).unwrap().try_lock().unwrap_err(),
+        LockError::WouldDeadlock
+    );
+    drop(g);
+    let r = Mutex::with_options(&c, &path, MutexOptions::default().reentrant(true)).unwrap();
+    let g1 = r.lock().unwrap();
+    let g2 = r.lock().unwrap();
+    assert_eq!(g1.node_path(), g2.node_path());
+    assert_eq!(children(&c, &path).len(), 1);
+    drop(g1);
+    assert_eq!(children(&c, &path).len(), 1, "released while still entered");
+    drop(g2);
+    assert!(children(&c, &path).is_empty());
+}
+
+#[test]
+fn fencing_token_rises_and_fenced_writes_stop_after_loss() {
+    let path = lock_path("fencing");
+    let c = client();
+    let data = format!("{path}-data");
+    c.create(&data, b"0", CreateMode::Persistent).unwrap();
+    let m = Mutex::new(&c, &path).unwrap();
+    let mut last = 0;
+    for i in 0..3 {
+        let g = m.lock().unwrap();
+        assert!(g.fencing_token() > last);
+        last = g.fencing_token();
+        g.fenced(&[Op::set_data(&data, format!("{i}").as_bytes(), None)])
+            .unwrap();
+    }
+    let g = m.lock().unwrap();
+    let changes = g.state_changes();
+    assert_eq!(changes.recv_timeout(WAIT).unwrap(), LockState::Held);
+    // Someone deletes our node: the lock is lost, and we are told.
+    client().delete(&g.node_path(), None).unwrap();
+    assert_eq!(changes.recv_timeout(WAIT).unwrap(), LockState::Lost);
+    assert_eq!(g.state(), LockState::Lost);
+    assert_eq!(
+        g.fenced(&[Op::set_data(&data, b"stale", None)])
+            .unwrap_err(),
+        LockError::Lost
+    );
+    assert_eq!(c.get_data(&data).unwrap().0, b"2");
+}
+
+#[test]
+fn missing_parents_are_created_as_containers() {
+    let path = format!("{}/deep/er", lock_path("parents"));
+    let c = client();
+    let m = Mutex::new(&c, &path).unwrap();
+    let g = m.lock().unwrap();
+    let parent = path.rsplit_once('/').unwrap().0;
+    let stat = c.exists(parent).unwrap().unwrap();
+    assert_eq!(stat.ephemeral_owner, 0);
+    assert!(g.node_path().starts_with(&format!("{path}/_c_")));
+    assert!(g.node_path().contains("-lock-"));
+    let q = m.queue().unwrap();
+    assert_eq!(q.len(), 1);
+    assert_eq!(q[0].owner_session, c.session_id());
+    assert_eq!(q[0].czxid, g.fencing_token());
+}
+
+#[test]
+fn each_release_wakes_exactly_one_waiter() {
+    const WAITERS: usize = 1000;
+    let path = lock_path("herd");
+    let c = Client::builder(&zk::shared().connect_string())
+        .session_timeout(Duration::from_secs(30))
+        .request_timeout(Duration::from_secs(60))
+        .connect()
+        .unwrap();
+    // Guards that do not watch their own node: every watch event counted
+    // below is then a waiter being woken.
+    let options = MutexOptions::default().watch_node(false);
+    let m = Mutex::with_options(&c, &path, options.clone()).unwrap();
+    let first = m.lock().unwrap();
+    let acquired = Arc::new(AtomicUsize::new(0));
+    let barrier = Arc::new(Barrier::new(WAITERS + 1));
+    let threads: Vec<_> = (0..WAITERS)
+        .map(|_| {
+            let (c, path, acquired, barrier, options) = (
+                c.clone(),
+                path.clone(),
+                acquired.clone(),
+                barrier.clone(),
+                options.clone(),
+            );
+            std::thread::Builder::new()
+                .stack_size(128 * 1024)
+                .spawn(move || {
+                    let m = Mutex::with_options(&c, &path, options).unwrap();
+                    barrier.wait();
+                    let g = m.lock_timeout(Duration::from_secs(300)).unwrap();
+                    acquired.fetch_add(1, Ordering::SeqCst);
+                    g.unlock().unwrap();
+                })
+                .unwrap()
+        })
+        .collect();
+    barrier.wait();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while children(&c, &path).len() < WAITERS + 1 {
+        assert!(Instant::now() < deadline, "waiters did not all queue");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let events_before = c.watch_events_received();
+    drop(first);
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(acquired.load(Ordering::SeqCst), WAITERS);
+    // One deletion per release, each seen by the single waiter behind it.
+    let events = c.watch_events_received() - events_before;
+    assert_eq!(events, WAITERS as u64, "releases woke more than one waiter");
+}
+
+#[test]
+fn lost_create_reply_leaves_exactly_one_node() {
+    let path = lock_path("lostreply");
+    let proxy = Proxy::start(zk::shared().addr());
+    let c = Client::connect(&proxy.connect_string(), T).unwrap();
+    let m = Mutex::new(&c, &path).unwrap();
+    // Create the parent first, so the dropped reply is the lock node's create2.
+    c.create(&path, b"", CreateMode::Persistent).unwrap();
+    proxy.drop_reply_of_next(15);
+    let g = m.lock_timeout(WAIT).unwrap();
+    assert!(
+        proxy.wait_reply_dropped(Duration::from_secs(1)),
+        "no reply was dropped"
+    );
+    let kids = children(&client(), &path);
+    assert_eq!(kids.len(), 1, "orphan nodes: {kids:?}");
+    assert!(g.node_path().ends_with(&kids[0]));
+    assert_eq!(g.state(), LockState::Held);
+    drop(g);
+    assert!(children(&client(), &path).is_empty());
+}
+
+#[test]
+fn disconnect_while_holding_suspends_then_holds_again() {
+    let path = lock_path("suspend");
+    let proxy = Proxy::start(zk::shared().addr());
+    let c = Client::connect(&proxy.connect_string(), T).unwrap();
+    let g = Mutex::new(&c, &path).unwrap().lock().unwrap();
+    let changes = g.state_changes();
+    assert_eq!(changes.recv_timeout(WAIT).unwrap(), LockState::Held);
+    proxy.cut_all();
+    assert_eq!(changes.recv_timeout(WAIT).unwrap(), LockState::Suspended);
+    assert_eq!(changes.recv_timeout(WAIT).unwrap(), LockState::Held);
+    assert_eq!(c.state(), SessionState::Connected);
+}
+
+/// A private server with a short tick, so sessions can expire quickly.
+fn fast_server() -> ZkServer {
+    ZkServer::start_with(500)
+}
+
+#[test]
+fn expiry_while_holding_reports_lost_and_while_waiting_fails() {
+    let server = fast_server();
+    let proxy = Proxy::start(server.addr());
+    let t = Duration::from_secs(2);
+    let c = Client::connect(&proxy.connect_string(), t).unwrap();
+    let path = "/expiry";
+    let g = Mutex::new(&c, path).unwrap().lock().unwrap();
+    let changes = g.state_changes();
+    assert_eq!(changes.recv_timeout(WAIT).unwrap(), LockState::Held);
+
+    // A waiter on a second proxied session.
+    let waiter_client = Client::connect(&proxy.connect_string(), t).unwrap();
+    let other = Client::connect(&server.connect_string(), t).unwrap();
+    let waiter = std::thread::spawn({
+        let wc = waiter_client.clone();
+        move || {
+            Mutex::new(&wc, path)
+                .unwrap()
+                .lock_timeout(Duration::from_secs(60))
+        }
+    });
+    let deadline = Instant::now() + WAIT;
+    while children(&other, path).len() < 2 {
+        assert!(Instant::now() < deadline, "waiter never queued");
+        std::thread::yield_now();
+    }
+    // Silence both sessions past their timeout; the server expires them.
+    proxy.blackhole(Direction::Both);
+    let deadline = Instant::now() + WAIT;
+    while !children(&other, path).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "server never expired the sessions"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(changes.recv_timeout(WAIT).unwrap(), LockState::Suspended);
+    assert_eq!(changes.recv_timeout(WAIT).unwrap(), LockState::Lost);
+    proxy.clear();
+    assert_eq!(
+        waiter.join().unwrap().unwrap_err(),
+        LockError::SessionExpired
+    );
+    assert_eq!(g.state(), LockState::Lost);
+}
