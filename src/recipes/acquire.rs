@@ -23,6 +23,17 @@ pub(crate) fn predecessor(_queue: &[Contender], me: usize) -> Option<usize> {
     me.checked_sub(1)
 }
 
+/// When a node in the queue holds, and what it waits on until then.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Rule {
+    /// Hold when the blocker finds nothing; else watch the node it names.
+    Queue(Blocker),
+    /// Hold among the first `n` (semaphore leases); else watch the children.
+    /// Only one waiter at a time may use this (the semaphore's gate ensures
+    /// it), or every release would wake them all.
+    FirstN(usize),
+}
+
 /// What an acquire produced: our node, its Stat (czxid is the fencing token).
 #[derive(Debug, Clone)]
 pub(crate) struct Acquired {
@@ -38,7 +49,7 @@ pub(crate) struct LockQueue {
     pub parent: String,
     pub marker: &'static str,
     pub data: Vec<u8>,
-    pub blocker: Blocker,
+    pub rule: Rule,
 }
 
 /// The limits of one acquire: a deadline and a cancel token, either optional.
@@ -175,7 +186,15 @@ impl LockQueue {
                 *node = None;
                 continue;
             };
-            let Some(b) = (self.blocker)(&queue, me) else {
+            let blocker = match self.rule {
+                Rule::Queue(blocker) => blocker,
+                Rule::FirstN(n) if me < n => return Ok(ours),
+                Rule::FirstN(_) => {
+                    self.wait_children(bounds)?;
+                    continue;
+                }
+            };
+            let Some(b) = blocker(&queue, me) else {
                 return Ok(ours);
             };
             let blocking = queue[b].name.clone();
@@ -185,7 +204,7 @@ impl LockQueue {
                     // lock without listing again: later nodes sort after ours.
                     queue.remove(b);
                     let me = if b < me { me - 1 } else { me };
-                    if (self.blocker)(&queue, me).is_none() {
+                    if blocker(&queue, me).is_none() {
                         return Ok(ours);
                     }
                 }
@@ -280,6 +299,15 @@ impl LockQueue {
         Ok(())
     }
 
+    /// Watches the children of the queue and waits for any change.
+    fn wait_children(&self, bounds: Bounds<'_>) -> Result<(), LockError> {
+        match self.client.get_children_w(&self.parent) {
+            Ok((_, _, watch)) => self.wait_on(&watch, bounds).map(drop),
+            Err(e) if is_transient(&e) => self.wait_connected(bounds),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// Watches `name` and waits until it changes, the deadline passes or
     /// the caller cancels.
     fn wait_for(&self, name: &str, bounds: Bounds<'_>) -> Result<Woken, LockError> {
@@ -294,6 +322,10 @@ impl LockQueue {
             }
             Err(e) => return Err(e.into()),
         };
+        self.wait_on(&watch, bounds)
+    }
+
+    fn wait_on(&self, watch: &crate::Watch, bounds: Bounds<'_>) -> Result<Woken, LockError> {
         let cancel = bounds.cancel_rx();
         let timeout = bounds.timeout_rx();
         select! {

@@ -5,16 +5,24 @@
 
 mod acquire;
 mod cancel;
+mod election;
 mod error;
 mod held;
 mod inspect;
+mod multilock;
 mod mutex;
 mod queue;
 mod registry;
+mod rwlock;
+mod semaphore;
 
 pub use cancel::CancelToken;
+pub use election::{Election, Leader};
 pub use error::LockError;
 pub use held::LockState;
 pub use inspect::{inspect, QueueEntry};
+pub use multilock::{MultiGuard, MultiLock};
 pub use mutex::{LockGuard, Mutex, MutexOptions};
 pub use queue::{sequence_order, sorted_contenders, Contender, NodeKind, NodeOrigin};
+pub use rwlock::RwLock;
+pub use semaphore::Semaphore;

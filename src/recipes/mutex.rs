@@ -1,4 +1,5 @@
-//! The fair, herd-free exclusive lock (Curator's InterProcessMutex layout).
+//! The fair, herd-free exclusive lock (Curator's InterProcessMutex layout),
+//! and the guard every recipe hands out.
 
 use std::sync::{Arc, Mutex as StdMutex, Weak};
 use std::thread::ThreadId;
@@ -6,12 +7,12 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
 
-use super::acquire::{predecessor, Bounds, LockQueue};
+use super::acquire::{predecessor, Bounds, LockQueue, Rule};
 use super::cancel::CancelToken;
 use super::error::LockError;
 use super::held::{HeldNode, LockState};
 use super::inspect::{inspect, QueueEntry};
-use super::registry::{self, Key};
+use super::registry::{self, Key, Side};
 use crate::{Client, Op, OpResult};
 
 /// Names the lock node's data: who holds or waits. Default `hostname:pid`.
@@ -23,34 +24,7 @@ pub(crate) fn default_holder_data() -> Vec<u8> {
     format!("{host}:{}", std::process::id()).into_bytes()
 }
 
-/// A distributed exclusive lock on a ZooKeeper path.
-///
-/// Fair (first come, first served), herd-free (each waiter watches only the
-/// node before it) and interoperable: its nodes are named like Curator's
-/// `InterProcessMutex` (`_c_<uuid>-lock-<seq>`), and Curator's and kazoo's
-/// nodes on the same path count as contenders.
-///
-/// ```no_run
-/// use std::time::Duration;
-/// use zklock::{Client, recipes::Mutex};
-///
-/// let client = Client::connect("127.0.0.1:2181", Duration::from_secs(10))?;
-/// let mutex = Mutex::new(&client, "/locks/nightly-job")?;
-/// if let Some(guard) = mutex.try_lock()? {
-///     println!("fencing token {}", guard.fencing_token());
-///     // ... the work; the lock is released when `guard` drops.
-/// }
-/// # Ok::<(), zklock::recipes::LockError>(())
-/// ```
-#[derive(Debug)]
-pub struct Mutex {
-    queue: LockQueue,
-    reentrant: bool,
-    watch_node: bool,
-    current: StdMutex<Option<(ThreadId, Weak<Holding>)>>,
-}
-
-/// Options for a [`Mutex`].
+/// Options shared by the lock recipes.
 #[derive(Debug, Clone, Default)]
 pub struct MutexOptions {
     data: Option<Vec<u8>>,
@@ -80,37 +54,173 @@ impl MutexOptions {
         self.unwatched = !yes;
         self
     }
+
+    pub(crate) fn holder_data(&self) -> Vec<u8> {
+        self.data.clone().unwrap_or_else(default_holder_data)
+    }
 }
 
 /// One acquisition, shared by re-entrant guards.
 #[derive(Debug)]
 pub(crate) struct Holding {
-    pub(crate) node: StdMutex<HeldNode>,
+    node: StdMutex<HeldNode>,
     key: Key,
+    thread: ThreadId,
 }
 
 impl Drop for Holding {
     fn drop(&mut self) {
-        registry::remove(&self.key);
+        registry::remove(&self.key, self.thread);
     }
 }
 
 impl Holding {
-    pub(crate) fn new(client: &Client, node: HeldNode, path: &str) -> Holding {
-        let key = (client.session_id(), path.to_owned());
-        registry::insert(key.clone());
+    fn new(node: HeldNode, key: Key) -> Holding {
+        let thread = std::thread::current().id();
+        registry::insert(key.clone(), thread);
         Holding {
             node: StdMutex::new(node),
             key,
+            thread,
         }
     }
 
-    pub(crate) fn with<T>(&self, f: impl FnOnce(&mut HeldNode) -> T) -> T {
+    fn with<T>(&self, f: impl FnOnce(&mut HeldNode) -> T) -> T {
         match self.node.lock() {
             Ok(mut n) => f(&mut n),
             Err(poisoned) => f(&mut poisoned.into_inner()),
         }
     }
+}
+
+/// A queue lock of one side: the machinery behind Mutex, both halves of
+/// RwLock and Election.
+#[derive(Debug)]
+pub(crate) struct QueueLock {
+    pub(crate) queue: LockQueue,
+    side: Side,
+    reentrant: bool,
+    watch_node: bool,
+    current: StdMutex<Option<(ThreadId, Weak<Holding>)>>,
+}
+
+impl QueueLock {
+    pub(crate) fn new(
+        client: &Client,
+        path: &str,
+        marker: &'static str,
+        rule: Rule,
+        side: Side,
+        options: &MutexOptions,
+    ) -> Result<QueueLock, LockError> {
+        crate::validate_path(path, false)?;
+        Ok(QueueLock {
+            queue: LockQueue {
+                client: client.clone(),
+                parent: path.to_owned(),
+                marker,
+                data: options.holder_data(),
+                rule,
+            },
+            side,
+            reentrant: options.reentrant,
+            watch_node: !options.unwatched,
+            current: StdMutex::new(None),
+        })
+    }
+
+    pub(crate) fn key(&self, side: Side) -> Key {
+        (
+            self.queue.client.session_id(),
+            self.queue.parent.clone(),
+            side,
+        )
+    }
+
+    /// This thread's live holding of this lock object, if any.
+    pub(crate) fn held_here(&self) -> Option<Arc<Holding>> {
+        let me = std::thread::current().id();
+        let cur = self.current.lock().ok()?;
+        let (tid, weak) = cur.as_ref()?;
+        (*tid == me).then(|| weak.upgrade()).flatten()
+    }
+
+    pub(crate) fn lock_with(
+        &self,
+        deadline: Option<Instant>,
+        cancel: Option<&CancelToken>,
+    ) -> Result<LockGuard, LockError> {
+        if self.reentrant {
+            if let Some(holding) = self.held_here() {
+                return Ok(LockGuard { holding });
+            }
+        }
+        if self.side != Side::Lease && registry::held_by_current_thread(&self.key(self.side)) {
+            return Err(LockError::WouldDeadlock);
+        }
+        // A zero wait (try_lock) still gets its one round trip.
+        let deadline = deadline.map(|d| d.max(Instant::now() + Duration::from_millis(1)));
+        let acquired = self.queue.acquire(Bounds { deadline, cancel })?;
+        let held = HeldNode::new(&self.queue.client, acquired, self.watch_node);
+        let holding = Arc::new(Holding::new(held, self.key(self.side)));
+        if let Ok(mut cur) = self.current.lock() {
+            *cur = Some((std::thread::current().id(), Arc::downgrade(&holding)));
+        }
+        Ok(LockGuard { holding })
+    }
+
+    pub(crate) fn queue(&self) -> Result<Vec<QueueEntry>, LockError> {
+        inspect(&self.queue.client, &self.queue.parent).map_err(LockError::from)
+    }
+}
+
+/// Expands the four std-style lock calls over a `*_with(deadline, cancel)`.
+macro_rules! lock_calls {
+    ($with:ident, $block:ident, $try:ident, $timeout:ident, $guard:ty, $what:literal) => {
+        #[doc = concat!("Blocks until ", $what, " is ours.")]
+        pub fn $block(&self) -> Result<$guard, LockError> {
+            self.$with(None, None)
+        }
+
+        #[doc = concat!("Takes ", $what, " only if that needs no waiting.")]
+        pub fn $try(&self) -> Result<Option<$guard>, LockError> {
+            match self.$with(Some(Instant::now()), None) {
+                Ok(g) => Ok(Some(g)),
+                Err(LockError::Timeout) => Ok(None),
+                Err(e) => Err(e),
+            }
+        }
+
+        #[doc = concat!("Waits at most `timeout` for ", $what, " (one deadline for every retry inside).")]
+        pub fn $timeout(&self, timeout: Duration) -> Result<$guard, LockError> {
+            self.$with(Some(Instant::now() + timeout), None)
+        }
+    };
+}
+pub(crate) use lock_calls;
+
+/// A distributed exclusive lock on a ZooKeeper path.
+///
+/// Fair (first come, first served), herd-free (each waiter watches only the
+/// node before it) and interoperable: its nodes are named like Curator's
+/// `InterProcessMutex` (`_c_<uuid>-lock-<seq>`), and Curator's and kazoo's
+/// nodes on the same path count as contenders.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use zklock::{Client, recipes::Mutex};
+///
+/// let client = Client::connect("127.0.0.1:2181", Duration::from_secs(10))?;
+/// let mutex = Mutex::new(&client, "/locks/nightly-job")?;
+/// if let Some(guard) = mutex.try_lock()? {
+///     println!("fencing token {}", guard.fencing_token());
+///     // ... the work; the lock is released when `guard` drops.
+/// }
+/// # Ok::<(), zklock::recipes::LockError>(())
+/// ```
+#[derive(Debug)]
+pub struct Mutex {
+    inner: QueueLock,
 }
 
 impl Mutex {
@@ -124,44 +234,31 @@ impl Mutex {
         path: &str,
         options: MutexOptions,
     ) -> Result<Mutex, LockError> {
-        crate::validate_path(path, false)?;
         Ok(Mutex {
-            queue: LockQueue {
-                client: client.clone(),
-                parent: path.to_owned(),
-                marker: "-lock-",
-                data: options.data.unwrap_or_else(default_holder_data),
-                blocker: predecessor,
-            },
-            reentrant: options.reentrant,
-            watch_node: !options.unwatched,
-            current: StdMutex::new(None),
+            inner: QueueLock::new(
+                client,
+                path,
+                "-lock-",
+                Rule::Queue(predecessor),
+                Side::Exclusive,
+                &options,
+            )?,
         })
     }
 
     /// The lock path.
     pub fn path(&self) -> &str {
-        &self.queue.parent
+        &self.inner.queue.parent
     }
 
-    /// Blocks until the lock is ours.
-    pub fn lock(&self) -> Result<LockGuard, LockError> {
-        self.lock_with(None, None)
-    }
-
-    /// Takes the lock only if that needs no waiting.
-    pub fn try_lock(&self) -> Result<Option<LockGuard>, LockError> {
-        match self.lock_with(Some(Instant::now()), None) {
-            Ok(g) => Ok(Some(g)),
-            Err(LockError::Timeout) => Ok(None),
-            Err(e) => Err(e),
-        }
-    }
-
-    /// Waits at most `timeout` (one deadline for every retry inside).
-    pub fn lock_timeout(&self, timeout: Duration) -> Result<LockGuard, LockError> {
-        self.lock_with(Some(Instant::now() + timeout), None)
-    }
+    lock_calls!(
+        lock_with,
+        lock,
+        try_lock,
+        lock_timeout,
+        LockGuard,
+        "the lock"
+    );
 
     /// Waits until `deadline` (if any) or until `cancel` (if any) is cancelled.
     pub fn lock_with(
@@ -169,58 +266,19 @@ impl Mutex {
         deadline: Option<Instant>,
         cancel: Option<&CancelToken>,
     ) -> Result<LockGuard, LockError> {
-        if let Some(holding) = self.reenter()? {
-            return Ok(LockGuard { holding });
-        }
-        let bounds = Bounds { deadline, cancel };
-        // A zero wait (try_lock) still gets its one round trip.
-        let acquired = match self.queue.acquire(Bounds {
-            deadline: deadline.map(|d| d.max(Instant::now() + Duration::from_millis(1))),
-            ..bounds
-        }) {
-            Ok(a) => a,
-            Err(e) => return Err(e),
-        };
-        let held = HeldNode::new(&self.queue.client, acquired, self.watch_node);
-        let holding = Arc::new(Holding::new(&self.queue.client, held, &self.queue.parent));
-        if let Ok(mut cur) = self.current.lock() {
-            *cur = Some((std::thread::current().id(), Arc::downgrade(&holding)));
-        }
-        Ok(LockGuard { holding })
-    }
-
-    /// The current holding, when this thread may enter again; an error when
-    /// it already holds and may not.
-    fn reenter(&self) -> Result<Option<Arc<Holding>>, LockError> {
-        let me = std::thread::current().id();
-        if self.reentrant {
-            if let Ok(cur) = self.current.lock() {
-                if let Some((tid, weak)) = cur.as_ref() {
-                    if *tid == me {
-                        if let Some(h) = weak.upgrade() {
-                            return Ok(Some(h));
-                        }
-                    }
-                }
-            }
-        }
-        let key = (self.queue.client.session_id(), self.queue.parent.clone());
-        if registry::held_by_current_thread(&key) {
-            return Err(LockError::WouldDeadlock);
-        }
-        Ok(None)
+        self.inner.lock_with(deadline, cancel)
     }
 
     /// The queue as it stands: holder first, then waiters in order.
     pub fn queue(&self) -> Result<Vec<QueueEntry>, LockError> {
-        inspect(&self.queue.client, &self.queue.parent).map_err(LockError::from)
+        self.inner.queue()
     }
 }
 
-/// Proof that the lock is held; releases it on drop.
+/// Proof that a lock (or read lock, or leadership) is held; releases on drop.
 ///
-/// The lock can still be lost while a guard exists (session expiry, a
-/// deleted node): check [`LockGuard::state`] or listen to
+/// It can still be lost while the guard exists (session expiry, a deleted
+/// node): check [`LockGuard::state`] or listen to
 /// [`LockGuard::state_changes`], and use [`LockGuard::fencing_token`] or
 /// [`LockGuard::fenced`] where a stale holder must not write.
 #[derive(Debug)]
@@ -229,6 +287,10 @@ pub struct LockGuard {
 }
 
 impl LockGuard {
+    pub(crate) fn from_holding(holding: Arc<Holding>) -> LockGuard {
+        LockGuard { holding }
+    }
+
     /// Our lock node's path.
     pub fn node_path(&self) -> String {
         self.holding.with(|n| n.path().to_owned())
@@ -239,6 +301,11 @@ impl LockGuard {
     /// let them refuse a token lower than one they have seen.
     pub fn fencing_token(&self) -> i64 {
         self.holding.with(|n| n.stat().czxid)
+    }
+
+    /// The session that owns our node.
+    pub fn owner_session(&self) -> i64 {
+        self.holding.with(|n| n.stat().ephemeral_owner)
     }
 
     pub fn state(&self) -> LockState {

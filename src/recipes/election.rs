@@ -1,0 +1,126 @@
+//! Leader election on a lock queue: the lowest candidate leads (Curator's
+//! LeaderLatch naming, `_c_<uuid>-latch-<seq>`).
+
+use std::time::{Duration, Instant};
+
+use super::acquire::{predecessor, Rule};
+use super::cancel::CancelToken;
+use super::error::LockError;
+use super::inspect::inspect;
+use super::mutex::{lock_calls, LockGuard, MutexOptions, QueueLock};
+use super::queue::sorted_contenders;
+use super::registry::Side;
+use crate::{Client, Watch};
+
+/// A candidate in an election. Each candidate watches only the one before
+/// it, so a change of leader wakes one process.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use zklock::{Client, recipes::Election};
+///
+/// let client = Client::connect("127.0.0.1:2181", Duration::from_secs(10))?;
+/// let election = Election::new(&client, "/election/scheduler", b"node-a")?;
+/// let leadership = election.campaign()?;
+/// // Lead until the guard drops or reports Lost.
+/// println!("leading with token {}", leadership.fencing_token());
+/// # Ok::<(), zklock::recipes::LockError>(())
+/// ```
+#[derive(Debug)]
+pub struct Election {
+    inner: QueueLock,
+}
+
+/// The current leader, as others see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Leader {
+    /// The id the leader campaigned with.
+    pub id: Vec<u8>,
+    pub node: String,
+    /// The leader's session: leadership belongs to a session, not a position.
+    pub session: i64,
+}
+
+impl Election {
+    /// A candidate that will announce itself as `id` (stored in its node).
+    pub fn new(client: &Client, path: &str, id: &[u8]) -> Result<Election, LockError> {
+        let options = MutexOptions::default().data(id);
+        Ok(Election {
+            inner: QueueLock::new(
+                client,
+                path,
+                "-latch-",
+                Rule::Queue(predecessor),
+                Side::Exclusive,
+                &options,
+            )?,
+        })
+    }
+
+    lock_calls!(
+        campaign_with,
+        campaign,
+        try_campaign,
+        campaign_timeout,
+        LockGuard,
+        "leadership"
+    );
+
+    /// Campaigns until leader, `deadline` or cancellation. The guard reports
+    /// `Lost` if our session expires or our node disappears.
+    pub fn campaign_with(
+        &self,
+        deadline: Option<Instant>,
+        cancel: Option<&CancelToken>,
+    ) -> Result<LockGuard, LockError> {
+        let guard = self.inner.lock_with(deadline, cancel)?;
+        // Leadership belongs to our session, not just to the first position.
+        if guard.owner_session() != self.inner.queue.client.session_id() {
+            return Err(LockError::Lost);
+        }
+        Ok(guard)
+    }
+
+    /// The current leader, if any.
+    pub fn leader(&self) -> Result<Option<Leader>, LockError> {
+        let queue = inspect(&self.inner.queue.client, &self.inner.queue.parent)?;
+        Ok(queue.into_iter().next().map(|e| Leader {
+            id: e.data,
+            node: e.name,
+            session: e.owner_session,
+        }))
+    }
+
+    /// The current leader and a watch that fires when leadership may have
+    /// changed: the leader's node is deleted, or, with no leader, a
+    /// candidate appears. Look again after it fires.
+    pub fn watch_leader(&self) -> Result<(Option<Leader>, Watch), LockError> {
+        let client = &self.inner.queue.client;
+        let parent = &self.inner.queue.parent;
+        loop {
+            let Some(leader) = self.leader()? else {
+                let watch = match client.get_children_w(parent) {
+                    Ok((children, _, w)) if sorted_contenders(&children).is_empty() => w,
+                    // A candidate arrived in between: look again.
+                    Ok(_) => continue,
+                    Err(e) if e.is_no_node() => match client.exists_w(parent)? {
+                        (None, w) => w,
+                        (Some(_), _) => continue,
+                    },
+                    Err(e) => return Err(e.into()),
+                };
+                return Ok((None, watch));
+            };
+            let path = format!(
+                "{}/{}",
+                self.inner.queue.parent.trim_end_matches('/'),
+                leader.node
+            );
+            match client.exists_w(&path)? {
+                (Some(_), w) => return Ok((Some(leader), w)),
+                // Stepped down between the two calls: look again.
+                (None, _) => continue,
+            }
+        }
+    }
+}

@@ -1,0 +1,150 @@
+//! The read/write lock, in Curator's InterProcessReadWriteLock layout: read
+//! and write nodes (`_c_<uuid>-__READ__<seq>`, `_c_<uuid>-__WRIT__<seq>`)
+//! queue together under one path.
+
+use std::time::{Duration, Instant};
+
+use super::acquire::{predecessor, Rule};
+use super::cancel::CancelToken;
+use super::error::LockError;
+use super::inspect::QueueEntry;
+use super::mutex::{lock_calls, LockGuard, MutexOptions, QueueLock};
+use super::queue::Contender;
+use super::registry::{self, Side};
+use crate::Client;
+
+/// A reader waits only for the nearest writer below it.
+fn nearest_writer(queue: &[Contender], me: usize) -> Option<usize> {
+    queue[..me].iter().rposition(|c| c.kind.blocks_readers())
+}
+
+/// Many readers or one writer.
+///
+/// A thread holding the write lock may take the read lock (a downgrade: the
+/// read guard keeps the write node, so no writer gets in until both guards
+/// are gone). A read holder asking for the write lock is refused with
+/// [`LockError::UpgradeRefused`]: two readers upgrading would wait for each
+/// other forever.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use zklock::{Client, recipes::RwLock};
+///
+/// let client = Client::connect("127.0.0.1:2181", Duration::from_secs(10))?;
+/// let lock = RwLock::new(&client, "/locks/config")?;
+/// {
+///     let _r = lock.read()?;
+///     // read the shared state
+/// }
+/// let w = lock.write_timeout(Duration::from_secs(5))?;
+/// println!("writing with token {}", w.fencing_token());
+/// # Ok::<(), zklock::recipes::LockError>(())
+/// ```
+#[derive(Debug)]
+pub struct RwLock {
+    read: QueueLock,
+    write: QueueLock,
+}
+
+impl RwLock {
+    pub fn new(client: &Client, path: &str) -> Result<RwLock, LockError> {
+        RwLock::with_options(client, path, MutexOptions::default())
+    }
+
+    pub fn with_options(
+        client: &Client,
+        path: &str,
+        options: MutexOptions,
+    ) -> Result<RwLock, LockError> {
+        Ok(RwLock {
+            read: QueueLock::new(
+                client,
+                path,
+                "-__READ__",
+                Rule::Queue(nearest_writer),
+                Side::Shared,
+                &options,
+            )?,
+            write: QueueLock::new(
+                client,
+                path,
+                "-__WRIT__",
+                Rule::Queue(predecessor),
+                Side::Exclusive,
+                &options,
+            )?,
+        })
+    }
+
+    lock_calls!(
+        read_with,
+        read,
+        try_read,
+        read_timeout,
+        LockGuard,
+        "a read lock"
+    );
+    lock_calls!(
+        write_with,
+        write,
+        try_write,
+        write_timeout,
+        LockGuard,
+        "the write lock"
+    );
+
+    pub fn read_with(
+        &self,
+        deadline: Option<Instant>,
+        cancel: Option<&CancelToken>,
+    ) -> Result<LockGuard, LockError> {
+        // Downgrade: the write holder reads under its write node.
+        if let Some(holding) = self.write.held_here() {
+            return Ok(LockGuard::from_holding(holding));
+        }
+        self.read.lock_with(deadline, cancel)
+    }
+
+    pub fn write_with(
+        &self,
+        deadline: Option<Instant>,
+        cancel: Option<&CancelToken>,
+    ) -> Result<LockGuard, LockError> {
+        if registry::held_by_current_thread(&self.read.key(Side::Shared)) {
+            return Err(LockError::UpgradeRefused);
+        }
+        self.write.lock_with(deadline, cancel)
+    }
+
+    /// The queue: holders first, then waiters, readers and writers together.
+    pub fn queue(&self) -> Result<Vec<QueueEntry>, LockError> {
+        self.write.queue()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn q(kinds: &str) -> Vec<Contender> {
+        kinds
+            .chars()
+            .enumerate()
+            .map(|(i, k)| {
+                let marker = if k == 'r' { "-__READ__" } else { "-__WRIT__" };
+                Contender::parse(&format!("_c_x{marker}{i:010}")).unwrap()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn readers_wait_for_the_nearest_writer_only() {
+        let queue = q("rrwrrw");
+        assert_eq!(nearest_writer(&queue, 0), None);
+        assert_eq!(nearest_writer(&queue, 1), None);
+        assert_eq!(nearest_writer(&queue, 3), Some(2));
+        assert_eq!(nearest_writer(&queue, 4), Some(2));
+        // Writers wait for whatever is just below.
+        assert_eq!(predecessor(&queue, 5), Some(4));
+    }
+}
