@@ -1,0 +1,208 @@
+//! Read/write lock, election, semaphore and multi-lock against a real ZooKeeper.
+
+mod support;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use support::zk;
+use zklock::recipes::{
+    CancelToken, Election, LockError, LockState, MultiLock, NodeKind, RwLock, Semaphore,
+};
+use zklock::{Client, EventType};
+
+const T: Duration = Duration::from_secs(10);
+const WAIT: Duration = Duration::from_secs(20);
+const BRIEF: Duration = Duration::from_millis(300);
+
+fn client() -> Client {
+    Client::connect(&zk::shared().connect_string(), T).expect("connect to the test server")
+}
+
+fn path(name: &str) -> String {
+    format!("/recipes-{name}-{}", std::process::id())
+}
+
+fn children(c: &Client, p: &str) -> Vec<String> {
+    match c.get_children(p) {
+        Ok(c) => c,
+        Err(e) if e.is_no_node() => vec![],
+        Err(e) => panic!("listing {p}: {e}"),
+    }
+}
+
+fn wait_children(c: &Client, p: &str, n: usize) {
+    let deadline = Instant::now() + WAIT;
+    while children(c, p).len() < n {
+        assert!(Instant::now() < deadline, "{p} never reached {n} children");
+        std::thread::yield_now();
+    }
+}
+
+#[test]
+fn readers_share_and_writers_exclude() {
+    let p = path("rw");
+    let (a, b, c) = (client(), client(), client());
+    let ra = RwLock::new(&a, &p).unwrap();
+    let rb = RwLock::new(&b, &p).unwrap();
+    let rc = RwLock::new(&c, &p).unwrap();
+    let r1 = ra.read().unwrap();
+    let r2 = rb.read_timeout(BRIEF).expect("readers share");
+    assert_eq!(rc.try_write().unwrap().map(|_| ()), None);
+    // A writer queues; a reader arriving after it waits for it (no starvation).
+    let writer = std::thread::spawn(move || {
+        let g = rc.write_timeout(WAIT).unwrap();
+        let t = Instant::now();
+        g.unlock().unwrap();
+        t
+    });
+    wait_children(&a, &p, 3);
+    let late = RwLock::new(&client(), &p).unwrap();
+    assert_eq!(late.read_timeout(BRIEF).unwrap_err(), LockError::Timeout);
+    drop(r1);
+    drop(r2);
+    let written = writer.join().unwrap();
+    let r3 = late.read_timeout(WAIT).unwrap();
+    assert!(Instant::now() >= written);
+    let names = children(&a, &p);
+    assert!(names
+        .iter()
+        .all(|n| n.contains("-__READ__") || n.contains("-__WRIT__")));
+    drop(r3);
+    assert!(children(&a, &p).is_empty());
+}
+
+#[test]
+fn downgrade_allowed_upgrade_refused() {
+    let p = path("grade");
+    let c = client();
+    let rw = RwLock::new(&c, &p).unwrap();
+    let w = rw.write().unwrap();
+    let r = rw.read().expect("a write holder may read");
+    drop(w);
+    // Still excluded: the downgraded read keeps the write node.
+    let other = RwLock::new(&client(), &p).unwrap();
+    assert!(other.try_write().unwrap().is_none());
+    drop(r);
+    assert!(other.try_write().unwrap().is_some());
+    let r = rw.read().unwrap();
+    assert_eq!(rw.write().unwrap_err(), LockError::UpgradeRefused);
+    drop(r);
+}
+
+#[test]
+fn election_elects_in_order_and_reports_the_leader() {
+    let p = path("election");
+    let (a, b) = (client(), client());
+    let ea = Election::new(&a, &p, b"alpha").unwrap();
+    let eb = Election::new(&b, &p, b"beta").unwrap();
+    let (none, appeared) = eb.watch_leader().unwrap();
+    assert!(none.is_none());
+    let lead = ea.campaign().unwrap();
+    appeared.recv_timeout(WAIT).unwrap();
+    let (leader, change) = eb.watch_leader().unwrap();
+    let leader = leader.unwrap();
+    assert_eq!(leader.id, b"alpha");
+    assert_eq!(leader.session, a.session_id());
+    assert!(leader.node.contains("-latch-"));
+    assert_eq!(eb.try_campaign().unwrap().map(|_| ()), None);
+    let b_wins = std::thread::spawn(move || {
+        let g = eb.campaign_timeout(WAIT).unwrap();
+        (g.state(), g.fencing_token())
+    });
+    wait_children(&a, &p, 2);
+    let first_token = lead.fencing_token();
+    drop(lead);
+    assert_eq!(
+        change.recv_timeout(WAIT).unwrap().kind,
+        EventType::NodeDeleted
+    );
+    let (state, token) = b_wins.join().unwrap();
+    assert_eq!(state, LockState::Held);
+    assert!(token > first_token);
+}
+
+#[test]
+fn semaphore_admits_at_most_n() {
+    let p = path("sem");
+    let max = 3;
+    let inside = Arc::new(AtomicUsize::new(0));
+    let peak = Arc::new(AtomicUsize::new(0));
+    let threads: Vec<_> = (0..8)
+        .map(|_| {
+            let (p, inside, peak) = (p.clone(), inside.clone(), peak.clone());
+            std::thread::spawn(move || {
+                let c = client();
+                let s = Semaphore::new(&c, &p, max).unwrap();
+                for _ in 0..3 {
+                    let lease = s.acquire_timeout(Duration::from_secs(60)).unwrap();
+                    let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
+                    peak.fetch_max(now, Ordering::SeqCst);
+                    assert!(now <= max, "{now} leases at once");
+                    c.exists(&p).unwrap();
+                    inside.fetch_sub(1, Ordering::SeqCst);
+                    lease.unlock().unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert!(peak.load(Ordering::SeqCst) >= 1);
+    let c = client();
+    let mut kids = children(&c, &p);
+    kids.sort();
+    assert_eq!(kids, vec!["leases".to_string(), "locks".to_string()]);
+    assert!(children(&c, &format!("{p}/leases")).is_empty());
+    // With all leases held, another waits and then times out cleanly.
+    let s = Semaphore::new(&c, &p, 1).unwrap();
+    let held = s.acquire().unwrap();
+    let s2 = Semaphore::new(&client(), &p, 1).unwrap();
+    assert_eq!(s2.acquire_timeout(BRIEF).unwrap_err(), LockError::Timeout);
+    assert_eq!(s.lease_count().unwrap(), 1);
+    drop(held);
+}
+
+#[test]
+fn multilock_takes_all_or_none() {
+    let (x, y) = (path("multi-x"), path("multi-y"));
+    let (a, b) = (client(), client());
+    let both = MultiLock::new(&a, &[&y, &x]).unwrap();
+    let guards = both.lock().unwrap();
+    assert_eq!(guards.len(), 2);
+    assert!(
+        guards.guards()[0].node_path().starts_with(&x),
+        "sorted order"
+    );
+    guards.unlock().unwrap();
+    // b holds y; a's multi-lock takes x, then times out on y and gives x back.
+    let hold_y = zklock::recipes::Mutex::new(&b, &y).unwrap().lock().unwrap();
+    assert_eq!(both.lock_timeout(BRIEF).unwrap_err(), LockError::Timeout);
+    assert!(children(&a, &x).is_empty(), "x not released after failure");
+    drop(hold_y);
+    let token = CancelToken::new();
+    token.cancel();
+    assert_eq!(
+        both.lock_with(None, Some(&token)).unwrap_err(),
+        LockError::Cancelled
+    );
+    assert!(both.try_lock().unwrap().is_some());
+}
+
+#[test]
+fn inspection_lists_kinds_in_order() {
+    let p = path("inspect");
+    let c = client();
+    let rw = RwLock::new(&c, &p).unwrap();
+    let _r = rw.read().unwrap();
+    let other = RwLock::new(&client(), &p).unwrap();
+    let w = std::thread::spawn(move || other.write_timeout(BRIEF).map(|_| ()));
+    wait_children(&c, &p, 2);
+    let q = rw.queue().unwrap();
+    assert_eq!(q[0].kind, NodeKind::Read);
+    assert_eq!(q[1].kind, NodeKind::Write);
+    assert!(q[0].sequence < q[1].sequence);
+    assert_eq!(w.join().unwrap().unwrap_err(), LockError::Timeout);
+}
