@@ -355,7 +355,7 @@ impl Client {
 
     /// Blocks until connected, or fails with the terminal state or Timeout.
     pub fn wait_connected(&self, timeout: Duration) -> Result<()> {
-        let states = self.subscribe();
+        let (states, _token) = self.subscribe_scoped();
         let deadline = Instant::now() + timeout;
         loop {
             match self.state() {
@@ -401,9 +401,25 @@ impl Client {
     }
 
     /// A channel of session state changes, starting with the current state.
+    /// The I/O thread forgets it at the first change after it is dropped.
     pub fn subscribe(&self) -> Receiver<SessionState> {
+        self.subscribe_with(None)
+    }
+
+    /// Like [`Client::subscribe`], forgotten as soon as the returned token
+    /// drops: for short-lived listeners created on every operation.
+    pub(crate) fn subscribe_scoped(&self) -> (Receiver<SessionState>, Arc<()>) {
+        let token = Arc::new(());
+        (self.subscribe_with(Some(Arc::downgrade(&token))), token)
+    }
+
+    fn subscribe_with(&self, token: Option<std::sync::Weak<()>>) -> Receiver<SessionState> {
         let (tx, rx) = crossbeam_channel::unbounded();
-        if !self.inner.driver.send(Command::Subscribe(tx.clone())) {
+        if !self
+            .inner
+            .driver
+            .send(Command::Subscribe(tx.clone(), token))
+        {
             let _ = tx.send(SessionState::Closed);
         }
         rx

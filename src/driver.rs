@@ -9,7 +9,7 @@
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
@@ -39,7 +39,10 @@ pub(crate) enum Command {
     Close {
         reply: ReplySender,
     },
-    Subscribe(Sender<SessionState>),
+    /// Adds a listener for state changes. With a liveness token, the
+    /// listener is forgotten as soon as the token is dropped; without one,
+    /// at the first state change after its receiver is gone.
+    Subscribe(Sender<SessionState>, Option<Weak<()>>),
 }
 
 /// What the I/O thread publishes for API threads to read at any time.
@@ -187,7 +190,7 @@ struct Driver {
     hosts: HostList,
     connect_timeout: Duration,
     conn: Option<Connection>,
-    subscribers: Vec<Sender<SessionState>>,
+    subscribers: Vec<(Sender<SessionState>, Option<Weak<()>>)>,
     status: Arc<Mutex<Status>>,
     watch_events: Arc<AtomicU64>,
     commands_open: bool,
@@ -268,9 +271,11 @@ impl Driver {
                     watcher,
                 }) => self.session.submit(now, request, reply, watcher),
                 Ok(Command::Close { reply }) => self.session.close(now, reply),
-                Ok(Command::Subscribe(tx)) => {
+                Ok(Command::Subscribe(tx, token)) => {
+                    self.subscribers
+                        .retain(|(_, t)| t.as_ref().is_none_or(|t| t.strong_count() > 0));
                     let _ = tx.send(self.session.state());
-                    self.subscribers.push(tx);
+                    self.subscribers.push((tx, token));
                 }
                 Err(TryRecvError::Empty) => return,
                 Err(TryRecvError::Disconnected) => {
@@ -301,7 +306,7 @@ impl Driver {
                 SessionEvent::State(state) => {
                     log::info!("session {:#x}: {state:?}", self.session.session_id());
                     self.publish();
-                    self.subscribers.retain(|s| s.send(state).is_ok());
+                    self.subscribers.retain(|(s, _)| s.send(state).is_ok());
                 }
                 SessionEvent::DropConnection(reason) => {
                     log::warn!("dropping connection: {reason:?}");

@@ -348,7 +348,7 @@ impl LockQueue {
 
     /// Blocks until the session is connected again, within `bounds`.
     fn wait_connected(&self, bounds: Bounds<'_>) -> Result<(), LockError> {
-        let states = self.client.subscribe();
+        let (states, _token) = self.client.subscribe_scoped();
         let cancel = bounds.cancel_rx();
         let timeout = bounds.timeout_rx();
         loop {
@@ -436,7 +436,7 @@ impl Cleanup {
         let spawned = std::thread::Builder::new()
             .name("zklock-cleanup".into())
             .spawn(move || {
-                let states = client.subscribe();
+                let (states, _token) = client.subscribe_scoped();
                 loop {
                     match client.state() {
                         s if s.is_terminal() => return,

@@ -193,7 +193,7 @@ struct Monitor {
 
 impl Monitor {
     fn run(self) {
-        let states = self.client.subscribe();
+        let (states, _token) = self.client.subscribe_scoped();
         // The watch armed on our node (re-armed after every event), and
         // whether our node's existence needs checking.
         let mut watch = None;
