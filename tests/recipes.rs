@@ -206,3 +206,70 @@ fn inspection_lists_kinds_in_order() {
     assert!(q[0].sequence < q[1].sequence);
     assert_eq!(w.join().unwrap().unwrap_err(), LockError::Timeout);
 }
+
+#[test]
+fn batch_mutex_hands_off_locally_within_a_bounded_batch() {
+    use zklock::recipes::BatchMutex;
+    let p = path("batch");
+    let c = client();
+    let lock = BatchMutex::new(&c, &p, 2).unwrap();
+    let first = lock.lock().unwrap();
+    let node = first.node_path().to_owned();
+    let waiters: Vec<_> = (0..2)
+        .map(|_| {
+            let lock = lock.clone();
+            std::thread::spawn(move || {
+                let g = lock.lock_timeout(WAIT).unwrap();
+                let n = g.node_path().to_owned();
+                drop(g);
+                n
+            })
+        })
+        .collect();
+    let deadline = Instant::now() + WAIT;
+    while lock.local_waiters() < 2 {
+        assert!(Instant::now() < deadline, "waiters never arrived");
+        std::thread::yield_now();
+    }
+    assert_eq!(lock.lock().unwrap_err(), LockError::WouldDeadlock);
+    // Another process (session) queues behind the batch.
+    let outsider = zklock::recipes::Mutex::new(&client(), &p).unwrap();
+    assert!(outsider.try_lock().unwrap().is_none());
+    drop(first);
+    let nodes: Vec<String> = waiters.into_iter().map(|w| w.join().unwrap()).collect();
+    // Batch of two: one waiter got the same node, the other queued anew.
+    assert_eq!(nodes.iter().filter(|n| **n == node).count(), 1, "{nodes:?}");
+    assert!(outsider.lock_timeout(WAIT).is_ok());
+}
+
+#[test]
+fn batch_mutex_excludes_other_processes() {
+    use zklock::recipes::BatchMutex;
+    let p = path("batch-excl");
+    let inside = Arc::new(AtomicUsize::new(0));
+    let mut threads = Vec::new();
+    for proc_ in 0..2 {
+        let c = client();
+        let lock = BatchMutex::new(&c, &p, 4).unwrap();
+        for _ in 0..4 {
+            let (lock, inside, c, p) = (lock.clone(), inside.clone(), c.clone(), p.clone());
+            threads.push(std::thread::spawn(move || {
+                for _ in 0..5 {
+                    let g = lock.lock_timeout(Duration::from_secs(60)).unwrap();
+                    assert_eq!(
+                        inside.fetch_add(1, Ordering::SeqCst),
+                        0,
+                        "overlap ({proc_})"
+                    );
+                    c.exists(&p).unwrap();
+                    inside.fetch_sub(1, Ordering::SeqCst);
+                    drop(g);
+                }
+            }));
+        }
+    }
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert!(children(&client(), &p).is_empty());
+}

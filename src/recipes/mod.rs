@@ -4,6 +4,7 @@
 //! a fencing token.
 
 mod acquire;
+mod batch;
 mod cancel;
 mod election;
 mod error;
@@ -16,6 +17,7 @@ mod registry;
 mod rwlock;
 mod semaphore;
 
+pub use batch::{BatchGuard, BatchMutex};
 pub use cancel::CancelToken;
 pub use election::{Election, Leader};
 pub use error::LockError;

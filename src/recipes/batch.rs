@@ -1,0 +1,247 @@
+//! A non-fair lock that is still safe: threads of one process waiting on the
+//! same path share one ZooKeeper lock node and pass the lock between
+//! themselves locally, up to a bounded batch, before it goes to the next
+//! process in the queue.
+//!
+//! (A lock that gets its unfairness from random, non-sequential node names
+//! breaks mutual exclusion: a late arrival with a lower name takes a lock
+//! that is held. Here the queue is the fair queue; only the local hand-off
+//! is unfair.)
+
+use std::sync::{Arc, Condvar, Mutex as StdMutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::Receiver;
+
+use super::cancel::CancelToken;
+use super::error::LockError;
+use super::held::LockState;
+use super::mutex::{lock_calls, LockGuard, Mutex, MutexOptions};
+use crate::Client;
+
+/// How often a local waiter looks at its cancel token.
+const CANCEL_POLL: Duration = Duration::from_millis(20);
+
+#[derive(Debug, Default)]
+struct Local {
+    /// The process's hold on the ZooKeeper lock, kept across a batch.
+    zk: Option<LockGuard>,
+    /// A thread of this process is inside the lock.
+    busy: bool,
+    /// A thread is queueing in ZooKeeper for the process.
+    acquiring: bool,
+    /// Threads of this process waiting locally.
+    waiting: usize,
+    /// Threads that held it since the ZooKeeper lock was taken.
+    batch: usize,
+    /// The thread inside, so it cannot wait for itself.
+    owner: Option<std::thread::ThreadId>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    mutex: Mutex,
+    max_batch: usize,
+    local: StdMutex<Local>,
+    changed: Condvar,
+}
+
+impl Shared {
+    fn local(&self) -> MutexGuard<'_, Local> {
+        match self.local.lock() {
+            Ok(l) => l,
+            Err(p) => p.into_inner(),
+        }
+    }
+}
+
+/// A lock shared by the threads of one process through a single queue node.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use zklock::{Client, recipes::BatchMutex};
+///
+/// let client = Client::connect("127.0.0.1:2181", Duration::from_secs(10))?;
+/// let lock = BatchMutex::new(&client, "/locks/hot", 16)?;
+/// let handles: Vec<_> = (0..8).map(|_| {
+///     let lock = lock.clone();
+///     std::thread::spawn(move || lock.lock().map(|g| g.fencing_token()))
+/// }).collect();
+/// # Ok::<(), zklock::recipes::LockError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct BatchMutex {
+    shared: Arc<Shared>,
+}
+
+/// Held by one thread of the process; passes the lock on when dropped.
+#[derive(Debug)]
+pub struct BatchGuard {
+    shared: Arc<Shared>,
+    token: i64,
+    node: String,
+}
+
+impl BatchMutex {
+    /// Up to `max_batch` threads of this process hold the lock in turn
+    /// before it goes back to the queue (1: no hand-off at all).
+    pub fn new(client: &Client, path: &str, max_batch: usize) -> Result<BatchMutex, LockError> {
+        let options = MutexOptions::default().reentrant(false);
+        Ok(BatchMutex {
+            shared: Arc::new(Shared {
+                mutex: Mutex::with_options(client, path, options)?,
+                max_batch: max_batch.max(1),
+                local: StdMutex::new(Local::default()),
+                changed: Condvar::new(),
+            }),
+        })
+    }
+
+    lock_calls!(
+        lock_with,
+        lock,
+        try_lock,
+        lock_timeout,
+        BatchGuard,
+        "the lock"
+    );
+
+    pub fn lock_with(
+        &self,
+        deadline: Option<Instant>,
+        cancel: Option<&CancelToken>,
+    ) -> Result<BatchGuard, LockError> {
+        let s = &self.shared;
+        let mut local = s.local();
+        if local.busy && local.owner == Some(std::thread::current().id()) {
+            return Err(LockError::WouldDeadlock);
+        }
+        local.waiting += 1;
+        loop {
+            if cancel.is_some_and(|c| c.is_cancelled()) {
+                local.waiting -= 1;
+                return Err(LockError::Cancelled);
+            }
+            if !local.busy {
+                if let Some(zk) = local.zk.as_ref() {
+                    if zk.state() != LockState::Lost {
+                        let (token, node) = (zk.fencing_token(), zk.node_path());
+                        local.busy = true;
+                        local.owner = Some(std::thread::current().id());
+                        local.waiting -= 1;
+                        local.batch += 1;
+                        return Ok(self.guard(token, node));
+                    }
+                    // Lost while idle: give it back and queue again.
+                    local.zk = None;
+                }
+                if !local.acquiring {
+                    local.acquiring = true;
+                    drop(local);
+                    let got = s.mutex.lock_with(deadline, cancel);
+                    local = s.local();
+                    local.acquiring = false;
+                    match got {
+                        Ok(g) => {
+                            local.zk = Some(g);
+                            local.batch = 0;
+                            s.changed.notify_all();
+                            continue;
+                        }
+                        Err(e) => {
+                            local.waiting -= 1;
+                            s.changed.notify_all();
+                            return Err(e);
+                        }
+                    }
+                }
+            }
+            let wait = match (deadline, cancel) {
+                (Some(d), _) => {
+                    let left = d.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        local.waiting -= 1;
+                        return Err(LockError::Timeout);
+                    }
+                    if cancel.is_some() {
+                        left.min(CANCEL_POLL)
+                    } else {
+                        left
+                    }
+                }
+                (None, Some(_)) => CANCEL_POLL,
+                (None, None) => Duration::from_secs(3600),
+            };
+            local = match s.changed.wait_timeout(local, wait) {
+                Ok((l, _)) => l,
+                Err(p) => p.into_inner().0,
+            };
+        }
+    }
+
+    /// Threads of this process waiting for the lock (diagnostics).
+    pub fn local_waiters(&self) -> usize {
+        self.shared.local().waiting
+    }
+
+    fn guard(&self, token: i64, node: String) -> BatchGuard {
+        BatchGuard {
+            shared: self.shared.clone(),
+            token,
+            node,
+        }
+    }
+}
+
+impl BatchGuard {
+    /// The shared lock node's czxid: the same for every thread of one batch.
+    pub fn fencing_token(&self) -> i64 {
+        self.token
+    }
+
+    pub fn node_path(&self) -> &str {
+        &self.node
+    }
+
+    pub fn state(&self) -> LockState {
+        self.shared
+            .local()
+            .zk
+            .as_ref()
+            .map_or(LockState::Lost, |g| g.state())
+    }
+
+    pub fn state_changes(&self) -> Receiver<LockState> {
+        match self.shared.local().zk.as_ref() {
+            Some(g) => g.state_changes(),
+            None => {
+                let (tx, rx) = crossbeam_channel::bounded(1);
+                let _ = tx.send(LockState::Lost);
+                rx
+            }
+        }
+    }
+}
+
+impl Drop for BatchGuard {
+    fn drop(&mut self) {
+        let s = &self.shared;
+        let mut local = s.local();
+        local.busy = false;
+        local.owner = None;
+        // Keep the node for a local waiter while the batch lasts; otherwise
+        // give the lock back to the queue.
+        if local.waiting == 0 || local.batch >= s.max_batch {
+            let zk = local.zk.take();
+            drop(local);
+            if let Some(g) = zk {
+                if let Err(e) = g.unlock() {
+                    log::warn!("releasing the batch lock: {e}");
+                }
+            }
+            local = s.local();
+        }
+        drop(local);
+        s.changed.notify_all();
+    }
+}
