@@ -10,6 +10,8 @@
 //! the real client, a number in tests); `W` the same for a watcher.
 
 mod error;
+#[doc(hidden)]
+pub mod fuzz;
 mod watches;
 
 #[cfg(test)]
