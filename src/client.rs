@@ -41,6 +41,20 @@ struct Inner {
     chroot: Chroot,
     request_timeout: Duration,
     max_frame: usize,
+    /// Per-client state of the layer above (the recipes' holder monitor),
+    /// kept here so it lives and dies with the client without the client
+    /// knowing its type.
+    extension: std::sync::OnceLock<Box<dyn std::any::Any + Send + Sync>>,
+}
+
+/// A reference to a client that does not keep its session open.
+#[derive(Clone)]
+pub(crate) struct WeakClient(std::sync::Weak<Inner>);
+
+impl WeakClient {
+    pub(crate) fn upgrade(&self) -> Option<Client> {
+        self.0.upgrade().map(|inner| Client { inner })
+    }
 }
 
 impl Drop for Inner {
@@ -128,6 +142,7 @@ impl ClientBuilder {
                 chroot,
                 request_timeout: self.request_timeout.unwrap_or(self.session_timeout),
                 max_frame: self.max_frame,
+                extension: std::sync::OnceLock::new(),
             }),
         };
         if self.wait_connected {
@@ -776,6 +791,21 @@ impl Client {
     /// The caller's path for a server path (chroot removed).
     pub(crate) fn to_client_path(&self, server_path: &str) -> String {
         self.client_path(server_path)
+    }
+
+    pub(crate) fn downgrade(&self) -> WeakClient {
+        WeakClient(Arc::downgrade(&self.inner))
+    }
+
+    /// The layer above's per-client value, created by `init` on first use.
+    pub(crate) fn extension<T: Send + Sync + 'static>(
+        &self,
+        init: impl FnOnce() -> T,
+    ) -> Option<&T> {
+        self.inner
+            .extension
+            .get_or_init(|| Box::new(init()))
+            .downcast_ref::<T>()
     }
 
     /// The frame limit this client enforces.

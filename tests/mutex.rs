@@ -374,3 +374,22 @@ fn expiry_while_holding_reports_lost_and_while_waiting_fails() {
     );
     assert_eq!(g.state(), LockState::Lost);
 }
+
+#[test]
+fn lock_cycles_leave_no_watches_on_the_server() {
+    let server = ZkServer::start();
+    let c = Client::connect(&server.connect_string(), T).unwrap();
+    let m = Mutex::new(&c, "/no-watch-leak").unwrap();
+    for _ in 0..100 {
+        m.lock().unwrap().unlock().unwrap();
+    }
+    // A round trip after the last release: every earlier request is done.
+    c.sync("/").unwrap();
+    let wchs = server.four_letter("wchs");
+    let total: u64 = wchs
+        .lines()
+        .find_map(|l| l.strip_prefix("Total watches:"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no watch total in {wchs:?}"));
+    assert_eq!(total, 0, "watches left behind: {wchs}");
+}

@@ -1,16 +1,22 @@
 //! A held queue node: its state (held / suspended / lost), the channel that
 //! reports changes, fencing, and release. Curator and kazoo never tell a
 //! holder that it lost its lock; we do.
+//!
+//! One monitor thread per client follows every node the client holds: it
+//! hears session state changes once for all of them and keeps a data watch
+//! on each node, so acquiring costs no thread of its own.
 
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crossbeam_channel::{select, Receiver, Sender};
+use crossbeam_channel::{Receiver, Select, Sender};
 use jute::EventType;
 
 use super::acquire::{Acquired, Cleanup};
 use super::error::LockError;
-use crate::{Client, Error, Op, OpResult, SessionState, Stat};
+use crate::client::WeakClient;
+use crate::session::{RequestError, WatchedEvent};
+use crate::{Client, Error, Op, OpResult, SessionState, Stat, Watch};
 
 /// What a holder can rely on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -37,15 +43,21 @@ fn decode_state(v: u8) -> LockState {
     }
 }
 
-/// Shared by the holder and its monitor thread.
+/// Shared by a holder and the client's monitor.
 #[derive(Debug)]
 struct Shared {
+    path: String,
+    watch_node: bool,
     state: AtomicU8,
     released: AtomicBool,
     listeners: Mutex<Vec<Sender<LockState>>>,
 }
 
 impl Shared {
+    fn current(&self) -> LockState {
+        decode_state(self.state.load(Ordering::SeqCst))
+    }
+
     fn set(&self, state: LockState) {
         if self.released.load(Ordering::SeqCst) {
             return;
@@ -56,16 +68,21 @@ impl Shared {
             LockState::Lost => LOST,
         };
         // Lost is final.
-        let old = self
+        let changed = self
             .state
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |old| {
                 (old != LOST && old != new).then_some(new)
-            });
-        if old.is_ok() {
+            })
+            .is_ok();
+        if changed {
             if let Ok(mut ls) = self.listeners.lock() {
                 ls.retain(|l| l.send(state).is_ok());
             }
         }
+    }
+
+    fn is_done(&self) -> bool {
+        self.released.load(Ordering::SeqCst) || self.current() == LockState::Lost
     }
 }
 
@@ -73,49 +90,36 @@ impl Shared {
 #[derive(Debug)]
 pub(crate) struct HeldNode {
     client: Client,
-    path: String,
     stat: Stat,
     shared: Arc<Shared>,
-    // Dropping this stops the monitor thread.
-    _stop: Sender<()>,
     done: bool,
 }
 
 impl HeldNode {
     /// `watch_node`: also watch our node, to learn at once if someone deletes
-    /// it (one more request per acquisition, and one watch event per release).
+    /// it (one more request per acquisition, one watch event per release).
     pub(crate) fn new(client: &Client, acquired: Acquired, watch_node: bool) -> HeldNode {
         let shared = Arc::new(Shared {
+            path: acquired.path,
+            watch_node,
             state: AtomicU8::new(HELD),
             released: AtomicBool::new(false),
             listeners: Mutex::new(Vec::new()),
         });
-        let (stop_tx, stop_rx) = crossbeam_channel::bounded(0);
-        let monitor = Monitor {
-            client: client.clone(),
-            path: acquired.path.clone(),
-            shared: shared.clone(),
-            stop: stop_rx,
-            watch_node,
-        };
-        if let Err(e) = std::thread::Builder::new()
-            .name("zklock-holder".into())
-            .spawn(move || monitor.run())
-        {
-            log::error!("cannot watch the held lock {}: {e}", acquired.path);
+        match client.extension(|| HolderMonitor::start(client)) {
+            Some(monitor) => monitor.follow(shared.clone()),
+            None => log::error!("holder monitor slot holds another type"),
         }
         HeldNode {
             client: client.clone(),
-            path: acquired.path,
             stat: acquired.stat,
             shared,
-            _stop: stop_tx,
             done: false,
         }
     }
 
     pub(crate) fn path(&self) -> &str {
-        &self.path
+        &self.shared.path
     }
 
     pub(crate) fn stat(&self) -> &Stat {
@@ -123,13 +127,13 @@ impl HeldNode {
     }
 
     pub(crate) fn state(&self) -> LockState {
-        decode_state(self.shared.state.load(Ordering::SeqCst))
+        self.shared.current()
     }
 
     pub(crate) fn state_changes(&self) -> Receiver<LockState> {
         let (tx, rx) = crossbeam_channel::unbounded();
-        let _ = tx.send(self.state());
         if let Ok(mut ls) = self.shared.listeners.lock() {
+            let _ = tx.send(self.shared.current());
             ls.push(tx);
         }
         rx
@@ -139,7 +143,7 @@ impl HeldNode {
     /// partitioned former holder cannot make.
     pub(crate) fn fenced(&self, ops: &[Op]) -> Result<Vec<OpResult>, LockError> {
         let mut all = Vec::with_capacity(ops.len() + 1);
-        all.push(Op::check(&self.path, None));
+        all.push(Op::check(self.path(), None));
         all.extend_from_slice(ops);
         match self.client.multi(&all) {
             Ok(mut results) => {
@@ -162,7 +166,7 @@ impl HeldNode {
         }
         self.done = true;
         self.shared.released.store(true, Ordering::SeqCst);
-        let cleanup = Cleanup::Node(self.path.clone());
+        let cleanup = Cleanup::Node(self.path().to_owned());
         match cleanup.run_once(&self.client) {
             Ok(()) => Ok(()),
             Err(e) if e.is_session_ended() => Ok(()),
@@ -177,82 +181,186 @@ impl HeldNode {
 impl Drop for HeldNode {
     fn drop(&mut self) {
         if let Err(e) = self.release() {
-            log::warn!("releasing {}: {e}; retrying in the background", self.path);
+            log::warn!("releasing {}: {e}; retrying in the background", self.path());
         }
     }
 }
 
-/// Watches a held node and the session; reports changes of LockState.
-struct Monitor {
-    client: Client,
-    path: String,
+/// The per-client monitor's mailbox.
+struct HolderMonitor {
+    tx: Sender<Arc<Shared>>,
+}
+
+impl HolderMonitor {
+    fn start(client: &Client) -> HolderMonitor {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let (states, token) = client.subscribe_scoped();
+        let weak = client.downgrade();
+        let spawned = std::thread::Builder::new()
+            .name("zklock-holders".into())
+            .spawn(move || {
+                let _token = token;
+                Monitor {
+                    client: weak,
+                    holders: Vec::new(),
+                }
+                .run(&rx, &states)
+            });
+        if let Err(e) = spawned {
+            log::error!("cannot start the holder monitor: {e}");
+        }
+        HolderMonitor { tx }
+    }
+
+    fn follow(&self, shared: Arc<Shared>) {
+        if self.tx.send(shared).is_err() {
+            log::warn!("holder monitor is gone; lock state follows only fenced writes");
+        }
+    }
+}
+
+struct Followed {
     shared: Arc<Shared>,
-    stop: Receiver<()>,
-    watch_node: bool,
+    watch: Option<Watch>,
+    /// Existence must be (re)confirmed: new, or back from a disconnect.
+    unchecked: bool,
+}
+
+/// What woke the monitor.
+enum Woke {
+    New(Option<Arc<Shared>>),
+    State(Option<SessionState>),
+    Watch(
+        usize,
+        Option<std::result::Result<WatchedEvent, RequestError>>,
+    ),
+}
+
+struct Monitor {
+    client: WeakClient,
+    holders: Vec<Followed>,
 }
 
 impl Monitor {
-    fn run(self) {
-        let (states, _token) = self.client.subscribe_scoped();
-        // The watch armed on our node (re-armed after every event), and
-        // whether our node's existence needs checking.
-        let mut watch = None;
-        let mut unchecked = self.watch_node;
+    fn run(mut self, new: &Receiver<Arc<Shared>>, states: &Receiver<SessionState>) {
         loop {
-            if unchecked && self.client.state() == SessionState::Connected {
-                let checked = if self.watch_node {
-                    self.client.exists_w(&self.path).map(|(s, w)| {
-                        watch = Some(w);
-                        s
-                    })
-                } else {
-                    self.client.exists(&self.path)
-                };
-                match checked {
-                    Ok(Some(_)) => {
-                        unchecked = false;
-                        self.shared.set(LockState::Held);
+            self.holders.retain(|h| !h.shared.is_done());
+            self.check_unchecked();
+            let woke = {
+                let mut sel = Select::new();
+                sel.recv(new);
+                sel.recv(states);
+                // Watch receivers, paired with their holder's index.
+                let mut watched = Vec::new();
+                for (i, h) in self.holders.iter().enumerate() {
+                    if let Some(w) = &h.watch {
+                        sel.recv(w.receiver());
+                        watched.push(i);
                     }
-                    Ok(None) => return self.shared.set(LockState::Lost),
-                    Err(e) if e.is_session_ended() => return self.shared.set(LockState::Lost),
-                    Err(_) => {}
                 }
-            }
-            let never = crossbeam_channel::never();
-            let watch_rx = watch
-                .as_ref()
-                .map_or(&never, |w: &crate::Watch| w.receiver());
-            select! {
-                recv(self.stop) -> _ => return,
-                recv(states) -> s => match s {
-                    // Back from a disconnect: confirm our node survived.
-                    Ok(SessionState::Connected) => {
-                        if self.shared.state.load(Ordering::SeqCst) == SUSPENDED {
-                            watch = None;
-                            unchecked = true;
+                let op = sel.select();
+                match op.index() {
+                    0 => Woke::New(op.recv(new).ok()),
+                    1 => Woke::State(op.recv(states).ok()),
+                    n => {
+                        let i = watched[n - 2];
+                        match &self.holders[i].watch {
+                            Some(w) => Woke::Watch(i, op.recv(w.receiver()).ok()),
+                            None => Woke::Watch(i, None),
                         }
                     }
-                    Ok(SessionState::Suspended | SessionState::Connecting) => {
-                        self.shared.set(LockState::Suspended)
-                    }
-                    Ok(_) | Err(_) => return self.shared.set(LockState::Lost),
-                },
-                recv(watch_rx) -> ev => {
-                    let outcome = match (ev, &watch) {
-                        (Ok(r), Some(w)) => w.event_from(r),
+                }
+            };
+            match woke {
+                Woke::New(Some(shared)) => self.holders.push(Followed {
+                    unchecked: shared.watch_node,
+                    shared,
+                    watch: None,
+                }),
+                Woke::New(None) => return,
+                Woke::State(Some(state)) => self.on_state(state),
+                // The client's I/O thread is gone.
+                Woke::State(None) => return self.all_lost(),
+                Woke::Watch(i, msg) => {
+                    let h = &mut self.holders[i];
+                    let outcome = match (msg, &h.watch) {
+                        (Some(r), Some(w)) => w.event_from(r),
                         _ => Err(Error::Closed),
                     };
-                    watch = None;
-                    unchecked = true;
+                    h.watch = None;
+                    h.unchecked = true;
                     match outcome {
-                        Ok(e) if e.kind == EventType::NodeDeleted => {
-                            return self.shared.set(LockState::Lost)
-                        }
-                        Ok(_) => {}
-                        Err(e) if e.is_session_ended() => return self.shared.set(LockState::Lost),
-                        Err(_) => {}
+                        Ok(e) if e.kind == EventType::NodeDeleted => h.shared.set(LockState::Lost),
+                        Err(e) if e.is_session_ended() => h.shared.set(LockState::Lost),
+                        // Data changed, or the watch was lost with a
+                        // connection: look again.
+                        _ => {}
                     }
                 }
+            }
+        }
+    }
+
+    fn on_state(&mut self, state: SessionState) {
+        match state {
+            SessionState::Connected => {
+                for h in &mut self.holders {
+                    if h.shared.current() == LockState::Suspended {
+                        h.unchecked = true;
+                        h.watch = None;
+                    }
+                }
+            }
+            SessionState::Suspended | SessionState::Connecting => {
+                for h in &self.holders {
+                    h.shared.set(LockState::Suspended);
+                }
+            }
+            // No contact for a whole session timeout, or the session ended.
+            _ => self.all_lost(),
+        }
+    }
+
+    fn all_lost(&mut self) {
+        for h in self.holders.drain(..) {
+            h.shared.set(LockState::Lost);
+        }
+    }
+
+    /// Confirms that nodes we have not seen since (re)connecting still
+    /// exist, leaving a data watch where asked. getData, unlike exists,
+    /// leaves no watch behind on a node that is already gone.
+    fn check_unchecked(&mut self) {
+        if !self.holders.iter().any(|h| h.unchecked) {
+            return;
+        }
+        let Some(client) = self.client.upgrade() else {
+            return self.all_lost();
+        };
+        if client.state() != SessionState::Connected {
+            return;
+        }
+        for h in self.holders.iter_mut().filter(|h| h.unchecked) {
+            // Some(watch or not) if the node exists, None if it is gone.
+            let found = if h.shared.watch_node {
+                match client.get_data_w(&h.shared.path) {
+                    Ok((_, _, w)) => Ok(Some(Some(w))),
+                    Err(e) if e.is_no_node() => Ok(None),
+                    Err(e) => Err(e),
+                }
+            } else {
+                client.exists(&h.shared.path).map(|s| s.map(|_| None))
+            };
+            match found {
+                Ok(Some(w)) => {
+                    h.unchecked = false;
+                    h.watch = w;
+                    h.shared.set(LockState::Held);
+                }
+                Ok(None) => h.shared.set(LockState::Lost),
+                Err(e) if e.is_session_ended() => h.shared.set(LockState::Lost),
+                // Transient: tried again after the next state change.
+                Err(_) => {}
             }
         }
     }

@@ -1,0 +1,231 @@
+//! `zklock`: flock for a cluster. See `zklock --help`.
+//!
+//! Layout: [`args`] parses the command line; [`supervisor`] keeps the
+//! process the user started able to pass signals on (see there for how,
+//! without unsafe code); [`hold`] connects, takes the lock or leadership,
+//! runs the command and watches for loss; [`status`] prints a lock's queue.
+#![forbid(unsafe_code)]
+
+mod args;
+mod hold;
+mod status;
+mod supervisor;
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use zklock::recipes::LockError;
+use zklock::{Client, Error, ErrorCode};
+
+/// sysexits-style exit codes.
+pub mod exit {
+    /// Bad arguments or a bad path (EX_USAGE).
+    pub const USAGE: u8 = 64;
+    /// No ZooKeeper server reachable (EX_UNAVAILABLE).
+    pub const UNAVAILABLE: u8 = 69;
+    /// Internal error (EX_SOFTWARE).
+    pub const SOFTWARE: u8 = 70;
+    /// The lock was lost (EX_TEMPFAIL).
+    pub const LOST: u8 = 75;
+    /// Refused by an ACL (EX_NOPERM).
+    pub const NOPERM: u8 = 77;
+    /// CMD exists but could not be run.
+    pub const CANNOT_RUN: u8 = 126;
+    /// CMD was not found.
+    pub const NOT_FOUND: u8 = 127;
+}
+
+/// A failure that ends zklock: the exit code and a one-line reason.
+#[derive(Debug)]
+pub struct Failure {
+    pub code: u8,
+    pub message: String,
+}
+
+impl Failure {
+    pub fn new(code: u8, message: impl Into<String>) -> Failure {
+        Failure {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+/// Maps a client error to an exit code and reason; `doing` says what failed.
+pub fn client_failure(e: &Error, doing: &str) -> Failure {
+    let code = match e {
+        Error::InvalidPath { .. } | Error::InvalidConnectString(_) => exit::USAGE,
+        Error::Timeout | Error::ConnectionLoss | Error::Closed => exit::UNAVAILABLE,
+        Error::SessionExpired => exit::LOST,
+        Error::AuthFailed => exit::NOPERM,
+        Error::Server(ErrorCode::NoAuth) => exit::NOPERM,
+        _ => exit::SOFTWARE,
+    };
+    Failure::new(code, format!("{doing}: {e}"))
+}
+
+pub fn lock_failure(e: &LockError, doing: &str) -> Failure {
+    match e {
+        LockError::Client(c) => client_failure(c, doing),
+        LockError::SessionExpired => Failure::new(
+            exit::LOST,
+            format!("{doing}: the ZooKeeper session expired"),
+        ),
+        other => Failure::new(exit::SOFTWARE, format!("{doing}: {other}")),
+    }
+}
+
+/// Connects, waiting at most the session timeout for a server.
+pub fn connect(global: &args::Global) -> Result<Client, Failure> {
+    log::debug!(
+        "connecting to {} (session timeout {:?})",
+        global.connect,
+        global.session_timeout
+    );
+    let client = Client::builder(&global.connect)
+        .session_timeout(global.session_timeout)
+        .connect()
+        .map_err(|e| match e {
+            Error::Timeout => Failure::new(
+                exit::UNAVAILABLE,
+                format!(
+                    "no ZooKeeper server reachable at {} within {}",
+                    global.connect,
+                    secs(global.session_timeout.max(Duration::from_secs(1)))
+                ),
+            ),
+            other => client_failure(&other, &format!("connecting to {}", global.connect)),
+        })?;
+    log::info!(
+        "connected to {}: session {:#x}, timeout {:?}",
+        global.connect,
+        client.session_id(),
+        client.negotiated_timeout()
+    );
+    Ok(client)
+}
+
+/// `1.5s`, `10s`.
+pub fn secs(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s.fract() == 0.0 {
+        format!("{s:.0}s")
+    } else {
+        format!("{s}s")
+    }
+}
+
+/// Checks a lock path before anything is sent.
+pub fn check_path(path: &str, command: &str) -> Result<(), Failure> {
+    zklock::validate_path(path, false).map_err(|e| match e {
+        Error::InvalidPath { path, reason } => Failure::new(
+            exit::USAGE,
+            format!("{command}: bad path {path:?}: {reason}"),
+        ),
+        other => client_failure(&other, command),
+    })?;
+    if path == "/" {
+        return Err(Failure::new(
+            exit::USAGE,
+            format!("{command}: the root path cannot be a lock; use e.g. /locks/NAME"),
+        ));
+    }
+    Ok(())
+}
+
+/// Prints `zklock: <reason>` on stderr.
+pub fn complain(message: &str) {
+    let _ = writeln!(std::io::stderr(), "zklock: {message}");
+}
+
+/// `-v`: log records to stderr as `zklock[pid]: LEVEL target: message`.
+struct StderrLogger;
+
+impl log::Log for StderrLogger {
+    fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
+        metadata.level() <= log::max_level()
+    }
+
+    fn log(&self, record: &log::Record<'_>) {
+        if self.enabled(record.metadata()) {
+            let _ = writeln!(
+                std::io::stderr(),
+                "zklock[{}]: {} {}: {}",
+                std::process::id(),
+                record.level(),
+                record.target(),
+                record.args()
+            );
+        }
+    }
+
+    fn flush(&self) {}
+}
+
+static LOGGER: StderrLogger = StderrLogger;
+
+fn init_logging(verbose: u8) {
+    let level = match verbose {
+        0 => log::LevelFilter::Off,
+        1 => log::LevelFilter::Info,
+        2 => log::LevelFilter::Debug,
+        _ => log::LevelFilter::Trace,
+    };
+    if log::set_logger(&LOGGER).is_ok() {
+        log::set_max_level(level);
+    }
+}
+
+fn main() -> ExitCode {
+    let argv: Vec<_> = std::env::args_os().skip(1).collect();
+    let parsed = match args::parse(argv.clone(), std::env::var("ZKLOCK_CONNECT").ok()) {
+        Ok(p) => p,
+        Err(e) => {
+            complain(&e.to_string());
+            return ExitCode::from(exit::USAGE);
+        }
+    };
+    init_logging(parsed.global.verbose);
+    let result = match parsed.command {
+        args::Command::Help(text) => {
+            print!("{text}");
+            Ok(0)
+        }
+        args::Command::Version => {
+            println!("zklock {}", env!("CARGO_PKG_VERSION"));
+            Ok(0)
+        }
+        args::Command::Status(s) => status::run(&parsed.global, &s),
+        args::Command::Hold(h) => run_hold(&parsed.global, &h, argv),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(f) => {
+            complain(&f.message);
+            ExitCode::from(f.code)
+        }
+    }
+}
+
+fn run_hold(
+    global: &args::Global,
+    h: &args::Hold,
+    argv: Vec<std::ffi::OsString>,
+) -> Result<u8, Failure> {
+    check_path(&h.path, h.subcommand())?;
+    // The helper process re-reads the same command line; it finds its
+    // control channel in the environment.
+    if let Some(control) = supervisor::worker_control()? {
+        return Ok(hold::run(global, h, Some(control)));
+    }
+    // The process the user started: become the signal-forwarding supervisor
+    // (this only returns if that cannot be set up), else do the work here.
+    match supervisor::supervise(argv) {
+        Ok(never) => match never {},
+        Err(why) => {
+            log::info!("running without a supervisor ({why}); signals are not passed to CMD");
+            Ok(hold::run(global, h, None))
+        }
+    }
+}
