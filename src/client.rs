@@ -123,9 +123,13 @@ impl ClientBuilder {
 
     pub fn connect(self) -> Result<Client> {
         let (hosts, chroot) = parse_connect_string(&self.connect_string)?;
+        // T / hosts, as ZooKeeper's client, but never more than T / 3: a
+        // silent host must leave time to reach another before expiry.
         let connect_timeout = self
             .connect_timeout
-            .unwrap_or(self.session_timeout / hosts.len().max(1) as u32)
+            .unwrap_or(
+                (self.session_timeout / hosts.len().max(1) as u32).min(self.session_timeout / 3),
+            )
             .max(Duration::from_millis(100));
         let config = DriverConfig {
             hosts,

@@ -23,6 +23,8 @@ use crate::session::{
 
 const SOCKET: Token = Token(0);
 const WAKER: Token = Token(1);
+/// A connection that lasted this long was not a failure.
+const HEALTHY_CONNECTION: Duration = Duration::from_secs(1);
 
 /// Where a caller waits for its reply.
 pub(crate) type ReplySender = Sender<Result<Response, RequestError>>;
@@ -119,6 +121,7 @@ struct Connection {
     addr: SocketAddr,
     /// TCP handshake still under way, and until when we wait for it.
     connecting: Option<Instant>,
+    opened: Instant,
     writable_interest: bool,
 }
 
@@ -209,9 +212,8 @@ impl Driver {
             self.flush(now);
             self.deliver();
             self.publish();
-            if self.session.is_finished() && self.conn.is_none() {
-                break;
-            }
+            // A finished session keeps its thread while a Client remains, so
+            // later calls hear "expired" (or "closed") from the core itself.
             if !self.commands_open && self.session.state().is_terminal() {
                 break;
             }
@@ -310,10 +312,10 @@ impl Driver {
                 }
                 SessionEvent::DropConnection(reason) => {
                     log::warn!("dropping connection: {reason:?}");
-                    self.close_socket();
-                    if !matches!(reason, DropReason::ReadTimeout | DropReason::SessionEnded) {
-                        self.hosts.failed(Instant::now());
+                    if reason != DropReason::SessionEnded {
+                        self.account_connection_end(Instant::now());
                     }
+                    self.close_socket();
                 }
             }
         }
@@ -342,11 +344,23 @@ impl Driver {
         if let Some(conn) = &self.conn {
             log::info!("connection to {} lost: {why}", conn.addr);
         }
+        self.account_connection_end(now);
         self.close_socket();
-        if self.session.state() != SessionState::Connected {
+        self.session.handle_disconnected(now);
+    }
+
+    /// A connection that served for a while resets the backoff; one that
+    /// failed early (refused, silent, or a server that talks garbage right
+    /// after the handshake) counts as a failure, so no host is hammered.
+    fn account_connection_end(&mut self, now: Instant) {
+        let Some(conn) = &self.conn else { return };
+        let healthy = conn.connecting.is_none()
+            && now.saturating_duration_since(conn.opened) >= HEALTHY_CONNECTION;
+        if healthy {
+            self.hosts.succeeded();
+        } else {
             self.hosts.failed(now);
         }
-        self.session.handle_disconnected(now);
     }
 
     fn check_connect_deadline(&mut self, now: Instant) {
@@ -383,6 +397,7 @@ impl Driver {
                     stream,
                     addr,
                     connecting: Some(now + self.connect_timeout),
+                    opened: now,
                     writable_interest: true,
                 });
             }
@@ -477,9 +492,6 @@ impl Driver {
                 return self.lost_connection(now, &e.to_string());
             }
             conn.writable_interest = want_writable;
-        }
-        if self.session.state() == SessionState::Connected {
-            self.hosts.succeeded();
         }
     }
 }

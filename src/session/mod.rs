@@ -280,8 +280,15 @@ impl<R, W> Session<R, W> {
         };
         encode_connect(&mut self.out, &req);
         self.last_sent = now;
+        // Resuming, a silent server must not eat the time left to find
+        // another before the session expires.
+        let limit = if self.session_id != 0 {
+            self.config.connect_timeout.min(self.timeout() / 3)
+        } else {
+            self.config.connect_timeout
+        };
         self.phase = Phase::Handshaking {
-            deadline: now + self.config.connect_timeout,
+            deadline: now + limit,
         };
     }
 

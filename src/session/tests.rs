@@ -529,3 +529,22 @@ fn fuzz_driver_on_generated_scripts() {
         super::fuzz::run(&script);
     }
 }
+
+#[test]
+fn resuming_handshake_gets_a_third_of_the_session_timeout() {
+    let mut h = Harness::new();
+    h.connect(3, 6000);
+    h.s.handle_disconnected(h.now);
+    h.events();
+    h.s.handle_connected(h.now);
+    h.sent();
+    // Connect timeout is 3 s, but a third of the 6 s session is 2 s.
+    h.advance(Duration::from_millis(1999));
+    assert_eq!(drops(&h.events()), 0);
+    h.advance(Duration::from_millis(1));
+    let ev = h.events();
+    assert!(matches!(
+        ev.as_slice(),
+        [SessionEvent::DropConnection(DropReason::HandshakeTimeout)]
+    ));
+}

@@ -286,7 +286,7 @@ fn run_command(
                 Err(_) => states = never(),
             },
             recv(events) -> ev => match ev {
-                Ok(Event::Signal(sig)) if sig.from_terminal() && in_terminal_group => {
+                Ok(Event::Signal(sig)) if sig.sent_by_terminals() && in_terminal_group => {
                     log::debug!("SIG{} came from the terminal and reached CMD directly", sig.name());
                 }
                 Ok(Event::Signal(sig)) => {

@@ -134,7 +134,7 @@ impl Sig {
 
     /// Signals a terminal sends to its whole foreground process group
     /// (Ctrl-C, Ctrl-\, hangup).
-    pub fn from_terminal(self) -> bool {
+    pub fn sent_by_terminals(self) -> bool {
         matches!(self, Sig::Int | Sig::Quit | Sig::Hup)
     }
 
