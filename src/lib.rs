@@ -4,6 +4,20 @@
 //! Layers, each depending only on the ones before it: the [`jute`] wire
 //! codec, the sans-I/O [`session`] core, a mio I/O thread, the blocking
 //! [`Client`], and the lock recipes.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use zklock::{Client, recipes::{Mutex, LockState}};
+//!
+//! let client = Client::connect("127.0.0.1:2181", Duration::from_secs(10))?;
+//! let lock = Mutex::new(&client, "/locks/report")?;
+//! let guard = lock.lock_timeout(Duration::from_secs(30))?;
+//! assert_eq!(guard.state(), LockState::Held);
+//! // Hand the token to storage that refuses writes from older holders.
+//! let token = guard.fencing_token();
+//! # let _ = token;
+//! # Ok::<(), zklock::recipes::LockError>(())
+//! ```
 #![forbid(unsafe_code)]
 
 mod client;

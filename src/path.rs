@@ -4,6 +4,14 @@ use crate::error::{Error, Result};
 
 /// Checks a path the way the server would, before anything is sent.
 /// `sequential` allows a trailing `/` (the server appends the suffix).
+///
+/// ```
+/// use zklock::validate_path;
+/// assert!(validate_path("/locks/job", false).is_ok());
+/// assert!(validate_path("/locks/", false).is_err());
+/// assert!(validate_path("/locks/", true).is_ok());
+/// assert!(validate_path("locks/../x", false).is_err());
+/// ```
 pub fn validate_path(path: &str, sequential: bool) -> Result<()> {
     let bad = |reason| {
         Err(Error::InvalidPath {

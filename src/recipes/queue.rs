@@ -116,6 +116,13 @@ fn trailing_sequence(name: &str) -> Option<&str> {
 /// Orders sequences as the server issued them, across the wrap at 2^31:
 /// `a` comes before `b` when `b - a`, in wrapping arithmetic, is positive.
 /// Valid while the live queue spans less than 2^31 sequences (always, in practice).
+///
+/// ```
+/// use std::cmp::Ordering;
+/// use zklock::recipes::sequence_order;
+/// assert_eq!(sequence_order(i32::MAX, i32::MIN), Ordering::Less);
+/// assert_eq!(sequence_order(7, 3), Ordering::Greater);
+/// ```
 pub fn sequence_order(a: i32, b: i32) -> Ordering {
     b.wrapping_sub(a).cmp(&0).reverse()
 }
