@@ -548,3 +548,16 @@ fn resuming_handshake_gets_a_third_of_the_session_timeout() {
         [SessionEvent::DropConnection(DropReason::HandshakeTimeout)]
     ));
 }
+
+/// The committed seeds of the `session` fuzz target replay cleanly.
+#[test]
+fn fuzz_session_seeds_replay() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds/session");
+    let mut count = 0;
+    for entry in std::fs::read_dir(&dir).expect("fuzz/seeds/session exists") {
+        let data = std::fs::read(entry.expect("seed entry").path()).expect("seed file");
+        super::fuzz::run(&data);
+        count += 1;
+    }
+    assert!(count > 0, "no session seeds in {}", dir.display());
+}

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Runs every fuzz target (or the ones named) for SECONDS each, one after
+# another, then prints one summary line per target. Works on the stable
+# toolchain through RUSTC_BOOTSTRAP=1; needs `cargo install cargo-fuzz`.
+#
+#   fuzz/run-all.sh [SECONDS] [TARGET...]      (SECONDS defaults to 300)
+#
+# Each target's corpus is fuzz/corpus/<target> (gitignored; libFuzzer writes
+# new inputs to the FIRST corpus dir, so it must come before the committed
+# seeds in fuzz/seeds/<target>, which are only read). Crashes land in
+# fuzz/artifacts/<target>/, full logs in fuzz/artifacts/logs/<target>.log.
+# Exits non-zero when any target crashed or failed to run.
+set -uo pipefail
+cd "$(dirname "$0")"
+
+secs=${1:-300}
+shift $(($# > 0 ? 1 : 0))
+if [ $# -gt 0 ]; then
+    targets=("$@")
+else
+    targets=(frames server_message reply_body watcher_event connect_response request_round_trip session)
+fi
+
+export RUSTC_BOOTSTRAP=1
+cargo fuzz build || exit 1
+mkdir -p artifacts/logs
+
+summary=()
+failed=0
+for t in "${targets[@]}"; do
+    log=artifacts/logs/$t.log
+    mkdir -p "corpus/$t"
+    echo "== $t: ${secs}s (log: fuzz/$log)" >&2
+    cargo fuzz run "$t" "corpus/$t" "seeds/$t" -- \
+        -max_total_time="$secs" -print_final_stats=1 >"$log" 2>&1
+    rc=$?
+    # The last libFuzzer status line ("#N DONE cov: C ft: F ... exec/s: E ...").
+    last=$(grep -E '^#[0-9]+[[:space:]].*cov: ' "$log" | tail -n 1)
+    execs=$(sed -nE 's/^stat::number_of_executed_units: *([0-9]+).*/\1/p' "$log" | tail -n 1)
+    [ -n "$execs" ] || execs=$(sed -nE 's/^#([0-9]+).*/\1/p' <<<"$last")
+    cov=$(sed -nE 's/.* cov: ([0-9]+).*/\1/p' <<<"$last")
+    ft=$(sed -nE 's/.* ft: ([0-9]+).*/\1/p' <<<"$last")
+    eps=$(sed -nE 's/.* exec\/s: ([0-9]+).*/\1/p' <<<"$last")
+    corp=$(sed -nE 's/.* corp: ([0-9]+\/[0-9]+[a-zA-Z]*).*/\1/p' <<<"$last")
+    crash=$(sed -nE 's/.*Test unit written to (.*)$/\1/p' "$log" | head -n 1)
+    if [ "$rc" -eq 0 ] && [ -z "$crash" ]; then
+        result="no crash"
+    else
+        why=$(grep -m1 -A1 'panicked at' "$log" | tr -s '\n' ' ')
+        result="CRASH (exit $rc) ${crash:-see fuzz/$log}${why:+ -- $why}"
+        failed=1
+    fi
+    line=$(printf '%-20s execs=%-10s cov=%-5s ft=%-6s exec/s=%-7s corp=%-10s %s' \
+        "$t" "${execs:-?}" "${cov:-?}" "${ft:-?}" "${eps:-?}" "${corp:-?}" "$result")
+    echo "$line" >&2
+    summary+=("$line")
+done
+
+echo
+echo "fuzz summary (${secs}s per target):"
+printf '%s\n' "${summary[@]}"
+exit "$failed"

@@ -1,0 +1,883 @@
+//! The `zklock` command line against a real ZooKeeper: exclusion, waiting
+//! options, exit codes, environment, signals, SIGKILL, lock loss, status
+//! (with a kazoo holder in the queue) and bad input.
+//!
+//! Every wait between processes is a bounded poll for a condition (a line on
+//! stdout, a queue length, a file); no sleep stands in for synchronisation.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::mpsc::{self, Receiver};
+use std::sync::{Arc, Mutex};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use support::peers::{Peer, PeerKind};
+use support::proxy::{Direction, Proxy};
+use support::zk::{self, ZkServer};
+
+const BIN: &str = env!("CARGO_BIN_EXE_zklock");
+/// Bound for anything that should happen promptly.
+const PROMPT: Duration = Duration::from_secs(20);
+const POLL: Duration = Duration::from_millis(25);
+
+fn shared() -> String {
+    zk::shared().connect_string()
+}
+
+fn zklock(connect: &str, args: &[&str]) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.env_remove("ZKLOCK_CONNECT")
+        .env_remove("ZKLOCK_NO_SUPERVISOR")
+        .arg("-c")
+        .arg(connect)
+        .args(args);
+    cmd
+}
+
+/// A scratch directory for marker files.
+fn scratch(name: &str) -> PathBuf {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let dir =
+        std::env::temp_dir().join(format!("zklock-cli-{name}-{}-{nanos}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn wait_until(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !cond() {
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        thread::sleep(POLL);
+    }
+}
+
+/// A running zklock with its stdout lines and stderr collected.
+struct Proc {
+    label: String,
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<String>,
+    seen: Vec<String>,
+    stderr: Arc<Mutex<String>>,
+    stderr_reader: Option<JoinHandle<()>>,
+}
+
+impl Proc {
+    fn spawn(mut cmd: Command) -> Proc {
+        let label = format!("{cmd:?}");
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("spawn {label}: {e}"));
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut err_pipe = child.stderr.take().unwrap();
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let sink = stderr.clone();
+        let stderr_reader = thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = err_pipe.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        Proc {
+            label,
+            stdin: child.stdin.take(),
+            child,
+            lines,
+            seen: Vec::new(),
+            stderr,
+            stderr_reader: Some(stderr_reader),
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Waits for a stdout line equal to `want`.
+    fn expect_line(&mut self, want: &str) {
+        let deadline = Instant::now() + PROMPT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) if line == want => {
+                    self.seen.push(line);
+                    return;
+                }
+                Ok(line) => self.seen.push(line),
+                Err(_) => panic!(
+                    "{}: no line {want:?} within {PROMPT:?}; stdout so far {:?}; stderr {:?}",
+                    self.label,
+                    self.seen,
+                    self.stderr()
+                ),
+            }
+        }
+    }
+
+    /// Ends CMD's `read` by sending a line.
+    fn send_line(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        writeln!(stdin, "{line}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// Waits (bounded) for exit; returns the status, all stdout lines and stderr.
+    fn finish(mut self, timeout: Duration) -> (ExitStatus, Vec<String>, String) {
+        self.stdin = None;
+        let deadline = Instant::now() + timeout;
+        let status = loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                break s;
+            }
+            if Instant::now() >= deadline {
+                let _ = self.child.kill();
+                panic!(
+                    "{}: still running after {timeout:?}; stdout {:?}; stderr {:?}",
+                    self.label,
+                    self.seen,
+                    self.stderr()
+                );
+            }
+            thread::sleep(POLL);
+        };
+        // The pipes close once every process that shares them is gone.
+        let end = Instant::now() + Duration::from_secs(5);
+        if let Some(reader) = self.stderr_reader.take() {
+            while !reader.is_finished() && Instant::now() < end {
+                thread::sleep(POLL);
+            }
+        }
+        while let Ok(line) = self
+            .lines
+            .recv_timeout(end.saturating_duration_since(Instant::now()))
+        {
+            self.seen.push(line);
+        }
+        let err = self.stderr();
+        (status, std::mem::take(&mut self.seen), err)
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs zklock to completion within `PROMPT`.
+fn run(connect: &str, args: &[&str]) -> (i32, Vec<String>, String) {
+    let (status, out, err) = Proc::spawn(zklock(connect, args)).finish(PROMPT);
+    (status.code().unwrap_or(-1), out, err)
+}
+
+/// A process holding `path` until `release`: CMD prints `locked`, then reads a line.
+fn hold(connect: &str, extra: &[&str], path: &str) -> Proc {
+    let mut args = vec!["exec"];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&[path, "--", "sh", "-c", "echo locked; read x"]);
+    let mut p = Proc::spawn(zklock(connect, &args));
+    p.expect_line("locked");
+    p
+}
+
+fn release(mut p: Proc) {
+    p.send_line("go");
+    let (status, _, err) = p.finish(PROMPT);
+    assert_eq!(status.code(), Some(0), "holder: {err}");
+}
+
+fn signal(pid: u32, sig: &str) {
+    let ok = Command::new("kill")
+        .args(["-s", sig, &pid.to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill -s {sig} {pid}");
+}
+
+fn one_line(err: &str) -> &str {
+    let t = err.trim_end();
+    assert!(
+        !t.is_empty() && !t.contains('\n'),
+        "expected one line on stderr, got {err:?}"
+    );
+    t
+}
+
+/// Whether a process has exited (a zombie counts as gone).
+fn gone(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+        Err(_) => true,
+    }
+}
+
+/// Number of contenders `zklock status --json` reports.
+fn queue_len(connect: &str, path: &str) -> usize {
+    let (code, out, err) = run(connect, &["status", "--json", path]);
+    assert_eq!(code, 0, "status: {err}");
+    let v = Json::parse(&out.join("\n"));
+    v.get("queue").array().len()
+}
+
+#[test]
+fn concurrent_execs_exclude_each_other_and_tokens_rise() {
+    let c = shared();
+    let dir = scratch("excl");
+    let script = r#"set -C
+: > "$1/marker" || { echo OVERLAP >&2; exit 99; }
+echo "$ZKLOCK_FENCING_TOKEN" >> "$1/tokens"
+sleep 0.1
+rm "$1/marker""#;
+    let d = dir.to_str().unwrap();
+    let procs: Vec<Proc> = (0..5)
+        .map(|_| {
+            Proc::spawn(zklock(
+                &c,
+                &[
+                    "exec",
+                    "-w",
+                    "30",
+                    "/cli-excl",
+                    "--",
+                    "sh",
+                    "-c",
+                    script,
+                    "sh",
+                    d,
+                ],
+            ))
+        })
+        .collect();
+    for p in procs {
+        let (status, _, err) = p.finish(Duration::from_secs(30));
+        assert_eq!(
+            status.code(),
+            Some(0),
+            "an exec failed or overlapped: {err}"
+        );
+    }
+    let tokens: Vec<i64> = std::fs::read_to_string(dir.join("tokens"))
+        .unwrap()
+        .lines()
+        .map(|l| l.parse().unwrap())
+        .collect();
+    assert_eq!(tokens.len(), 5);
+    assert!(
+        tokens.windows(2).all(|w| w[0] < w[1]),
+        "fencing tokens must rise with every holder: {tokens:?}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn nonblock_wait_and_conflict_exit_code() {
+    let c = shared();
+    let holder = hold(&c, &[], "/cli-nb");
+
+    let (code, _, err) = run(&c, &["exec", "-n", "/cli-nb", "--", "true"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(one_line(&err).contains("not acquired"), "{err}");
+
+    let (code, _, err) = run(&c, &["exec", "-n", "-E", "42", "/cli-nb", "--", "true"]);
+    assert_eq!(code, 42, "{err}");
+
+    let started = Instant::now();
+    let (code, _, err) = run(&c, &["exec", "-w", "0.5", "/cli-nb", "--", "true"]);
+    let waited = started.elapsed();
+    assert_eq!(code, 1, "{err}");
+    assert!(one_line(&err).contains("gave up after 0.5s"), "{err}");
+    assert!(
+        waited >= Duration::from_millis(500),
+        "gave up after {waited:?}"
+    );
+
+    // A patient waiter gets the lock once the holder is done.
+    let mut waiter = Proc::spawn(zklock(
+        &c,
+        &["exec", "-w", "30", "/cli-nb", "--", "echo", "got it"],
+    ));
+    wait_until("the waiter to queue", PROMPT, || {
+        queue_len(&c, "/cli-nb") == 2
+    });
+    release(holder);
+    waiter.expect_line("got it");
+    let (status, _, err) = waiter.finish(PROMPT);
+    assert_eq!(status.code(), Some(0), "{err}");
+}
+
+#[test]
+fn exit_status_environment_and_shared_mode() {
+    let c = shared();
+    let (code, out, err) = run(
+        &c,
+        &[
+            "exec",
+            "/cli-env",
+            "--",
+            "sh",
+            "-c",
+            "echo \"$ZKLOCK_FENCING_TOKEN $ZKLOCK_NODE\"; env | grep -c ZKLOCK_INTERNAL; exit 7",
+        ],
+    );
+    assert_eq!(code, 7, "CMD's exit status is zklock's: {err}");
+    let (token, node) = out[0].split_once(' ').unwrap();
+    assert!(token.parse::<i64>().unwrap() > 0, "{out:?}");
+    assert!(
+        node.starts_with("/cli-env/_c_") && node.contains("-lock-"),
+        "{node}"
+    );
+    assert_eq!(out[1], "0", "internal variables leak into CMD");
+
+    // -s takes the read side: read nodes, and two readers at once.
+    let reader = hold(&c, &["-s"], "/cli-env");
+    let (code, out, err) = run(
+        &c,
+        &[
+            "exec",
+            "-s",
+            "-n",
+            "/cli-env",
+            "--",
+            "sh",
+            "-c",
+            "echo $ZKLOCK_NODE",
+        ],
+    );
+    assert_eq!(code, 0, "a second reader must not wait: {err}");
+    assert!(out[0].contains("__READ__"), "{out:?}");
+    let (code, _, _) = run(&c, &["exec", "-n", "/cli-env", "--", "true"]);
+    assert_eq!(code, 1, "an exclusive exec must wait for readers");
+    release(reader);
+
+    // A CMD killed by a signal: 128 + N, as a shell reports it.
+    let (code, _, _) = run(&c, &["exec", "/cli-env", "--", "sh", "-c", "kill -TERM $$"]);
+    assert_eq!(code, 143);
+    // A CMD that does not exist: 127, and the lock is released.
+    let (code, _, err) = run(&c, &["exec", "/cli-env", "--", "/no/such/program"]);
+    assert_eq!(code, 127, "{err}");
+    assert!(one_line(&err).contains("cannot run"), "{err}");
+    assert_eq!(queue_len(&c, "/cli-env"), 0);
+}
+
+#[test]
+fn signals_are_passed_to_the_command_and_cancel_waiting() {
+    let c = shared();
+    let script = r#"trap 'echo "got $1"; kill $! 2>/dev/null; exit 3' HUP INT QUIT TERM USR1 USR2
+echo locked
+sleep 60 & wait"#;
+    for sig in ["HUP", "INT", "QUIT", "TERM", "USR1", "USR2"] {
+        let mut p = Proc::spawn(zklock(
+            &c,
+            &["exec", "/cli-sig", "--", "sh", "-c", script, "sh", sig],
+        ));
+        p.expect_line("locked");
+        signal(p.pid(), sig);
+        p.expect_line(&format!("got {sig}"));
+        let (status, _, err) = p.finish(PROMPT);
+        assert_eq!(status.code(), Some(3), "SIG{sig}: {err}");
+        assert_eq!(queue_len(&c, "/cli-sig"), 0, "released after SIG{sig}");
+    }
+
+    // A signal while waiting gives up the place in the queue.
+    let holder = hold(&c, &[], "/cli-sig");
+    let waiter = Proc::spawn(zklock(&c, &["exec", "/cli-sig", "--", "true"]));
+    wait_until("the waiter to queue", PROMPT, || {
+        queue_len(&c, "/cli-sig") == 2
+    });
+    signal(waiter.pid(), "TERM");
+    let (status, _, err) = waiter.finish(PROMPT);
+    assert_eq!(status.code(), Some(128 + 15), "{err}");
+    assert_eq!(queue_len(&c, "/cli-sig"), 1, "the waiter's node is gone");
+    release(holder);
+}
+
+#[test]
+fn sigkill_of_the_holder_frees_the_lock_and_stops_its_command() {
+    let c = shared();
+    let dir = scratch("kill");
+    let d = dir.to_str().unwrap();
+    let script = r#"trap 'echo stopped > "$1/stopped"; kill $! 2>/dev/null; exit 0' TERM
+echo locked
+sleep 60 & wait"#;
+    let mut holder = Proc::spawn(zklock(
+        &c,
+        &["exec", "/cli-kill", "--", "sh", "-c", script, "sh", d],
+    ));
+    holder.expect_line("locked");
+    let mut waiter = Proc::spawn(zklock(
+        &c,
+        &["exec", "-w", "30", "/cli-kill", "--", "echo", "taken over"],
+    ));
+    wait_until("the waiter to queue", PROMPT, || {
+        queue_len(&c, "/cli-kill") == 2
+    });
+    let killed = Instant::now();
+    holder.child.kill().unwrap(); // SIGKILL
+    waiter.expect_line("taken over");
+    let took = killed.elapsed();
+    // The session was ended, not left to expire (session timeout 10 s).
+    assert!(took < Duration::from_secs(8), "takeover took {took:?}");
+    let (status, _, err) = waiter.finish(PROMPT);
+    assert_eq!(status.code(), Some(0), "{err}");
+    wait_until("the killed holder's command to be stopped", PROMPT, || {
+        dir.join("stopped").exists()
+    });
+    drop(holder);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn lost_lock_stops_the_command_and_exits_75() {
+    // A private server with short ticks, so that sessions expire fast.
+    let server = ZkServer::start_with(250);
+    let proxy = Proxy::start(server.addr());
+    let dir = scratch("lost");
+    let d = dir.to_str().unwrap();
+    // CMD leaves a child behind that ignores SIGTERM: SIGKILL after -k.
+    let script = r#"trap 'echo terminated > "$1/terminated"; kill $! 2>/dev/null; exit 143' TERM
+(trap '' TERM; exec sleep 60) &
+echo $! > "$1/stubborn"
+echo locked
+sleep 60 & wait"#;
+    let mut holder = Proc::spawn(zklock(
+        &proxy.connect_string(),
+        &[
+            "--session-timeout",
+            "1",
+            "exec",
+            "-k",
+            "0.5",
+            "/cli-lost",
+            "--",
+            "sh",
+            "-c",
+            script,
+            "sh",
+            d,
+        ],
+    ));
+    holder.expect_line("locked");
+    let stubborn: u32 = std::fs::read_to_string(dir.join("stubborn"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    proxy.blackhole(Direction::Both);
+    let cut = Instant::now();
+    let (status, _, err) = holder.finish(PROMPT);
+    assert_eq!(status.code(), Some(75), "{err}");
+    assert!(one_line(&err).contains("lost the lock /cli-lost"), "{err}");
+    assert!(dir.join("terminated").exists(), "CMD got no SIGTERM");
+    assert!(
+        cut.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        cut.elapsed()
+    );
+    wait_until("CMD's leftover child to be killed", PROMPT, || {
+        gone(stubborn)
+    });
+    // The server expired the session: the lock is free for others.
+    let (code, _, err) = run(
+        &server.connect_string(),
+        &["exec", "-w", "10", "/cli-lost", "--", "true"],
+    );
+    assert_eq!(code, 0, "{err}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn status_shows_a_kazoo_holder_and_a_zklock_waiter() {
+    let c = shared();
+    let path = "/cli-status";
+    let (code, out, _) = run(&c, &["status", path]);
+    assert_eq!(code, 0);
+    assert_eq!(out, ["/cli-status: free (no holder, nobody waiting)"]);
+
+    let mut kazoo = Peer::start(PeerKind::Kazoo, &c, path, "mutex", "kazoo-holder");
+    kazoo.acquire();
+    kazoo
+        .wait_acquired(PROMPT)
+        .expect("kazoo acquires a free lock");
+    let tricky = "waiter \"one\"\\\ttab\u{1}é";
+    let waiter = Proc::spawn(zklock(
+        &c,
+        &["exec", "-w", "60", "--data", tricky, path, "--", "true"],
+    ));
+    wait_until("the zklock waiter to queue behind kazoo", PROMPT, || {
+        queue_len(&c, path) == 2
+    });
+
+    let (code, out, err) = run(&c, &["status", "--json", path]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.len(), 1, "one JSON line: {out:?}");
+    let v = Json::parse(&out[0]);
+    assert_eq!(v.get("path").str(), path);
+    assert_eq!(v.get("holders").num(), 1.0);
+    assert_eq!(v.get("waiting").num(), 1.0);
+    let q = v.get("queue").array();
+    assert_eq!(q[0].get("role").str(), "holder");
+    assert_eq!(q[0].get("origin").str(), "kazoo");
+    assert_eq!(q[0].get("kind").str(), "exclusive");
+    assert_eq!(q[0].get("data").str(), "kazoo-holder");
+    assert!(q[0].get("node").str().contains("__lock__"));
+    assert_eq!(q[1].get("role").str(), "waiting");
+    assert_eq!(q[1].get("origin").str(), "protected");
+    assert_eq!(q[1].get("data").str(), tricky, "escaping round trip");
+    assert!(q[0].get("sequence").num() < q[1].get("sequence").num());
+    assert!(q[0].get("czxid").num() < q[1].get("czxid").num());
+    assert!(q[1].get("owner_session").str().starts_with("0x"));
+    assert!(q[1].get("node_path").str().starts_with("/cli-status/_c_"));
+
+    let (code, out, _) = run(&c, &["status", path]);
+    assert_eq!(code, 0);
+    assert_eq!(out[0], "/cli-status: 1 holding, 1 waiting");
+    let holder_row = &out[2];
+    let waiter_row = &out[3];
+    for word in ["holder", "exclusive", "kazoo", "\"kazoo-holder\""] {
+        assert!(holder_row.contains(word), "{word} in {holder_row:?}");
+    }
+    for word in ["waiting", "exclusive", "protected"] {
+        assert!(waiter_row.contains(word), "{word} in {waiter_row:?}");
+    }
+
+    kazoo.release();
+    let (status, _, err) = waiter.finish(PROMPT);
+    assert_eq!(status.code(), Some(0), "{err}");
+    kazoo.quit();
+}
+
+#[test]
+fn leader_runs_the_command_while_elected() {
+    let c = shared();
+    let mut first = Proc::spawn(zklock(
+        &c,
+        &[
+            "leader",
+            "--id",
+            "first",
+            "/cli-elect",
+            "--",
+            "sh",
+            "-c",
+            "echo leading; read x",
+        ],
+    ));
+    first.expect_line("leading");
+    let (code, _, err) = run(
+        &c,
+        &["leader", "-n", "--id", "second", "/cli-elect", "--", "true"],
+    );
+    assert_eq!(code, 1, "{err}");
+    assert!(one_line(&err).contains("not elected"), "{err}");
+    let (_, out, _) = run(&c, &["status", "--json", "/cli-elect"]);
+    let v = Json::parse(&out[0]);
+    assert_eq!(v.get("queue").array()[0].get("data").str(), "first");
+    first.send_line("bye");
+    let (status, _, err) = first.finish(PROMPT);
+    assert_eq!(status.code(), Some(0), "{err}");
+    let (code, out, _) = run(
+        &c,
+        &[
+            "leader",
+            "-n",
+            "--id",
+            "third",
+            "/cli-elect",
+            "--",
+            "echo",
+            "elected",
+        ],
+    );
+    assert_eq!((code, out), (0, vec!["elected".to_owned()]));
+}
+
+#[test]
+fn bad_input_has_documented_codes_and_one_line_reasons() {
+    let c = shared();
+    let cases: &[(&[&str], i32, &str)] = &[
+        (
+            &["exec", "locks/x", "--", "true"],
+            64,
+            "must start with '/'",
+        ),
+        (&["exec", "/x/", "--", "true"], 64, "bad path"),
+        (&["status", "relative"], 64, "must start with '/'"),
+        (&["exec", "/x", "true"], 64, "'--'"),
+        (&["exec", "/x"], 64, "'--'"),
+        (&["exec", "/x", "--"], 64, "missing the command"),
+        (&["exec", "-w", "soon", "/x", "--", "true"], 64, "--wait"),
+        (&["exec", "-E", "256", "/x", "--", "true"], 64, "0..255"),
+        (&["exec", "--bogus", "/x", "--", "true"], 64, "--bogus"),
+        (&["leader", "/e", "--", "true"], 64, "--id"),
+        (&["launch", "/x"], 64, "unknown subcommand"),
+        (&[], 64, "missing subcommand"),
+    ];
+    for (args, want, says) in cases {
+        let (code, out, err) = run(&c, args);
+        assert_eq!(code, *want, "{args:?}: {err}");
+        assert!(out.is_empty(), "{args:?} printed {out:?}");
+        let line = one_line(&err);
+        assert!(
+            line.starts_with("zklock: ") && line.contains(says),
+            "{args:?}: {line:?} should mention {says:?}"
+        );
+    }
+
+    // Nothing listens on a port we just had and closed.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dead = format!("127.0.0.1:{port}");
+    for args in [
+        &["--session-timeout", "1", "exec", "/x", "--", "true"][..],
+        &["--session-timeout", "1", "status", "/x"],
+    ] {
+        let started = Instant::now();
+        let (code, _, err) = run(&dead, args);
+        assert_eq!(code, 69, "{args:?}: {err}");
+        assert!(
+            one_line(&err).contains("no ZooKeeper server reachable"),
+            "{err}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(10));
+    }
+
+    for sub in ["exec", "status", "leader"] {
+        let (code, out, _) = run(&c, &[sub, "--help"]);
+        assert_eq!(code, 0);
+        let text = out.join("\n");
+        assert!(text.contains(&format!("zklock {sub}")), "{text}");
+        assert!(text.contains("Example"), "{sub} --help has an example");
+    }
+}
+
+// ---------------------------------------------------------------- JSON
+
+/// Just enough JSON to check `status --json` strictly.
+#[derive(Debug, Clone, PartialEq)]
+enum Json {
+    Null,
+    Bool(bool),
+    Num(f64),
+    Str(String),
+    Arr(Vec<Json>),
+    Obj(BTreeMap<String, Json>),
+}
+
+impl Json {
+    fn parse(text: &str) -> Json {
+        let mut p = JsonParser {
+            s: text.as_bytes(),
+            i: 0,
+        };
+        let v = p.value();
+        p.ws();
+        assert_eq!(p.i, p.s.len(), "trailing text in {text:?}");
+        v
+    }
+
+    fn get(&self, key: &str) -> &Json {
+        match self {
+            Json::Obj(m) => m
+                .get(key)
+                .unwrap_or_else(|| panic!("no {key:?} in {self:?}")),
+            _ => panic!("not an object: {self:?}"),
+        }
+    }
+
+    fn str(&self) -> &str {
+        match self {
+            Json::Str(s) => s,
+            _ => panic!("not a string: {self:?}"),
+        }
+    }
+
+    fn num(&self) -> f64 {
+        match self {
+            Json::Num(n) => *n,
+            _ => panic!("not a number: {self:?}"),
+        }
+    }
+
+    fn array(&self) -> &[Json] {
+        match self {
+            Json::Arr(a) => a,
+            _ => panic!("not an array: {self:?}"),
+        }
+    }
+}
+
+struct JsonParser<'a> {
+    s: &'a [u8],
+    i: usize,
+}
+
+impl JsonParser<'_> {
+    fn ws(&mut self) {
+        while self.i < self.s.len() && b" \t\r\n".contains(&self.s[self.i]) {
+            self.i += 1;
+        }
+    }
+
+    fn eat(&mut self, c: u8) {
+        self.ws();
+        assert_eq!(
+            self.s.get(self.i),
+            Some(&c),
+            "expected {:?} at {}",
+            c as char,
+            self.i
+        );
+        self.i += 1;
+    }
+
+    fn value(&mut self) -> Json {
+        self.ws();
+        match self.s.get(self.i).copied() {
+            Some(b'{') => {
+                self.i += 1;
+                let mut m = BTreeMap::new();
+                self.ws();
+                if self.s.get(self.i) == Some(&b'}') {
+                    self.i += 1;
+                    return Json::Obj(m);
+                }
+                loop {
+                    self.ws();
+                    let Json::Str(k) = self.value() else {
+                        panic!("object key must be a string at {}", self.i)
+                    };
+                    self.eat(b':');
+                    let v = self.value();
+                    assert!(m.insert(k.clone(), v).is_none(), "duplicate key {k}");
+                    self.ws();
+                    match self.s.get(self.i) {
+                        Some(b',') => self.i += 1,
+                        Some(b'}') => {
+                            self.i += 1;
+                            return Json::Obj(m);
+                        }
+                        other => panic!("bad object at {}: {other:?}", self.i),
+                    }
+                }
+            }
+            Some(b'[') => {
+                self.i += 1;
+                let mut a = Vec::new();
+                self.ws();
+                if self.s.get(self.i) == Some(&b']') {
+                    self.i += 1;
+                    return Json::Arr(a);
+                }
+                loop {
+                    a.push(self.value());
+                    self.ws();
+                    match self.s.get(self.i) {
+                        Some(b',') => self.i += 1,
+                        Some(b']') => {
+                            self.i += 1;
+                            return Json::Arr(a);
+                        }
+                        other => panic!("bad array at {}: {other:?}", self.i),
+                    }
+                }
+            }
+            Some(b'"') => {
+                self.i += 1;
+                let mut out = Vec::new();
+                loop {
+                    let c = *self.s.get(self.i).expect("unterminated string");
+                    self.i += 1;
+                    match c {
+                        b'"' => return Json::Str(String::from_utf8(out).unwrap()),
+                        b'\\' => {
+                            let e = self.s[self.i];
+                            self.i += 1;
+                            let ch = match e {
+                                b'"' => '"',
+                                b'\\' => '\\',
+                                b'/' => '/',
+                                b'b' => '\u{8}',
+                                b'f' => '\u{c}',
+                                b'n' => '\n',
+                                b'r' => '\r',
+                                b't' => '\t',
+                                b'u' => {
+                                    let hex =
+                                        std::str::from_utf8(&self.s[self.i..self.i + 4]).unwrap();
+                                    self.i += 4;
+                                    char::from_u32(u32::from_str_radix(hex, 16).unwrap()).unwrap()
+                                }
+                                other => panic!("bad escape \\{}", other as char),
+                            };
+                            let mut buf = [0u8; 4];
+                            out.extend_from_slice(ch.encode_utf8(&mut buf).as_bytes());
+                        }
+                        c if c < 0x20 => panic!("raw control character {c:#x} in a string"),
+                        c => out.push(c),
+                    }
+                }
+            }
+            Some(b't') if self.s[self.i..].starts_with(b"true") => {
+                self.i += 4;
+                Json::Bool(true)
+            }
+            Some(b'f') if self.s[self.i..].starts_with(b"false") => {
+                self.i += 5;
+                Json::Bool(false)
+            }
+            Some(b'n') if self.s[self.i..].starts_with(b"null") => {
+                self.i += 4;
+                Json::Null
+            }
+            _ => {
+                let start = self.i;
+                while self.i < self.s.len() && b"+-.eE0123456789".contains(&self.s[self.i]) {
+                    self.i += 1;
+                }
+                let text = std::str::from_utf8(&self.s[start..self.i]).unwrap();
+                Json::Num(
+                    text.parse()
+                        .unwrap_or_else(|_| panic!("bad value at {start}: {text:?}")),
+                )
+            }
+        }
+    }
+}
