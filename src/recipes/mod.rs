@@ -24,7 +24,7 @@ pub use error::LockError;
 pub use held::LockState;
 pub use inspect::{inspect, QueueEntry};
 pub use multilock::{MultiGuard, MultiLock};
-pub use mutex::{LockGuard, Mutex, MutexOptions};
+pub use mutex::{holder_identity, LockGuard, Mutex, MutexOptions};
 pub use queue::{sequence_order, sorted_contenders, Contender, NodeKind, NodeOrigin};
 pub use rwlock::RwLock;
 pub use semaphore::Semaphore;

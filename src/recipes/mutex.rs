@@ -15,13 +15,18 @@ use super::inspect::{inspect, QueueEntry};
 use super::registry::{self, Key, Side};
 use crate::{Client, Op, OpResult};
 
-/// Names the lock node's data: who holds or waits. Default `hostname:pid`.
-pub(crate) fn default_holder_data() -> Vec<u8> {
+/// The default data of a lock node, naming who holds or waits:
+/// `hostname:pid`. Tools acting for another process pass its pid.
+pub fn holder_identity(pid: u32) -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .or_else(|_| std::fs::read_to_string("/etc/hostname"))
         .map(|h| h.trim().to_owned())
         .unwrap_or_else(|_| "localhost".to_owned());
-    format!("{host}:{}", std::process::id()).into_bytes()
+    format!("{host}:{pid}")
+}
+
+fn default_holder_data() -> Vec<u8> {
+    holder_identity(std::process::id()).into_bytes()
 }
 
 /// Options shared by the lock recipes.

@@ -53,12 +53,7 @@ fn interrupted(ev: Option<Event>, during: &str) -> u8 {
 
 /// Who we are in the lock node: `hostname:pid` of the process the user started.
 fn default_data(control: Option<&Control>) -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
-        .map(|h| h.trim().to_owned())
-        .unwrap_or_else(|_| "localhost".to_owned());
-    let pid = control.map_or(std::process::id(), |c| c.parent);
-    format!("{host}:{pid}")
+    zklock::recipes::holder_identity(control.map_or(std::process::id(), |c| c.parent))
 }
 
 fn work(global: &Global, h: &Hold, control: Option<&Control>) -> Result<u8, Failure> {
