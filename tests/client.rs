@@ -15,7 +15,7 @@ use zklock::{
 const T: Duration = Duration::from_secs(10);
 
 fn client() -> Client {
-    Client::connect(&zk::shared().connect_string(), T).expect("connect to the test server")
+    support::shared_client(T)
 }
 
 /// A fresh persistent root for one test, removed by nobody (the server is per-binary).

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, Mutex as StdMutex};
 use std::time::{Duration, Instant};
 
+use support::children;
 use support::proxy::{Direction, Proxy};
 use support::zk::{self, ZkServer};
 use zklock::recipes::{CancelToken, LockError, LockState, Mutex, MutexOptions};
@@ -15,19 +16,11 @@ const T: Duration = Duration::from_secs(10);
 const WAIT: Duration = Duration::from_secs(20);
 
 fn client() -> Client {
-    Client::connect(&zk::shared().connect_string(), T).expect("connect to the test server")
+    support::shared_client(T)
 }
 
 fn lock_path(name: &str) -> String {
     format!("/mutex-{name}-{}", std::process::id())
-}
-
-fn children(c: &Client, path: &str) -> Vec<String> {
-    match c.get_children(path) {
-        Ok(c) => c,
-        Err(e) if e.is_no_node() => vec![],
-        Err(e) => panic!("listing {path}: {e}"),
-    }
 }
 
 /// Runs `f` while checking that nobody else is inside.

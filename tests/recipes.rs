@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use support::zk;
+use support::children;
 use zklock::recipes::{
     CancelToken, Election, LockError, LockState, MultiLock, NodeKind, RwLock, Semaphore,
 };
@@ -17,27 +17,15 @@ const WAIT: Duration = Duration::from_secs(20);
 const BRIEF: Duration = Duration::from_millis(300);
 
 fn client() -> Client {
-    Client::connect(&zk::shared().connect_string(), T).expect("connect to the test server")
+    support::shared_client(T)
 }
 
 fn path(name: &str) -> String {
     format!("/recipes-{name}-{}", std::process::id())
 }
 
-fn children(c: &Client, p: &str) -> Vec<String> {
-    match c.get_children(p) {
-        Ok(c) => c,
-        Err(e) if e.is_no_node() => vec![],
-        Err(e) => panic!("listing {p}: {e}"),
-    }
-}
-
 fn wait_children(c: &Client, p: &str, n: usize) {
-    let deadline = Instant::now() + WAIT;
-    while children(c, p).len() < n {
-        assert!(Instant::now() < deadline, "{p} never reached {n} children");
-        std::thread::yield_now();
-    }
+    support::wait_children(c, p, n, WAIT);
 }
 
 #[test]
