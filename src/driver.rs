@@ -99,6 +99,7 @@ pub(crate) fn spawn(config: DriverConfig) -> io::Result<DriverHandle> {
         session: Session::new(config.session.clone(), now),
         hosts: HostList::new(config.hosts, now),
         connect_timeout: config.session.connect_timeout,
+        keepalive_idle: (config.session.session_timeout / 3).max(Duration::from_secs(1)),
         conn: None,
         subscribers: Vec::new(),
         status: status.clone(),
@@ -192,6 +193,7 @@ struct Driver {
     session: Session<ReplySender, WatchSender>,
     hosts: HostList,
     connect_timeout: Duration,
+    keepalive_idle: Duration,
     conn: Option<Connection>,
     subscribers: Vec<(Sender<SessionState>, Option<Weak<()>>)>,
     status: Arc<Mutex<Status>>,
@@ -383,6 +385,15 @@ impl Driver {
         match TcpStream::connect(addr) {
             Ok(mut stream) => {
                 let _ = stream.set_nodelay(true);
+                // Keepalive finds a dead peer even when our pings cannot
+                // be sent (a full send buffer); the kernel's 2 h default is
+                // useless here, so probe after the ping interval.
+                let keepalive = socket2::TcpKeepalive::new()
+                    .with_time(self.keepalive_idle)
+                    .with_interval(self.keepalive_idle);
+                if let Err(e) = socket2::SockRef::from(&stream).set_tcp_keepalive(&keepalive) {
+                    log::debug!("cannot enable TCP keepalive for {addr}: {e}");
+                }
                 if let Err(e) = self.poll.registry().register(
                     &mut stream,
                     SOCKET,

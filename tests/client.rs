@@ -424,3 +424,36 @@ fn clients_are_send_sync_and_share_one_session() {
     let c2 = (*c).clone();
     assert_eq!(c.session_id(), c2.session_id());
 }
+
+#[test]
+fn connections_use_tcp_keepalive() {
+    let server = zk::ZkServer::start();
+    let c = Client::connect(&server.connect_string(), Duration::from_secs(30)).unwrap();
+    c.exists("/").unwrap();
+    // /proc/net/tcp: the client side of the connection (remote port = the
+    // server's) carries timer 02, the keepalive timer, once idle.
+    let port = format!(":{:04X}", server.addr().port());
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+        let timers: Vec<String> = table
+            .lines()
+            .skip(1)
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                (f.get(2)?.ends_with(&port) && f.get(3)? == &"01")
+                    .then(|| f.get(5).map(|t| t[..2].to_string()))?
+            })
+            .collect();
+        assert_eq!(timers.len(), 1, "expected our one connection: {timers:?}");
+        if timers[0] == "02" {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no keepalive timer: {timers:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(c);
+}
