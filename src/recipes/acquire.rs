@@ -180,6 +180,27 @@ impl LockQueue {
             };
             let mut queue = sorted_contenders(&children);
             let our_name = ours.path.rsplit('/').next().unwrap_or_default();
+            // A create whose reply was lost can show up late, after we
+            // created again: any other node with our attempt id is ours
+            // and would hold the queue forever. Remove it.
+            let strays: Vec<String> = queue
+                .iter()
+                .filter(|c| c.protected_id() == Some(attempt) && c.name != our_name)
+                .map(|c| c.name.clone())
+                .collect();
+            if !strays.is_empty() {
+                for stray in &strays {
+                    log::warn!("removing a duplicate node of this attempt: {stray}");
+                    if let Err(e) = Cleanup::Node(self.child_path(stray)).run_once(&self.client) {
+                        if is_transient(&e) {
+                            self.wait_connected(bounds)?;
+                        } else {
+                            return Err(e.into());
+                        }
+                    }
+                }
+                continue;
+            }
             let Some(me) = queue.iter().position(|c| c.name == our_name) else {
                 // Our node is gone: deleted by someone, or our session ended.
                 self.session_alive()?;
