@@ -8,7 +8,7 @@
 
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -67,6 +67,8 @@ pub(crate) struct DriverHandle {
     pub waker: Arc<Waker>,
     pub status: Arc<Mutex<Status>>,
     pub watch_events: Arc<AtomicU64>,
+    /// Set by the I/O thread just before it sleeps in `poll`.
+    asleep: Arc<AtomicBool>,
     pub thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -76,7 +78,12 @@ impl DriverHandle {
         if self.commands.send(cmd).is_err() {
             return false;
         }
-        self.waker.wake().is_ok()
+        // Only the first command after the loop went to sleep pays for the
+        // wake-up syscall; the rest are drained in the same turn.
+        if self.asleep.swap(false, Ordering::SeqCst) {
+            return self.waker.wake().is_ok();
+        }
+        true
     }
 }
 
@@ -92,7 +99,9 @@ pub(crate) fn spawn(config: DriverConfig) -> io::Result<DriverHandle> {
         last_zxid: 0,
     }));
     let watch_events = Arc::new(AtomicU64::new(0));
+    let asleep = Arc::new(AtomicBool::new(false));
     let mut driver = Driver {
+        asleep: asleep.clone(),
         watch_events: watch_events.clone(),
         poll,
         commands: rx,
@@ -113,6 +122,7 @@ pub(crate) fn spawn(config: DriverConfig) -> io::Result<DriverHandle> {
         waker,
         status,
         watch_events,
+        asleep,
         thread: Some(thread),
     })
 }
@@ -198,6 +208,7 @@ struct Driver {
     subscribers: Vec<(Sender<SessionState>, Option<Weak<()>>)>,
     status: Arc<Mutex<Status>>,
     watch_events: Arc<AtomicU64>,
+    asleep: Arc<AtomicBool>,
     commands_open: bool,
 }
 
@@ -219,10 +230,20 @@ impl Driver {
             if !self.commands_open && self.session.state().is_terminal() {
                 break;
             }
+            // Announce the sleep, then look once more: a command sent in
+            // between either is seen here or finds `asleep` set and wakes us.
+            self.asleep.store(true, Ordering::SeqCst);
+            std::sync::atomic::fence(Ordering::SeqCst);
+            if !self.commands.is_empty() {
+                self.asleep.store(false, Ordering::SeqCst);
+                continue;
+            }
             let timeout = self
                 .next_deadline()
                 .map(|d| d.saturating_duration_since(Instant::now()));
-            if let Err(e) = self.poll.poll(&mut events, timeout) {
+            let polled = self.poll.poll(&mut events, timeout);
+            self.asleep.store(false, Ordering::SeqCst);
+            if let Err(e) = polled {
                 if e.kind() == io::ErrorKind::Interrupted {
                     continue;
                 }
