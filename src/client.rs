@@ -10,7 +10,7 @@ use jute::{
     MultiResult, PathVersion, PathWatch, Request, Response, SetAclRequest, SetDataRequest, Stat,
 };
 
-use crate::driver::{self, Command, DriverConfig, DriverHandle};
+use crate::driver::{self, Command, DriverConfig, DriverHandle, WatchSender};
 use crate::error::{Error, Result};
 use crate::path::{validate_path, Chroot};
 use crate::session::{RequestError, SessionConfig, SessionState, WatchedEvent};
@@ -296,6 +296,8 @@ pub struct WatchEvent {
 pub struct Watch {
     rx: Receiver<std::result::Result<WatchedEvent, RequestError>>,
     chroot: Chroot,
+    // While this lives, the I/O thread keeps the watch armed.
+    _wanted: Arc<()>,
 }
 
 impl Watch {
@@ -462,14 +464,8 @@ impl Client {
     fn call_watch(&self, request: Request, watch: bool) -> Result<(Response, Option<Watch>)> {
         let (tx, rx) = crossbeam_channel::bounded(1);
         let (watcher, watch) = if watch {
-            let (wtx, wrx) = crossbeam_channel::bounded(1);
-            (
-                Some(wtx),
-                Some(Watch {
-                    rx: wrx,
-                    chroot: self.inner.chroot.clone(),
-                }),
-            )
+            let (wtx, w) = self.new_watch();
+            (Some(wtx), Some(w))
         } else {
             (None, None)
         };
@@ -486,6 +482,16 @@ impl Client {
             Err(RecvTimeoutError::Timeout) => Err(Error::Timeout),
             Err(RecvTimeoutError::Disconnected) => Err(Error::Closed),
         }
+    }
+
+    fn new_watch(&self) -> (WatchSender, Watch) {
+        let (tx, rx, wanted) = WatchSender::pair();
+        let watch = Watch {
+            rx,
+            chroot: self.inner.chroot.clone(),
+            _wanted: wanted,
+        };
+        (tx, watch)
     }
 
     fn unexpected(resp: Response) -> Error {
@@ -542,7 +548,7 @@ impl Client {
     fn exists_inner(&self, path: &str, watch: bool) -> Result<(Option<Stat>, Option<Watch>)> {
         let path = self.server_path(path, false)?;
         let (tx, rx) = crossbeam_channel::bounded(1);
-        let (wtx, wrx) = crossbeam_channel::bounded(1);
+        let (wtx, w) = self.new_watch();
         if !self.inner.driver.send(Command::Submit {
             request: Request::Exists(PathWatch { path, watch }),
             reply: tx,
@@ -550,10 +556,7 @@ impl Client {
         }) {
             return Err(Error::Closed);
         }
-        let w = watch.then(|| Watch {
-            rx: wrx,
-            chroot: self.inner.chroot.clone(),
-        });
+        let w = watch.then_some(w);
         match rx.recv_timeout(self.inner.request_timeout) {
             Ok(Ok(Response::Stat(stat))) => Ok((Some(stat), w)),
             Ok(Ok(other)) => Err(Self::unexpected(other)),

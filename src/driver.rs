@@ -28,8 +28,30 @@ const HEALTHY_CONNECTION: Duration = Duration::from_secs(1);
 
 /// Where a caller waits for its reply.
 pub(crate) type ReplySender = Sender<Result<Response, RequestError>>;
-/// Where a watcher waits for its one event (or the reason it will never come).
-pub(crate) type WatchSender = Sender<Result<WatchedEvent, RequestError>>;
+/// Where a watcher waits for its one event (or the reason it will never
+/// come), and whether anyone still waits there.
+pub(crate) struct WatchSender {
+    tx: Sender<Result<WatchedEvent, RequestError>>,
+    wanted: Weak<()>,
+}
+
+impl WatchSender {
+    /// The sender, and the receiver with the token that keeps it wanted.
+    pub(crate) fn pair() -> (
+        WatchSender,
+        Receiver<Result<WatchedEvent, RequestError>>,
+        Arc<()>,
+    ) {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let token = Arc::new(());
+        let wanted = Arc::downgrade(&token);
+        (WatchSender { tx, wanted }, rx, token)
+    }
+
+    fn is_wanted(&self) -> bool {
+        self.wanted.strong_count() > 0
+    }
+}
 
 /// What API threads ask of the I/O thread.
 pub(crate) enum Command {
@@ -323,10 +345,10 @@ impl Driver {
                 }
                 SessionEvent::Watch { watcher, event } => {
                     self.watch_events.fetch_add(1, Ordering::Relaxed);
-                    let _ = watcher.send(Ok(event));
+                    let _ = watcher.tx.send(Ok(event));
                 }
                 SessionEvent::WatchAbandoned { watcher, reason } => {
-                    let _ = watcher.send(Err(reason));
+                    let _ = watcher.tx.send(Err(reason));
                 }
                 SessionEvent::State(state) => {
                     log::info!("session {:#x}: {state:?}", self.session.session_id());
@@ -402,6 +424,9 @@ impl Driver {
         if self.conn.is_some() || !self.session.wants_connection() || now < self.hosts.not_before {
             return;
         }
+        // Watches nobody waits for any more (their call timed out, or the
+        // Watch was dropped) are not re-armed on the new connection.
+        self.session.retain_watches(WatchSender::is_wanted);
         let addr = self.hosts.take();
         match TcpStream::connect(addr) {
             Ok(mut stream) => {

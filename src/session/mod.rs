@@ -490,6 +490,12 @@ impl<R, W> Session<R, W> {
         }
     }
 
+    /// Forgets registered watches for which `keep` says no; they are not
+    /// re-armed after the next reconnect and never delivered.
+    pub fn retain_watches(&mut self, keep: impl FnMut(&W) -> bool) {
+        self.watches.retain(keep);
+    }
+
     // ---- outputs ------------------------------------------------------
 
     /// Bytes waiting to be written.

@@ -561,3 +561,24 @@ fn fuzz_session_seeds_replay() {
     }
     assert!(count > 0, "no session seeds in {}", dir.display());
 }
+
+#[test]
+fn unwanted_watches_are_not_rearmed() {
+    let mut h = Harness::new();
+    h.connect(4, 9000);
+    for (i, p) in ["/keep", "/drop"].iter().enumerate() {
+        h.s.submit(h.now, exists(p, true), i as u32, Some(100 + i as u32));
+        h.reply(i as i32 + 1, 2, ErrorCode::NoNode, Response::Empty);
+    }
+    h.events();
+    assert_eq!(h.s.watch_count(), 2);
+    h.s.handle_disconnected(h.now);
+    h.s.retain_watches(|w| *w == 100);
+    assert_eq!(h.s.watch_count(), 1);
+    h.connect(4, 9000);
+    let sent = h.sent_requests();
+    let [(_, Request::SetWatches(sw))] = sent.as_slice() else {
+        panic!("expected one SetWatches, got {sent:?}")
+    };
+    assert_eq!(sw.exist, vec!["/keep".to_string()]);
+}

@@ -67,6 +67,15 @@ impl<W> WatchRegistry<W> {
         out
     }
 
+    pub(crate) fn retain(&mut self, mut keep: impl FnMut(&W) -> bool) {
+        for map in [&mut self.data, &mut self.exist, &mut self.child] {
+            map.retain(|_, ws| {
+                ws.retain(&mut keep);
+                !ws.is_empty()
+            });
+        }
+    }
+
     /// Removes every watcher, for delivery of "this watch will never fire".
     pub(crate) fn drain_all(&mut self) -> Vec<W> {
         let mut out = Vec::new();
