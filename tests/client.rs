@@ -96,23 +96,14 @@ fn create_modes() {
         )
         .unwrap();
     assert!(c.exists(&cont).unwrap().is_some());
-    // TTL nodes need the server's extended types enabled; without them the
-    // server refuses, and the refusal is a typed error.
+    // TTL nodes need the server's extended types, off by default: the
+    // refusal is a typed error (a server that allows them: `ttl_nodes`).
     let ttl = c.create_with(
         &format!("{r}/ttl"),
         b"",
         &CreateOptions::new(CreateMode::PersistentWithTtl).ttl(Duration::from_secs(60)),
     );
-    match ttl {
-        Ok((p, _)) => assert!(c.exists(&p).unwrap().is_some()),
-        Err(e) => assert!(
-            matches!(
-                e.code(),
-                Some(ErrorCode::Unimplemented | ErrorCode::BadArguments)
-            ),
-            "{e:?}"
-        ),
-    }
+    assert_eq!(ttl.unwrap_err().code(), Some(ErrorCode::Unimplemented));
     let (children, stat) = c.get_children2(&r).unwrap();
     assert_eq!(children.len(), stat.num_children as usize);
     let names: HashSet<_> = children.into_iter().collect();
@@ -456,4 +447,31 @@ fn connections_use_tcp_keepalive() {
         std::thread::sleep(Duration::from_millis(50));
     }
     drop(c);
+}
+
+#[test]
+fn ttl_nodes() {
+    let server = zk::ZkServer::start_with_options(
+        &zk::ZkOptions::new().config("extendedTypesEnabled", "true"),
+    );
+    let c = Client::connect(&server.connect_string(), T).unwrap();
+    let ttl = CreateOptions::new(CreateMode::PersistentWithTtl).ttl(Duration::from_secs(60));
+    let (p, stat) = c.create_with("/ttl", b"x", &ttl).unwrap();
+    assert_eq!(p, "/ttl");
+    assert_eq!(c.exists("/ttl").unwrap(), Some(stat));
+    let seq =
+        CreateOptions::new(CreateMode::PersistentSequentialWithTtl).ttl(Duration::from_secs(60));
+    let (s, _) = c.create_with("/ttl-", b"", &seq).unwrap();
+    assert!(s.starts_with("/ttl-00000000"), "{s}");
+    // A TTL mode without a TTL never reaches the wire.
+    assert_eq!(
+        c.create_with(
+            "/nope",
+            b"",
+            &CreateOptions::new(CreateMode::PersistentWithTtl)
+        )
+        .unwrap_err()
+        .code(),
+        Some(ErrorCode::BadArguments)
+    );
 }
