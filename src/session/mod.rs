@@ -417,7 +417,10 @@ impl<R, W> Session<R, W> {
             return;
         }
         if let Request::Auth(auth) = &request {
-            self.auths.push(auth.clone());
+            // Credentials are re-sent after every reconnect: once each.
+            if !self.auths.contains(auth) {
+                self.auths.push(auth.clone());
+            }
             if self.phase == Phase::Connected {
                 encode_request(&mut self.out, xid::AUTH, &request);
                 self.last_sent = now;

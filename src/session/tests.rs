@@ -582,3 +582,23 @@ fn unwanted_watches_are_not_rearmed() {
     };
     assert_eq!(sw.exist, vec!["/keep".to_string()]);
 }
+
+#[test]
+fn credentials_are_resent_once_each_after_a_reconnect() {
+    let mut h = Harness::new();
+    h.connect(6, 9000);
+    let auth = jute::AuthPacket {
+        kind: 0,
+        scheme: "digest".into(),
+        auth: b"u:p".to_vec(),
+    };
+    for handle in 0..3 {
+        h.s.submit(h.now, Request::Auth(auth.clone()), handle, None);
+        h.reply(-4, 0, ErrorCode::Ok, Response::Empty);
+    }
+    assert_eq!(replies(&h.events()).len(), 3);
+    h.s.handle_disconnected(h.now);
+    h.connect(6, 9000);
+    let sent = h.sent_requests();
+    assert_eq!(sent, vec![(-4, Request::Auth(auth))]);
+}
