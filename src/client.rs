@@ -6,8 +6,9 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, TryRecvError};
 use jute::{
-    Acl, AuthPacket, CreateMode, CreateRequest, CreateTtlRequest, ErrorCode, EventType, MultiOp,
-    MultiResult, PathVersion, PathWatch, Request, Response, SetAclRequest, SetDataRequest, Stat,
+    Acl, AddWatchMode, AddWatchRequest, AuthPacket, CreateMode, CreateRequest, CreateTtlRequest,
+    ErrorCode, EventType, MultiOp, MultiResult, PathVersion, PathWatch, Request, Response,
+    SetAclRequest, SetDataRequest, Stat,
 };
 
 use crate::driver::{self, Command, DriverConfig, DriverHandle, WatchSender};
@@ -50,6 +51,12 @@ struct Inner {
 /// A reference to a client that does not keep its session open.
 #[derive(Clone)]
 pub(crate) struct WeakClient(std::sync::Weak<Inner>);
+
+impl std::fmt::Debug for WeakClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WeakClient")
+    }
+}
 
 impl WeakClient {
     pub(crate) fn upgrade(&self) -> Option<Client> {
@@ -297,7 +304,7 @@ pub struct Watch {
     rx: Receiver<std::result::Result<WatchedEvent, RequestError>>,
     chroot: Chroot,
     // While this lives, the I/O thread keeps the watch armed.
-    _wanted: Arc<()>,
+    wanted: Option<Arc<()>>,
 }
 
 impl Watch {
@@ -348,6 +355,49 @@ impl Watch {
         r: std::result::Result<WatchedEvent, RequestError>,
     ) -> Result<WatchEvent> {
         self.convert(r)
+    }
+}
+
+/// A persistent watch from [`Client::add_watch`]: many events, until dropped.
+#[derive(Debug)]
+pub struct PersistentWatch {
+    watch: Watch,
+    client: WeakClient,
+    server_path: String,
+}
+
+impl PersistentWatch {
+    /// Blocks until the next event, or an error once the watch can fire no more.
+    pub fn recv(&self) -> Result<WatchEvent> {
+        self.watch.recv()
+    }
+
+    pub fn recv_timeout(&self, timeout: Duration) -> Result<WatchEvent> {
+        self.watch.recv_timeout(timeout)
+    }
+
+    /// The next event if one is waiting.
+    pub fn try_recv(&self) -> Result<Option<WatchEvent>> {
+        self.watch.try_recv()
+    }
+
+    /// The underlying channel, for `select!`; convert with [`Watch::event_from`].
+    pub fn as_watch(&self) -> &Watch {
+        &self.watch
+    }
+}
+
+impl Drop for PersistentWatch {
+    fn drop(&mut self) {
+        // Give up our token first, so the I/O thread sees us gone.
+        self.watch.wanted = None;
+        if let Some(client) = self.client.upgrade() {
+            let (reply, _) = crossbeam_channel::bounded(1);
+            client.inner.driver.send(Command::ReleasePersistent {
+                path: std::mem::take(&mut self.server_path),
+                reply,
+            });
+        }
     }
 }
 
@@ -485,11 +535,11 @@ impl Client {
     }
 
     fn new_watch(&self) -> (WatchSender, Watch) {
-        let (tx, rx, wanted) = WatchSender::pair();
+        let (tx, rx, wanted) = WatchSender::pair(false);
         let watch = Watch {
             rx,
             chroot: self.inner.chroot.clone(),
-            _wanted: wanted,
+            wanted: Some(wanted),
         };
         (tx, watch)
     }
@@ -727,6 +777,46 @@ impl Client {
                 MultiResult::Error(code) => Err(Error::MultiFailed { index: 0, code }),
             })
             .collect()
+    }
+
+    /// Leaves a persistent watch on `path` (ZooKeeper 3.6 and later): it
+    /// fires on every change, is re-armed after reconnects, and is removed
+    /// from the server when the returned [`PersistentWatch`] is dropped.
+    /// `PersistentRecursive` covers every node below `path` too (creations,
+    /// deletions and data changes; no child-list events).
+    ///
+    /// The server does not replay changes made while the connection was
+    /// down: after each reconnect the watch yields one event of kind
+    /// `EventType::None` for its path, meaning "re-read what you follow".
+    pub fn add_watch(&self, path: &str, mode: AddWatchMode) -> Result<PersistentWatch> {
+        let server_path = self.server_path(path, false)?;
+        let (wtx, rx, wanted) = WatchSender::pair(true);
+        let (tx, reply) = crossbeam_channel::bounded(1);
+        let sent = self.inner.driver.send(Command::Submit {
+            request: Request::AddWatch(AddWatchRequest {
+                path: server_path.clone(),
+                mode,
+            }),
+            reply: tx,
+            watcher: Some(wtx),
+        });
+        if !sent {
+            return Err(Error::Closed);
+        }
+        match reply.recv_timeout(self.inner.request_timeout) {
+            Ok(Ok(_)) => Ok(PersistentWatch {
+                watch: Watch {
+                    rx,
+                    chroot: self.inner.chroot.clone(),
+                    wanted: Some(wanted),
+                },
+                client: self.downgrade(),
+                server_path,
+            }),
+            Ok(Err(e)) => Err(e.into()),
+            Err(RecvTimeoutError::Timeout) => Err(Error::Timeout),
+            Err(RecvTimeoutError::Disconnected) => Err(Error::Closed),
+        }
     }
 
     /// Adds credentials to the session (e.g. scheme "digest", auth "user:password").

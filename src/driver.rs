@@ -30,6 +30,7 @@ const HEALTHY_CONNECTION: Duration = Duration::from_secs(1);
 pub(crate) type ReplySender = Sender<Result<Response, RequestError>>;
 /// Where a watcher waits for its one event (or the reason it will never
 /// come), and whether anyone still waits there.
+#[derive(Clone)]
 pub(crate) struct WatchSender {
     tx: Sender<Result<WatchedEvent, RequestError>>,
     wanted: Weak<()>,
@@ -37,18 +38,25 @@ pub(crate) struct WatchSender {
 
 impl WatchSender {
     /// The sender, and the receiver with the token that keeps it wanted.
-    pub(crate) fn pair() -> (
+    /// `persistent`: room for any number of events, not just one.
+    pub(crate) fn pair(
+        persistent: bool,
+    ) -> (
         WatchSender,
         Receiver<Result<WatchedEvent, RequestError>>,
         Arc<()>,
     ) {
-        let (tx, rx) = crossbeam_channel::bounded(1);
+        let (tx, rx) = if persistent {
+            crossbeam_channel::unbounded()
+        } else {
+            crossbeam_channel::bounded(1)
+        };
         let token = Arc::new(());
         let wanted = Arc::downgrade(&token);
         (WatchSender { tx, wanted }, rx, token)
     }
 
-    fn is_wanted(&self) -> bool {
+    pub(crate) fn is_wanted(&self) -> bool {
         self.wanted.strong_count() > 0
     }
 }
@@ -61,6 +69,11 @@ pub(crate) enum Command {
         watcher: Option<WatchSender>,
     },
     Close {
+        reply: ReplySender,
+    },
+    /// A persistent watch's owner dropped it.
+    ReleasePersistent {
+        path: String,
         reply: ReplySender,
     },
     /// Adds a listener for state changes. With a liveness token, the
@@ -318,6 +331,10 @@ impl Driver {
                     watcher,
                 }) => self.session.submit(now, request, reply, watcher),
                 Ok(Command::Close { reply }) => self.session.close(now, reply),
+                Ok(Command::ReleasePersistent { path, reply }) => {
+                    self.session
+                        .release_persistent(now, &path, WatchSender::is_wanted, reply)
+                }
                 Ok(Command::Subscribe(tx, token)) => {
                     self.subscribers
                         .retain(|(_, t)| t.as_ref().is_none_or(|t| t.strong_count() > 0));

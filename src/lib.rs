@@ -27,8 +27,10 @@ mod path;
 pub mod recipes;
 pub mod session;
 
-pub use client::{Client, ClientBuilder, CreateOptions, Op, OpResult, Watch, WatchEvent};
+pub use client::{
+    Client, ClientBuilder, CreateOptions, Op, OpResult, PersistentWatch, Watch, WatchEvent,
+};
 pub use error::{Error, Result};
-pub use jute::{perms, Acl, CreateMode, ErrorCode, EventType, Id, Stat};
+pub use jute::{perms, Acl, AddWatchMode, CreateMode, ErrorCode, EventType, Id, Stat};
 pub use path::validate_path;
 pub use session::SessionState;

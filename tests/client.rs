@@ -475,3 +475,78 @@ fn ttl_nodes() {
         Some(ErrorCode::BadArguments)
     );
 }
+
+#[test]
+fn persistent_watches_fire_on_every_change_and_survive_reconnects() {
+    use zklock::AddWatchMode;
+    let server = zk::ZkServer::start();
+    let proxy = Proxy::start(server.addr());
+    let c = Client::connect(&proxy.connect_string(), T).unwrap();
+    let other = Client::connect(&server.connect_string(), T).unwrap();
+    let node = c.add_watch("/pw", AddWatchMode::Persistent).unwrap();
+    let tree = c
+        .add_watch("/tree", AddWatchMode::PersistentRecursive)
+        .unwrap();
+    other.create("/pw", b"", CreateMode::Persistent).unwrap();
+    other.set_data("/pw", b"1", None).unwrap();
+    other.set_data("/pw", b"2", None).unwrap();
+    other.create("/tree", b"", CreateMode::Persistent).unwrap();
+    other
+        .create("/tree/a", b"", CreateMode::Persistent)
+        .unwrap();
+    other
+        .create("/tree/a/b", b"", CreateMode::Persistent)
+        .unwrap();
+    let kinds = |w: &zklock::PersistentWatch, n: usize| -> Vec<(EventType, String)> {
+        (0..n)
+            .map(|_| {
+                let e = w.recv_timeout(T).unwrap();
+                (e.kind, e.path)
+            })
+            .collect()
+    };
+    assert_eq!(
+        kinds(&node, 3),
+        vec![
+            (EventType::NodeCreated, "/pw".to_string()),
+            (EventType::NodeDataChanged, "/pw".to_string()),
+            (EventType::NodeDataChanged, "/pw".to_string()),
+        ]
+    );
+    assert_eq!(
+        kinds(&tree, 3),
+        vec![
+            (EventType::NodeCreated, "/tree".to_string()),
+            (EventType::NodeCreated, "/tree/a".to_string()),
+            (EventType::NodeCreated, "/tree/a/b".to_string()),
+        ]
+    );
+    // Away while things change: the server does not replay them, so each
+    // watch says "look again" once; later changes arrive as before.
+    proxy.refuse(true);
+    proxy.cut_all();
+    other.set_data("/pw", b"3", None).unwrap();
+    proxy.refuse(false);
+    c.wait_connected(T * 2).unwrap();
+    for w in [&node, &tree] {
+        assert_eq!(w.recv_timeout(T).unwrap().kind, EventType::None);
+    }
+    assert_eq!(c.get_data("/pw").unwrap().0, b"3");
+    other.set_data("/pw", b"4", None).unwrap();
+    other.delete("/tree/a/b", None).unwrap();
+    assert_eq!(
+        node.recv_timeout(T).unwrap().kind,
+        EventType::NodeDataChanged
+    );
+    let gone = tree.recv_timeout(T).unwrap();
+    assert_eq!(
+        (gone.kind, gone.path.as_str()),
+        (EventType::NodeDeleted, "/tree/a/b")
+    );
+    // Dropped: the server forgets them too.
+    drop(node);
+    drop(tree);
+    c.sync("/").unwrap();
+    let wchs = server.four_letter("wchs");
+    assert!(wchs.contains("Total watches:0"), "{wchs}");
+}

@@ -176,6 +176,8 @@ wire_enum! {
         Children = 1,
         Data = 2,
         Any = 3,
+        Persistent = 4,
+        PersistentRecursive = 5,
     }
 }
 

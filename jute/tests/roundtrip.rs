@@ -220,13 +220,17 @@ impl Gen {
                 OpCode::Multi,
                 Response::Multi((0..self.below(5)).map(|_| self.multi_result()).collect()),
             ),
-            _ => (OpCode::GetAllChildrenNumber, Response::Count(self.i32())),
+            9 => (OpCode::GetAllChildrenNumber, Response::Count(self.i32())),
+            _ => (
+                OpCode::AddWatch,
+                Response::Status(self.pick(ErrorCode::ALL)),
+            ),
         }
     }
 }
 
 const REQUEST_KINDS: usize = 26;
-const RESPONSE_KINDS: usize = 10;
+const RESPONSE_KINDS: usize = 11;
 
 #[test]
 fn every_request_round_trips() {

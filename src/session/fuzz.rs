@@ -24,6 +24,8 @@ pub fn run(data: &[u8]) {
     );
     let mut replies: HashMap<u32, usize> = HashMap::new();
     let mut watches: HashMap<u32, usize> = HashMap::new();
+    // Persistent watchers: many events, but ended (abandoned) exactly once.
+    let mut persistent: HashMap<u32, usize> = HashMap::new();
     let mut next = 0u32;
     let mut bytes = data.iter().copied();
     while let Some(op) = bytes.next() {
@@ -41,11 +43,17 @@ pub fn run(data: &[u8]) {
                     0 => Request::Exists(PathWatch { path, watch }),
                     1 => Request::GetData(PathWatch { path, watch }),
                     2 => Request::GetChildren2(PathWatch { path, watch }),
+                    _ if op & 0x08 != 0 => Request::AddWatch(jute::AddWatchRequest {
+                        path,
+                        mode: jute::AddWatchMode::from(i32::from(op & 1)),
+                    }),
                     _ => Request::Sync(path),
                 };
                 let has_watch = watch && !matches!(req, Request::Sync(_));
                 replies.insert(next, 0);
-                if has_watch {
+                if has_watch && matches!(req, Request::AddWatch(_)) {
+                    persistent.insert(next, 0);
+                } else if has_watch {
                     watches.insert(next, 0);
                 }
                 s.submit(now, req, next, has_watch.then_some(next));
@@ -59,7 +67,7 @@ pub fn run(data: &[u8]) {
             }
             _ => s.handle_timeout(now),
         }
-        drain(&mut s, &mut replies, &mut watches);
+        drain(&mut s, &mut replies, &mut watches, &mut persistent);
     }
     next += 1;
     replies.insert(next, 0);
@@ -67,7 +75,7 @@ pub fn run(data: &[u8]) {
     // Whatever state it was in, the end comes within a read timeout.
     s.handle_disconnected(now);
     s.handle_timeout(now + Duration::from_secs(10));
-    drain(&mut s, &mut replies, &mut watches);
+    drain(&mut s, &mut replies, &mut watches, &mut persistent);
     assert!(!s.wants_connection(), "a closed session wants a connection");
     for (id, n) in replies {
         assert_eq!(n, 1, "request {id} answered {n} times");
@@ -75,16 +83,24 @@ pub fn run(data: &[u8]) {
     for (id, n) in watches {
         assert_eq!(n, 1, "watch {id} ended {n} times");
     }
+    for (id, n) in persistent {
+        assert_eq!(n, 1, "persistent watch {id} ended {n} times");
+    }
 }
 
 fn drain(
     s: &mut Session<u32, u32>,
     replies: &mut HashMap<u32, usize>,
     watches: &mut HashMap<u32, usize>,
+    persistent: &mut HashMap<u32, usize>,
 ) {
     while let Some(ev) = s.poll_event() {
         match ev {
             SessionEvent::Reply { handle, .. } => *replies.entry(handle).or_default() += 1,
+            SessionEvent::Watch { watcher, .. } if persistent.contains_key(&watcher) => {}
+            SessionEvent::WatchAbandoned { watcher, .. } if persistent.contains_key(&watcher) => {
+                *persistent.entry(watcher).or_default() += 1
+            }
             SessionEvent::Watch { watcher, .. } | SessionEvent::WatchAbandoned { watcher, .. } => {
                 *watches.entry(watcher).or_default() += 1
             }

@@ -23,8 +23,8 @@ use std::time::{Duration, Instant};
 use bytes::{Buf, BytesMut};
 use jute::{
     decode_reply, decode_server_message, encode_connect, encode_request, split_frame, xid,
-    AuthPacket, ConnectRequest, ConnectResponse, Decode, ErrorCode, EventType, KeeperState, OpCode,
-    Request, Response, ServerMessage, WatcherEvent,
+    AddWatchMode, AuthPacket, ConnectRequest, ConnectResponse, Decode, ErrorCode, EventType,
+    KeeperState, OpCode, Request, Response, ServerMessage, WatcherEvent, WatcherType,
 };
 
 pub use error::RequestError;
@@ -130,6 +130,8 @@ struct InFlight<R, W> {
     xid: i32,
     op: OpCode,
     path: Option<String>,
+    /// For addWatch: whether the watch is recursive.
+    recursive: bool,
     handle: R,
     watcher: Option<W>,
 }
@@ -182,7 +184,7 @@ pub struct Session<R, W> {
     events: VecDeque<SessionEvent<R, W>>,
 }
 
-impl<R, W> Session<R, W> {
+impl<R, W: Clone> Session<R, W> {
     pub fn new(config: SessionConfig, now: Instant) -> Self {
         Session {
             config,
@@ -493,6 +495,34 @@ impl<R, W> Session<R, W> {
         }
     }
 
+    /// A persistent watch on `path` lost a watcher. Forgets the watchers
+    /// `keep` rejects; once no watch of any kind remains on `path`, asks the
+    /// server to drop its watches there (answered on `handle`), else answers
+    /// at once. ZooKeeper 3.8 removes persistent watches only by type Any,
+    /// which would also drop one-shot watches still wanted on the path; a
+    /// server watch left behind is not re-armed after the next reconnect.
+    pub fn release_persistent(
+        &mut self,
+        now: Instant,
+        path: &str,
+        keep: impl FnMut(&W) -> bool,
+        handle: R,
+    ) {
+        self.watches.retain(keep);
+        if self.watches.watches_path(path) || self.state.is_terminal() {
+            self.events.push_back(SessionEvent::Reply {
+                handle,
+                result: Ok(Response::Empty),
+            });
+            return;
+        }
+        let request = Request::RemoveWatches(jute::WatchesRequest {
+            path: path.to_owned(),
+            kind: WatcherType::Any,
+        });
+        self.submit(now, request, handle, None);
+    }
+
     /// Forgets registered watches for which `keep` says no; they are not
     /// re-armed after the next reconnect and never delivered.
     pub fn retain_watches(&mut self, keep: impl FnMut(&W) -> bool) {
@@ -577,21 +607,26 @@ impl<R, W> Session<R, W> {
             return self.refuse(handle, watcher, RequestError::TooLarge { len, max });
         }
         self.last_sent = now;
-        let path = match &request {
+        let (path, recursive) = match &request {
             Request::Exists(p)
             | Request::GetData(p)
             | Request::GetChildren(p)
             | Request::GetChildren2(p)
                 if p.watch =>
             {
-                Some(p.path.clone())
+                (Some(p.path.clone()), false)
             }
-            _ => None,
+            Request::AddWatch(a) => (
+                Some(a.path.clone()),
+                a.mode == AddWatchMode::PersistentRecursive,
+            ),
+            _ => (None, false),
         };
         self.in_flight.push_back(InFlight {
             xid,
             op: request.op_code(),
             path,
+            recursive,
             handle,
             watcher,
         });
@@ -626,6 +661,7 @@ impl<R, W> Session<R, W> {
                 resp.session_id, self.session_id
             ));
         }
+        let resumed = self.session_id != 0;
         self.session_id = resp.session_id;
         self.passwd = resp.passwd;
         self.negotiated = Some(Duration::from_millis(resp.timeout_ms.max(1) as u64));
@@ -641,10 +677,28 @@ impl<R, W> Session<R, W> {
             .watches
             .set_watches_batches(self.last_zxid, SET_WATCHES_MAX_BYTES)
         {
-            encode_request(&mut self.out, xid::SET_WATCHES, &Request::SetWatches(batch));
+            let request = if batch.needs_v2() {
+                Request::SetWatches2(batch)
+            } else {
+                Request::SetWatches(batch)
+            };
+            encode_request(&mut self.out, xid::SET_WATCHES, &request);
         }
         self.last_sent = now;
         self.set_state(SessionState::Connected);
+        if resumed {
+            // The server re-arms persistent watches but does not replay what
+            // changed while we were away: tell their owners to look again.
+            for (path, watcher) in self.watches.persistent_roots() {
+                self.events.push_back(SessionEvent::Watch {
+                    watcher,
+                    event: WatchedEvent {
+                        kind: EventType::None,
+                        path,
+                    },
+                });
+            }
+        }
         while let Some(q) = self.queued.pop_front() {
             self.send(now, q.request, q.handle, q.watcher);
         }
@@ -743,6 +797,21 @@ impl<R, W> Session<R, W> {
             self.finish(SessionState::Expired, RequestError::SessionExpired);
             return Ok(());
         }
+        if let (Some(w), OpCode::AddWatch, Some(path)) = (&p.watcher, p.op, &p.path) {
+            if result.is_ok() {
+                self.watches.add_persistent(path, p.recursive, w.clone());
+            } else if let Err(code) = &result {
+                self.events.push_back(SessionEvent::WatchAbandoned {
+                    watcher: w.clone(),
+                    reason: RequestError::Server(*code),
+                });
+            }
+            self.events.push_back(SessionEvent::Reply {
+                handle: p.handle,
+                result: result.map_err(RequestError::Server),
+            });
+            return Ok(());
+        }
         if let Some(w) = p.watcher {
             let kind = match (p.op, &result) {
                 (OpCode::Exists, Ok(_)) | (OpCode::GetData, Ok(_)) => Some(WatchKind::Data),
@@ -782,7 +851,14 @@ impl<R, W> Session<R, W> {
                 return;
             }
         }
-        for watcher in self.watches.trigger(event.kind, &event.path) {
+        let persistent: Vec<W> = self
+            .watches
+            .persistent_matches(event.kind, &event.path)
+            .into_iter()
+            .cloned()
+            .collect();
+        let once = self.watches.trigger(event.kind, &event.path);
+        for watcher in once.into_iter().chain(persistent) {
             self.events.push_back(SessionEvent::Watch {
                 watcher,
                 event: WatchedEvent {

@@ -20,6 +20,10 @@ pub(crate) struct WatchRegistry<W> {
     data: HashMap<String, Vec<W>>,
     exist: HashMap<String, Vec<W>>,
     child: HashMap<String, Vec<W>>,
+    /// addWatch PERSISTENT: every change of the node and its children list.
+    persistent: HashMap<String, Vec<W>>,
+    /// addWatch PERSISTENT_RECURSIVE: the node and everything below it.
+    recursive: HashMap<String, Vec<W>>,
 }
 
 impl<W> Default for WatchRegistry<W> {
@@ -28,8 +32,19 @@ impl<W> Default for WatchRegistry<W> {
             data: HashMap::new(),
             exist: HashMap::new(),
             child: HashMap::new(),
+            persistent: HashMap::new(),
+            recursive: HashMap::new(),
         }
     }
+}
+
+/// Whether `path` is `root` or below it.
+fn is_under(path: &str, root: &str) -> bool {
+    root == "/"
+        || path == root
+        || path
+            .strip_prefix(root)
+            .is_some_and(|rest| rest.starts_with('/'))
 }
 
 impl<W> WatchRegistry<W> {
@@ -39,6 +54,65 @@ impl<W> WatchRegistry<W> {
             WatchKind::Exist => &mut self.exist,
             WatchKind::Child => &mut self.child,
         }
+    }
+
+    /// Registers a persistent watch; it stays until removed or the session ends.
+    pub(crate) fn add_persistent(&mut self, path: &str, recursive: bool, watcher: W) {
+        let map = if recursive {
+            &mut self.recursive
+        } else {
+            &mut self.persistent
+        };
+        map.entry(path.to_owned()).or_default().push(watcher);
+    }
+
+    /// Whether any watch, of any kind, remains on `path`.
+    pub(crate) fn watches_path(&self, path: &str) -> bool {
+        [
+            &self.data,
+            &self.exist,
+            &self.child,
+            &self.persistent,
+            &self.recursive,
+        ]
+        .iter()
+        .any(|m| m.contains_key(path))
+    }
+
+    /// Every persistent watcher an event on `path` reaches; they stay registered.
+    pub(crate) fn persistent_matches(&self, kind: EventType, path: &str) -> Vec<&W> {
+        let mut out = Vec::new();
+        let node_event = matches!(
+            kind,
+            EventType::NodeCreated | EventType::NodeDeleted | EventType::NodeDataChanged
+        );
+        if node_event || kind == EventType::NodeChildrenChanged {
+            if let Some(ws) = self.persistent.get(path) {
+                out.extend(ws);
+            }
+        }
+        // Recursive watches hear no NodeChildrenChanged: creations and
+        // deletions below already say it.
+        if node_event {
+            for (root, ws) in &self.recursive {
+                if is_under(path, root) {
+                    out.extend(ws);
+                }
+            }
+        }
+        out
+    }
+
+    /// Every persistent watcher with the path it watches.
+    pub(crate) fn persistent_roots(&self) -> Vec<(String, W)>
+    where
+        W: Clone,
+    {
+        self.persistent
+            .iter()
+            .chain(&self.recursive)
+            .flat_map(|(p, ws)| ws.iter().map(move |w| (p.clone(), w.clone())))
+            .collect()
     }
 
     pub(crate) fn add(&mut self, kind: WatchKind, path: &str, watcher: W) {
@@ -68,7 +142,7 @@ impl<W> WatchRegistry<W> {
     }
 
     pub(crate) fn retain(&mut self, mut keep: impl FnMut(&W) -> bool) {
-        for map in [&mut self.data, &mut self.exist, &mut self.child] {
+        for map in self.maps() {
             map.retain(|_, ws| {
                 ws.retain(&mut keep);
                 !ws.is_empty()
@@ -79,7 +153,7 @@ impl<W> WatchRegistry<W> {
     /// Removes every watcher, for delivery of "this watch will never fire".
     pub(crate) fn drain_all(&mut self) -> Vec<W> {
         let mut out = Vec::new();
-        for map in [&mut self.data, &mut self.exist, &mut self.child] {
+        for map in self.maps() {
             for (_, ws) in map.drain() {
                 out.extend(ws);
             }
@@ -87,14 +161,31 @@ impl<W> WatchRegistry<W> {
         out
     }
 
-    pub(crate) fn len(&self) -> usize {
-        [&self.data, &self.exist, &self.child]
-            .iter()
-            .map(|m| m.values().map(Vec::len).sum::<usize>())
-            .sum()
+    fn maps(&mut self) -> [&mut HashMap<String, Vec<W>>; 5] {
+        [
+            &mut self.data,
+            &mut self.exist,
+            &mut self.child,
+            &mut self.persistent,
+            &mut self.recursive,
+        ]
     }
 
-    /// SetWatches batches that re-arm every path, each under `max_bytes`.
+    pub(crate) fn len(&self) -> usize {
+        [
+            &self.data,
+            &self.exist,
+            &self.child,
+            &self.persistent,
+            &self.recursive,
+        ]
+        .iter()
+        .map(|m| m.values().map(Vec::len).sum::<usize>())
+        .sum()
+    }
+
+    /// SetWatches batches that re-arm every path, each under `max_bytes`
+    /// (a batch with persistent watches goes out as setWatches2).
     pub(crate) fn set_watches_batches(
         &self,
         relative_zxid: i64,
@@ -107,11 +198,13 @@ impl<W> WatchRegistry<W> {
         };
         let mut size = 8 + 5 * 4;
         let lists = [
-            (WatchKind::Data, &self.data),
-            (WatchKind::Exist, &self.exist),
-            (WatchKind::Child, &self.child),
+            (0, &self.data),
+            (1, &self.exist),
+            (2, &self.child),
+            (3, &self.persistent),
+            (4, &self.recursive),
         ];
-        for (kind, map) in lists {
+        for (list, map) in lists {
             for path in map.keys() {
                 let cost = 4 + path.len();
                 if size + cost > max_bytes && size > 8 + 5 * 4 {
@@ -125,10 +218,12 @@ impl<W> WatchRegistry<W> {
                     size = 8 + 5 * 4;
                 }
                 size += cost;
-                match kind {
-                    WatchKind::Data => current.data.push(path.clone()),
-                    WatchKind::Exist => current.exist.push(path.clone()),
-                    WatchKind::Child => current.child.push(path.clone()),
+                match list {
+                    0 => current.data.push(path.clone()),
+                    1 => current.exist.push(path.clone()),
+                    2 => current.child.push(path.clone()),
+                    3 => current.persistent.push(path.clone()),
+                    _ => current.persistent_recursive.push(path.clone()),
                 }
             }
         }

@@ -12,7 +12,7 @@ use crate::{Acl, Decode, DecodeError, Encode, ErrorCode, OpCode, ReplyHeader, St
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Response {
     /// Ops whose success carries no body: delete, check, auth, setWatches,
-    /// addWatch, removeWatches, checkWatches, ping, closeSession.
+    /// removeWatches, checkWatches, ping, closeSession.
     Empty,
     /// create and sync: the path (with a sequence suffix, for sequential creates).
     Path(String),
@@ -39,6 +39,8 @@ pub enum Response {
     Multi(Vec<MultiResult>),
     /// getAllChildrenNumber.
     Count(i32),
+    /// addWatch: the server answers with a bare error code (0 on success).
+    Status(ErrorCode),
 }
 
 impl Response {
@@ -72,12 +74,12 @@ impl Response {
             },
             OpCode::Multi => Response::Multi(read_multi_results(&mut r)?),
             OpCode::GetAllChildrenNumber => Response::Count(r.read_i32()?),
+            OpCode::AddWatch => Response::Status(ErrorCode::from(r.read_i32()?)),
             OpCode::Delete
             | OpCode::Check
             | OpCode::Auth
             | OpCode::SetWatches
             | OpCode::SetWatches2
-            | OpCode::AddWatch
             | OpCode::RemoveWatches
             | OpCode::CheckWatches
             | OpCode::Ping
@@ -113,6 +115,7 @@ impl Response {
             }
             Response::Multi(results) => write_multi_results(buf, results),
             Response::Count(n) => crate::primitives::write_i32(buf, *n),
+            Response::Status(code) => crate::primitives::write_i32(buf, code.code()),
         }
     }
 }
