@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use support::children;
 use support::proxy::{Direction, Proxy};
 use support::zk::{self, ZkServer};
-use zklock::recipes::{CancelToken, LockError, LockState, Mutex, MutexOptions};
+use zklock::recipes::{CancelToken, LockError, LockState, LossReason, Mutex, MutexOptions};
 use zklock::{Client, CreateMode, Op, SessionState};
 
 const T: Duration = Duration::from_secs(10);
@@ -201,6 +201,7 @@ fn fencing_token_rises_and_fenced_writes_stop_after_loss() {
     client().delete(&g.node_path(), None).unwrap();
     assert_eq!(changes.recv_timeout(WAIT).unwrap(), LockState::Lost);
     assert_eq!(g.state(), LockState::Lost);
+    assert_eq!(g.lost_reason(), Some(LossReason::NodeDeleted));
     assert_eq!(
         g.fenced(&[Op::set_data(&data, b"stale", None)])
             .unwrap_err(),
@@ -310,6 +311,7 @@ fn disconnect_while_holding_suspends_then_holds_again() {
     let g = Mutex::new(&c, &path).unwrap().lock().unwrap();
     let changes = g.state_changes();
     assert_eq!(changes.recv_timeout(WAIT).unwrap(), LockState::Held);
+    assert_eq!(g.lost_reason(), None);
     proxy.cut_all();
     assert_eq!(changes.recv_timeout(WAIT).unwrap(), LockState::Suspended);
     assert_eq!(changes.recv_timeout(WAIT).unwrap(), LockState::Held);
@@ -366,6 +368,8 @@ fn expiry_while_holding_reports_lost_and_while_waiting_fails() {
         LockError::SessionExpired
     );
     assert_eq!(g.state(), LockState::Lost);
+    // Silence for a whole session timeout came first; the expiry after it.
+    assert_eq!(g.lost_reason(), Some(LossReason::NoContact));
 }
 
 #[test]

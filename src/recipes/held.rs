@@ -31,6 +31,37 @@ pub enum LockState {
     Lost,
 }
 
+/// Why a lock was lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LossReason {
+    /// The server expired our session: its nodes are gone.
+    SessionExpired,
+    /// No contact with any server for a whole session timeout: the server
+    /// has most likely expired the session, and another holder may exist.
+    NoContact,
+    /// Our lock node was deleted by someone else.
+    NodeDeleted,
+    /// The client was closed, or its I/O thread ended.
+    ClientClosed,
+}
+
+impl LossReason {
+    fn from_session(state: SessionState) -> LossReason {
+        match state {
+            SessionState::Expired => LossReason::SessionExpired,
+            SessionState::Lost => LossReason::NoContact,
+            _ => LossReason::ClientClosed,
+        }
+    }
+
+    fn from_error(e: &Error) -> LossReason {
+        match e {
+            Error::SessionExpired => LossReason::SessionExpired,
+            _ => LossReason::ClientClosed,
+        }
+    }
+}
+
 const HELD: u8 = 0;
 const SUSPENDED: u8 = 1;
 const LOST: u8 = 2;
@@ -50,10 +81,26 @@ struct Shared {
     watch_node: bool,
     state: AtomicU8,
     released: AtomicBool,
+    reason: Mutex<Option<LossReason>>,
     listeners: Mutex<Vec<Sender<LockState>>>,
 }
 
 impl Shared {
+    /// Marks the lock lost for `reason`; the first reason given stays.
+    fn lose(&self, reason: LossReason) {
+        if self.released.load(Ordering::SeqCst) {
+            return;
+        }
+        if let Ok(mut r) = self.reason.lock() {
+            r.get_or_insert(reason);
+        }
+        self.set(LockState::Lost);
+    }
+
+    fn reason(&self) -> Option<LossReason> {
+        self.reason.lock().ok().and_then(|r| *r)
+    }
+
     fn current(&self) -> LockState {
         decode_state(self.state.load(Ordering::SeqCst))
     }
@@ -104,6 +151,7 @@ impl HeldNode {
             watch_node,
             state: AtomicU8::new(HELD),
             released: AtomicBool::new(false),
+            reason: Mutex::new(None),
             listeners: Mutex::new(Vec::new()),
         });
         match client.extension(|| HolderMonitor::start(client)) {
@@ -130,6 +178,10 @@ impl HeldNode {
         self.shared.current()
     }
 
+    pub(crate) fn lost_reason(&self) -> Option<LossReason> {
+        self.shared.reason()
+    }
+
     pub(crate) fn state_changes(&self) -> Receiver<LockState> {
         let (tx, rx) = crossbeam_channel::unbounded();
         if let Ok(mut ls) = self.shared.listeners.lock() {
@@ -151,7 +203,7 @@ impl HeldNode {
                 Ok(results)
             }
             Err(Error::MultiFailed { index: 0, .. }) => {
-                self.shared.set(LockState::Lost);
+                self.shared.lose(LossReason::NodeDeleted);
                 Err(LockError::Lost)
             }
             Err(e) => Err(e.into()),
@@ -280,7 +332,7 @@ impl Monitor {
                 Woke::New(None) => return,
                 Woke::State(Some(state)) => self.on_state(state),
                 // The client's I/O thread is gone.
-                Woke::State(None) => return self.all_lost(),
+                Woke::State(None) => return self.all_lost(LossReason::ClientClosed),
                 Woke::Watch(i, msg) => {
                     let h = &mut self.holders[i];
                     let outcome = match (msg, &h.watch) {
@@ -290,8 +342,10 @@ impl Monitor {
                     h.watch = None;
                     h.unchecked = true;
                     match outcome {
-                        Ok(e) if e.kind == EventType::NodeDeleted => h.shared.set(LockState::Lost),
-                        Err(e) if e.is_session_ended() => h.shared.set(LockState::Lost),
+                        Ok(e) if e.kind == EventType::NodeDeleted => {
+                            h.shared.lose(LossReason::NodeDeleted)
+                        }
+                        Err(e) if e.is_session_ended() => h.shared.lose(LossReason::from_error(&e)),
                         // Data changed, or the watch was lost with a
                         // connection: look again.
                         _ => {}
@@ -317,13 +371,13 @@ impl Monitor {
                 }
             }
             // No contact for a whole session timeout, or the session ended.
-            _ => self.all_lost(),
+            other => self.all_lost(LossReason::from_session(other)),
         }
     }
 
-    fn all_lost(&mut self) {
+    fn all_lost(&mut self, reason: LossReason) {
         for h in self.holders.drain(..) {
-            h.shared.set(LockState::Lost);
+            h.shared.lose(reason);
         }
     }
 
@@ -335,7 +389,7 @@ impl Monitor {
             return;
         }
         let Some(client) = self.client.upgrade() else {
-            return self.all_lost();
+            return self.all_lost(LossReason::ClientClosed);
         };
         if client.state() != SessionState::Connected {
             return;
@@ -357,8 +411,8 @@ impl Monitor {
                     h.watch = w;
                     h.shared.set(LockState::Held);
                 }
-                Ok(None) => h.shared.set(LockState::Lost),
-                Err(e) if e.is_session_ended() => h.shared.set(LockState::Lost),
+                Ok(None) => h.shared.lose(LossReason::NodeDeleted),
+                Err(e) if e.is_session_ended() => h.shared.lose(LossReason::from_error(&e)),
                 // Transient: tried again after the next state change.
                 Err(_) => {}
             }

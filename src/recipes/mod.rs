@@ -21,7 +21,7 @@ pub use batch::{BatchGuard, BatchMutex};
 pub use cancel::CancelToken;
 pub use election::{Election, Leader};
 pub use error::LockError;
-pub use held::LockState;
+pub use held::{LockState, LossReason};
 pub use inspect::{inspect, QueueEntry};
 pub use multilock::{MultiGuard, MultiLock};
 pub use mutex::{holder_identity, LockGuard, Mutex, MutexOptions};

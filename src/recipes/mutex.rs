@@ -10,7 +10,7 @@ use crossbeam_channel::Receiver;
 use super::acquire::{predecessor, Bounds, LockQueue, Rule};
 use super::cancel::CancelToken;
 use super::error::LockError;
-use super::held::{HeldNode, LockState};
+use super::held::{HeldNode, LockState, LossReason};
 use super::inspect::{inspect, QueueEntry};
 use super::registry::{self, Key, Side};
 use crate::{Client, Op, OpResult};
@@ -315,6 +315,11 @@ impl LockGuard {
 
     pub fn state(&self) -> LockState {
         self.holding.with(|n| n.state())
+    }
+
+    /// Why the lock was lost, once [`LockGuard::state`] is `Lost`.
+    pub fn lost_reason(&self) -> Option<LossReason> {
+        self.holding.with(|n| n.lost_reason())
     }
 
     /// A channel that yields the current state, then every change.

@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{never, select, Receiver};
 use zklock::recipes::{
-    inspect, CancelToken, Election, LockError, LockGuard, LockState, Mutex, MutexOptions, RwLock,
+    inspect, CancelToken, Election, LockError, LockGuard, LockState, LossReason, Mutex,
+    MutexOptions, RwLock,
 };
 use zklock::{Client, SessionState};
 
@@ -394,11 +395,13 @@ fn group_alive(target: &str) -> bool {
 }
 
 fn lost(client: &Client, h: &Hold, guard: LockGuard, child: &mut Child, target: &str) -> u8 {
-    let why = match client.state() {
-        SessionState::Expired => "the session expired",
-        SessionState::Connected => "its node was deleted",
-        SessionState::Closed | SessionState::AuthFailed => "the session ended",
-        _ => "no contact with ZooKeeper for a whole session timeout",
+    let why = match guard.lost_reason() {
+        Some(LossReason::SessionExpired) => "the session expired",
+        Some(LossReason::NodeDeleted) => "its node was deleted",
+        Some(LossReason::ClientClosed) => "the session ended",
+        Some(LossReason::NoContact) | None => {
+            "no contact with ZooKeeper for a whole session timeout"
+        }
     };
     let what = match h.kind {
         HoldKind::Leader { .. } => "leadership at",
