@@ -106,6 +106,8 @@ impl BatchMutex {
         "the lock"
     );
 
+    /// Waits until `deadline` (if any) or cancellation: for a local hand-off,
+    /// or, if none is coming, for the process's turn in the queue.
     pub fn lock_with(
         &self,
         deadline: Option<Instant>,
@@ -199,10 +201,12 @@ impl BatchGuard {
         self.token
     }
 
+    /// The lock node the whole batch shares.
     pub fn node_path(&self) -> &str {
         &self.node
     }
 
+    /// The shared node's state; `Lost` once the process lost the lock.
     pub fn state(&self) -> LockState {
         self.shared
             .local()
@@ -211,6 +215,7 @@ impl BatchGuard {
             .map_or(LockState::Lost, |g| g.state())
     }
 
+    /// A channel yielding the current state, then every change.
     pub fn state_changes(&self) -> Receiver<LockState> {
         match self.shared.local().zk.as_ref() {
             Some(g) => g.state_changes(),

@@ -25,6 +25,7 @@ struct Inner {
 }
 
 impl CancelToken {
+    /// A token nobody has cancelled yet.
     pub fn new() -> Self {
         let (tx, rx) = crossbeam_channel::bounded(0);
         CancelToken {
@@ -45,6 +46,7 @@ impl CancelToken {
         }
     }
 
+    /// Whether [`CancelToken::cancel`] was called.
     pub fn is_cancelled(&self) -> bool {
         self.inner.cancelled.load(Ordering::SeqCst)
     }

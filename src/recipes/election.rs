@@ -36,6 +36,7 @@ pub struct Election {
 pub struct Leader {
     /// The id the leader campaigned with.
     pub id: Vec<u8>,
+    /// The leader's node name under the election path.
     pub node: String,
     /// The leader's session: leadership belongs to a session, not a position.
     pub session: i64,

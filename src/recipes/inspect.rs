@@ -8,12 +8,17 @@ use crate::{Client, Error};
 /// One node in a lock queue.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QueueEntry {
+    /// Child name under the lock path.
     pub name: String,
+    /// The sequence ZooKeeper appended; the queue is in this order.
     pub sequence: i32,
+    /// What the node asks for (exclusive, read, write, lease).
     pub kind: NodeKind,
+    /// Who named it (zklock/Curator protected names, kazoo, other).
     pub origin: NodeOrigin,
     /// Session that owns the node (0 if it is not ephemeral).
     pub owner_session: i64,
+    /// The node's data: who holds or waits (`hostname:pid` by default).
     pub data: Vec<u8>,
     /// Creation zxid: the holder's fencing token.
     pub czxid: i64,

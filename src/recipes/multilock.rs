@@ -32,14 +32,17 @@ pub struct MultiGuard {
 }
 
 impl MultiGuard {
+    /// One guard per path, in lock order.
     pub fn guards(&self) -> &[LockGuard] {
         &self.guards
     }
 
+    /// Number of locks held.
     pub fn len(&self) -> usize {
         self.guards.len()
     }
 
+    /// True for a multi-lock over no paths.
     pub fn is_empty(&self) -> bool {
         self.guards.is_empty()
     }
@@ -65,10 +68,12 @@ impl Drop for MultiGuard {
 }
 
 impl MultiLock {
+    /// A multi-lock over `paths` (duplicates ignored), with default options.
     pub fn new(client: &Client, paths: &[&str]) -> Result<MultiLock, LockError> {
         MultiLock::with_options(client, paths, MutexOptions::default())
     }
 
+    /// Like [`MultiLock::new`], with options applied to every lock.
     pub fn with_options(
         client: &Client,
         paths: &[&str],

@@ -234,6 +234,7 @@ impl Mutex {
         Mutex::with_options(client, path, MutexOptions::default())
     }
 
+    /// A mutex on `path` with the given options.
     pub fn with_options(
         client: &Client,
         path: &str,
@@ -313,6 +314,7 @@ impl LockGuard {
         self.holding.with(|n| n.stat().ephemeral_owner)
     }
 
+    /// What the holder can rely on now (see [`LockState`]).
     pub fn state(&self) -> LockState {
         self.holding.with(|n| n.state())
     }

@@ -22,8 +22,11 @@ const MARKERS: &[(&str, NodeKind)] = &[
 pub enum NodeKind {
     /// Mutex, write lock or election candidate.
     Exclusive,
+    /// A read-lock node (`__READ__`, kazoo `__rlock__`).
     Read,
+    /// A write-lock node (`__WRIT__`).
     Write,
+    /// A semaphore lease (`-lease-`).
     Lease,
 }
 
@@ -52,7 +55,9 @@ pub struct Contender {
     pub name: String,
     /// The sequence ZooKeeper appended (the parent's cversion, wraps at 2^31).
     pub sequence: i32,
+    /// What the node asks for, from its name.
     pub kind: NodeKind,
+    /// Who named it.
     pub origin: NodeOrigin,
 }
 

@@ -47,10 +47,12 @@ pub struct RwLock {
 }
 
 impl RwLock {
+    /// A read/write lock on `path` with default options.
     pub fn new(client: &Client, path: &str) -> Result<RwLock, LockError> {
         RwLock::with_options(client, path, MutexOptions::default())
     }
 
+    /// A read/write lock on `path`; the options apply to both sides.
     pub fn with_options(
         client: &Client,
         path: &str,
@@ -93,6 +95,8 @@ impl RwLock {
         "the write lock"
     );
 
+    /// A read lock, waiting until `deadline` or cancellation for the
+    /// nearest writer below us to go.
     pub fn read_with(
         &self,
         deadline: Option<Instant>,
@@ -105,6 +109,8 @@ impl RwLock {
         self.read.lock_with(deadline, cancel)
     }
 
+    /// The write lock, waiting until `deadline` or cancellation for every
+    /// node below us to go.
     pub fn write_with(
         &self,
         deadline: Option<Instant>,

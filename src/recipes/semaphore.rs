@@ -31,10 +31,12 @@ pub struct Semaphore {
 }
 
 impl Semaphore {
+    /// A semaphore on `path` granting at most `max_leases` leases (at least 1).
     pub fn new(client: &Client, path: &str, max_leases: usize) -> Result<Semaphore, LockError> {
         Semaphore::with_options(client, path, max_leases, MutexOptions::default())
     }
 
+    /// Like [`Semaphore::new`]; the options' data names each lease holder.
     pub fn with_options(
         client: &Client,
         path: &str,
