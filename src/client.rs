@@ -128,6 +128,9 @@ impl ClientBuilder {
         self
     }
 
+    /// Resolves the hosts, starts the I/O thread and, unless
+    /// `wait_connected(false)`, waits up to the session timeout (at least 1 s)
+    /// for the first session.
     pub fn connect(self) -> Result<Client> {
         let (hosts, chroot) = parse_connect_string(&self.connect_string)?;
         // T / hosts, as ZooKeeper's client, but never more than T / 3: a
@@ -199,12 +202,17 @@ fn parse_connect_string(s: &str) -> Result<(Vec<SocketAddr>, Chroot)> {
 /// A node to create: mode, ACL and (for TTL modes) time to live.
 #[derive(Debug, Clone)]
 pub struct CreateOptions {
+    /// Lifetime and naming of the node.
     pub mode: CreateMode,
+    /// The new node's ACL; [`Acl::open_unsafe`] by default.
     pub acl: Vec<Acl>,
+    /// Time to live, sent in milliseconds; required by TTL modes and ignored
+    /// by the others.
     pub ttl: Option<Duration>,
 }
 
 impl CreateOptions {
+    /// `mode` with an open ACL and no TTL.
     pub fn new(mode: CreateMode) -> Self {
         CreateOptions {
             mode,
@@ -213,11 +221,14 @@ impl CreateOptions {
         }
     }
 
+    /// Replaces the ACL.
     pub fn acl(mut self, acl: Vec<Acl>) -> Self {
         self.acl = acl;
         self
     }
 
+    /// Sets the time to live TTL modes need (the server must have extended
+    /// types enabled).
     pub fn ttl(mut self, ttl: Duration) -> Self {
         self.ttl = Some(ttl);
         self
@@ -227,29 +238,44 @@ impl CreateOptions {
 /// One operation of a [`Client::multi`] transaction.
 #[derive(Debug, Clone)]
 pub enum Op {
+    /// Creates a node; its result carries the actual path and Stat.
     Create {
+        /// Path as the caller names it (chroot is applied).
         path: String,
+        /// Initial contents.
         data: Vec<u8>,
+        /// Lifetime and naming of the node (there is no field for a TTL).
         mode: CreateMode,
+        /// The new node's ACL.
         acl: Vec<Acl>,
     },
+    /// Deletes a childless node.
     Delete {
+        /// Path as the caller names it.
         path: String,
+        /// Expected `Stat::version`; `None` deletes whatever the version.
         version: Option<i32>,
     },
+    /// Replaces a node's data.
     SetData {
+        /// Path as the caller names it.
         path: String,
+        /// The new contents.
         data: Vec<u8>,
+        /// Expected `Stat::version`; `None` writes whatever the version.
         version: Option<i32>,
     },
     /// Fails the transaction unless the node exists (at `version`, if given).
     Check {
+        /// Path as the caller names it.
         path: String,
+        /// Expected `Stat::version`; `None` only requires the node to exist.
         version: Option<i32>,
     },
 }
 
 impl Op {
+    /// A create with an open ACL.
     pub fn create(path: &str, data: &[u8], mode: CreateMode) -> Op {
         Op::Create {
             path: path.into(),
@@ -258,12 +284,14 @@ impl Op {
             acl: Acl::open_unsafe(),
         }
     }
+    /// A delete, at `version` if given.
     pub fn delete(path: &str, version: Option<i32>) -> Op {
         Op::Delete {
             path: path.into(),
             version,
         }
     }
+    /// A data write, at `version` if given.
     pub fn set_data(path: &str, data: &[u8], version: Option<i32>) -> Op {
         Op::SetData {
             path: path.into(),
@@ -271,6 +299,7 @@ impl Op {
             version,
         }
     }
+    /// A check that the node exists, at `version` if given.
     pub fn check(path: &str, version: Option<i32>) -> Op {
         Op::Check {
             path: path.into(),
@@ -282,16 +311,31 @@ impl Op {
 /// The outcome of one op of a successful [`Client::multi`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum OpResult {
-    Create { path: String, stat: Stat },
+    /// The node was created.
+    Create {
+        /// The node's path as the caller names it, with the sequence suffix if any.
+        path: String,
+        /// The new node's Stat.
+        stat: Stat,
+    },
+    /// The node was deleted.
     Delete,
-    SetData { stat: Stat },
+    /// The data was replaced.
+    SetData {
+        /// The node's Stat after the write.
+        stat: Stat,
+    },
+    /// The check passed.
     Check,
 }
 
 /// A watch event, with the path as the caller named it (chroot removed).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WatchEvent {
+    /// What happened; `EventType::None` from a persistent watch after a
+    /// reconnect means "re-read what you follow".
     pub kind: EventType,
+    /// The node concerned, as the caller names it.
     pub path: String,
 }
 
@@ -372,6 +416,7 @@ impl PersistentWatch {
         self.watch.recv()
     }
 
+    /// Like [`PersistentWatch::recv`], giving up with [`Error::Timeout`] after `timeout`.
     pub fn recv_timeout(&self, timeout: Duration) -> Result<WatchEvent> {
         self.watch.recv_timeout(timeout)
     }
@@ -413,6 +458,10 @@ impl Client {
             .connect()
     }
 
+    /// Options beyond [`Client::connect`]'s: defaults are a 10 s session
+    /// timeout, the server's default frame limit, and waiting for the session.
+    /// `connect_string` is `host[:port][,host[:port]...][/chroot]`; the port
+    /// defaults to 2181.
     pub fn builder(connect_string: &str) -> ClientBuilder {
         ClientBuilder {
             connect_string: connect_string.to_owned(),
@@ -445,6 +494,7 @@ impl Client {
         }
     }
 
+    /// The session state the I/O thread last reported.
     pub fn state(&self) -> SessionState {
         self.status().state
     }
@@ -638,6 +688,7 @@ impl Client {
         }
     }
 
+    /// The node's data and Stat.
     pub fn get_data(&self, path: &str) -> Result<(Vec<u8>, Stat)> {
         self.get_data_inner(path, false).map(|(d, s, _)| (d, s))
     }
@@ -676,6 +727,7 @@ impl Client {
         w.map(|w| (c, s, w)).ok_or(Error::Closed)
     }
 
+    /// Replaces the node's data (if at `version`, when given); returns the new Stat.
     pub fn set_data(&self, path: &str, data: &[u8], version: Option<i32>) -> Result<Stat> {
         let path = self.server_path(path, false)?;
         match self.call(Request::SetData(SetDataRequest {
@@ -688,6 +740,7 @@ impl Client {
         }
     }
 
+    /// The node's ACL and Stat.
     pub fn get_acl(&self, path: &str) -> Result<(Vec<Acl>, Stat)> {
         let path = self.server_path(path, false)?;
         match self.call(Request::GetAcl(path))? {
@@ -696,6 +749,8 @@ impl Client {
         }
     }
 
+    /// Replaces the node's ACL (if its `Stat::aversion` is `version`, when
+    /// given); returns the new Stat.
     pub fn set_acl(&self, path: &str, acl: Vec<Acl>, version: Option<i32>) -> Result<Stat> {
         let path = self.server_path(path, false)?;
         match self.call(Request::SetAcl(SetAclRequest {

@@ -13,7 +13,12 @@ pub enum Error {
     Server(ErrorCode),
     /// A multi failed: the op at `index` was refused with `code`; nothing was applied.
     #[error("multi op {index} failed with {code:?}; nothing was applied")]
-    MultiFailed { index: usize, code: ErrorCode },
+    MultiFailed {
+        /// Position of the refused op in the slice given to `multi`.
+        index: usize,
+        /// Why the server refused it.
+        code: ErrorCode,
+    },
     /// The connection dropped while the request was in flight: it may or may
     /// not have been applied. The session may still be alive.
     #[error("connection lost; the request may or may not have been applied")]
@@ -32,13 +37,23 @@ pub enum Error {
     AuthFailed,
     /// The path is not a valid ZooKeeper path; nothing was sent.
     #[error("invalid path {path:?}: {reason}")]
-    InvalidPath { path: String, reason: &'static str },
+    InvalidPath {
+        /// The path as the caller gave it.
+        path: String,
+        /// Which rule it breaks.
+        reason: &'static str,
+    },
     /// The connect string could not be parsed or resolved.
     #[error("invalid connect string: {0}")]
     InvalidConnectString(String),
     /// The request exceeds the frame limit; nothing was sent.
     #[error("request of {len} bytes exceeds the frame limit of {max}")]
-    TooLarge { len: usize, max: usize },
+    TooLarge {
+        /// Encoded size of the request body, in bytes.
+        len: usize,
+        /// The client's frame limit, in bytes.
+        max: usize,
+    },
     /// The server sent something we could not decode.
     #[error("malformed reply: {0}")]
     Decode(DecodeError),
@@ -59,10 +74,12 @@ impl Error {
         }
     }
 
+    /// The server answered NoNode: the node (or a create's parent) is missing.
     pub fn is_no_node(&self) -> bool {
         self.code() == Some(ErrorCode::NoNode)
     }
 
+    /// The server answered NodeExists: a create found the path taken.
     pub fn is_node_exists(&self) -> bool {
         self.code() == Some(ErrorCode::NodeExists)
     }
@@ -97,4 +114,5 @@ impl From<RequestError> for Error {
     }
 }
 
+/// `Result` with this crate's [`Error`](enum@Error) as the default error.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

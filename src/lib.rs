@@ -19,6 +19,7 @@
 //! # Ok::<(), zklock::recipes::LockError>(())
 //! ```
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 mod client;
 mod driver;

@@ -8,7 +8,12 @@ use thiserror::Error;
 pub enum DecodeError {
     /// The record needs more bytes than the frame holds (peer sent a short record).
     #[error("unexpected end of input: needed {needed} bytes, {remaining} remain")]
-    UnexpectedEof { needed: usize, remaining: usize },
+    UnexpectedEof {
+        /// Bytes the next field needs.
+        needed: usize,
+        /// Bytes left in the record.
+        remaining: usize,
+    },
     /// A length prefix below -1 (peer sent garbage).
     #[error("invalid length {0}")]
     InvalidLength(i32),
@@ -17,7 +22,12 @@ pub enum DecodeError {
     NegativeFrameLength(i32),
     /// A frame larger than the configured limit (peer misbehaves, or the limit is too low).
     #[error("frame of {len} bytes exceeds the limit of {max} bytes")]
-    FrameTooLarge { len: usize, max: usize },
+    FrameTooLarge {
+        /// The body length the frame announces.
+        len: usize,
+        /// The limit it was checked against.
+        max: usize,
+    },
     /// A string that is not UTF-8.
     #[error("string is not valid UTF-8")]
     InvalidUtf8,

@@ -60,6 +60,7 @@ pub fn reply_body(data: &[u8]) {
     }
 }
 
+/// A watch notification body: decode, encode, decode must match.
 pub fn watcher_event(data: &[u8]) {
     if let Ok(event) = WatcherEvent::decode_exact(data) {
         watcher_event_round_trip(event);
@@ -72,6 +73,8 @@ fn watcher_event_round_trip(event: WatcherEvent) {
     assert_eq!(WatcherEvent::decode_exact(&out), Ok(event));
 }
 
+/// A handshake body, tried as both response and request: decode, encode,
+/// decode must match.
 pub fn connect_response(data: &[u8]) {
     if let Ok(resp) = ConnectResponse::decode_exact(data) {
         let mut out = BytesMut::new();

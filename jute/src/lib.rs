@@ -14,6 +14,7 @@
 //! assert!(matches!(Request::decode_body(header.op, body), Ok(Request::Exists(_))));
 //! ```
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 #![warn(missing_debug_implementations)]
 
 mod codes;
@@ -46,11 +47,13 @@ pub use records::watch::WatcherEvent;
 
 /// A record that can be written to the wire.
 pub trait Encode {
+    /// Appends the record's bytes to `buf` (no frame length).
     fn encode(&self, buf: &mut BytesMut);
 }
 
 /// A record that can be read from the wire.
 pub trait Decode: Sized {
+    /// Reads one record from `r`, leaving whatever follows it.
     fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError>;
 
     /// Decodes a record that must fill `bytes` exactly.
@@ -94,11 +97,23 @@ pub fn decode_request_header(frame: &[u8]) -> Result<(RequestHeader, &[u8]), Dec
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ServerMessage<'a> {
     /// A watch fired (xid -1).
-    WatchEvent { zxid: i64, event: WatcherEvent },
+    WatchEvent {
+        /// The reply header's zxid; servers may send -1 here rather than the
+        /// zxid of the change.
+        zxid: i64,
+        /// The notification itself.
+        event: WatcherEvent,
+    },
     /// The answer to a numbered request or to a reserved xid (ping, auth,
     /// setWatches); decode the body with [`decode_reply`] and the op code
     /// remembered for this xid.
-    Reply { header: ReplyHeader, body: &'a [u8] },
+    Reply {
+        /// Which xid it answers, the server's zxid and the error code.
+        header: ReplyHeader,
+        /// Everything after the header; empty when `header.err` is not Ok,
+        /// except for multi.
+        body: &'a [u8],
+    },
 }
 
 /// Reads the reply header and, for a watch event, the whole event.

@@ -46,14 +46,17 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// A 4-byte big-endian int.
     pub fn read_i32(&mut self) -> Result<i32, DecodeError> {
         self.take(4).map(BigEndian::read_i32)
     }
 
+    /// An 8-byte big-endian long.
     pub fn read_i64(&mut self) -> Result<i64, DecodeError> {
         self.take(8).map(BigEndian::read_i64)
     }
 
+    /// One byte that must be 0 or 1.
     pub fn read_bool(&mut self) -> Result<bool, DecodeError> {
         match self.take(1)?[0] {
             0 => Ok(false),
@@ -140,14 +143,17 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// Writes a 4-byte big-endian int.
 pub fn write_i32(buf: &mut BytesMut, v: i32) {
     buf.put_i32(v);
 }
 
+/// Writes an 8-byte big-endian long.
 pub fn write_i64(buf: &mut BytesMut, v: i64) {
     buf.put_i64(v);
 }
 
+/// Writes one byte, 0 or 1.
 pub fn write_bool(buf: &mut BytesMut, v: bool) {
     buf.put_u8(u8::from(v));
 }
@@ -158,15 +164,18 @@ fn wire_len(len: usize) -> i32 {
     i32::try_from(len).unwrap_or(i32::MAX)
 }
 
+/// Writes an i32 length, then the bytes (never null: empty is length 0).
 pub fn write_buffer(buf: &mut BytesMut, v: &[u8]) {
     buf.put_i32(wire_len(v.len()));
     buf.put_slice(v);
 }
 
+/// Writes a string as a buffer of its UTF-8 bytes.
 pub fn write_string(buf: &mut BytesMut, v: &str) {
     write_buffer(buf, v.as_bytes());
 }
 
+/// Writes an i32 count, then each element with `elem`.
 pub fn write_vec<T>(buf: &mut BytesMut, items: &[T], mut elem: impl FnMut(&mut BytesMut, &T)) {
     buf.put_i32(wire_len(items.len()));
     for item in items {
@@ -174,6 +183,7 @@ pub fn write_vec<T>(buf: &mut BytesMut, items: &[T], mut elem: impl FnMut(&mut B
     }
 }
 
+/// Writes a vector of strings (child names, watch paths).
 pub fn write_string_vec(buf: &mut BytesMut, items: &[String]) {
     write_vec(buf, items, |b, s| write_string(b, s));
 }

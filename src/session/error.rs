@@ -22,7 +22,12 @@ pub enum RequestError {
     AuthFailed,
     /// The encoded request exceeds the frame limit; nothing was sent.
     #[error("request of {len} bytes exceeds the frame limit of {max}")]
-    TooLarge { len: usize, max: usize },
+    TooLarge {
+        /// Encoded size of the request body, in bytes.
+        len: usize,
+        /// The configured frame limit, in bytes.
+        max: usize,
+    },
     /// The server's reply could not be decoded (the connection was dropped).
     #[error("malformed reply: {0}")]
     Decode(DecodeError),

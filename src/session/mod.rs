@@ -88,7 +88,10 @@ impl SessionState {
 /// A watch notification, with the server's path (chroot included).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WatchedEvent {
+    /// What happened; `None` for the "look again" sent to persistent
+    /// watches after a reconnect.
     pub kind: EventType,
+    /// The server path the event concerns.
     pub path: String,
 }
 
@@ -112,13 +115,25 @@ pub enum DropReason {
 pub enum SessionEvent<R, W> {
     /// A request finished.
     Reply {
+        /// The handle given to [`Session::submit`] or [`Session::close`].
         handle: R,
+        /// The reply body, or why there is none.
         result: Result<Response, RequestError>,
     },
-    /// A watch fired. Each watcher receives at most one of these.
-    Watch { watcher: W, event: WatchedEvent },
+    /// A watch fired. A one-shot watcher receives at most one of these; a persistent one, one per change until it is released.
+    Watch {
+        /// The watcher given to [`Session::submit`].
+        watcher: W,
+        /// What fired it.
+        event: WatchedEvent,
+    },
     /// A watch will never fire: the session ended first.
-    WatchAbandoned { watcher: W, reason: RequestError },
+    WatchAbandoned {
+        /// The watcher given to [`Session::submit`].
+        watcher: W,
+        /// Why it will never fire.
+        reason: RequestError,
+    },
     /// The session state changed.
     State(SessionState),
     /// Drop the connection now (the core already counts it as gone).
@@ -185,6 +200,7 @@ pub struct Session<R, W> {
 }
 
 impl<R, W: Clone> Session<R, W> {
+    /// A core with no session yet, wanting its first connection.
     pub fn new(config: SessionConfig, now: Instant) -> Self {
         Session {
             config,
@@ -210,6 +226,7 @@ impl<R, W: Clone> Session<R, W> {
         }
     }
 
+    /// The state last announced through [`SessionEvent::State`].
     pub fn state(&self) -> SessionState {
         self.state
     }

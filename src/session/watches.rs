@@ -10,8 +10,11 @@ use jute::{EventType, SetWatches};
 /// missing node) or a child watch (getChildren).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum WatchKind {
+    /// Fires on data change or deletion.
     Data,
+    /// Waits for a missing node to be created.
     Exist,
+    /// Fires on a change to the children list or deletion.
     Child,
 }
 

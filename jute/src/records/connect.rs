@@ -9,12 +9,15 @@ use crate::{Decode, DecodeError, Encode};
 /// Opens a session (session_id 0) or resumes one after a reconnect.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConnectRequest {
+    /// Always [`PROTOCOL_VERSION`](crate::PROTOCOL_VERSION).
     pub protocol_version: i32,
     /// The last zxid this client saw; a server behind it refuses the session.
     pub last_zxid_seen: i64,
     /// Requested session timeout in milliseconds.
     pub timeout_ms: i32,
+    /// 0 to open a new session, else the session to resume.
     pub session_id: i64,
+    /// The password the server issued with `session_id`; ignored for a new session.
     pub passwd: Vec<u8>,
     /// Whether a read-only server may accept us.
     pub read_only: bool,
@@ -53,16 +56,21 @@ impl Decode for ConnectRequest {
 /// resume has expired.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConnectResponse {
+    /// The server's protocol version.
     pub protocol_version: i32,
     /// Negotiated session timeout in milliseconds.
     pub timeout_ms: i32,
+    /// The granted (or resumed) session id.
     pub session_id: i64,
+    /// The secret to present with `session_id` when resuming it on a later connection.
     pub passwd: Vec<u8>,
     /// The server is read-only (partitioned from its quorum).
     pub read_only: bool,
 }
 
 impl ConnectResponse {
+    /// The session we asked to resume no longer exists (the server answers
+    /// with a timeout of 0).
     pub fn is_expired(&self) -> bool {
         self.timeout_ms <= 0
     }

@@ -10,16 +10,25 @@ use crate::{Decode, DecodeError, Encode};
 pub struct Stat {
     /// Zxid of the create; strictly increasing across the ensemble (a fencing token).
     pub czxid: i64,
+    /// Zxid of the last data change.
     pub mzxid: i64,
+    /// Creation time, in milliseconds since the epoch (the server's clock).
     pub ctime: i64,
+    /// Last data change, in milliseconds since the epoch (the server's clock).
     pub mtime: i64,
+    /// Number of data changes; what delete's and setData's expected version is checked against.
     pub version: i32,
+    /// Number of changes to the children list.
     pub cversion: i32,
+    /// Number of ACL changes; what setACL's expected version is checked against.
     pub aversion: i32,
     /// Session that owns an ephemeral node, 0 for a persistent one.
     pub ephemeral_owner: i64,
+    /// Length of the node's data, in bytes.
     pub data_length: i32,
+    /// Number of direct children.
     pub num_children: i32,
+    /// Zxid of the last change to the children list.
     pub pzxid: i64,
 }
 
@@ -63,14 +72,19 @@ impl Decode for Stat {
 /// An authenticated identity: scheme ("world", "digest", "ip", "auth") and id.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Id {
+    /// The auth provider that vouches for `id`.
     pub scheme: String,
+    /// Meaning depends on the scheme: "anyone" for world, `user:base64(sha1(user:password))`
+    /// for digest, an address or CIDR range for ip; empty for auth.
     pub id: String,
 }
 
 /// Permissions (see [`crate::perms`]) granted to one identity.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Acl {
+    /// Bitmask of [`crate::perms`].
     pub perms: i32,
+    /// Who receives them.
     pub id: Id,
 }
 

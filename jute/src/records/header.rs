@@ -8,7 +8,10 @@ use crate::{Decode, DecodeError, Encode, ErrorCode, OpCode};
 /// Starts every request: the caller's xid and what is asked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RequestHeader {
+    /// The number the reply echoes: positive for ordinary requests, a
+    /// reserved negative ([`crate::xid`]) for ping, auth and setWatches.
     pub xid: i32,
+    /// What the body asks for; decides its layout.
     pub op: OpCode,
 }
 
@@ -32,8 +35,11 @@ impl Decode for RequestHeader {
 /// xid), the zxid the server had reached, and the outcome.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReplyHeader {
+    /// The xid of the request answered, or a reserved one ([`crate::xid`]).
     pub xid: i32,
+    /// The last zxid the server had seen when it answered.
     pub zxid: i64,
+    /// Ok, or why the request failed (then no body follows, except for multi).
     pub err: ErrorCode,
 }
 

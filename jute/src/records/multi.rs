@@ -13,16 +13,20 @@ use crate::{Decode, DecodeError, Encode, ErrorCode, OpCode, Stat};
 /// One op inside a multi request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MultiOp {
+    /// A create whose result carries only the path.
     Create(CreateRequest),
     /// A create whose result carries the new node's Stat.
     Create2(CreateRequest),
+    /// Deletes the node if at the version (-1: any).
     Delete(PathVersion),
+    /// Replaces the node's data if at the version (-1: any).
     SetData(SetDataRequest),
     /// Fails the whole multi unless the node is at the version (-1: exists).
     Check(PathVersion),
 }
 
 impl MultiOp {
+    /// The op code written in this op's header inside the multi.
     pub fn op_code(&self) -> OpCode {
         match self {
             MultiOp::Create(_) => OpCode::Create,
@@ -37,17 +41,26 @@ impl MultiOp {
 /// One op's outcome inside a multi reply.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MultiResult {
+    /// The create succeeded.
     Create {
+        /// The node's actual path (with the sequence suffix, if any).
         path: String,
     },
+    /// The create2 succeeded.
     Create2 {
+        /// The node's actual path (with the sequence suffix, if any).
         path: String,
+        /// The new node's Stat.
         stat: Stat,
     },
+    /// The node was deleted.
     Delete,
+    /// The data was replaced.
     SetData {
+        /// The node's Stat after the write.
         stat: Stat,
     },
+    /// The version check passed.
     Check,
     /// This op failed (or was rolled back because another did).
     Error(ErrorCode),

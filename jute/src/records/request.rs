@@ -12,52 +12,73 @@ use crate::{Acl, AddWatchMode, CreateMode, DecodeError, OpCode, WatcherType};
 /// create, create2 and createContainer share this body.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CreateRequest {
+    /// Server path of the node; for sequential modes, the prefix the counter is appended to.
     pub path: String,
+    /// Initial contents.
     pub data: Vec<u8>,
+    /// The new node's ACL; the server refuses an empty one.
     pub acl: Vec<Acl>,
+    /// The wire's `flags` field.
     pub mode: CreateMode,
 }
 
 /// createTTL: a create with a time to live for persistent nodes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CreateTtlRequest {
+    /// The create itself; its mode must be a TTL mode.
     pub create: CreateRequest,
+    /// Time to live in milliseconds.
     pub ttl_ms: i64,
 }
 
 /// delete, and check inside multi: act only if the node is at `version` (-1: any).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PathVersion {
+    /// Server path of the node.
     pub path: String,
+    /// Expected `Stat::version`; -1 skips the check.
     pub version: i32,
 }
 
 /// exists, getData, getChildren, getChildren2: a path and whether to leave a watch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PathWatch {
+    /// Server path of the node.
     pub path: String,
+    /// Leave a one-shot watch (exists leaves one on a missing node too).
     pub watch: bool,
 }
 
+/// setData, alone or inside multi: replace the node's data.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SetDataRequest {
+    /// Server path of the node.
     pub path: String,
+    /// The new contents, replacing the old entirely.
     pub data: Vec<u8>,
+    /// Expected `Stat::version`; -1 skips the check.
     pub version: i32,
 }
 
+/// setACL: replace the node's ACL.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SetAclRequest {
+    /// Server path of the node.
     pub path: String,
+    /// The new ACL; the server refuses an empty one.
     pub acl: Vec<Acl>,
+    /// Expected `Stat::aversion`; -1 skips the check.
     pub version: i32,
 }
 
 /// Sent with the reserved auth xid; the server answers only on failure (by closing).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AuthPacket {
+    /// The wire's `type` field; ZooKeeper's own client always sends 0.
     pub kind: i32,
+    /// Auth provider, e.g. "digest".
     pub scheme: String,
+    /// Scheme-specific credentials, e.g. `user:password` for digest.
     pub auth: Vec<u8>,
 }
 
@@ -65,9 +86,13 @@ pub struct AuthPacket {
 /// after `relative_zxid`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SetWatches {
+    /// The last zxid the client saw.
     pub relative_zxid: i64,
+    /// Paths with data watches (getData, or exists on an existing node).
     pub data: Vec<String>,
+    /// Paths with exist watches (exists on a missing node).
     pub exist: Vec<String>,
+    /// Paths with child watches (getChildren).
     pub child: Vec<String>,
     /// Only carried by setWatches2.
     pub persistent: Vec<String>,
@@ -75,16 +100,21 @@ pub struct SetWatches {
     pub persistent_recursive: Vec<String>,
 }
 
+/// addWatch: a watch that stays set after it fires.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AddWatchRequest {
+    /// Server path watched (for a recursive watch, the root of the subtree).
     pub path: String,
+    /// Persistent, or persistent and recursive.
     pub mode: AddWatchMode,
 }
 
 /// removeWatches and checkWatches.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WatchesRequest {
+    /// Server path of the watches.
     pub path: String,
+    /// Which watches on the path are meant.
     pub kind: WatcherType,
 }
 
@@ -92,31 +122,58 @@ pub struct WatchesRequest {
 /// op code, so a body can never be sent under the wrong one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Request {
+    /// Creates a node; the reply carries its path.
     Create(CreateRequest),
+    /// Creates a node; the reply carries its path and Stat.
     Create2(CreateRequest),
+    /// Creates a container node (mode Container).
     CreateContainer(CreateRequest),
+    /// Creates a node with a time to live.
     CreateTtl(CreateTtlRequest),
+    /// Deletes a childless node.
     Delete(PathVersion),
+    /// A node's Stat; NoNode when missing.
     Exists(PathWatch),
+    /// A node's data and Stat.
     GetData(PathWatch),
+    /// Replaces a node's data.
     SetData(SetDataRequest),
+    /// The ACL and Stat of the node at this server path.
     GetAcl(String),
+    /// Replaces a node's ACL.
     SetAcl(SetAclRequest),
+    /// A node's child names.
     GetChildren(PathWatch),
+    /// A node's child names and its Stat.
     GetChildren2(PathWatch),
+    /// Brings the connected server up to date with the leader; the path is
+    /// echoed back.
     Sync(String),
+    /// A version check, normally sent inside multi.
     Check(PathVersion),
+    /// Ops applied atomically, all or none.
     Multi(Vec<MultiOp>),
+    /// Adds credentials; sent with the auth xid.
     Auth(AuthPacket),
+    /// Re-arms one-shot watches after a reconnect; sent with the setWatches xid.
     SetWatches(SetWatches),
+    /// SetWatches with the persistent lists too.
     SetWatches2(SetWatches),
+    /// Sets a persistent watch.
     AddWatch(AddWatchRequest),
+    /// Removes watches from a path on the server.
     RemoveWatches(WatchesRequest),
+    /// Asks whether watches exist on a path; NoWatcher if not.
     CheckWatches(WatchesRequest),
+    /// The paths of this session's ephemeral nodes under this path prefix.
     GetEphemerals(String),
+    /// The number of nodes below this server path, at any depth.
     GetAllChildrenNumber(String),
+    /// The identities the session is authenticated as; no body.
     WhoAmI,
+    /// Heartbeat; no body, sent with the ping xid.
     Ping,
+    /// Ends the session; no body.
     CloseSession,
 }
 
@@ -218,6 +275,7 @@ impl SetWatches {
 }
 
 impl Request {
+    /// The op code this variant is sent under.
     pub fn op_code(&self) -> OpCode {
         match self {
             Request::Create(_) => OpCode::Create,

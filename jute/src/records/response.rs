@@ -18,24 +18,37 @@ pub enum Response {
     Path(String),
     /// create2, createContainer and createTTL: the path and the new node's Stat.
     Created {
+        /// The node's actual path (with the sequence suffix, if any).
         path: String,
+        /// The new node's Stat.
         stat: Stat,
     },
     /// exists, setData, setACL.
     Stat(Stat),
+    /// getData.
     Data {
+        /// The node's contents (a null on the wire reads as empty).
         data: Vec<u8>,
+        /// The node's Stat.
         stat: Stat,
     },
+    /// getChildren (child names) and getEphemerals (node paths).
     Children(Vec<String>),
+    /// getChildren2.
     Children2 {
+        /// Child names, not full paths, in no guaranteed order.
         children: Vec<String>,
+        /// The parent's Stat.
         stat: Stat,
     },
+    /// getACL.
     Acl {
+        /// The node's ACL.
         acl: Vec<Acl>,
+        /// The node's Stat (its `aversion` is what setACL checks).
         stat: Stat,
     },
+    /// multi: one result per op, in request order.
     Multi(Vec<MultiResult>),
     /// getAllChildrenNumber.
     Count(i32),

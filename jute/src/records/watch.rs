@@ -5,10 +5,15 @@ use bytes::BytesMut;
 use crate::primitives::{write_i32, write_string, Reader};
 use crate::{Decode, DecodeError, Encode, EventType, KeeperState};
 
+/// The body of a watch notification.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WatcherEvent {
+    /// What happened (the wire's `type` field).
     pub kind: EventType,
+    /// The session's state; SyncConnected for node events.
     pub state: KeeperState,
+    /// The node concerned, as the server names it (chroot included); empty
+    /// for session events.
     pub path: String,
 }
 
