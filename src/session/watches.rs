@@ -71,15 +71,7 @@ impl<W> WatchRegistry<W> {
 
     /// Whether any watch, of any kind, remains on `path`.
     pub(crate) fn watches_path(&self, path: &str) -> bool {
-        [
-            &self.data,
-            &self.exist,
-            &self.child,
-            &self.persistent,
-            &self.recursive,
-        ]
-        .iter()
-        .any(|m| m.contains_key(path))
+        self.all().iter().any(|m| m.contains_key(path))
     }
 
     /// Every persistent watcher an event on `path` reaches; they stay registered.
@@ -174,7 +166,8 @@ impl<W> WatchRegistry<W> {
         ]
     }
 
-    pub(crate) fn len(&self) -> usize {
+    /// Every list, for reading.
+    fn all(&self) -> [&HashMap<String, Vec<W>>; 5] {
         [
             &self.data,
             &self.exist,
@@ -182,9 +175,13 @@ impl<W> WatchRegistry<W> {
             &self.persistent,
             &self.recursive,
         ]
-        .iter()
-        .map(|m| m.values().map(Vec::len).sum::<usize>())
-        .sum()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.all()
+            .iter()
+            .map(|m| m.values().map(Vec::len).sum::<usize>())
+            .sum()
     }
 
     /// SetWatches batches that re-arm every path, each under `max_bytes`
