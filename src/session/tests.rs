@@ -299,18 +299,10 @@ fn reconnect_resumes_the_session_and_rearms_watches() {
     h.reply(-8, 42, ErrorCode::Ok, Response::Empty);
     h.watch_event(EventType::NodeCreated, "/w");
     h.watch_event(EventType::NodeCreated, "/w");
-    let fired: Vec<u32> = h
-        .events()
-        .into_iter()
-        .filter_map(|e| match e {
-            SessionEvent::Watch { watcher, event } => {
-                assert_eq!(event.path, "/w");
-                Some(watcher)
-            }
-            _ => None,
-        })
-        .collect();
-    assert_eq!(fired, vec![501]);
+    assert_eq!(
+        fired(&h.events()),
+        vec![(501, EventType::NodeCreated, "/w".to_string())]
+    );
 }
 
 #[test]
@@ -339,14 +331,7 @@ fn node_deleted_fires_data_and_child_watches_once() {
     );
     h.events();
     h.watch_event(EventType::NodeDeleted, "/d");
-    let mut fired: Vec<u32> = h
-        .events()
-        .into_iter()
-        .filter_map(|e| match e {
-            SessionEvent::Watch { watcher, .. } => Some(watcher),
-            _ => None,
-        })
-        .collect();
+    let mut fired: Vec<u32> = fired(&h.events()).into_iter().map(|(w, _, _)| w).collect();
     fired.sort();
     assert_eq!(fired, vec![10, 11]);
     assert_eq!(h.s.watch_count(), 0);
