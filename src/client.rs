@@ -66,9 +66,8 @@ impl WeakClient {
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        // Dropping the command sender tells the I/O thread to close the session.
-        let (tx, _rx) = crossbeam_channel::bounded(1);
-        self.driver.send(Command::Close { reply: tx });
+        // The I/O thread closes the session and ends.
+        self.driver.send(Command::Shutdown);
         if let Some(t) = self.driver.thread.take() {
             // Do not block a dropping caller on the network: the thread ends
             // by itself once the close is answered or times out.

@@ -71,6 +71,10 @@ pub(crate) enum Command {
     Close {
         reply: ReplySender,
     },
+    /// The last Client is gone: close the session and end the thread. Sent
+    /// as a command (not left to the channel's disconnection, which wakes
+    /// nobody) so a sleeping loop is woken for it.
+    Shutdown,
     /// A persistent watch's owner dropped it.
     ReleasePersistent {
         path: String,
@@ -341,16 +345,18 @@ impl Driver {
                     let _ = tx.send(self.session.state());
                     self.subscribers.push((tx, token));
                 }
+                Ok(Command::Shutdown) => self.shut_down(now),
                 Err(TryRecvError::Empty) => return,
-                Err(TryRecvError::Disconnected) => {
-                    // Every Client is gone: end the session politely.
-                    if self.commands_open {
-                        self.commands_open = false;
-                        self.session.close(now, crossbeam_channel::bounded(1).0);
-                    }
-                    return;
-                }
+                Err(TryRecvError::Disconnected) => return self.shut_down(now),
             }
+        }
+    }
+
+    /// Every Client is gone: end the session politely, then the thread.
+    fn shut_down(&mut self, now: Instant) {
+        if self.commands_open {
+            self.commands_open = false;
+            self.session.close(now, crossbeam_channel::bounded(1).0);
         }
     }
 
