@@ -4,7 +4,8 @@ use std::time::{Duration, Instant};
 
 use super::cancel::CancelToken;
 use super::error::LockError;
-use super::mutex::{lock_calls, LockGuard, Mutex, MutexOptions};
+use super::guard::LockGuard;
+use super::mutex::{lock_calls, Mutex, MutexOptions};
 use crate::Client;
 
 /// Locks every path or none. Paths are taken in sorted order, so two
