@@ -37,25 +37,36 @@ fn total_watches(server: &ZkServer) -> u64 {
 }
 
 /// Scenario 1: a client holds three locks; its connection drops, comes
-/// back, then stalls. Every guard must say Lost before another process can
-/// take any of the locks (the old monitor re-checked holders one by one
-/// with blocking calls and said Held 1.5 s after another process held).
+/// back, then goes for good while the holders are being re-checked. Every guard
+/// must say Lost before another process can take any of the locks (the old
+/// monitor re-checked holders one by one with blocking calls and said Held
+/// 1.5 s after another process held).
 #[test]
 fn every_holder_is_told_before_another_process_holds() {
     let server = ZkServer::start_with(500);
     let proxy = Proxy::start(server.addr());
     let t = Duration::from_secs(2);
-    let c = Client::connect(&proxy.connect_string(), t).unwrap();
+    // A long request timeout: a re-check queued on a dead connection waits
+    // that long, and must not hold back what the holders are told.
+    let c = Client::builder(&proxy.connect_string())
+        .session_timeout(t)
+        .request_timeout(Duration::from_secs(15))
+        .connect()
+        .unwrap();
     let paths: Vec<String> = (0..3).map(|i| format!("/told-{i}")).collect();
     let guards: Vec<LockGuard> = paths
         .iter()
         .map(|p| Mutex::new(&c, p).unwrap().lock().unwrap())
         .collect();
+    let first = guards[0].state_changes();
+    assert_eq!(first.recv_timeout(WAIT).unwrap(), LockState::Held);
+    // Slow enough that re-checks one by one would take a while.
+    proxy.set_delay(Duration::from_millis(40));
     proxy.cut_all();
-    wait_for("the holders to be confirmed after the reconnect", || {
-        guards.iter().all(|g| g.state() == LockState::Held)
-    });
-    proxy.stall();
+    assert_eq!(first.recv_timeout(WAIT).unwrap(), LockState::Suspended);
+    assert_eq!(first.recv_timeout(WAIT).unwrap(), LockState::Held);
+    proxy.refuse(true);
+    proxy.cut_all();
     let other = Client::connect(&server.connect_string(), t).unwrap();
     let taken: Vec<LockGuard> = paths
         .iter()
@@ -74,6 +85,7 @@ fn every_holder_is_told_before_another_process_holds() {
         );
     }
     assert_eq!(guards[0].lost_reason(), Some(LossReason::NoContact));
+    proxy.refuse(false);
     proxy.clear();
     drop(taken);
 }
@@ -129,7 +141,11 @@ fn an_attempt_given_up_after_a_double_fault_leaves_no_node() {
     let waiter = std::thread::spawn({
         let c = c.clone();
         let path = path.clone();
-        move || Mutex::new(&c, &path).unwrap().lock_timeout(Duration::from_millis(1500))
+        move || {
+            Mutex::new(&c, &path)
+                .unwrap()
+                .lock_timeout(Duration::from_millis(1500))
+        }
     });
     assert!(proxy.wait_reply_dropped(WAIT), "no create reply dropped");
     proxy.drop_reply_of_next(8); // the getChildren that looks for our node
@@ -188,7 +204,10 @@ fn unwatched_holders_hear_of_the_session_ending() {
 fn short_attempts_leave_no_watches_on_the_server() {
     let server = ZkServer::start();
     let holder_client = Client::connect(&server.connect_string(), Duration::from_secs(10)).unwrap();
-    let holder = Mutex::new(&holder_client, "/churn").unwrap().lock().unwrap();
+    let holder = Mutex::new(&holder_client, "/churn")
+        .unwrap()
+        .lock()
+        .unwrap();
     let threads: Vec<_> = (0..4)
         .map(|_| {
             let c = Client::connect(&server.connect_string(), Duration::from_secs(10)).unwrap();
