@@ -77,6 +77,7 @@ pub struct BatchMutex {
 
 /// Held by one thread of the process; passes the lock on when dropped.
 #[derive(Debug)]
+#[must_use = "the lock is passed on as soon as the guard is dropped"]
 pub struct BatchGuard {
     shared: Arc<Shared>,
     token: i64,

@@ -28,6 +28,7 @@ pub struct MultiLock {
 
 /// Holds every lock of a [`MultiLock`]; releases them in reverse order on drop.
 #[derive(Debug)]
+#[must_use = "every lock is released as soon as the guard is dropped"]
 pub struct MultiGuard {
     guards: Vec<LockGuard>,
 }

@@ -10,6 +10,7 @@ use super::error::LockError;
 use super::guard::LockGuard;
 use super::inspect::QueueEntry;
 use super::mutex::{lock_calls, MutexOptions, QueueLock};
+use super::pending::PendingLock;
 use super::registry::{self, Side};
 use crate::Client;
 
@@ -115,6 +116,17 @@ impl RwLock {
             return Err(LockError::UpgradeRefused);
         }
         self.write.lock_with(deadline, cancel)
+    }
+
+    /// Starts taking a read lock and returns at once; see [`PendingLock`].
+    /// No downgrade: each call queues a read node of its own.
+    pub fn start_read(&self, deadline: Option<Instant>) -> PendingLock {
+        self.read.start(deadline)
+    }
+
+    /// Starts taking the write lock and returns at once; see [`PendingLock`].
+    pub fn start_write(&self, deadline: Option<Instant>) -> PendingLock {
+        self.write.start(deadline)
     }
 
     /// The queue: holders first, then waiters, readers and writers together.
