@@ -151,14 +151,54 @@ fn the_head_leaving_grants_without_listing_again() {
         EventType::NodeDeleted,
         "/l/_c_other-lock-0000000004",
     );
+    // One read of our own node proves it is still there; no listing.
+    let check = h.sent();
+    assert!(
+        matches!(&check[..], [o] if matches!(&o.request, Request::GetData(p) if !p.watch && p.path.ends_with(&ours(5))))
+    );
+    h.reply(
+        &check[0],
+        Ok(Response::Data {
+            data: vec![],
+            stat: stat(105),
+        }),
+    );
     assert!(matches!(
         &h.events()[..],
         [LockEvent::Acquired { id: 1, .. }]
     ));
-    assert!(
-        h.sent().is_empty(),
-        "no listing, no watch on an unwatched holder"
+    assert!(h.sent().is_empty(), "no watch on an unwatched holder");
+}
+
+#[test]
+fn a_waiter_whose_node_was_deleted_queues_again_instead_of_holding() {
+    let mut h = Harness::new();
+    h.m.acquire(h.now, 1, spec(true), UUID.into(), None, false);
+    let sent = h.sent();
+    h.reply(&sent[0], Ok(created(5)));
+    h.reply(
+        &sent[1],
+        Ok(children(&[&ours(5), "_c_other-lock-0000000004"])),
     );
+    let watch = h.sent();
+    h.reply(
+        &watch[0],
+        Ok(Response::Data {
+            data: vec![],
+            stat: stat(1),
+        }),
+    );
+    h.fire(
+        &watch[0],
+        EventType::NodeDeleted,
+        "/l/_c_other-lock-0000000004",
+    );
+    let check = h.sent();
+    assert!(matches!(&check[..], [o] if matches!(&o.request, Request::GetData(p) if p.watch)));
+    h.reply(&check[0], Err(RequestError::Server(ErrorCode::NoNode)));
+    assert!(h.events().is_empty(), "never Held without a node");
+    let again = h.sent();
+    assert!(matches!(again[0].request, Request::Create2(_)), "{again:?}");
 }
 
 #[test]

@@ -109,6 +109,8 @@ pub(crate) enum Purpose {
     WatchBlocker,
     /// getData (with a watch if asked) on our own held node.
     Confirm,
+    /// getData on our node once the blocker went: it must still exist.
+    GrantCheck,
     /// delete of a node of ours (the node itself or a stray duplicate).
     Delete(String),
     /// getChildren to find every node of this attempt before releasing.

@@ -272,6 +272,20 @@ impl LockMachine {
                 }
             },
             Purpose::Confirm => self.on_confirm(id, token, result),
+            Purpose::GrantCheck => match result {
+                Ok(_) => {
+                    let watch = self.watches.contains_key(&token).then_some(token);
+                    self.grant(now, id, watch)
+                }
+                Err(RequestError::Server(ErrorCode::NoNode)) => {
+                    self.watches.remove(&token);
+                    self.node_vanished(id)
+                }
+                Err(_) => {
+                    self.watches.remove(&token);
+                    self.step(id)
+                }
+            },
             Purpose::Delete(name) => self.on_deleted(id, &name, result),
             Purpose::CleanupList => {
                 match result {
@@ -295,7 +309,7 @@ impl LockMachine {
     /// fire.
     pub fn handle_watch(
         &mut self,
-        now: Instant,
+        _now: Instant,
         token: u64,
         event: Result<WatchedEvent, RequestError>,
     ) {
@@ -320,8 +334,23 @@ impl LockMachine {
             }
             (Goal::Acquire { .. }, Ok(e)) => {
                 if e.kind == EventType::NodeDeleted && a.blocker_alone {
-                    // Nothing else was below us: later nodes sort after ours.
-                    self.grant(now, id);
+                    // Nothing else was below us (later nodes sort after
+                    // ours): the lock is ours if our node still is. One
+                    // read, not a listing; it leaves the holder's watch.
+                    let Some(name) = a.node_name() else {
+                        return self.step(id);
+                    };
+                    let path = a.spec.child(name);
+                    let watch = a.spec.watch_node;
+                    let token = self.send(
+                        id,
+                        Purpose::GrantCheck,
+                        Request::GetData(PathWatch { path, watch }),
+                        watch,
+                    );
+                    if let Some(a) = self.attempts.get_mut(&id) {
+                        a.busy = Some(token);
+                    }
                 } else {
                     self.step(id);
                 }
@@ -642,7 +671,7 @@ impl LockMachine {
             self.watches.remove(&t);
         }
         match blocker {
-            None => self.grant(now, id),
+            None => self.grant(now, id, None),
             // Listed without a watch (with the create): list again with one.
             Some(_) if rule.is_first_n() => self.step(id),
             Some(b) => {
@@ -675,7 +704,9 @@ impl LockMachine {
         }
     }
 
-    fn grant(&mut self, _now: Instant, id: AttemptId) {
+    /// The lock is ours. `watch`: a watch on our node already left by the
+    /// read that proved it exists.
+    fn grant(&mut self, _now: Instant, id: AttemptId, watch: Option<u64>) {
         let Some(a) = self.attempts.get_mut(&id) else {
             return;
         };
@@ -694,12 +725,12 @@ impl LockMachine {
         }
         a.goal = Goal::Hold;
         a.state = LockState::Held;
-        a.watch = None;
+        a.watch = watch;
         let path = a.spec.child(&name);
-        let watch_node = a.spec.watch_node;
+        let confirm = a.spec.watch_node && watch.is_none();
         self.events
             .push_back(LockEvent::Acquired { id, path, stat });
-        if watch_node {
+        if confirm {
             self.confirm(id);
         }
         self.send_strays(id);
