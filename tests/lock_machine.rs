@@ -350,3 +350,40 @@ fn try_lock_gives_up_after_one_look() {
     );
     assert!(matches!(&h.sent()[..], [o] if matches!(o.request, Request::Delete(_))));
 }
+
+#[test]
+fn creates_sent_together_share_one_listing() {
+    let mut h = Harness::new();
+    let other = "00000000-0000-4000-8000-000000000002";
+    h.m.acquire(h.now, 1, spec(false), UUID.into(), None, false);
+    h.m.acquire(h.now, 2, spec(false), other.into(), None, false);
+    let sent = h.sent();
+    let kinds: Vec<&str> = sent
+        .iter()
+        .map(|o| match o.request {
+            Request::Create2(_) => "create",
+            Request::GetChildren(_) => "list",
+            _ => "other",
+        })
+        .collect();
+    assert_eq!(kinds, ["create", "create", "list"]);
+    let theirs = format!("_c_{other}-lock-0000000006");
+    h.reply(&sent[0], Ok(created(5)));
+    h.reply(
+        &sent[1],
+        Ok(Response::Created {
+            path: format!("/l/{theirs}"),
+            stat: stat(106),
+        }),
+    );
+    h.reply(&sent[2], Ok(children(&[&ours(5), &theirs])));
+    assert!(matches!(
+        &h.events()[..],
+        [LockEvent::Acquired { id: 1, .. }]
+    ));
+    // The second waits on the first, from the same listing.
+    let watch = h.sent();
+    assert!(
+        matches!(&watch[..], [o] if matches!(&o.request, Request::GetData(p) if p.watch && p.path.ends_with(&ours(5))))
+    );
+}

@@ -29,7 +29,7 @@ use jute::{
 use super::attempt::{Attempt, Goal, LockSpec, Node, Purpose, Rule};
 use super::error::LockError;
 use super::held::{LockState, LossReason};
-use super::queue::{protected_id, sorted_contenders};
+use super::queue::{protected_id, sorted_contenders, Contender};
 use crate::session::{RequestError, SessionState, WatchedEvent};
 use crate::Error;
 
@@ -117,6 +117,11 @@ pub struct LockMachine {
     pending: HashMap<u64, (AttemptId, Purpose)>,
     /// Watch token → the attempt it wakes.
     watches: HashMap<u64, AttemptId>,
+    /// Lock paths with creates sent this turn and no listing behind them
+    /// yet: one listing follows all of them.
+    listings_wanted: BTreeMap<String, Vec<AttemptId>>,
+    /// A listing's token → the attempts whose creates it follows.
+    shared_listings: HashMap<u64, Vec<AttemptId>>,
     deadlines: BTreeSet<(Instant, AttemptId)>,
     outgoing: VecDeque<Outgoing>,
     events: VecDeque<LockEvent>,
@@ -300,6 +305,9 @@ impl LockMachine {
     }
 
     fn route_reply(&mut self, now: Instant, token: u64, result: Result<Response, RequestError>) {
+        if let Some(ids) = self.shared_listings.remove(&token) {
+            return self.on_shared_listing(now, token, &ids, result);
+        }
         let Some((id, purpose)) = self.pending.remove(&token) else {
             return;
         };
@@ -320,17 +328,13 @@ impl LockMachine {
         }
         match purpose {
             Purpose::Create => self.on_created(id, token, result),
-            Purpose::CreateListing => match result {
-                Ok(Response::Children(children)) => self.evaluate(now, id, &children, None),
-                _ => self.step(id),
-            },
             Purpose::Parent(n) => self.on_parent(id, n, result),
             Purpose::Recover => self.on_recover(id, result),
             Purpose::Stat => self.on_stat(id, result),
             Purpose::List => match result {
                 Ok(Response::Children(children)) => {
                     let watch = (a.spec.rule.is_first_n()).then_some(token);
-                    self.evaluate(now, id, &children, watch)
+                    self.evaluate(now, id, &sorted_contenders(&children), watch)
                 }
                 Err(RequestError::Server(ErrorCode::NoNode)) => self.node_vanished(id),
                 Ok(_) | Err(_) => self.step(id),
@@ -474,7 +478,25 @@ impl LockMachine {
 
     /// The next request to send.
     pub fn poll_request(&mut self) -> Option<Outgoing> {
-        self.outgoing.pop_front()
+        if let Some(o) = self.outgoing.pop_front() {
+            return Some(o);
+        }
+        // Creates on one lock path sent together share the listing behind
+        // them: one reply serves the lot, not one each.
+        let (parent, ids) = self.listings_wanted.pop_first()?;
+        self.next_token += 1;
+        let token = self.next_token;
+        for id in &ids {
+            if let Some(a) = self.attempts.get_mut(id) {
+                a.listing = Some(token);
+            }
+        }
+        self.shared_listings.insert(token, ids);
+        Some(Outgoing {
+            token,
+            request: list(&parent, false),
+            watch: false,
+        })
     }
 
     /// The next thing to report.
@@ -541,11 +563,10 @@ impl LockMachine {
                     // Assume it may be applied from the moment it leaves.
                     a.maybe_created = true;
                     self.send_main(id, Purpose::Create, create);
-                    let token =
-                        self.send(id, Purpose::CreateListing, list(&spec.parent, false), false);
-                    if let Some(a) = self.attempts.get_mut(&id) {
-                        a.listing = Some(token);
-                    }
+                    self.listings_wanted
+                        .entry(spec.parent.clone())
+                        .or_default()
+                        .push(id);
                 }
                 (Some(Node { stat: None, name }), _, _) => {
                     let path = spec.child(name);
@@ -607,7 +628,7 @@ impl LockMachine {
                     stat: Some(stat),
                 });
                 if matches!(a.goal, Goal::Acquire { .. }) {
-                    if let Some(t) = listing.filter(|t| self.pending.contains_key(t)) {
+                    if let Some(t) = listing.filter(|t| self.shared_listings.contains_key(t)) {
                         // The listing sent with the create answers next.
                         a.busy = Some(t);
                         return;
@@ -715,9 +736,38 @@ impl LockMachine {
         self.step(id)
     }
 
+    /// The listing behind a batch of creates: each attempt whose create
+    /// succeeded decides from it.
+    fn on_shared_listing(
+        &mut self,
+        now: Instant,
+        token: u64,
+        ids: &[AttemptId],
+        result: Result<Response, RequestError>,
+    ) {
+        let queue = match &result {
+            Ok(Response::Children(children)) => Some(sorted_contenders(children)),
+            _ => None,
+        };
+        for &id in ids {
+            let Some(a) = self.attempts.get_mut(&id) else {
+                continue;
+            };
+            if a.busy != Some(token) {
+                // Its create failed, or the attempt moved on.
+                continue;
+            }
+            a.busy = None;
+            match &queue {
+                Some(queue) => self.evaluate(now, id, queue, None),
+                None => self.step(id),
+            }
+        }
+    }
+
     /// Decides from a listing whether we hold or whom to watch. `watch`:
     /// the token of a child watch the listing left.
-    fn evaluate(&mut self, now: Instant, id: AttemptId, children: &[String], watch: Option<u64>) {
+    fn evaluate(&mut self, now: Instant, id: AttemptId, queue: &[Contender], watch: Option<u64>) {
         let Some(a) = self.attempts.get_mut(&id) else {
             return;
         };
@@ -727,10 +777,9 @@ impl LockMachine {
         let Some(our_name) = a.node_name().map(str::to_owned) else {
             return self.step(id);
         };
-        let queue = sorted_contenders(children);
         // A create whose reply was lost can show up late, after we created
         // again: another node with our attempt id would block us forever.
-        for c in &queue {
+        for c in queue {
             if c.protected_id() == Some(a.uuid.as_str()) && c.name != our_name {
                 a.add_stray(&c.name);
             }
@@ -741,7 +790,7 @@ impl LockMachine {
             return self.step(id);
         };
         let rule = a.spec.rule;
-        let blocker = rule.blocker(&queue, me);
+        let blocker = rule.blocker(queue, me);
         if blocker.is_some() && matches!(a.goal, Goal::Acquire { no_wait: true, .. }) {
             if let Some(t) = watch {
                 self.watches.remove(&t);
@@ -761,7 +810,7 @@ impl LockMachine {
             // Listed without a watch (with the create): list again with one.
             Some(_) if rule.is_first_n() => self.step(id),
             Some(b) => {
-                a.blocker_alone = rule.blocker_is_alone(&queue, b);
+                a.blocker_alone = rule.blocker_is_alone(queue, b);
                 let path = a.spec.child(&queue[b].name);
                 // getData, not exists: on a node already gone it leaves no
                 // watch behind.
@@ -983,6 +1032,8 @@ impl LockMachine {
         self.pending.clear();
         self.watches.clear();
         self.deadlines.clear();
+        self.shared_listings.clear();
+        self.listings_wanted.clear();
     }
 
     fn forget(&mut self, id: AttemptId) {
