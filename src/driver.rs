@@ -576,10 +576,10 @@ impl Driver {
                 },
                 SessionEvent::Watch { watcher, event } => {
                     self.watch_events.fetch_add(1, Ordering::Relaxed);
-                    self.to_watcher(now, watcher, Ok(event));
+                    self.deliver_watch(now, watcher, Ok(event));
                 }
                 SessionEvent::WatchAbandoned { watcher, reason } => {
-                    self.to_watcher(now, watcher, Err(reason));
+                    self.deliver_watch(now, watcher, Err(reason));
                 }
                 SessionEvent::State(state) => {
                     log::info!("session {:#x}: {state:?}", self.session.session_id());
@@ -600,7 +600,7 @@ impl Driver {
         }
     }
 
-    fn to_watcher(
+    fn deliver_watch(
         &mut self,
         now: Instant,
         watcher: WatchTo,
