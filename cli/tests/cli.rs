@@ -5,6 +5,7 @@
 //! Every wait between processes is a bounded poll for a condition (a line on
 //! stdout, a queue length, a file); no sleep stands in for synchronisation.
 
+#[path = "../../tests/support/mod.rs"]
 mod support;
 
 use std::collections::BTreeMap;
@@ -33,7 +34,6 @@ fn shared() -> String {
 fn zklock(connect: &str, args: &[&str]) -> Command {
     let mut cmd = Command::new(BIN);
     cmd.env_remove("ZKLOCK_CONNECT")
-        .env_remove("ZKLOCK_NO_SUPERVISOR")
         .arg("-c")
         .arg(connect)
         .args(args);
@@ -246,6 +246,52 @@ fn gone(pid: u32) -> bool {
     }
 }
 
+/// The pid a command wrote to `file`.
+fn read_pid(file: &std::path::Path) -> u32 {
+    let text =
+        std::fs::read_to_string(file).unwrap_or_else(|e| panic!("reading {}: {e}", file.display()));
+    text.trim().parse().unwrap()
+}
+
+/// The live children of `pid`, as (pid, comm, command line), from /proc.
+fn children_of(pid: u32) -> Vec<(u32, String, String)> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().filter_map(Result::ok) {
+        let Some(child) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid ...; comm may hold spaces and parentheses.
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let mut fields = rest.split_whitespace();
+        let state = fields.next().unwrap_or("Z");
+        let ppid = fields.next().and_then(|p| p.parse::<u32>().ok());
+        if ppid != Some(pid) || state == "Z" {
+            continue;
+        }
+        let comm = std::fs::read_to_string(entry.path().join("comm")).unwrap_or_default();
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        found.push((child, comm.trim().to_owned(), cmdline.trim().to_owned()));
+    }
+    found
+}
+
+fn comm_of(pid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .unwrap_or_default()
+        .trim()
+        .to_owned()
+}
+
 /// Number of contenders `zklock status --json` reports.
 fn queue_len(connect: &str, path: &str) -> usize {
     let (code, out, err) = run(connect, &["status", "--json", path]);
@@ -432,6 +478,7 @@ fn sigkill_of_the_holder_frees_the_lock_and_stops_its_command() {
     let dir = scratch("kill");
     let d = dir.to_str().unwrap();
     let script = r#"trap 'echo stopped > "$1/stopped"; kill $! 2>/dev/null; exit 0' TERM
+echo $$ > "$1/cmd"
 echo locked
 sleep 60 & wait"#;
     let mut holder = Proc::spawn(zklock(
@@ -439,6 +486,7 @@ sleep 60 & wait"#;
         &["exec", "/cli-kill", "--", "sh", "-c", script, "sh", d],
     ));
     holder.expect_line("locked");
+    let cmd_pid = read_pid(&dir.join("cmd"));
     let mut waiter = Proc::spawn(zklock(
         &c,
         &["exec", "-w", "30", "/cli-kill", "--", "echo", "taken over"],
@@ -450,14 +498,125 @@ sleep 60 & wait"#;
     holder.child.kill().unwrap(); // SIGKILL
     waiter.expect_line("taken over");
     let took = killed.elapsed();
-    // The session was ended, not left to expire (session timeout 10 s).
-    assert!(took < Duration::from_secs(8), "takeover took {took:?}");
+    // The lock node was deleted, not left to the session's expiry (10 s).
+    assert!(took < Duration::from_secs(1), "takeover took {took:?}");
+    // The old command ended before the successor got the lock.
+    assert!(gone(cmd_pid), "the killed holder's command still runs");
+    assert!(dir.join("stopped").exists(), "the command got no SIGTERM");
     let (status, _, err) = waiter.finish(PROMPT);
     assert_eq!(status.code(), Some(0), "{err}");
-    wait_until("the killed holder's command to be stopped", PROMPT, || {
-        dir.join("stopped").exists()
-    });
     drop(holder);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn one_process_holds_the_lock_and_runs_the_command_without_a_shell() {
+    let c = shared();
+    let path = "/cli-tree";
+    let holder = Proc::spawn(zklock(&c, &["exec", path, "--", "sleep", "30"]));
+    let pid = holder.pid();
+    wait_until("the command to start under zklock", PROMPT, || {
+        children_of(pid).iter().any(|(_, comm, _)| comm == "sleep")
+    });
+    assert_eq!(comm_of(pid), "zklock", "the pid the user started is zklock");
+    let children = children_of(pid);
+    let shells = ["sh", "bash", "dash", "zsh", "busybox"];
+    assert!(
+        children
+            .iter()
+            .all(|(_, comm, _)| !shells.contains(&comm.as_str())),
+        "a shell under zklock: {children:?}"
+    );
+    // The command and the release helper (zklock itself), nothing else.
+    let mut comms: Vec<&str> = children.iter().map(|(_, comm, _)| comm.as_str()).collect();
+    comms.sort_unstable();
+    assert_eq!(comms, ["sleep", "zklock"], "{children:?}");
+    let helper = children
+        .iter()
+        .find(|(_, comm, _)| comm == "zklock")
+        .unwrap();
+    assert!(helper.2.contains("--release-helper"), "{children:?}");
+    assert!(
+        children_of(helper.0).is_empty(),
+        "the helper runs nothing: {:?}",
+        children_of(helper.0)
+    );
+    // zklock holds the session itself: it is the lock node's data.
+    let (_, out, _) = run(&c, &["status", "--json", path]);
+    let v = Json::parse(&out[0]);
+    let data = v.get("queue").array()[0].get("data").str().to_owned();
+    assert!(data.ends_with(&format!(":{pid}")), "{data}");
+
+    // SIGTERM to zklock reaches the command; sleep dies of it: 128 + 15.
+    signal(pid, "TERM");
+    let (status, _, err) = holder.finish(PROMPT);
+    assert_eq!(status.code(), Some(143), "{err}");
+    assert_eq!(queue_len(&c, path), 0, "released");
+}
+
+#[test]
+fn sigterm_is_passed_to_the_command_and_its_exit_status_through() {
+    let c = shared();
+    let script = r#"trap 'echo "got TERM"; kill $! 2>/dev/null; exit 42' TERM
+echo locked
+sleep 60 & wait"#;
+    let mut p = Proc::spawn(zklock(&c, &["exec", "/cli-term", "--", "sh", "-c", script]));
+    p.expect_line("locked");
+    signal(p.pid(), "TERM");
+    p.expect_line("got TERM");
+    let (status, _, err) = p.finish(PROMPT);
+    assert_eq!(status.code(), Some(42), "the command's status: {err}");
+    assert_eq!(queue_len(&c, "/cli-term"), 0, "released");
+}
+
+#[test]
+fn sigstop_past_the_session_timeout_ends_in_75_with_the_command_terminated() {
+    // Short ticks so that a 1 s session is allowed and expires quickly.
+    let server = ZkServer::start_with(250);
+    let connect = server.connect_string();
+    let dir = scratch("stop");
+    let d = dir.to_str().unwrap();
+    let script = r#"trap 'echo terminated > "$1/terminated"; kill $! 2>/dev/null; exit 143' TERM
+echo $$ > "$1/cmd"
+echo locked
+sleep 60 & wait"#;
+    let mut holder = Proc::spawn(zklock(
+        &connect,
+        &[
+            "--session-timeout",
+            "1",
+            "exec",
+            "/cli-stop",
+            "--",
+            "sh",
+            "-c",
+            script,
+            "sh",
+            d,
+        ],
+    ));
+    holder.expect_line("locked");
+    let cmd_pid = read_pid(&dir.join("cmd"));
+    // Stop the very pid the user started, until the server has expired its
+    // session (the lock node is gone) ...
+    signal(holder.pid(), "STOP");
+    wait_until("the stopped holder's session to expire", PROMPT, || {
+        queue_len(&connect, "/cli-stop") == 0
+    });
+    assert!(
+        !gone(cmd_pid),
+        "the command runs on while zklock is stopped"
+    );
+    // ... and on resume it learns the lock is lost, stops CMD and exits 75.
+    signal(holder.pid(), "CONT");
+    let (status, _, err) = holder.finish(PROMPT);
+    assert_eq!(status.code(), Some(75), "{err}");
+    assert!(err.contains("lost the lock /cli-stop"), "{err}");
+    assert!(
+        dir.join("terminated").exists(),
+        "the command got no SIGTERM"
+    );
+    wait_until("the command to end", PROMPT, || gone(cmd_pid));
     let _ = std::fs::remove_dir_all(dir);
 }
 
