@@ -40,7 +40,9 @@ impl Cmd {
     /// group of its own, so that stopping it stops its children too.
     ///
     /// CMD gets SIGTERM from the kernel the moment zklock dies, however it
-    /// dies (`PR_SET_PDEATHSIG`); the release helper does the rest.
+    /// dies (`PR_SET_PDEATHSIG`); the release helper does the rest. The
+    /// signal follows the thread that forked, so call this from the main
+    /// thread, which lives as long as zklock.
     #[allow(unsafe_code)]
     pub fn spawn(argv: &[OsString], env: &[(&str, String)], in_our_group: bool) -> io::Result<Cmd> {
         let mut cmd = std::process::Command::new(&argv[0]);
@@ -61,7 +63,9 @@ impl Cmd {
                 rustix::process::set_parent_process_death_signal(Some(Signal::TERM))?;
                 // zklock died before the prctl: the signal will never come.
                 if rustix::process::getppid() != Some(zklock) {
-                    return Err(io::Error::from_raw_os_error(libc_esrch()));
+                    return Err(io::Error::from_raw_os_error(
+                        rustix::io::Errno::SRCH.raw_os_error(),
+                    ));
                 }
                 Ok(())
             });
@@ -147,11 +151,6 @@ impl Cmd {
         self.group_alive();
         status
     }
-}
-
-/// ESRCH without a libc dependency.
-fn libc_esrch() -> i32 {
-    rustix::io::Errno::SRCH.raw_os_error()
 }
 
 /// Exit code for a finished child: its code, or 128+N for signal N.

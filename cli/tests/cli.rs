@@ -8,7 +8,6 @@
 #[path = "../../tests/support/mod.rs"]
 mod support;
 
-use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -210,6 +209,15 @@ fn hold(connect: &str, extra: &[&str], path: &str) -> Proc {
     let mut p = Proc::spawn(zklock(connect, &args));
     p.expect_line("locked");
     p
+}
+
+/// `zklock exec OPTIONS PATH -- sh -c SCRIPT sh DIR`: a shell script as
+/// CMD, with a scratch directory as `$1`.
+fn exec_script(connect: &str, options: &[&str], path: &str, script: &str, dir: &str) -> Proc {
+    let mut args = vec!["exec"];
+    args.extend_from_slice(options);
+    args.extend_from_slice(&[path, "--", "sh", "-c", script, "sh", dir]);
+    Proc::spawn(zklock(connect, &args))
 }
 
 fn release(mut p: Proc) {
@@ -481,10 +489,7 @@ fn sigkill_of_the_holder_frees_the_lock_and_stops_its_command() {
 echo $$ > "$1/cmd"
 echo locked
 sleep 60 & wait"#;
-    let mut holder = Proc::spawn(zklock(
-        &c,
-        &["exec", "/cli-kill", "--", "sh", "-c", script, "sh", d],
-    ));
+    let mut holder = exec_script(&c, &[], "/cli-kill", script, d);
     holder.expect_line("locked");
     let cmd_pid = read_pid(&dir.join("cmd"));
     let mut waiter = Proc::spawn(zklock(
@@ -580,21 +585,13 @@ fn sigstop_past_the_session_timeout_ends_in_75_with_the_command_terminated() {
 echo $$ > "$1/cmd"
 echo locked
 sleep 60 & wait"#;
-    let mut holder = Proc::spawn(zklock(
+    let mut holder = exec_script(
         &connect,
-        &[
-            "--session-timeout",
-            "1",
-            "exec",
-            "/cli-stop",
-            "--",
-            "sh",
-            "-c",
-            script,
-            "sh",
-            d,
-        ],
-    ));
+        &["--session-timeout", "1"],
+        "/cli-stop",
+        script,
+        d,
+    );
     holder.expect_line("locked");
     let cmd_pid = read_pid(&dir.join("cmd"));
     // Stop the very pid the user started, until the server has expired its
@@ -633,23 +630,13 @@ fn lost_lock_stops_the_command_and_exits_75() {
 echo $! > "$1/stubborn"
 echo locked
 sleep 60 & wait"#;
-    let mut holder = Proc::spawn(zklock(
+    let mut holder = exec_script(
         &proxy.connect_string(),
-        &[
-            "--session-timeout",
-            "1",
-            "exec",
-            "-k",
-            "0.5",
-            "/cli-lost",
-            "--",
-            "sh",
-            "-c",
-            script,
-            "sh",
-            d,
-        ],
-    ));
+        &["--session-timeout", "1", "-k", "0.5"],
+        "/cli-lost",
+        script,
+        d,
+    );
     holder.expect_line("locked");
     let stubborn: u32 = std::fs::read_to_string(dir.join("stubborn"))
         .unwrap()
@@ -849,194 +836,44 @@ fn bad_input_has_documented_codes_and_one_line_reasons() {
 
 // ---------------------------------------------------------------- JSON
 
-/// Just enough JSON to check `status --json` strictly.
-#[derive(Debug, Clone, PartialEq)]
-enum Json {
-    Null,
-    Bool(bool),
-    Num(f64),
-    Str(String),
-    Arr(Vec<Json>),
-    Obj(BTreeMap<String, Json>),
-}
+/// `status --json` output, read strictly: every accessor panics on a missing
+/// key or a value of another type.
+#[derive(Clone)]
+struct Json(serde_json::Value);
 
 impl Json {
     fn parse(text: &str) -> Json {
-        let mut p = JsonParser {
-            s: text.as_bytes(),
-            i: 0,
-        };
-        let v = p.value();
-        p.ws();
-        assert_eq!(p.i, p.s.len(), "trailing text in {text:?}");
-        v
+        Json(serde_json::from_str(text).unwrap_or_else(|e| panic!("{e} in {text:?}")))
     }
 
-    fn get(&self, key: &str) -> &Json {
-        match self {
-            Json::Obj(m) => m
-                .get(key)
-                .unwrap_or_else(|| panic!("no {key:?} in {self:?}")),
-            _ => panic!("not an object: {self:?}"),
-        }
+    fn get(&self, key: &str) -> Json {
+        let value = self.0.get(key);
+        Json(
+            value
+                .unwrap_or_else(|| panic!("no {key:?} in {}", self.0))
+                .clone(),
+        )
     }
 
     fn str(&self) -> &str {
-        match self {
-            Json::Str(s) => s,
-            _ => panic!("not a string: {self:?}"),
-        }
+        self.0
+            .as_str()
+            .unwrap_or_else(|| panic!("not a string: {}", self.0))
     }
 
     fn num(&self) -> f64 {
-        match self {
-            Json::Num(n) => *n,
-            _ => panic!("not a number: {self:?}"),
-        }
+        self.0
+            .as_f64()
+            .unwrap_or_else(|| panic!("not a number: {}", self.0))
     }
 
-    fn array(&self) -> &[Json] {
-        match self {
-            Json::Arr(a) => a,
-            _ => panic!("not an array: {self:?}"),
-        }
-    }
-}
-
-struct JsonParser<'a> {
-    s: &'a [u8],
-    i: usize,
-}
-
-impl JsonParser<'_> {
-    fn ws(&mut self) {
-        while self.i < self.s.len() && b" \t\r\n".contains(&self.s[self.i]) {
-            self.i += 1;
-        }
-    }
-
-    fn eat(&mut self, c: u8) {
-        self.ws();
-        assert_eq!(
-            self.s.get(self.i),
-            Some(&c),
-            "expected {:?} at {}",
-            c as char,
-            self.i
-        );
-        self.i += 1;
-    }
-
-    fn value(&mut self) -> Json {
-        self.ws();
-        match self.s.get(self.i).copied() {
-            Some(b'{') => {
-                self.i += 1;
-                let mut m = BTreeMap::new();
-                self.ws();
-                if self.s.get(self.i) == Some(&b'}') {
-                    self.i += 1;
-                    return Json::Obj(m);
-                }
-                loop {
-                    self.ws();
-                    let Json::Str(k) = self.value() else {
-                        panic!("object key must be a string at {}", self.i)
-                    };
-                    self.eat(b':');
-                    let v = self.value();
-                    assert!(m.insert(k.clone(), v).is_none(), "duplicate key {k}");
-                    self.ws();
-                    match self.s.get(self.i) {
-                        Some(b',') => self.i += 1,
-                        Some(b'}') => {
-                            self.i += 1;
-                            return Json::Obj(m);
-                        }
-                        other => panic!("bad object at {}: {other:?}", self.i),
-                    }
-                }
-            }
-            Some(b'[') => {
-                self.i += 1;
-                let mut a = Vec::new();
-                self.ws();
-                if self.s.get(self.i) == Some(&b']') {
-                    self.i += 1;
-                    return Json::Arr(a);
-                }
-                loop {
-                    a.push(self.value());
-                    self.ws();
-                    match self.s.get(self.i) {
-                        Some(b',') => self.i += 1,
-                        Some(b']') => {
-                            self.i += 1;
-                            return Json::Arr(a);
-                        }
-                        other => panic!("bad array at {}: {other:?}", self.i),
-                    }
-                }
-            }
-            Some(b'"') => {
-                self.i += 1;
-                let mut out = Vec::new();
-                loop {
-                    let c = *self.s.get(self.i).expect("unterminated string");
-                    self.i += 1;
-                    match c {
-                        b'"' => return Json::Str(String::from_utf8(out).unwrap()),
-                        b'\\' => {
-                            let e = self.s[self.i];
-                            self.i += 1;
-                            let ch = match e {
-                                b'"' => '"',
-                                b'\\' => '\\',
-                                b'/' => '/',
-                                b'b' => '\u{8}',
-                                b'f' => '\u{c}',
-                                b'n' => '\n',
-                                b'r' => '\r',
-                                b't' => '\t',
-                                b'u' => {
-                                    let hex =
-                                        std::str::from_utf8(&self.s[self.i..self.i + 4]).unwrap();
-                                    self.i += 4;
-                                    char::from_u32(u32::from_str_radix(hex, 16).unwrap()).unwrap()
-                                }
-                                other => panic!("bad escape \\{}", other as char),
-                            };
-                            let mut buf = [0u8; 4];
-                            out.extend_from_slice(ch.encode_utf8(&mut buf).as_bytes());
-                        }
-                        c if c < 0x20 => panic!("raw control character {c:#x} in a string"),
-                        c => out.push(c),
-                    }
-                }
-            }
-            Some(b't') if self.s[self.i..].starts_with(b"true") => {
-                self.i += 4;
-                Json::Bool(true)
-            }
-            Some(b'f') if self.s[self.i..].starts_with(b"false") => {
-                self.i += 5;
-                Json::Bool(false)
-            }
-            Some(b'n') if self.s[self.i..].starts_with(b"null") => {
-                self.i += 4;
-                Json::Null
-            }
-            _ => {
-                let start = self.i;
-                while self.i < self.s.len() && b"+-.eE0123456789".contains(&self.s[self.i]) {
-                    self.i += 1;
-                }
-                let text = std::str::from_utf8(&self.s[start..self.i]).unwrap();
-                Json::Num(
-                    text.parse()
-                        .unwrap_or_else(|_| panic!("bad value at {start}: {text:?}")),
-                )
-            }
-        }
+    fn array(&self) -> Vec<Json> {
+        let items = self.0.as_array();
+        items
+            .unwrap_or_else(|| panic!("not an array: {}", self.0))
+            .iter()
+            .cloned()
+            .map(Json)
+            .collect()
     }
 }
