@@ -220,6 +220,17 @@ fn exec_script(connect: &str, options: &[&str], path: &str, script: &str, dir: &
     Proc::spawn(zklock(connect, &args))
 }
 
+/// A CMD for [`exec_script`] that writes its pid to `$1/cmd`, prints
+/// `locked` and waits; on SIGTERM it creates `$1/<marker>` and exits `code`.
+fn trapping_script(marker: &str, code: u8) -> String {
+    format!(
+        r#"trap 'echo {marker} > "$1/{marker}"; kill $! 2>/dev/null; exit {code}' TERM
+echo $$ > "$1/cmd"
+echo locked
+sleep 60 & wait"#
+    )
+}
+
 fn release(mut p: Proc) {
     p.send_line("go");
     let (status, _, err) = p.finish(PROMPT);
@@ -485,11 +496,8 @@ fn sigkill_of_the_holder_frees_the_lock_and_stops_its_command() {
     let c = shared();
     let dir = scratch("kill");
     let d = dir.to_str().unwrap();
-    let script = r#"trap 'echo stopped > "$1/stopped"; kill $! 2>/dev/null; exit 0' TERM
-echo $$ > "$1/cmd"
-echo locked
-sleep 60 & wait"#;
-    let mut holder = exec_script(&c, &[], "/cli-kill", script, d);
+    let script = trapping_script("stopped", 0);
+    let mut holder = exec_script(&c, &[], "/cli-kill", &script, d);
     holder.expect_line("locked");
     let cmd_pid = read_pid(&dir.join("cmd"));
     let mut waiter = Proc::spawn(zklock(
@@ -581,15 +589,12 @@ fn sigstop_past_the_session_timeout_ends_in_75_with_the_command_terminated() {
     let connect = server.connect_string();
     let dir = scratch("stop");
     let d = dir.to_str().unwrap();
-    let script = r#"trap 'echo terminated > "$1/terminated"; kill $! 2>/dev/null; exit 143' TERM
-echo $$ > "$1/cmd"
-echo locked
-sleep 60 & wait"#;
+    let script = trapping_script("terminated", 143);
     let mut holder = exec_script(
         &connect,
         &["--session-timeout", "1"],
         "/cli-stop",
-        script,
+        &script,
         d,
     );
     holder.expect_line("locked");
