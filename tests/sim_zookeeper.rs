@@ -143,6 +143,9 @@ impl World {
                     }
                 }
             }
+            if let Err(e) = self.zk.check_invariants() {
+                panic!("server invariant broken: {e}");
+            }
             if !progress {
                 return;
             }
@@ -1144,5 +1147,208 @@ impl Raw {
         self.frames(zk)
             .first()
             .map(|f| ConnectResponse::decode_exact(f).unwrap())
+    }
+}
+
+#[test]
+fn persistent_watches_stay_until_removed() {
+    let mut w = World::new();
+    let a = w.client();
+    let b = w.client();
+    w.call(
+        a,
+        Request::Create(create("/r", b"", CreateMode::Persistent)),
+    )
+    .unwrap();
+    let (hp, r) = w.call_w(
+        a,
+        Request::AddWatch(jute::AddWatchRequest {
+            path: "/r".into(),
+            mode: jute::AddWatchMode::Persistent,
+        }),
+        true,
+    );
+    r.unwrap();
+    let (hr, r) = w.call_w(
+        a,
+        Request::AddWatch(jute::AddWatchRequest {
+            path: "/r".into(),
+            mode: jute::AddWatchMode::PersistentRecursive,
+        }),
+        true,
+    );
+    r.unwrap();
+    assert_eq!(w.zk.persistent_watch_count(), 2);
+    assert_eq!(w.zk.watch_count(), 0);
+    w.call(
+        b,
+        Request::Create(create("/r/x", b"", CreateMode::Persistent)),
+    )
+    .unwrap();
+    w.call(
+        b,
+        Request::Create(create("/r/x/y", b"", CreateMode::Persistent)),
+    )
+    .unwrap();
+    w.zk.set_data_as_admin(w.now, "/r", b"1").unwrap();
+    w.pump();
+    let fired = w.fired(a);
+    // Plain on /r: its child list and data. Recursive: creates below and
+    // the data change, never NodeChildrenChanged.
+    assert!(fired.contains(&(hp, EventType::NodeChildrenChanged, "/r".to_string())));
+    assert!(fired.contains(&(hr, EventType::NodeCreated, "/r/x".to_string())));
+    assert!(fired.contains(&(hr, EventType::NodeCreated, "/r/x/y".to_string())));
+    assert!(fired.contains(&(hp, EventType::NodeDataChanged, "/r".to_string())));
+    assert!(fired.contains(&(hr, EventType::NodeDataChanged, "/r".to_string())));
+    assert!(!fired
+        .iter()
+        .any(|(h, k, _)| *h == hr && *k == EventType::NodeChildrenChanged));
+    assert_eq!(w.zk.persistent_watch_count(), 2);
+    // Both survive a reconnect (setWatches2).
+    w.cut(a);
+    assert_eq!(w.zk.persistent_watch_count(), 2);
+    let r = w.call(
+        a,
+        Request::RemoveWatches(jute::WatchesRequest {
+            path: "/r".into(),
+            kind: jute::WatcherType::Any,
+        }),
+    );
+    assert_eq!(r, Ok(Response::Empty));
+    assert_eq!(w.zk.persistent_watch_count(), 0);
+    let r = w.call(
+        a,
+        Request::CheckWatches(jute::WatchesRequest {
+            path: "/r".into(),
+            kind: jute::WatcherType::Any,
+        }),
+    );
+    assert_eq!(r, Err(RequestError::Server(ErrorCode::NoWatcher)));
+}
+
+#[test]
+fn child_order_seed_permutes_listing_deterministically() {
+    let names = |seed: u64| {
+        let mut w = World::with(|zk| zk.with_child_order_seed(seed));
+        let a = w.client();
+        w.call(
+            a,
+            Request::Create(create("/p", b"", CreateMode::Persistent)),
+        )
+        .unwrap();
+        for i in 0..8 {
+            w.call(
+                a,
+                Request::Create(create(&format!("/p/c{i}"), b"", CreateMode::Persistent)),
+            )
+            .unwrap();
+        }
+        match w.call(a, Request::GetChildren(pw("/p", false))) {
+            Ok(Response::Children(c)) => c,
+            other => panic!("{other:?}"),
+        }
+    };
+    let sorted: Vec<String> = (0..8).map(|i| format!("c{i}")).collect();
+    assert_eq!(names(0), sorted);
+    let a = names(7);
+    assert_eq!(a, names(7));
+    assert_ne!(a, sorted);
+    let mut again = a.clone();
+    again.sort();
+    assert_eq!(again, sorted);
+}
+
+#[test]
+fn a_lost_reply_leaves_the_write_applied() {
+    let mut w = World::new();
+    let a = w.client();
+    let sid = w.session_id(a);
+    let h = w.submit(
+        a,
+        Request::Create2(create("/lock-", b"", CreateMode::EphemeralSequential)),
+        false,
+    );
+    // The request reaches the server; the connection dies before the reply.
+    let out = w.clients[a].s.output().to_vec();
+    w.clients[a].s.consume_output(out.len());
+    let conn = w.clients[a].conn.unwrap();
+    w.zk.receive(w.now, conn, &out);
+    w.clients[a].conn = None;
+    w.zk.disconnect(w.now, conn);
+    w.clients[a].s.handle_disconnected(w.now);
+    w.advance(Duration::from_millis(1));
+    let pos = w.clients[a]
+        .replies
+        .iter()
+        .position(|(rh, _)| *rh == h)
+        .unwrap();
+    assert_eq!(
+        w.clients[a].replies[pos].1,
+        Err(RequestError::ConnectionLoss)
+    );
+    assert_eq!(w.clients[a].s.state(), SessionState::Connected);
+    assert_eq!(
+        w.zk.ephemerals_of(sid),
+        vec!["/lock-0000000000".to_string()]
+    );
+}
+
+#[test]
+fn same_inputs_same_bytes() {
+    let run = || {
+        let mut w = World::with(|zk| zk.with_trace());
+        let a = w.client();
+        let b = w.client();
+        w.call(
+            a,
+            Request::Create(create("/l", b"", CreateMode::Persistent)),
+        )
+        .unwrap();
+        for i in 0..4 {
+            let c = if i % 2 == 0 { a } else { b };
+            w.call(
+                c,
+                Request::Create(create("/l/n-", b"", CreateMode::EphemeralSequential)),
+            )
+            .unwrap();
+            w.call_w(c, Request::GetChildren(pw("/l", true)), true)
+                .1
+                .unwrap();
+        }
+        w.cut(a);
+        w.advance(TIMEOUT);
+        let sid = w.session_id(b);
+        w.zk.expire_session(w.now, sid);
+        w.advance(TIMEOUT);
+        w.zk.take_trace()
+    };
+    let first = run();
+    assert!(first.len() > 30);
+    assert!(first.iter().any(|l| l.contains("expired")));
+    assert_eq!(first, run());
+}
+
+#[test]
+#[ignore = "prints a sample trace"]
+fn print_trace() {
+    let mut w = World::with(|zk| zk.with_trace());
+    let a = w.client();
+    w.call(
+        a,
+        Request::Create(create("/l", b"", CreateMode::Persistent)),
+    )
+    .unwrap();
+    w.call_w(a, Request::GetChildren(pw("/l", true)), true)
+        .1
+        .unwrap();
+    w.call(
+        a,
+        Request::Create(create("/l/n-", b"", CreateMode::EphemeralSequential)),
+    )
+    .unwrap();
+    w.cut(a);
+    w.advance(TIMEOUT);
+    for line in w.zk.take_trace() {
+        println!("{line}");
     }
 }

@@ -224,6 +224,9 @@ pub struct SimZooKeeper {
     wrap: SequenceWrap,
     child_order_seed: u64,
     running: bool,
+    /// The latest `now` seen, for trace lines.
+    clock: Instant,
+    trace: Option<Vec<String>>,
     tree: BTreeMap<String, Node>,
     zxid: i64,
     session_counter: i64,
@@ -319,6 +322,8 @@ impl SimZooKeeper {
             wrap: SequenceWrap::Negative,
             child_order_seed: 0,
             running: true,
+            clock: now,
+            trace: None,
             tree: BTreeMap::new(),
             zxid: 0,
             session_counter: 0,
@@ -374,6 +379,36 @@ impl SimZooKeeper {
     pub fn with_child_order_seed(mut self, seed: u64) -> Self {
         self.child_order_seed = seed;
         self
+    }
+
+    /// Records one line per handshake, request (with its outcome),
+    /// notification, close and expiry; read them with
+    /// [`SimZooKeeper::take_trace`] to explain a failing seed.
+    pub fn with_trace(mut self) -> Self {
+        self.trace = Some(Vec::new());
+        self
+    }
+
+    /// The trace lines recorded since the last call (empty without
+    /// [`SimZooKeeper::with_trace`]).
+    pub fn take_trace(&mut self) -> Vec<String> {
+        self.trace.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
+    fn log(&mut self, line: impl FnOnce() -> String) {
+        let ms = self.clock.saturating_duration_since(self.base).as_millis();
+        if let Some(trace) = &mut self.trace {
+            let mut line = line();
+            if line.len() > 300 {
+                let mut cut = 300;
+                while !line.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                line.truncate(cut);
+                line.push('…');
+            }
+            trace.push(format!("{ms:>8}ms {line}"));
+        }
     }
 
     // ---- connections ----------------------------------------------------
@@ -433,6 +468,7 @@ impl SimZooKeeper {
     pub fn disconnect(&mut self, now: Instant, conn: ConnId) {
         self.handle_timeout(now);
         if self.drop_conn(conn) {
+            self.log(|| format!("conn {conn}: dropped by the client or the network"));
             self.out.retain(|(c, _)| *c != conn);
         }
     }
@@ -441,6 +477,7 @@ impl SimZooKeeper {
 
     /// Expires every session whose deadline is `<= now`, earliest first.
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.clock = self.clock.max(now);
         if !self.running {
             return;
         }
@@ -708,6 +745,85 @@ impl SimZooKeeper {
         self.conns.keys().copied().collect()
     }
 
+    /// The server's own bookkeeping agrees with itself: parents and children
+    /// lists match, every ephemeral's owner lives and has no children,
+    /// zxids are not from the future, every watch belongs to an open
+    /// connection, and sessions and connections point at each other.
+    /// Cheap enough to call after every simulation step.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        for (path, node) in &self.tree {
+            if path != "/" {
+                let parent = parent_of(path);
+                let listed = self
+                    .tree
+                    .get(parent)
+                    .is_some_and(|p| p.children.contains(name_of(path)));
+                if !listed {
+                    return Err(format!("{path} is not listed by its parent {parent}"));
+                }
+            }
+            for child in &node.children {
+                let full = if path == "/" {
+                    format!("/{child}")
+                } else {
+                    format!("{path}/{child}")
+                };
+                if !self.tree.contains_key(&full) {
+                    return Err(format!("{path} lists a missing child {child}"));
+                }
+            }
+            let owner = node.stat.ephemeral_owner;
+            if owner != 0 && owner != CONTAINER_OWNER {
+                if !self.sessions.contains_key(&owner) {
+                    return Err(format!("{path} is owned by dead session {owner:#x}"));
+                }
+                if !node.children.is_empty() {
+                    return Err(format!("ephemeral {path} has children"));
+                }
+            }
+            let st = &node.stat;
+            if st.czxid > self.zxid || st.mzxid > self.zxid || st.pzxid > self.zxid {
+                return Err(format!("{path} has a zxid above {:#x}", self.zxid));
+            }
+            if st.mzxid < st.czxid || st.pzxid < st.czxid {
+                return Err(format!("{path}: mzxid or pzxid below czxid"));
+            }
+        }
+        for table in [
+            &self.data_watches,
+            &self.child_watches,
+            &self.persistent_watches,
+            &self.recursive_watches,
+        ] {
+            for (path, conns) in table {
+                if conns.is_empty() {
+                    return Err(format!("empty watch set left on {path}"));
+                }
+                if let Some(c) = conns.iter().find(|c| !self.conns.contains_key(c)) {
+                    return Err(format!("watch on {path} for closed conn {c}"));
+                }
+            }
+        }
+        for (id, s) in &self.sessions {
+            if let Some(c) = s.conn {
+                if self.conns.get(&c).and_then(|c| c.session) != Some(*id) {
+                    return Err(format!("session {id:#x} points at conn {c}, not back"));
+                }
+            }
+        }
+        for (c, conn) in &self.conns {
+            if let Some(id) = conn.session {
+                if self.sessions.get(&id).and_then(|s| s.conn) != Some(*c) {
+                    return Err(format!("conn {c} serves {id:#x}, which is elsewhere"));
+                }
+            }
+        }
+        if !self.running && !self.conns.is_empty() {
+            return Err("connections open on a stopped server".into());
+        }
+        Ok(())
+    }
+
     // ---- connection plumbing ---------------------------------------------
 
     fn send(&mut self, conn: ConnId, write: impl FnOnce(&mut BytesMut)) {
@@ -735,6 +851,7 @@ impl SimZooKeeper {
     }
 
     fn notify(&mut self, conn: ConnId, kind: EventType, path: &str) {
+        self.log(|| format!("conn {conn}: event {kind:?} {path}"));
         self.send(conn, |b| {
             ReplyHeader {
                 xid: xid::WATCH_EVENT,
@@ -780,6 +897,7 @@ impl SimZooKeeper {
     /// The server closes `conn`: queued output stays deliverable.
     fn close_conn(&mut self, conn: ConnId) {
         if self.drop_conn(conn) {
+            self.log(|| format!("conn {conn}: closed by the server"));
             self.closed.push_back(conn);
         }
     }
@@ -801,10 +919,19 @@ impl SimZooKeeper {
 
     fn on_connect(&mut self, now: Instant, conn: ConnId, frame: &[u8]) {
         let Ok(req) = ConnectRequest::decode_exact(frame) else {
+            self.log(|| format!("conn {conn}: unreadable ConnectRequest"));
             return self.close_conn(conn);
         };
+        self.log(|| {
+            format!(
+                "conn {conn}: connect session={:#x} last_zxid={:#x} timeout={}",
+                req.session_id, req.last_zxid_seen, req.timeout_ms
+            )
+        });
         if req.last_zxid_seen > self.zxid {
             // "Refusing session request for client as it has seen zxid …"
+            let zxid = self.zxid;
+            self.log(|| format!("conn {conn}: refused, client is ahead of {zxid:#x}"));
             return self.close_conn(conn);
         }
         let tick = i32::try_from(self.tick_ms).unwrap_or(i32::MAX);
@@ -832,6 +959,7 @@ impl SimZooKeeper {
                 }
             }
             if !self.sessions.contains_key(&id) || req.passwd != session_password(id) {
+                self.log(|| format!("conn {conn}: session {id:#x} unknown or bad password"));
                 self.send(conn, |b| {
                     ConnectResponse {
                         protocol_version: jute::PROTOCOL_VERSION,
@@ -854,6 +982,7 @@ impl SimZooKeeper {
         if let Some(c) = self.conns.get_mut(&conn) {
             c.session = Some(session_id);
         }
+        self.log(|| format!("conn {conn}: session {session_id:#x} up, timeout {timeout}ms"));
         self.send(conn, |b| {
             ConnectResponse {
                 protocol_version: jute::PROTOCOL_VERSION,
@@ -879,6 +1008,39 @@ impl SimZooKeeper {
         };
         let authed = self.conns.get(&conn).is_some_and(|c| c.authed);
         let caller = Caller { session, authed };
+        let out_before = self.out.len();
+        if self.trace.is_some() {
+            let summary = format!("{request:?}");
+            self.log(|| format!("conn {conn} {session:#x} xid={xid}: {summary}"));
+        }
+        self.dispatch(now, conn, caller, xid, request);
+        if self.trace.is_some() {
+            let last = self
+                .out
+                .iter()
+                .skip(out_before)
+                .rev()
+                .find(|(c, _)| *c == conn);
+            let outcome = last.and_then(|(_, b)| {
+                jute::decode_server_message(b.get(4..)?)
+                    .ok()
+                    .map(|m| match m {
+                        jute::ServerMessage::Reply { header, .. } => {
+                            format!(
+                                "→ xid={} zxid={:#x} {:?}",
+                                header.xid, header.zxid, header.err
+                            )
+                        }
+                        jute::ServerMessage::WatchEvent { .. } => "→ (event)".to_string(),
+                    })
+            });
+            let outcome = outcome.unwrap_or_else(|| "→ (no reply)".to_string());
+            self.log(|| format!("conn {conn} xid={xid} {outcome}"));
+        }
+    }
+
+    fn dispatch(&mut self, now: Instant, conn: ConnId, caller: Caller, xid: i32, request: Request) {
+        let session = caller.session;
         match request {
             Request::Ping => self.reply(conn, xid, self.zxid, Ok(Response::Empty)),
             Request::CloseSession => {
@@ -1245,6 +1407,7 @@ impl SimZooKeeper {
     }
 
     fn expire(&mut self, _now: Instant, session: i64) {
+        self.log(|| format!("session {session:#x}: expired"));
         let conn = self.connection_of(session);
         self.kill_session(session);
         if let Some(conn) = conn {
