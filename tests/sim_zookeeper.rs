@@ -1070,7 +1070,9 @@ fn garbage_never_panics_and_closes_the_connection() {
     let mut x: u64 = 0x1234_5678;
     for round in 0..300 {
         let mut raw = Raw::connect(&mut zk, now);
-        raw.handshake(&mut zk, now, 0, 0, vec![0; 16]).unwrap();
+        if round % 3 != 0 {
+            raw.handshake(&mut zk, now, 0, 0, vec![0; 16]).unwrap();
+        }
         let mut bytes = Vec::new();
         let len = 12 + round % 60;
         for _ in 0..len {
@@ -1351,4 +1353,42 @@ fn print_trace() {
     for line in w.zk.take_trace() {
         println!("{line}");
     }
+}
+
+#[test]
+fn one_notification_per_connection_when_watches_overlap() {
+    let mut w = World::with(|zk| zk.with_trace());
+    let a = w.client();
+    w.call(
+        a,
+        Request::Create(create("/r", b"", CreateMode::Persistent)),
+    )
+    .unwrap();
+    let (hr, _) = w.call_w(
+        a,
+        Request::AddWatch(jute::AddWatchRequest {
+            path: "/r".into(),
+            mode: jute::AddWatchMode::PersistentRecursive,
+        }),
+        true,
+    );
+    let (he, _) = w.call_w(a, Request::Exists(pw("/r/z", true)), true);
+    w.zk.take_trace();
+    w.zk.create_as_admin(w.now, "/r/z", b"", CreateMode::Persistent)
+        .unwrap();
+    w.pump();
+    let events: Vec<String> =
+        w.zk.take_trace()
+            .into_iter()
+            .filter(|l| l.contains("event"))
+            .collect();
+    assert_eq!(events.len(), 1, "{events:?}");
+    let mut fired = w.fired(a);
+    fired.sort_by_key(|(h, _, _)| *h);
+    let mut want = vec![
+        (hr, EventType::NodeCreated, "/r/z".to_string()),
+        (he, EventType::NodeCreated, "/r/z".to_string()),
+    ];
+    want.sort_by_key(|(h, _, _)| *h);
+    assert_eq!(fired, want);
 }

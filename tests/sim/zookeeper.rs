@@ -94,8 +94,10 @@
 //!   NodeChildrenChanged if pzxid > rel) and re-arms the rest. Persistent
 //!   watches (addWatch 106, setWatches2's persistent lists) fire on every
 //!   matching change and stay until removeWatches or the connection closes;
-//!   recursive ones see NodeCreated/NodeDeleted/NodeDataChanged below their
-//!   root but never NodeChildrenChanged.
+//!   recursive ones see NodeCreated/NodeDeleted/NodeDataChanged at or below
+//!   their root but never NodeChildrenChanged. As in WatchManager, each
+//!   table trigger notifies a connection once, however many of its watches
+//!   (one-shot and persistent) match.
 //! - Sessions expire when nothing was received from them for their timeout,
 //!   at ZooKeeper's tick granularity: the deadline after a packet at
 //!   elapsed time `t` (ms since `new`) is `((t + timeout) / tick + 1) × tick`,
@@ -108,7 +110,10 @@
 //!   other scheme gets AuthFailed and the connection is closed.
 //! - Other ops: sync (path echoed), getACL/setACL (ACLs are stored and
 //!   versioned but never enforced), check alone, getEphemerals,
-//!   getAllChildrenNumber, removeWatches/checkWatches, ping (xid -2).
+//!   getAllChildrenNumber, removeWatches/checkWatches (NoWatcher when the
+//!   connection has none of that type; Data and Children touch only
+//!   one-shot watches, Any removes persistent ones too — 3.8 would also
+//!   strip the data or child half of a persistent watch), ping (xid -2).
 //!   An op code the server does not know gets Unimplemented (zxid -1) and the
 //!   connection is closed, as ZooKeeper's UnimplementedRequestProcessor
 //!   does; whoAmI, reconfig, multiRead and SASL are answered that way too.
@@ -121,7 +126,9 @@
 //! [`SimZooKeeper::with_child_order_seed`] asks for a seeded permutation
 //! (ZooKeeper lists them in HashSet order); the zxid epoch never changes
 //! (a restart keeps counting); ephemerals of a dying session are deleted in
-//! path order (ZooKeeper: HashSet order).
+//! path order (ZooKeeper: HashSet order); the admin helpers act as session
+//! 0, so an ephemeral mode there makes a node no session owns; while the
+//! server is stopped the admin helpers still edit the tree (the disk).
 #![allow(dead_code)]
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -1417,51 +1424,37 @@ impl SimZooKeeper {
 
     // ---- watches ----------------------------------------------------------
 
-    /// Fires the watches of every change made by the txn just applied.
+    /// Fires the watches of every change made by the txn just applied, as
+    /// DataTree does: the data table for the node, then (delete) the child
+    /// table for the node, then the child table for the parent.
     fn commit(&mut self) {
+        let none = BTreeSet::new();
         for change in std::mem::take(&mut self.changes) {
             match change {
                 Change::Created(path) => {
-                    self.trigger(Table::Data, &path, EventType::NodeCreated, &BTreeSet::new());
-                    self.trigger_persistent(&path, EventType::NodeCreated);
+                    self.trigger(Table::Data, &path, EventType::NodeCreated, &none);
                     let parent = parent_of(&path).to_owned();
-                    self.trigger(
-                        Table::Child,
-                        &parent,
-                        EventType::NodeChildrenChanged,
-                        &BTreeSet::new(),
-                    );
-                    self.trigger_persistent(&parent, EventType::NodeChildrenChanged);
+                    self.trigger(Table::Child, &parent, EventType::NodeChildrenChanged, &none);
                 }
                 Change::Deleted(path) => {
-                    let done =
-                        self.trigger(Table::Data, &path, EventType::NodeDeleted, &BTreeSet::new());
+                    let done = self.trigger(Table::Data, &path, EventType::NodeDeleted, &none);
                     self.trigger(Table::Child, &path, EventType::NodeDeleted, &done);
-                    self.trigger_persistent(&path, EventType::NodeDeleted);
                     let parent = parent_of(&path).to_owned();
-                    self.trigger(
-                        Table::Child,
-                        &parent,
-                        EventType::NodeChildrenChanged,
-                        &BTreeSet::new(),
-                    );
-                    self.trigger_persistent(&parent, EventType::NodeChildrenChanged);
+                    self.trigger(Table::Child, &parent, EventType::NodeChildrenChanged, &none);
                 }
                 Change::DataChanged(path) => {
-                    self.trigger(
-                        Table::Data,
-                        &path,
-                        EventType::NodeDataChanged,
-                        &BTreeSet::new(),
-                    );
-                    self.trigger_persistent(&path, EventType::NodeDataChanged);
+                    self.trigger(Table::Data, &path, EventType::NodeDataChanged, &none);
                 }
             }
         }
     }
 
-    /// Removes the one-shot watches on `path` and notifies their
-    /// connections, except those in `suppress`. Returns who had one.
+    /// One table's trigger (ZooKeeper's WatchManager.triggerWatch): removes
+    /// the one-shot watches on `path`, adds the persistent watches that
+    /// match (plain ones on `path` itself; recursive ones on `path` or an
+    /// ancestor, except for NodeChildrenChanged), and notifies each
+    /// connection once, skipping those in `suppress`. Returns every
+    /// connection that matched.
     fn trigger(
         &mut self,
         table: Table,
@@ -1473,37 +1466,23 @@ impl SimZooKeeper {
             Table::Data => &mut self.data_watches,
             Table::Child => &mut self.child_watches,
         };
-        let Some(conns) = map.remove(path) else {
-            return BTreeSet::new();
-        };
+        let mut conns = map.remove(path).unwrap_or_default();
+        if let Some(set) = self.persistent_watches.get(path) {
+            conns.extend(set.iter().copied());
+        }
+        if kind != EventType::NodeChildrenChanged {
+            for (root, set) in &self.recursive_watches {
+                if is_under(path, root) {
+                    conns.extend(set.iter().copied());
+                }
+            }
+        }
         for &c in &conns {
             if !suppress.contains(&c) {
                 self.notify(c, kind, path);
             }
         }
         conns
-    }
-
-    /// Persistent watches stay. A plain one on `path` sees every event of
-    /// the node (its children list included); a recursive one on `path` or
-    /// an ancestor sees node events but not NodeChildrenChanged. One
-    /// notification per connection.
-    fn trigger_persistent(&mut self, path: &str, kind: EventType) {
-        let mut to: BTreeSet<ConnId> = self
-            .persistent_watches
-            .get(path)
-            .cloned()
-            .unwrap_or_default();
-        if kind != EventType::NodeChildrenChanged {
-            for (root, conns) in &self.recursive_watches {
-                if is_under(path, root) {
-                    to.extend(conns.iter().copied());
-                }
-            }
-        }
-        for c in to {
-            self.notify(c, kind, path);
-        }
     }
 
     fn add_watch(&mut self, table: Table, path: &str, conn: ConnId) {
