@@ -106,8 +106,9 @@
 //!   session's ephemerals are deleted in path order, watches fire (the
 //!   dying session's own connection included), then its connection is closed
 //!   (closeSession: after the reply).
-//! - Auth (xid -4): scheme "digest" is accepted (reply zxid 0, err 0); any
-//!   other scheme gets AuthFailed and the connection is closed.
+//! - Auth (xid -4): schemes "digest" and "ip" are accepted (reply zxid 0,
+//!   err 0), as ZooKeeper's default providers accept any credentials; any
+//!   other scheme gets AuthFailed (zxid 0) and the connection is closed.
 //! - Other ops: sync (path echoed), getACL/setACL (ACLs are stored and
 //!   versioned but never enforced), check alone, getEphemerals,
 //!   getAllChildrenNumber, removeWatches/checkWatches (NoWatcher when the
@@ -290,6 +291,8 @@ pub fn valid_path(path: &str) -> bool {
             || ('\u{7f}'..='\u{9f}').contains(&c)
             || ('\u{e000}'..='\u{f8ff}').contains(&c)
             || ('\u{fff0}'..='\u{ffff}').contains(&c)
+            // Java sees these as surrogate pairs (U+D800..U+DFFF): invalid.
+            || c > '\u{ffff}'
     })
 }
 
@@ -1056,7 +1059,7 @@ impl SimZooKeeper {
                 self.close_conn(conn);
             }
             Request::Auth(auth) => {
-                if auth.scheme == "digest" {
+                if auth.scheme == "digest" || auth.scheme == "ip" {
                     if let Some(c) = self.conns.get_mut(&conn) {
                         c.authed = true;
                     }
