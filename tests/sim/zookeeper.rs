@@ -25,8 +25,10 @@
 //! the server's expiry thread had run), then does its work. `now` must not go
 //! backwards.
 //!
-//! # Semantics (checked against ZooKeeper 3.8.0's PrepRequestProcessor,
-//! FinalRequestProcessor, DataTree, WatchManager, SessionTrackerImpl)
+//! # Semantics (read from ZooKeeper 3.8.0's PrepRequestProcessor,
+//! FinalRequestProcessor, DataTree, DataNode, WatchManager, ExpiryQueue, and
+//! checked byte for byte against the real 3.8.0 server by
+//! `tests/sim_vs_real.rs`)
 //! - Handshake: the first frame of a connection is a ConnectRequest. A
 //!   `last_zxid_seen` above the server's last zxid closes the connection with
 //!   no answer. The timeout is clamped to `[2, 20] × tick`. Session id 0
@@ -43,26 +45,33 @@
 //! - Replies in request order: `ReplyHeader{xid, zxid = last zxid, err}`,
 //!   then the body only when err is Ok. A multi always has err 0 in the header
 //!   and one result per op: ops before the failing one `Error(Ok)`, the
-//!   failing op its code, ops after it `Error(RuntimeInconsistency)`.
-//!   Notifications: `{-1, -1, 0}` + `WatcherEvent{type, SyncConnected, path}`,
-//!   sent *before* the reply of the request that caused them (as ZooKeeper
-//!   fires watches while applying the txn).
+//!   failing op its code, ops after it `Error(RuntimeInconsistency)`; a
+//!   create2 inside a multi is answered like a create (path, no Stat), as
+//!   3.8 does. Notifications: `{-1, -1, 0}` + `WatcherEvent{type,
+//!   SyncConnected, path}`, sent *before* the reply of the request that
+//!   caused them (as ZooKeeper fires watches while applying the txn).
 //! - zxid: every write request takes one, even when it fails (ZooKeeper logs
 //!   an error txn): create, create2, createContainer, createTTL, delete,
-//!   setData, setACL, check, multi (one for the whole multi), closeSession,
+//!   setData, setACL, multi (one for the whole multi), closeSession,
 //!   session creation, expiry, and admin writes. Reads, sync, ping, auth and
-//!   setWatches do not.
-//! - Sequential nodes: `path + format!("{:010}", parent.cversion)` (Java's
-//!   `%010d`: `-000000001`, `-2147483648`). The parent's cversion goes up by
-//!   one on every child *create* only: ZooKeeper 3.8 leaves cversion alone on
-//!   delete (only pzxid moves). New nodes start with cversion
-//!   `with_sequence_start` (0 by default). At `i32::MAX` the next create
-//!   wraps it, according to [`SequenceWrap`]: `Negative` (default, the
-//!   textbook behaviour: `2147483647`, then `-2147483648`, `-2147483647`, …)
-//!   or `Stuck`, what the 3.8.0 DataTree really does: it only stores a
-//!   cversion greater than the current one, so after the wrap the parent
-//!   stays at `i32::MAX`, every sequential create names `…2147483647` again
-//!   and fails with NodeExists while that node exists.
+//!   setWatches do not. A check sent on its own (not in a multi) takes a
+//!   zxid and is never answered: 3.8.0 fails to serialize its null response
+//!   and the connection just hangs (seen on the real server).
+//! - Sequential nodes: `path + format!("{:010}", counter)` (Java's `%010d`:
+//!   `-000000001`, `-2147483648`), where `counter` is the parent's *stored*
+//!   cversion, which counts child creates only and goes up by one on each
+//!   (deletes do not touch it). Clients never see it directly: every Stat
+//!   reports `cversion = stored × 2 − numChildren` (DataNode.copyStat, Java
+//!   int arithmetic), i.e. creates plus deletes; a fresh root shows -1.
+//!   [`SimZooKeeper::sequence_counter`] reads the stored one. New nodes
+//!   start with stored cversion `with_sequence_start` (0 by default; system
+//!   nodes always 0). At `i32::MAX` the next create wraps it, according to
+//!   [`SequenceWrap`]: `Negative` (default, the textbook behaviour:
+//!   `2147483647`, then `-2147483648`, `-2147483647`, …) or `Stuck`, what
+//!   the 3.8.0 DataTree really does: it only stores a cversion greater than
+//!   the current one, so after the wrap the parent stays at `i32::MAX`,
+//!   every sequential create names `…2147483647` again and fails with
+//!   NodeExists while that node exists.
 //! - Create errors in ZooKeeper's order: unknown mode BadArguments, TTL modes
 //!   Unimplemented (extended types are off by default), no '/' or a NUL
 //!   BadArguments, empty ACL InvalidAcl (and an `auth`-scheme ACL from a
@@ -72,8 +81,9 @@
 //!   BadArguments, NoNode, BadVersion, then NotEmpty.
 //! - Stat: czxid, mzxid, pzxid (= czxid at create), ctime/mtime in ms =
 //!   `EPOCH_MS` + virtual time since `new`, version, cversion, aversion,
-//!   ephemeralOwner (session id; `CONTAINER_OWNER` = i64::MIN for
-//!   containers, as ZooKeeper shows them), dataLength, numChildren.
+//!   ephemeralOwner (the session id; 0 for persistent nodes and for
+//!   containers, which are stored with `CONTAINER_OWNER` but shown as 0),
+//!   dataLength, numChildren.
 //! - Containers (createContainer, or create with mode Container): never
 //!   deleted on their own; [`SimZooKeeper::collect_containers`] plays
 //!   ZooKeeper's ContainerManager pass and deletes every container that has
@@ -110,7 +120,7 @@
 //!   err 0), as ZooKeeper's default providers accept any credentials; any
 //!   other scheme gets AuthFailed (zxid 0) and the connection is closed.
 //! - Other ops: sync (path echoed), getACL/setACL (ACLs are stored and
-//!   versioned but never enforced), check alone, getEphemerals,
+//!   versioned but never enforced), getEphemerals,
 //!   getAllChildrenNumber, removeWatches/checkWatches (NoWatcher when the
 //!   connection has none of that type; Data and Children touch only
 //!   one-shot watches, Any removes persistent ones too — 3.8 would also
@@ -361,6 +371,10 @@ impl SimZooKeeper {
                     had_child: false,
                 },
             );
+        }
+        // As a fresh 3.8 server shows it.
+        if let Some(config) = zk.tree.get_mut("/zookeeper/config") {
+            config.stat.aversion = -1;
         }
         for path in &SYSTEM_NODES[1..] {
             if let Some(parent) = zk.tree.get_mut(parent_of(path)) {
@@ -650,6 +664,12 @@ impl SimZooKeeper {
     /// The node's Stat, if it exists.
     pub fn exists(&self, path: &str) -> Option<Stat> {
         self.tree.get(path).map(Self::stat_of)
+    }
+
+    /// The parent's stored sequence counter: the number the next sequential
+    /// child gets (not the cversion clients see, which also counts deletes).
+    pub fn sequence_counter(&self, path: &str) -> Option<i32> {
+        self.tree.get(path).map(|n| n.stat.cversion)
     }
 
     /// The node's data, if it exists.
@@ -1074,6 +1094,13 @@ impl SimZooKeeper {
                 self.reply(conn, xid, self.zxid, Ok(Response::Empty));
             }
             Request::WhoAmI => self.unimplemented(conn, xid),
+            Request::Check(p) => {
+                // 3.8.0 takes a txn for a check sent on its own, then fails
+                // to serialize the (null) response: no reply ever comes
+                // and the connection stays open.
+                self.next_zxid();
+                self.log(|| format!("conn {conn}: standalone check {} gets no reply", p.path));
+            }
             req if Self::is_write(&req) => {
                 let zxid = self.next_zxid();
                 let result = self.write(now, caller, req, zxid);
@@ -1134,7 +1161,6 @@ impl SimZooKeeper {
                 .set_data(now, &s.path, &s.data, s.version, zxid)
                 .map(Response::Stat),
             Request::SetAcl(s) => self.set_acl(&s.path, &s.acl, s.version),
-            Request::Check(p) => self.check(&p.path, p.version).map(|_| Response::Empty),
             Request::Multi(ops) => Ok(Response::Multi(self.multi(now, caller, &ops, zxid))),
             _ => Err(ErrorCode::Unimplemented),
         }
@@ -1149,10 +1175,18 @@ impl SimZooKeeper {
         }
     }
 
+    /// The Stat a client sees (DataNode.copyStat): the stored cversion
+    /// counts child creates only; clients see `creates × 2 − children`
+    /// (creates plus deletes), wrapping like Java ints; containers show
+    /// ephemeralOwner 0.
     fn stat_of(n: &Node) -> Stat {
+        let children = i32::try_from(n.children.len()).unwrap_or(i32::MAX);
+        let owner = n.stat.ephemeral_owner;
         Stat {
             data_length: i32::try_from(n.data.len()).unwrap_or(i32::MAX),
-            num_children: i32::try_from(n.children.len()).unwrap_or(i32::MAX),
+            num_children: children,
+            cversion: n.stat.cversion.wrapping_mul(2).wrapping_sub(children),
+            ephemeral_owner: if owner == CONTAINER_OWNER { 0 } else { owner },
             ..n.stat
         }
     }
@@ -1358,9 +1392,11 @@ impl SimZooKeeper {
                 MultiOp::Create(c) => self
                     .create(now, caller, c, false, zxid)
                     .map(|(path, _)| MultiResult::Create { path }),
+                // ZooKeeper 3.8 answers a create2 inside a multi like a
+                // create: the path, no Stat.
                 MultiOp::Create2(c) => self
                     .create(now, caller, c, false, zxid)
-                    .map(|(path, stat)| MultiResult::Create2 { path, stat }),
+                    .map(|(path, _)| MultiResult::Create { path }),
                 MultiOp::Delete(p) => self
                     .delete(&p.path, p.version, zxid)
                     .map(|_| MultiResult::Delete),
