@@ -254,6 +254,53 @@ fn script() -> Vec<(usize, Request)> {
                 ..SetWatches::default()
             }),
         ),
+        // One NodeDeleted per connection even with a data and a child watch.
+        (1, Request::GetData(pw("/d/s-0000000001", true))),
+        (1, Request::GetChildren(pw("/d/s-0000000001", true))),
+        (1, Request::GetChildren(pw("/d", true))),
+        (0, Request::Delete(pv("/d/s-0000000001", -1))),
+        // Sequential under the root (a fresh root shows cversion -1).
+        (0, Request::Create2(node("/r-", b"", PersistentSequential))),
+        (0, Request::GetData(pw("/", false))),
+        // A persistent and a one-shot watch on one path: one notification.
+        (
+            1,
+            Request::AddWatch(AddWatchRequest {
+                path: "/d".into(),
+                mode: AddWatchMode::Persistent,
+            }),
+        ),
+        (1, Request::GetData(pw("/d", true))),
+        (
+            0,
+            Request::SetData(SetDataRequest {
+                path: "/d".into(),
+                data: b"w".to_vec(),
+                version: -1,
+            }),
+        ),
+        (0, Request::Create(node("/d/t", b"", Persistent))),
+        (
+            1,
+            Request::SetWatches2(SetWatches {
+                relative_zxid: 0,
+                persistent: vec!["/p2".into()],
+                persistent_recursive: vec!["/p3".into()],
+                ..SetWatches::default()
+            }),
+        ),
+        (0, Request::Create(node("/p2", b"", Persistent))),
+        (0, Request::Create(node("/p3", b"", Persistent))),
+        (0, Request::Create(node("/p3/x", b"", Persistent))),
+        (
+            1,
+            Request::Auth(jute::AuthPacket {
+                kind: 0,
+                scheme: "digest".into(),
+                auth: b"user:secret".to_vec(),
+            }),
+        ),
+        (1, Request::Exists(pw("/d/s-0000000002", true))),
         (0, Request::Ping),
         (0, Request::CloseSession),
         (1, Request::GetChildren2(pw("/d", false))),
@@ -360,7 +407,8 @@ fn run(server: &mut dyn Server) -> Vec<String> {
         let op: OpCode = req.op_code();
         let xid = match op {
             OpCode::Ping => jute::xid::PING,
-            OpCode::SetWatches => jute::xid::SET_WATCHES,
+            OpCode::SetWatches | OpCode::SetWatches2 => jute::xid::SET_WATCHES,
+            OpCode::Auth => jute::xid::AUTH,
             _ => step as i32 + 1,
         };
         let mut buf = BytesMut::new();
@@ -444,6 +492,9 @@ fn sim_matches_real_zookeeper() {
     };
     let sim_lines = run(&mut sim);
 
+    if std::env::var_os("SIM_VS_REAL_PRINT").is_some() {
+        println!("{}", real_lines.join("\n"));
+    }
     let mut diffs = Vec::new();
     for k in 0..real_lines.len().max(sim_lines.len()) {
         let r = real_lines.get(k).map(String::as_str).unwrap_or("<none>");
