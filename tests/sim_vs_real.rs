@@ -668,7 +668,10 @@ impl Obs {
                 }
                 Err(_) => match decode_server_message(&f) {
                     Ok(ServerMessage::Reply { header, .. }) => {
-                        format!("reply xid={} err={:?}", header.xid, header.err)
+                        format!(
+                            "reply xid={} zxid={} err={:?}",
+                            header.xid, header.zxid, header.err
+                        )
                     }
                     other => format!("{other:?}"),
                 },
