@@ -89,25 +89,29 @@
 //!   ZooKeeper's ContainerManager pass and deletes every container that has
 //!   had a child and has none now (a txn each, watches fire). Call it when
 //!   the simulation wants the background cleanup to happen.
-//! - Watches belong to the connection, as in ZooKeeper: one per
-//!   (connection, path, table). exists leaves a data watch even on a missing
-//!   node (fires NodeCreated); getData and getChildren leave one only on an
-//!   existing node (NoNode, no watch). Create fires the node's data watches
-//!   (NodeCreated) then the parent's child watches (NodeChildrenChanged);
-//!   setData fires NodeDataChanged; delete fires the node's data watches and
-//!   child watches (NodeDeleted, once per connection) then the parent's child
-//!   watches. A watch fires once and is removed. When a connection closes,
-//!   its watches are gone; the client re-arms them with setWatches (101) or
-//!   setWatches2 (105), which fires at once what changed after
-//!   `relativeZxid` (data: NodeDeleted if gone, NodeDataChanged if mzxid >
-//!   rel; exist: NodeCreated if present; child: NodeDeleted if gone,
-//!   NodeChildrenChanged if pzxid > rel) and re-arms the rest. Persistent
-//!   watches (addWatch 106, setWatches2's persistent lists) fire on every
-//!   matching change and stay until removeWatches or the connection closes;
-//!   recursive ones see NodeCreated/NodeDeleted/NodeDataChanged at or below
-//!   their root but never NodeChildrenChanged. As in WatchManager, each
-//!   table trigger notifies a connection once, however many of its watches
-//!   (one-shot and persistent) match.
+//! - Watches belong to the connection, as in ZooKeeper 3.8's WatchManager:
+//!   two tables (data, child), each holding one *mode* per (path,
+//!   connection): standard (one-shot), persistent or recursive. A later add
+//!   replaces the mode, so a getData/getChildren watch on a path where the
+//!   same connection has a persistent watch turns that table's entry into a
+//!   one-shot, and a plain and a recursive addWatch on one path collapse
+//!   into the last (fixed only in 3.9, ZOOKEEPER-4466; seen on the real
+//!   server). exists leaves a data watch even on a missing node (fires
+//!   NodeCreated); getData and getChildren leave one only on an existing
+//!   node (NoNode, no watch). Create fires the node's data table
+//!   (NodeCreated) then the parent's child table (NodeChildrenChanged);
+//!   setData fires NodeDataChanged; delete fires the node's data table, then
+//!   its child table (NodeDeleted, skipping connections already told), then
+//!   the parent's child table. On the path itself every mode matches
+//!   (standard ones are removed, recursive ones skip NodeChildrenChanged);
+//!   on ancestors only recursive ones match, never for NodeChildrenChanged.
+//!   Each table trigger notifies a connection once. addWatch (106) sets the
+//!   mode in both tables. When a connection closes its watches are gone;
+//!   the client re-arms them with setWatches (101) or setWatches2 (105),
+//!   which fires at once what changed after `relativeZxid` (data:
+//!   NodeDeleted if gone, NodeDataChanged if mzxid > rel; exist: NodeCreated
+//!   if present; child: NodeDeleted if gone, NodeChildrenChanged if pzxid >
+//!   rel), re-arms the rest, and re-adds persistent ones silently.
 //! - Sessions expire when nothing was received from them for their timeout,
 //!   at ZooKeeper's tick granularity: the deadline after a packet at
 //!   elapsed time `t` (ms since `new`) is `((t + timeout) / tick + 1) × tick`,
@@ -121,10 +125,9 @@
 //!   other scheme gets AuthFailed (zxid 0) and the connection is closed.
 //! - Other ops: sync (path echoed), getACL/setACL (ACLs are stored and
 //!   versioned but never enforced), getEphemerals,
-//!   getAllChildrenNumber, removeWatches/checkWatches (NoWatcher when the
-//!   connection has none of that type; Data and Children touch only
-//!   one-shot watches, Any removes persistent ones too — 3.8 would also
-//!   strip the data or child half of a persistent watch), ping (xid -2).
+//!   getAllChildrenNumber, removeWatches/checkWatches (Children, Data or
+//!   Any table, any mode; NoWatcher when the connection has none there;
+//!   3.9's types 4 and 5 get BadArguments, unverified), ping (xid -2).
 //!   An op code the server does not know gets Unimplemented (zxid -1) and the
 //!   connection is closed, as ZooKeeper's UnimplementedRequestProcessor
 //!   does; whoAmI, reconfig, multiRead and SASL are answered that way too.
