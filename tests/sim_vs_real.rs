@@ -621,7 +621,28 @@ fn random_script(seed: u64, len: usize) -> Vec<(usize, Request)> {
                 _ => MultiOp::Check(pv(&p, [-1, 0][next(2) as usize])),
             }
         };
-        let req = match next(14) {
+        let req = match next(19) {
+            14 => Request::SetAcl(jute::SetAclRequest {
+                path,
+                acl: Acl::open_unsafe(),
+                version,
+            }),
+            15 => Request::GetAcl(path),
+            16 => Request::GetEphemerals(path),
+            17 => Request::GetAllChildrenNumber(path),
+            18 => {
+                let kind = [
+                    jute::WatcherType::Children,
+                    jute::WatcherType::Data,
+                    jute::WatcherType::Any,
+                ][next(3) as usize];
+                let w = jute::WatchesRequest { path, kind };
+                if watch {
+                    Request::RemoveWatches(w)
+                } else {
+                    Request::CheckWatches(w)
+                }
+            }
             0 | 1 => Request::Create(node(&path, &data, mode)),
             2 => Request::Create2(node(&path, &data, mode)),
             3 => Request::CreateContainer(node(&path, &data, CreateMode::Container)),
@@ -663,7 +684,7 @@ fn random_script(seed: u64, len: usize) -> Vec<(usize, Request)> {
 #[test]
 fn random_scripts_match_real_zookeeper() {
     for seed in [1, 2, 3] {
-        let diffs = compare(random_script(seed, 300));
+        let diffs = compare(random_script(seed, 400));
         assert!(
             diffs.is_empty(),
             "seed {seed}: {} differences, first ones:\n{}",

@@ -1245,7 +1245,18 @@ fn persistent_watches_stay_until_removed() {
             kind: jute::WatcherType::Any,
         }),
     );
+    // 3.8's checkWatches answers Ok while *any* connection (here r's)
+    // watches the path; removeWatches only touches the caller's own.
+    assert_eq!(res, Ok(Response::Empty));
+    let res = w.call(
+        a,
+        Request::RemoveWatches(jute::WatchesRequest {
+            path: "/r".into(),
+            kind: jute::WatcherType::Any,
+        }),
+    );
     assert_eq!(res, Err(RequestError::Server(ErrorCode::NoWatcher)));
+    assert_eq!(w.zk.persistent_watch_count(), 2);
 }
 
 #[test]

@@ -125,9 +125,11 @@
 //!   other scheme gets AuthFailed (zxid 0) and the connection is closed.
 //! - Other ops: sync (path echoed), getACL/setACL (ACLs are stored and
 //!   versioned but never enforced), getEphemerals,
-//!   getAllChildrenNumber, removeWatches/checkWatches (Children, Data or
-//!   Any table, any mode; NoWatcher when the connection has none there;
-//!   3.9's types 4 and 5 get BadArguments, unverified), ping (xid -2).
+//!   getAllChildrenNumber, removeWatches (Children, Data or Any table, any
+//!   mode; NoWatcher when the connection has none there), checkWatches (as
+//!   3.8 does: Ok when *any* connection has a watch in that table on the
+//!   exact path), 3.9's watcher types 4 and 5 BadArguments (unverified),
+//!   ping (xid -2).
 //!   An op code the server does not know gets Unimplemented (zxid -1) and the
 //!   connection is closed, as ZooKeeper's UnimplementedRequestProcessor
 //!   does; whoAmI, reconfig, multiRead and SASL are answered that way too.
@@ -1714,13 +1716,17 @@ impl SimZooKeeper {
         let mut found = false;
         for table in tables {
             if let Some(set) = table.get_mut(path) {
-                if set.contains_key(&conn) {
+                // 3.8's WatchManager.containsWatcher answers true when *any*
+                // connection watches the exact path (seen on the real
+                // server); removal only removes this connection's watch.
+                if !remove && !set.is_empty() {
                     found = true;
-                    if remove {
-                        set.remove(&conn);
-                        if set.is_empty() {
-                            table.remove(path);
-                        }
+                }
+                if remove && set.contains_key(&conn) {
+                    found = true;
+                    set.remove(&conn);
+                    if set.is_empty() {
+                        table.remove(path);
                     }
                 }
             }
