@@ -681,9 +681,17 @@ fn random_script(seed: u64, len: usize) -> Vec<(usize, Request)> {
     steps
 }
 
+/// Seeds 1-3 by default; `SIM_VS_REAL_SEEDS=FIRST..LAST` runs more.
 #[test]
 fn random_scripts_match_real_zookeeper() {
-    for seed in [1, 2, 3] {
+    let seeds: Vec<u64> = match std::env::var("SIM_VS_REAL_SEEDS") {
+        Ok(range) => {
+            let (a, b) = range.split_once("..").expect("FIRST..LAST");
+            (a.parse().unwrap()..=b.parse().unwrap()).collect()
+        }
+        Err(_) => vec![1, 2, 3],
+    };
+    for seed in seeds {
         let diffs = compare(random_script(seed, 400));
         assert!(
             diffs.is_empty(),
