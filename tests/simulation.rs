@@ -20,17 +20,22 @@ use sim::rng::Rng;
 use sim::world::{Plan, Stats, Violation, World};
 use zklock::recipes::machine::Regression;
 
-/// Seeds that found bugs; each stays as a regression test.
+/// Seeds that found bugs; each stays as a regression test. A seed names a
+/// run of the world's generator as it is: a change to the generator draws
+/// other runs, so each bug also has a scripted test of its own (named in
+/// its comment).
 const REGRESSIONS: &[u64] = &[
     // A holder heard its node deleted through another attempt's watch and
-    // kept saying Held until its own confirm came back.
+    // kept saying Held until its own confirm came back (lock_machine.rs:
+    // a_holder_hears_its_node_deleted_through_another_attempts_watch).
     1143,
     // A listing delayed past a third party's delete of the waiter's node
     // granted a stale lock (the invariant now knows such grants are stale).
     14348,
     // A client closed while holding: the server dropped the session (and
     // the node) before the close was answered, and the holder said Held
-    // until then. The session now says Closed as soon as it sends close.
+    // until then. The session now says Closed as soon as it sends close
+    // (session tests: closing_says_closed_at_once).
     7,
 ];
 
