@@ -5,6 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 start=$(date +%s)
+# The gates first: formatting and lints fail fast, before any server starts.
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets -- -D warnings
 cargo test --workspace --all-targets "$@"
 cargo test --workspace --doc
 # Every publishable crate (zklock-jute, zklock, zklock-cli) packaged and
