@@ -145,6 +145,7 @@ fn semaphore_admits_at_most_n() {
     assert_eq!(kids, vec!["leases".to_string(), "locks".to_string()]);
     support::wait_no_children(&c, &format!("{p}/leases"), WAIT);
     // With all leases held, another waits and then times out cleanly.
+    let p = path("sem-one");
     let s = Semaphore::new(&c, &p, 1).unwrap();
     let held = s.acquire().unwrap();
     let s2 = Semaphore::new(&client(), &p, 1).unwrap();
@@ -344,4 +345,26 @@ fn creator_only_lock_nodes_refuse_other_identities() {
         .is_none());
     drop(held);
     support::wait_no_children(&alice, &p, WAIT);
+}
+
+/// The number of leases is stored on the semaphore path (as kazoo does): a
+/// user asking for another number is refused instead of admitting more.
+#[test]
+fn semaphore_refuses_a_different_number_of_leases() {
+    let p = path("sem-count");
+    let c = client();
+    let two = Semaphore::new(&c, &p, 2).unwrap();
+    let lease = two.acquire().unwrap();
+    assert_eq!(c.get_data(&p).unwrap().0, b"2");
+    let three = Semaphore::new(&client(), &p, 3).unwrap();
+    assert_eq!(
+        three.try_acquire().unwrap_err(),
+        LockError::MaxLeasesMismatch {
+            stored: 2,
+            asked: 3
+        }
+    );
+    let also_two = Semaphore::new(&client(), &p, 2).unwrap();
+    assert!(also_two.try_acquire().unwrap().is_some());
+    drop(lease);
 }

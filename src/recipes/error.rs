@@ -4,6 +4,7 @@ use crate::Error;
 
 /// Why a lock, lease or leadership was not obtained or was lost.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum LockError {
     /// The deadline passed first. Our queue node has been removed.
     #[error("timed out waiting for the lock")]
@@ -23,6 +24,15 @@ pub enum LockError {
     /// The lock is no longer ours (a fenced write was refused).
     #[error("the lock has been lost")]
     Lost,
+    /// The semaphore path says another number of leases than asked for:
+    /// two kinds of users would admit different numbers of holders.
+    #[error("the semaphore allows {stored} leases, not {asked}")]
+    MaxLeasesMismatch {
+        /// What the semaphore path stores.
+        stored: usize,
+        /// What this `Semaphore` was created with.
+        asked: usize,
+    },
     /// The client failed in another way.
     #[error(transparent)]
     Client(Error),

@@ -2,6 +2,7 @@
 //! `<path>/locks` is a mutex that admits one waiter at a time, and
 //! `<path>/leases` holds one node per lease (`_c_<uuid>-lease-<seq>`).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::attempt::Rule;
@@ -10,7 +11,7 @@ use super::error::LockError;
 use super::guard::LockGuard;
 use super::mutex::{lock_calls, MutexOptions, QueueLock};
 use super::registry::Side;
-use crate::Client;
+use crate::{Client, CreateMode, CreateOptions, ErrorCode};
 
 /// At most `max_leases` holders at once.
 ///
@@ -29,6 +30,11 @@ use crate::Client;
 pub struct Semaphore {
     gate: QueueLock,
     leases: QueueLock,
+    /// The semaphore path, which stores the number of leases (as kazoo's).
+    path: String,
+    max_leases: usize,
+    /// The stored number was found to agree (checked once per object).
+    checked: AtomicBool,
 }
 
 impl Semaphore {
@@ -47,6 +53,9 @@ impl Semaphore {
         let base = path.trim_end_matches('/');
         let gate_options = options.clone().watch_node(false);
         Ok(Semaphore {
+            path: base.to_owned(),
+            max_leases: max_leases.max(1),
+            checked: AtomicBool::new(false),
             gate: QueueLock::new(
                 client,
                 &format!("{base}/locks"),
@@ -82,10 +91,64 @@ impl Semaphore {
         deadline: Option<Instant>,
         cancel: Option<&CancelToken>,
     ) -> Result<LockGuard, LockError> {
+        self.check_max_leases()?;
         let gate = self.gate.lock_with(deadline, cancel)?;
         let lease = self.leases.lock_with(deadline, cancel);
         drop(gate);
         lease
+    }
+
+    /// The number of leases is stored on the semaphore path: the first user
+    /// writes it, later users must agree (kazoo does the same), or two
+    /// kinds of users would admit different numbers of holders.
+    fn check_max_leases(&self) -> Result<(), LockError> {
+        if self.checked.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let client = &self.gate.client;
+        let asked = self.max_leases;
+        let ours = asked.to_string();
+        for _ in 0..5 {
+            let (data, stat) = match client.get_data(&self.path) {
+                Ok(found) => found,
+                Err(e) if e.is_no_node() => {
+                    for path in crate::path::ancestors(&self.path) {
+                        let data = if path == self.path {
+                            ours.as_bytes()
+                        } else {
+                            b""
+                        };
+                        let container = CreateOptions::new(CreateMode::Container);
+                        match client.create_with(&path, data, &container) {
+                            Ok(_) => {}
+                            Err(e) if e.is_node_exists() => {}
+                            Err(e) => return Err(e.into()),
+                        }
+                    }
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            };
+            if data.is_empty() {
+                match client.set_data(&self.path, ours.as_bytes(), Some(stat.version)) {
+                    Ok(_) => break,
+                    Err(e) if e.code() == Some(ErrorCode::BadVersion) => continue,
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            match std::str::from_utf8(&data)
+                .ok()
+                .and_then(|t| t.trim().parse().ok())
+            {
+                Some(stored) if stored != asked => {
+                    return Err(LockError::MaxLeasesMismatch { stored, asked })
+                }
+                // Agrees, or data that is not a number: not ours to judge.
+                _ => break,
+            }
+        }
+        self.checked.store(true, Ordering::Release);
+        Ok(())
     }
 
     /// Leases currently held or waited for.

@@ -558,18 +558,6 @@ fn list(parent: &str, watch: bool) -> Request {
     })
 }
 
-/// `/a`, `/a/b`, `/a/b/c` for `/a/b/c`.
-fn ancestors(path: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut at = String::new();
-    for segment in path.split('/').filter(|s| !s.is_empty()) {
-        at.push('/');
-        at.push_str(segment);
-        out.push(at.clone());
-    }
-    out
-}
-
 /// The error that ends every acquisition in this terminal state.
 fn ended(state: SessionState) -> Option<LockError> {
     match state {

@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use jute::{CreateMode, CreateRequest, ErrorCode, PathVersion, PathWatch, Request, Response};
 
-use super::{ancestors, list, AttemptId, LockEvent, LockMachine, Regression};
+use super::{list, AttemptId, LockEvent, LockMachine, Regression};
 use crate::recipes::attempt::{Goal, Node, Purpose};
 use crate::recipes::error::LockError;
 use crate::recipes::held::LockState;
@@ -42,7 +42,7 @@ impl LockMachine {
                     self.send_main(id, Purpose::Recover, list);
                 }
                 (None, false, Some(n)) => {
-                    let ancestors = ancestors(&spec.parent);
+                    let ancestors = crate::path::ancestors(&spec.parent);
                     let Some(path) = ancestors.get(n) else {
                         a.parents_from = None;
                         return self.step(id);
