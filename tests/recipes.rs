@@ -368,3 +368,51 @@ fn semaphore_refuses_a_different_number_of_leases() {
     assert!(also_two.try_acquire().unwrap().is_some());
     drop(lease);
 }
+
+/// A latch campaigns again after a loss and reports each gain and loss;
+/// dropping it withdraws.
+#[test]
+fn leader_latch_requeues_after_a_loss() {
+    use zklock::recipes::LatchEvent;
+    let p = path("latch");
+    let (a, b) = (client(), client());
+    let latch_a = Election::new(&a, &p, b"a").unwrap().latch();
+    let first = latch_a.events().recv_timeout(WAIT).unwrap();
+    let LatchEvent::Gained { fencing_token } = first else {
+        panic!("{first:?}");
+    };
+    assert!(latch_a.is_leader());
+    let latch_b = Election::new(&b, &p, b"b").unwrap().latch();
+    wait_children(&a, &p, 2);
+    // A third party removes the leader's node: A is told, B leads, A
+    // queues again behind B.
+    let leader_node = Election::new(&a, &p, b"x")
+        .unwrap()
+        .leader()
+        .unwrap()
+        .unwrap()
+        .node;
+    client()
+        .delete(&format!("{p}/{leader_node}"), None)
+        .unwrap();
+    assert!(matches!(
+        latch_a.events().recv_timeout(WAIT).unwrap(),
+        LatchEvent::Lost {
+            reason: Some(zklock::recipes::LossReason::NodeDeleted)
+        }
+    ));
+    assert!(matches!(
+        latch_b.events().recv_timeout(WAIT).unwrap(),
+        LatchEvent::Gained { .. }
+    ));
+    wait_children(&a, &p, 2);
+    assert!(!latch_a.is_leader());
+    drop(latch_b);
+    let again = latch_a.events().recv_timeout(WAIT).unwrap();
+    assert!(
+        matches!(again, LatchEvent::Gained { fencing_token: t } if t > fencing_token),
+        "{again:?}"
+    );
+    drop(latch_a);
+    support::wait_no_children(&a, &p, WAIT);
+}
