@@ -1,0 +1,503 @@
+//! SASL authentication of a session (ZooKeeper's opcode 102), sans-I/O.
+//!
+//! After the ConnectResponse, a session configured with SASL sends nothing
+//! but SASL tokens until the server accepts the login: queued requests,
+//! credentials and re-armed watches wait, and the state stays what it was
+//! (Connecting or Suspended) until the exchange is done. Every reconnect
+//! authenticates again. A refusal ends the session in `AuthFailed`.
+//!
+//! Only DIGEST-MD5 (RFC 2831, what ZooKeeper's `DigestLoginModule` serves) is
+//! implemented; [`SaslMechanism`] is an enum so GSSAPI can join it.
+
+use std::time::Instant;
+
+use bytes::BytesMut;
+use jute::primitives::{write_buffer, Reader};
+use jute::{decode_server_message, encode_frame, ErrorCode, OpCode, RequestHeader, ServerMessage};
+
+use super::md5::{hex, md5};
+use super::{DropReason, RequestError, Session, SessionState};
+use jute::Encode;
+
+/// How a session proves who it is with SASL.
+#[derive(Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SaslMechanism {
+    /// DIGEST-MD5 with a user and password from the server's JAAS
+    /// `DigestLoginModule` section (`user_<name>="<password>"`).
+    DigestMd5 {
+        /// The user name.
+        username: String,
+        /// The user's password.
+        password: String,
+    },
+}
+
+impl std::fmt::Debug for SaslMechanism {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SaslMechanism::DigestMd5 { username, .. } => f
+                .debug_struct("DigestMd5")
+                .field("username", username)
+                .field("password", &"<hidden>")
+                .finish(),
+        }
+    }
+}
+
+/// SASL settings of a session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SaslConfig {
+    /// The mechanism and its credentials.
+    pub mechanism: SaslMechanism,
+    /// The service name of the server principal: `zookeeper` unless the
+    /// server runs under another (Java's `zookeeper.sasl.client.username`).
+    pub service: String,
+    /// The server name in DIGEST-MD5's `digest-uri`: ZooKeeper's server
+    /// always uses `zk-sasl-md5`.
+    pub server_name: String,
+}
+
+impl SaslConfig {
+    /// DIGEST-MD5 with ZooKeeper's defaults.
+    pub fn digest_md5(username: &str, password: &str) -> SaslConfig {
+        SaslConfig {
+            mechanism: SaslMechanism::DigestMd5 {
+                username: username.to_owned(),
+                password: password.to_owned(),
+            },
+            service: "zookeeper".to_owned(),
+            server_name: "zk-sasl-md5".to_owned(),
+        }
+    }
+}
+
+/// Why a SASL exchange failed; every one ends the session in `AuthFailed`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SaslError {
+    /// The server refused the login (wrong user or password, or a mechanism
+    /// it does not serve).
+    #[error("the server refused the SASL login ({0:?})")]
+    Refused(ErrorCode),
+    /// The server's challenge is not one we can answer.
+    #[error("malformed SASL challenge: {0}")]
+    BadChallenge(String),
+    /// The server's `rspauth` does not prove that it knows the password.
+    #[error("the server's rspauth does not match: it does not know the password")]
+    BadServerProof,
+    /// The server sent an empty token before the exchange was complete
+    /// (treated as a failure, never as a reason to loop).
+    #[error("the server stopped the SASL exchange before it was complete")]
+    Incomplete,
+}
+
+/// One DIGEST-MD5 client exchange: empty initial token, the response to the
+/// server's challenge, then the check of the server's `rspauth`.
+#[derive(Debug)]
+pub(crate) struct DigestMd5 {
+    config: SaslConfig,
+    cnonce: String,
+    step: DigestStep,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum DigestStep {
+    AwaitChallenge,
+    AwaitRspauth { expected: String },
+    Done,
+}
+
+/// What a token from the server asks of us.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum SaslStep {
+    /// Send this token.
+    Send(Vec<u8>),
+    /// Authenticated; nothing more to send.
+    Done,
+}
+
+impl DigestMd5 {
+    /// A new exchange; `cnonce` is the client's random nonce (hex or any
+    /// token characters).
+    pub(crate) fn new(config: SaslConfig, cnonce: String) -> DigestMd5 {
+        DigestMd5 {
+            config,
+            cnonce,
+            step: DigestStep::AwaitChallenge,
+        }
+    }
+
+    /// DIGEST-MD5 has no initial response: the client starts empty.
+    pub(crate) fn initial_token(&self) -> Vec<u8> {
+        Vec::new()
+    }
+
+    /// Handles the server's next token.
+    pub(crate) fn on_token(&mut self, token: &[u8]) -> Result<SaslStep, SaslError> {
+        match std::mem::replace(&mut self.step, DigestStep::Done) {
+            DigestStep::AwaitChallenge => {
+                if token.is_empty() {
+                    return Err(SaslError::Incomplete);
+                }
+                let (response, expected) = self.respond(token)?;
+                self.step = DigestStep::AwaitRspauth { expected };
+                Ok(SaslStep::Send(response.into_bytes()))
+            }
+            DigestStep::AwaitRspauth { expected } => {
+                if token.is_empty() {
+                    return Err(SaslError::Incomplete);
+                }
+                let fields = parse_directives(token)?;
+                match lookup(&fields, "rspauth") {
+                    Some(got) if got.eq_ignore_ascii_case(&expected) => Ok(SaslStep::Done),
+                    Some(_) => Err(SaslError::BadServerProof),
+                    None => Err(SaslError::BadChallenge(
+                        "no rspauth in the final token".into(),
+                    )),
+                }
+            }
+            DigestStep::Done => Err(SaslError::BadChallenge(
+                "a token after the exchange was complete".into(),
+            )),
+        }
+    }
+
+    /// The response to `challenge`, and the `rspauth` the server must send.
+    fn respond(&self, challenge: &[u8]) -> Result<(String, String), SaslError> {
+        let SaslMechanism::DigestMd5 { username, password } = &self.config.mechanism;
+        let fields = parse_directives(challenge)?;
+        let nonce =
+            lookup(&fields, "nonce").ok_or_else(|| SaslError::BadChallenge("no nonce".into()))?;
+        let realm = lookup(&fields, "realm").unwrap_or("");
+        if let Some(qop) = lookup(&fields, "qop") {
+            if !qop.split(',').any(|q| q.trim() == "auth") {
+                return Err(SaslError::BadChallenge(format!(
+                    "qop {qop:?} does not offer auth"
+                )));
+            }
+        }
+        if let Some(alg) = lookup(&fields, "algorithm") {
+            if alg != "md5-sess" {
+                return Err(SaslError::BadChallenge(format!("algorithm {alg:?}")));
+            }
+        }
+        let utf8 = lookup(&fields, "charset") == Some("utf-8");
+        let digest_uri = format!("{}/{}", self.config.service, self.config.server_name);
+        let nc = "00000001";
+        let qop = "auth";
+        // A1 = H(user:realm:password):nonce:cnonce (RFC 2831 2.1.2.1).
+        let mut secret = credential_bytes(username, utf8);
+        secret.push(b':');
+        secret.extend(credential_bytes(realm, utf8));
+        secret.push(b':');
+        secret.extend(credential_bytes(password, utf8));
+        let mut a1 = md5(&secret).to_vec();
+        a1.extend_from_slice(format!(":{nonce}:{}", self.cnonce).as_bytes());
+        let ha1 = hex(&md5(&a1));
+        let kd = |a2: &str| {
+            let ha2 = hex(&md5(a2.as_bytes()));
+            hex(&md5(format!(
+                "{ha1}:{nonce}:{nc}:{}:{qop}:{ha2}",
+                self.cnonce
+            )
+            .as_bytes()))
+        };
+        let response = kd(&format!("AUTHENTICATE:{digest_uri}"));
+        let expected = kd(&format!(":{digest_uri}"));
+        let mut out = String::new();
+        if utf8 {
+            out.push_str("charset=utf-8,");
+        }
+        out.push_str(&format!(
+            "username=\"{}\",realm=\"{}\",nonce=\"{}\",nc={nc},cnonce=\"{}\",\
+             digest-uri=\"{}\",maxbuf=65536,response={response},qop={qop}",
+            quote(username),
+            quote(realm),
+            quote(nonce),
+            quote(&self.cnonce),
+            quote(&digest_uri),
+        ));
+        Ok((out, expected))
+    }
+}
+
+/// RFC 2831: with `charset=utf-8`, names and passwords that fit ISO 8859-1
+/// are hashed in ISO 8859-1, others in UTF-8; without it, ISO 8859-1.
+fn credential_bytes(s: &str, utf8: bool) -> Vec<u8> {
+    if s.chars().all(|c| u32::from(c) <= 0xff) {
+        s.chars().map(|c| u32::from(c) as u8).collect()
+    } else if utf8 {
+        s.as_bytes().to_vec()
+    } else {
+        // Not representable without utf-8: send UTF-8 and let the server judge.
+        s.as_bytes().to_vec()
+    }
+}
+
+fn quote(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('"', "\\\"")
+}
+
+fn lookup<'a>(fields: &'a [(String, String)], key: &str) -> Option<&'a str> {
+    fields
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case(key))
+        .map(|(_, v)| v.as_str())
+}
+
+/// Parses `key=value,key="quoted, value",...` (RFC 2831 section 7.1).
+fn parse_directives(token: &[u8]) -> Result<Vec<(String, String)>, SaslError> {
+    let text =
+        std::str::from_utf8(token).map_err(|_| SaslError::BadChallenge("not UTF-8".into()))?;
+    let mut fields = Vec::new();
+    let mut chars = text.chars().peekable();
+    loop {
+        while matches!(chars.peek(), Some(c) if *c == ',' || c.is_whitespace()) {
+            chars.next();
+        }
+        if chars.peek().is_none() {
+            return Ok(fields);
+        }
+        let mut key = String::new();
+        while let Some(&c) = chars.peek() {
+            if c == '=' {
+                break;
+            }
+            key.push(c);
+            chars.next();
+        }
+        if chars.next() != Some('=') {
+            return Err(SaslError::BadChallenge(format!(
+                "directive {key:?} has no value"
+            )));
+        }
+        let mut value = String::new();
+        if chars.peek() == Some(&'"') {
+            chars.next();
+            loop {
+                match chars.next() {
+                    Some('\\') => match chars.next() {
+                        Some(c) => value.push(c),
+                        None => return Err(SaslError::BadChallenge("unterminated quote".into())),
+                    },
+                    Some('"') => break,
+                    Some(c) => value.push(c),
+                    None => return Err(SaslError::BadChallenge("unterminated quote".into())),
+                }
+            }
+        } else {
+            while let Some(&c) = chars.peek() {
+                if c == ',' {
+                    break;
+                }
+                value.push(c);
+                chars.next();
+            }
+        }
+        fields.push((key.trim().to_owned(), value.trim().to_owned()));
+        if fields.len() > 64 {
+            return Err(SaslError::BadChallenge("too many directives".into()));
+        }
+    }
+}
+
+/// The SASL exchange of the current connection.
+#[derive(Debug)]
+pub(super) struct SaslRound {
+    exchange: DigestMd5,
+    /// The xid of the SASL request in flight.
+    xid: i32,
+    /// Whether the connection resumed an existing session.
+    resumed: bool,
+}
+
+/// Appends one framed SASL request (opcode 102, a `GetSASLRequest` body).
+fn encode_sasl(out: &mut BytesMut, xid: i32, token: &[u8]) {
+    encode_frame(out, |b| {
+        RequestHeader {
+            xid,
+            op: OpCode::Sasl,
+        }
+        .encode(b);
+        write_buffer(b, token);
+    });
+}
+
+impl<R, W: Clone> Session<R, W> {
+    /// The handshake is done and SASL is configured: start authenticating.
+    /// Returns false if SASL is not configured (the session opens at once).
+    pub(super) fn start_sasl(&mut self, now: Instant, resumed: bool) -> bool {
+        let Some(config) = self.sasl_config.clone() else {
+            return false;
+        };
+        let cnonce = hex(uuid::Uuid::new_v4().as_bytes());
+        let exchange = DigestMd5::new(config, cnonce);
+        let xid = self.take_xid();
+        encode_sasl(&mut self.out, xid, &exchange.initial_token());
+        self.last_sent = now;
+        self.sasl = Some(SaslRound {
+            exchange,
+            xid,
+            resumed,
+        });
+        true
+    }
+
+    /// Whether SASL authentication is under way on this connection.
+    pub(super) fn sasl_in_progress(&self) -> bool {
+        self.sasl.is_some()
+    }
+
+    /// A frame that answers the SASL request in flight, if it is one:
+    /// `None` if it is not ours, else the result of handling it.
+    pub(super) fn on_sasl_frame(
+        &mut self,
+        now: Instant,
+        frame: &[u8],
+    ) -> Option<Result<(), String>> {
+        let round = self.sasl.as_mut()?;
+        let Ok(ServerMessage::Reply { header, body }) = decode_server_message(frame) else {
+            return None;
+        };
+        if header.xid != round.xid {
+            return None;
+        }
+        if header.zxid > 0 {
+            self.last_zxid = self.last_zxid.max(header.zxid);
+        }
+        let round = self.sasl.as_mut()?;
+        let step = if header.err != ErrorCode::Ok {
+            Err(SaslError::Refused(header.err))
+        } else {
+            let mut r = Reader::new(body);
+            match r.read_buffer_opt().and_then(|t| r.finish().map(|()| t)) {
+                Ok(token) => round.exchange.on_token(&token.unwrap_or_default()),
+                Err(e) => return Some(Err(format!("SASL reply: {e}"))),
+            }
+        };
+        match step {
+            Ok(SaslStep::Send(token)) => {
+                let xid = self.take_xid();
+                encode_sasl(&mut self.out, xid, &token);
+                self.last_sent = now;
+                if let Some(round) = self.sasl.as_mut() {
+                    round.xid = xid;
+                }
+            }
+            Ok(SaslStep::Done) => {
+                let resumed = self.sasl.take().is_some_and(|r| r.resumed);
+                log::debug!("SASL authentication succeeded");
+                self.open_for_requests(now, resumed);
+            }
+            Err(e) => {
+                log::error!("SASL authentication failed: {e}");
+                self.sasl = None;
+                self.auth_error = Some(e);
+                self.events.push_back(super::SessionEvent::DropConnection(
+                    DropReason::SessionEnded,
+                ));
+                self.finish(SessionState::AuthFailed, RequestError::AuthFailed);
+            }
+        }
+        Some(Ok(()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// RFC 2831 section 4's example, with the RFC's own inputs: the response
+    /// and rspauth it prints.
+    #[test]
+    fn rfc_2831_example() {
+        let config = SaslConfig {
+            mechanism: SaslMechanism::DigestMd5 {
+                username: "chris".into(),
+                password: "secret".into(),
+            },
+            service: "imap".into(),
+            server_name: "elwood.innosoft.com".into(),
+        };
+        let mut d = DigestMd5::new(config, "OA6MHXh6VqTrRk".into());
+        assert!(d.initial_token().is_empty());
+        let challenge = b"realm=\"elwood.innosoft.com\",nonce=\"OA6MG9tEQGm2hh\",qop=\"auth\",\
+                          algorithm=md5-sess,charset=utf-8";
+        let SaslStep::Send(resp) = d.on_token(challenge).unwrap() else {
+            panic!("expected a response");
+        };
+        let resp = String::from_utf8(resp).unwrap();
+        assert!(
+            resp.contains("response=d388dad90d4bbd760a152321f2143af7"),
+            "{resp}"
+        );
+        assert!(
+            resp.contains("digest-uri=\"imap/elwood.innosoft.com\""),
+            "{resp}"
+        );
+        assert!(resp.contains("nc=00000001"), "{resp}");
+        let done = d.on_token(b"rspauth=ea40f60335c427b5527b84dbabcdfffd");
+        assert_eq!(done, Ok(SaslStep::Done));
+    }
+
+    fn zk_exchange() -> DigestMd5 {
+        DigestMd5::new(SaslConfig::digest_md5("alice", "pw"), "cn".into())
+    }
+
+    #[test]
+    fn wrong_rspauth_is_refused() {
+        let mut d = zk_exchange();
+        d.on_token(b"realm=\"zk-sasl-md5\",nonce=\"n\",charset=utf-8,algorithm=md5-sess")
+            .unwrap();
+        assert_eq!(
+            d.on_token(b"rspauth=00000000000000000000000000000000"),
+            Err(SaslError::BadServerProof)
+        );
+    }
+
+    #[test]
+    fn empty_tokens_before_completion_fail_instead_of_looping() {
+        let mut d = zk_exchange();
+        assert_eq!(d.on_token(b""), Err(SaslError::Incomplete));
+        let mut d = zk_exchange();
+        d.on_token(b"nonce=\"n\"").unwrap();
+        assert_eq!(d.on_token(b""), Err(SaslError::Incomplete));
+    }
+
+    #[test]
+    fn zookeeper_digest_uri_and_no_qop_in_challenge() {
+        let mut d = zk_exchange();
+        let SaslStep::Send(resp) = d
+            .on_token(b"realm=\"zk-sasl-md5\",nonce=\"abc\",charset=utf-8,algorithm=md5-sess")
+            .unwrap()
+        else {
+            panic!("expected a response");
+        };
+        let resp = String::from_utf8(resp).unwrap();
+        assert!(resp.starts_with("charset=utf-8,username=\"alice\",realm=\"zk-sasl-md5\""));
+        assert!(
+            resp.contains("digest-uri=\"zookeeper/zk-sasl-md5\""),
+            "{resp}"
+        );
+        assert!(resp.contains(",qop=auth"), "{resp}");
+    }
+
+    #[test]
+    fn malformed_challenges_are_errors_not_panics() {
+        for bad in [
+            &b"nonce"[..],
+            b"nonce=\"unterminated",
+            b"realm=\"r\"",
+            b"\xff\xfe",
+            b"nonce=\"n\",qop=\"auth-conf\"",
+            b"nonce=\"n\",algorithm=md5",
+        ] {
+            let mut d = zk_exchange();
+            assert!(
+                matches!(d.on_token(bad), Err(SaslError::BadChallenge(_))),
+                "{bad:?}"
+            );
+        }
+    }
+}
