@@ -125,19 +125,25 @@ pub(crate) struct TlsSetup {
 }
 
 impl TlsSetup {
-    /// A client connection to `host` (the connect string's host).
-    pub(crate) fn connect(&self, host: &str) -> Result<rustls::ClientConnection, TlsError> {
+    /// A client connection to `host` (the connect string's host), and the
+    /// name its certificate is verified against.
+    pub(crate) fn connect(
+        &self,
+        host: &str,
+    ) -> Result<(rustls::ClientConnection, String), TlsError> {
         let name = self.server_name.as_deref().unwrap_or(host);
         let server_name =
             ServerName::try_from(name.to_owned()).map_err(|_| TlsError::InvalidServerName {
                 name: name.to_owned(),
             })?;
-        rustls::ClientConnection::new(self.config.clone(), server_name).map_err(|source| {
-            TlsError::Config {
-                what: "new connection".into(),
-                source,
-            }
-        })
+        let conn =
+            rustls::ClientConnection::new(self.config.clone(), server_name).map_err(|source| {
+                TlsError::Config {
+                    what: "new connection".into(),
+                    source,
+                }
+            })?;
+        Ok((conn, name.to_owned()))
     }
 }
 

@@ -94,7 +94,7 @@ impl Links {
                     .find(|(a, _)| *a == addr)
                     .map_or_else(|| addr.ip().to_string(), |(_, n)| n.clone());
                 match setup.connect(&name) {
-                    Ok(conn) => Ok(Link {
+                    Ok((conn, name)) => Ok(Link {
                         established: false,
                         tls: Some(Box::new(TlsLink { conn, name })),
                     }),
