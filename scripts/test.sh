@@ -4,6 +4,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 start=$(date +%s)
-cargo test --workspace --all-targets "$@"
-cargo test --workspace --doc
+# --all-features: the TLS tests need the `tls` feature.
+cargo test --workspace --all-targets --all-features "$@"
+cargo test --workspace --doc --all-features
 echo "test suite finished in $(( $(date +%s) - start )) s" >&2

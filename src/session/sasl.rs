@@ -187,11 +187,11 @@ impl DigestMd5 {
         let nc = "00000001";
         let qop = "auth";
         // A1 = H(user:realm:password):nonce:cnonce (RFC 2831 2.1.2.1).
-        let mut secret = credential_bytes(username, utf8);
+        let mut secret = credential_bytes(username);
         secret.push(b':');
-        secret.extend(credential_bytes(realm, utf8));
+        secret.extend(credential_bytes(realm));
         secret.push(b':');
-        secret.extend(credential_bytes(password, utf8));
+        secret.extend(credential_bytes(password));
         let mut a1 = md5(&secret).to_vec();
         a1.extend_from_slice(format!(":{nonce}:{}", self.cnonce).as_bytes());
         let ha1 = hex(&md5(&a1));
@@ -222,15 +222,12 @@ impl DigestMd5 {
     }
 }
 
-/// RFC 2831: with `charset=utf-8`, names and passwords that fit ISO 8859-1
-/// are hashed in ISO 8859-1, others in UTF-8; without it, ISO 8859-1.
-fn credential_bytes(s: &str, utf8: bool) -> Vec<u8> {
+/// RFC 2831: names and passwords that fit ISO 8859-1 are hashed in ISO
+/// 8859-1, others (allowed only with `charset=utf-8`) in UTF-8.
+fn credential_bytes(s: &str) -> Vec<u8> {
     if s.chars().all(|c| u32::from(c) <= 0xff) {
         s.chars().map(|c| u32::from(c) as u8).collect()
-    } else if utf8 {
-        s.as_bytes().to_vec()
     } else {
-        // Not representable without utf-8: send UTF-8 and let the server judge.
         s.as_bytes().to_vec()
     }
 }
@@ -499,5 +496,168 @@ mod tests {
                 "{bad:?}"
             );
         }
+    }
+
+    // ---- the session with SASL, bytes in and out ----------------------
+
+    use crate::session::{SessionConfig, SessionEvent};
+    use bytes::BytesMut;
+    use jute::{decode_request_header, split_frame, ConnectResponse, ReplyHeader, Request};
+    use std::time::Instant;
+
+    type S = Session<u32, u32>;
+
+    fn session() -> (S, Instant) {
+        let now = Instant::now();
+        let mut s = S::new(SessionConfig::default(), now);
+        s.set_sasl(Some(SaslConfig::digest_md5("alice", "pw")));
+        (s, now)
+    }
+
+    /// Frames written, as (xid, op, body).
+    fn sent(s: &mut S) -> Vec<(i32, OpCode, Vec<u8>)> {
+        let mut buf = BytesMut::from(s.output());
+        s.consume_output(buf.len());
+        let mut out = Vec::new();
+        while let Some(f) = split_frame(&mut buf, usize::MAX).unwrap() {
+            if let Ok((h, body)) = decode_request_header(&f) {
+                out.push((h.xid, h.op, body.to_vec()));
+            }
+        }
+        out
+    }
+
+    fn feed(s: &mut S, now: Instant, body: impl FnOnce(&mut BytesMut)) {
+        let mut buf = BytesMut::new();
+        encode_frame(&mut buf, body);
+        s.handle_input(now, &buf);
+    }
+
+    fn handshake(s: &mut S, now: Instant) {
+        s.handle_connected(now);
+        s.consume_output(s.output().len());
+        feed(s, now, |b| {
+            ConnectResponse {
+                protocol_version: 0,
+                timeout_ms: 10_000,
+                session_id: 0x42,
+                passwd: vec![7; 16],
+                read_only: false,
+            }
+            .encode(b)
+        });
+    }
+
+    fn sasl_reply(s: &mut S, now: Instant, xid: i32, err: ErrorCode, token: Option<&[u8]>) {
+        feed(s, now, |b| {
+            ReplyHeader { xid, zxid: 5, err }.encode(b);
+            if let Some(t) = token {
+                write_buffer(b, t);
+            }
+        });
+    }
+
+    fn token_of(body: &[u8]) -> Vec<u8> {
+        let mut r = Reader::new(body);
+        r.read_buffer().unwrap()
+    }
+
+    fn events(s: &mut S) -> Vec<SessionEvent<u32, u32>> {
+        std::iter::from_fn(|| s.poll_event()).collect()
+    }
+
+    /// Plays ZooKeeper's side of a successful exchange.
+    fn authenticate(s: &mut S, now: Instant) {
+        let frames = sent(s);
+        assert_eq!(frames.len(), 1, "only the SASL request goes first");
+        let (xid, op, body) = &frames[0];
+        assert_eq!(*op, OpCode::Sasl);
+        assert!(token_of(body).is_empty(), "DIGEST-MD5 starts empty");
+        let challenge = b"realm=\"zk-sasl-md5\",nonce=\"srv\",charset=utf-8,algorithm=md5-sess";
+        sasl_reply(s, now, *xid, ErrorCode::Ok, Some(challenge));
+        let frames = sent(s);
+        assert_eq!(frames.len(), 1);
+        let (xid, op, body) = &frames[0];
+        assert_eq!(*op, OpCode::Sasl);
+        let response = token_of(body);
+        let fields = parse_directives(&response).unwrap();
+        let cnonce = lookup(&fields, "cnonce").unwrap().to_owned();
+        let (_, rspauth) = DigestMd5::new(SaslConfig::digest_md5("alice", "pw"), cnonce)
+            .respond(challenge)
+            .unwrap();
+        sasl_reply(
+            s,
+            now,
+            *xid,
+            ErrorCode::Ok,
+            Some(format!("rspauth={rspauth}").as_bytes()),
+        );
+    }
+
+    #[test]
+    fn requests_wait_for_the_login_and_every_reconnect_logs_in_again() {
+        let (mut s, now) = session();
+        s.submit(now, Request::Sync("/".into()), 1, None);
+        handshake(&mut s, now);
+        assert_eq!(
+            s.state(),
+            SessionState::Connecting,
+            "not usable before the login"
+        );
+        s.submit(now, Request::Sync("/a".into()), 2, None);
+        authenticate(&mut s, now);
+        assert_eq!(s.state(), SessionState::Connected);
+        let ops: Vec<OpCode> = sent(&mut s).into_iter().map(|(_, op, _)| op).collect();
+        assert_eq!(
+            ops,
+            vec![OpCode::Sync, OpCode::Sync],
+            "the queue goes after the login"
+        );
+
+        s.handle_disconnected(now);
+        s.submit(now, Request::Sync("/b".into()), 3, None);
+        handshake(&mut s, now);
+        assert_eq!(s.state(), SessionState::Suspended);
+        authenticate(&mut s, now);
+        assert_eq!(s.state(), SessionState::Connected);
+        let ops: Vec<OpCode> = sent(&mut s).into_iter().map(|(_, op, _)| op).collect();
+        assert_eq!(ops, vec![OpCode::Sync]);
+    }
+
+    #[test]
+    fn a_refusal_is_terminal_and_answers_everyone() {
+        let (mut s, now) = session();
+        s.submit(now, Request::Sync("/".into()), 1, None);
+        handshake(&mut s, now);
+        let (xid, _, _) = sent(&mut s).remove(0);
+        sasl_reply(&mut s, now, xid, ErrorCode::AuthFailed, None);
+        assert_eq!(s.state(), SessionState::AuthFailed);
+        assert_eq!(
+            s.auth_error(),
+            Some(&SaslError::Refused(ErrorCode::AuthFailed))
+        );
+        assert!(!s.wants_connection(), "no reconnect loop");
+        let ev = events(&mut s);
+        assert!(ev.iter().any(|e| matches!(
+            e,
+            SessionEvent::Reply {
+                handle: 1,
+                result: Err(RequestError::AuthFailed)
+            }
+        )));
+        assert!(ev
+            .iter()
+            .any(|e| matches!(e, SessionEvent::DropConnection(DropReason::SessionEnded))));
+        assert!(sent(&mut s).is_empty());
+    }
+
+    #[test]
+    fn an_empty_challenge_fails_instead_of_looping() {
+        let (mut s, now) = session();
+        handshake(&mut s, now);
+        let (xid, _, _) = sent(&mut s).remove(0);
+        sasl_reply(&mut s, now, xid, ErrorCode::Ok, Some(b""));
+        assert_eq!(s.state(), SessionState::AuthFailed);
+        assert!(sent(&mut s).is_empty());
     }
 }
