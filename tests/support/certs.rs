@@ -25,6 +25,8 @@ pub struct Certs {
     pub client_key: PathBuf,
     /// The server's key store (key + chain) and trust store (the CA), PKCS12.
     pub server_keystore: PathBuf,
+    /// The client certificate and key as a PKCS12 store, for Java clients.
+    pub client_keystore: PathBuf,
     pub truststore: PathBuf,
 }
 
@@ -39,6 +41,43 @@ impl Certs {
         )
     }
 }
+
+impl Certs {
+    /// JVM flags that make ZooKeeper's Java client (and so Curator) use TLS
+    /// with the client certificate.
+    pub fn java_client_flags(&self) -> Vec<String> {
+        let mut netty = vec![
+            "-Dzookeeper.client.secure=true".to_owned(),
+            "-Dzookeeper.clientCnxnSocket=org.apache.zookeeper.ClientCnxnSocketNetty".to_owned(),
+        ];
+        for (key, value) in [
+            (
+                "keyStore.location",
+                self.client_keystore.display().to_string(),
+            ),
+            ("keyStore.password", STORE_PASSWORD.to_owned()),
+            ("keyStore.type", "PKCS12".to_owned()),
+            ("trustStore.location", self.truststore.display().to_string()),
+            ("trustStore.password", STORE_PASSWORD.to_owned()),
+            ("trustStore.type", "PKCS12".to_owned()),
+        ] {
+            netty.push(format!("-Dzookeeper.ssl.{key}={value}"));
+        }
+        netty
+    }
+}
+
+/// Netty jars ZooKeeper's Java client needs for TLS (Debian's names).
+pub const JAVA_CLIENT_NETTY_JARS: &[&str] = &[
+    "/usr/share/java/netty-handler.jar",
+    "/usr/share/java/netty-transport.jar",
+    "/usr/share/java/netty-buffer.jar",
+    "/usr/share/java/netty-common.jar",
+    "/usr/share/java/netty-codec.jar",
+    "/usr/share/java/netty-resolver.jar",
+    "/usr/share/java/netty-transport-native-unix-common.jar",
+    "/usr/share/java/netty-transport-native-epoll.jar",
+];
 
 /// The binary's certificates, generated on first use. Panics saying which
 /// tool failed: tests never skip quietly.
@@ -139,6 +178,14 @@ fn generate() -> Certs {
     );
     run(
         &dir,
+        "openssl",
+        &[
+            "pkcs12", "-export", "-in", "client.pem", "-inkey", "client.key", "-certfile",
+            "ca.pem", "-name", "client", "-out", "client.p12", "-passout", &pass,
+        ],
+    );
+    run(
+        &dir,
         "keytool",
         &[
             "-importcert", "-noprompt", "-alias", "ca", "-file", "ca.pem", "-keystore",
@@ -151,6 +198,7 @@ fn generate() -> Certs {
         client_pem: dir.join("client.pem"),
         client_key: dir.join("client.key"),
         server_keystore: dir.join("server.p12"),
+        client_keystore: dir.join("client.p12"),
         truststore: dir.join("trust.p12"),
         dir,
     }
