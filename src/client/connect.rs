@@ -38,17 +38,7 @@ impl Client {
     ///   retrying cannot cure (TLS: unknown CA, name mismatch, not TLS);
     /// * at the deadline, [`Error::Connect`] if every attempt was closed by
     ///   the server before its handshake was answered, else [`Error::Timeout`].
-    ///
-    /// The client is closed when this fails.
     pub(super) fn wait_first_session(&self, timeout: Duration) -> Result<()> {
-        let result = self.wait_first_session_inner(timeout);
-        if result.is_err() {
-            let _ = self.close();
-        }
-        result
-    }
-
-    fn wait_first_session_inner(&self, timeout: Duration) -> Result<()> {
         let (states, _token) = self.subscribe_scoped();
         let failures: &Receiver<ConnectFailure> = &self.inner.driver.failures;
         let hosts = self.inner.host_count;

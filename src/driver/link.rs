@@ -82,8 +82,8 @@ impl Links {
     }
 
     /// A link for a new TCP connection to `addr`.
+    #[cfg_attr(not(feature = "tls"), allow(unused_variables))]
     pub(crate) fn link(&mut self, addr: SocketAddr) -> Result<Link, ConnectError> {
-        let _ = addr;
         match &self.connector {
             Connector::Plain => Ok(Link::default()),
             #[cfg(feature = "tls")]
