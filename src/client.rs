@@ -11,7 +11,7 @@ use jute::{
     SetAclRequest, SetDataRequest, Stat,
 };
 
-use crate::driver::{self, Command, DriverConfig, DriverHandle, WatchSender};
+use crate::driver::{self, Command, DriverConfig, DriverHandle, IoTask, TaskSender, WatchSender};
 use crate::error::{Error, Result};
 use crate::path::{validate_path, Chroot};
 use crate::session::{RequestError, SaslConfig, SessionConfig, SessionState, WatchedEvent};
@@ -991,6 +991,22 @@ impl Client {
 
     pub(crate) fn downgrade(&self) -> WeakClient {
         WeakClient(Arc::downgrade(&self.inner))
+    }
+
+    /// Runs `task` on this client's I/O thread, fed in the same loop turn as
+    /// the session (the first task installed stays; later ones are dropped).
+    pub(crate) fn install_task(&self, task: Box<dyn IoTask>) -> bool {
+        self.inner.driver.send(Command::InstallTask(task))
+    }
+
+    /// Sends messages to the installed task; does not keep the session open.
+    pub(crate) fn task_sender(&self) -> TaskSender {
+        TaskSender::new(self.inner.driver.sender.clone())
+    }
+
+    /// The deadline of each call (by default the session timeout).
+    pub(crate) fn request_timeout(&self) -> Duration {
+        self.inner.request_timeout
     }
 
     /// The layer above's per-client value, created by `init` on first use.

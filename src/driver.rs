@@ -6,6 +6,7 @@
 //! output and next deadline, and sleeps in `poll` until one of those is due.
 //! An idle client wakes only to ping.
 
+use std::any::Any;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -65,8 +66,76 @@ impl WatchSender {
     }
 }
 
+/// Where the session core's answer to a request goes.
+pub(crate) enum ReplyTo {
+    /// A caller blocked on a channel.
+    Caller(ReplySender),
+    /// The I/O task, under its token.
+    Task(u64),
+}
+
+/// Where a watch's event goes.
+#[derive(Clone)]
+pub(crate) enum WatchTo {
+    /// A watcher's channel.
+    Caller(WatchSender),
+    /// The I/O task, under the token of the request that set the watch.
+    Task(u64),
+}
+
+/// A request an I/O task wants sent; its reply and watch come back to the
+/// task under `token`.
+pub(crate) struct TaskRequest {
+    pub token: u64,
+    pub request: Request,
+    pub watch: bool,
+}
+
+/// A state machine of a layer above that runs on the I/O thread, fed in the
+/// same loop turn as the session core: a session change reaches it before
+/// any caller can act on it. It never blocks.
+pub(crate) trait IoTask: Send {
+    /// A message from an API thread (the task knows its type).
+    fn handle_message(&mut self, now: Instant, message: Box<dyn Any + Send>);
+    /// The reply to the request sent under `token`.
+    fn handle_reply(&mut self, now: Instant, token: u64, result: Result<Response, RequestError>);
+    /// The watch set under `token` fired, or never will.
+    fn handle_watch(&mut self, now: Instant, token: u64, event: Result<WatchedEvent, RequestError>);
+    /// The session changed state.
+    fn handle_session(&mut self, now: Instant, state: SessionState, session_id: i64);
+    /// Time passed.
+    fn handle_timeout(&mut self, now: Instant);
+    /// The next request to send.
+    fn poll_request(&mut self) -> Option<TaskRequest>;
+    /// When `handle_timeout` is next due.
+    fn poll_timeout(&self) -> Option<Instant>;
+    /// Whether the watch under `token` is still wanted (else it is not
+    /// re-armed after a reconnect).
+    fn wants_watch(&self, token: u64) -> bool;
+}
+
+/// Sends messages to the I/O task from API threads; does not keep the
+/// session open.
+#[derive(Clone, Debug)]
+pub(crate) struct TaskSender(CommandSender);
+
+impl TaskSender {
+    pub(crate) fn new(sender: CommandSender) -> Self {
+        TaskSender(sender)
+    }
+
+    /// `false` if the I/O thread is gone.
+    pub(crate) fn send(&self, message: Box<dyn Any + Send>) -> bool {
+        self.0.send(Command::TaskMessage(message))
+    }
+}
+
 /// What API threads ask of the I/O thread.
 pub(crate) enum Command {
+    /// Runs `task` on the I/O thread from now on (the first one only).
+    InstallTask(Box<dyn IoTask>),
+    /// A message for the installed task.
+    TaskMessage(Box<dyn Any + Send>),
     Submit {
         request: Request,
         reply: ReplySender,
@@ -110,18 +179,38 @@ pub(crate) struct DriverConfig {
 
 /// The API side's handle on the I/O thread.
 pub(crate) struct DriverHandle {
-    pub commands: Sender<Command>,
-    pub waker: Arc<Waker>,
+    pub sender: CommandSender,
     pub status: Arc<Mutex<Status>>,
     pub watch_events: Arc<AtomicU64>,
-    /// Set by the I/O thread just before it sleeps in `poll`.
-    asleep: Arc<AtomicBool>,
     pub thread: Option<std::thread::JoinHandle<()>>,
     /// Connections that failed before a session was established.
     pub failures: Receiver<ConnectFailure>,
 }
 
 impl DriverHandle {
+    /// Queues a command and wakes the loop. `false` if the thread is gone.
+    pub(crate) fn send(&self, cmd: Command) -> bool {
+        self.sender.send(cmd)
+    }
+}
+
+/// Queues commands for the I/O thread and wakes it. Holding one does not
+/// keep the session open.
+#[derive(Clone)]
+pub(crate) struct CommandSender {
+    commands: Sender<Command>,
+    waker: Arc<Waker>,
+    /// Set by the I/O thread just before it sleeps in `poll`.
+    asleep: Arc<AtomicBool>,
+}
+
+impl std::fmt::Debug for CommandSender {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CommandSender")
+    }
+}
+
+impl CommandSender {
     /// Queues a command and wakes the loop. `false` if the thread is gone.
     pub(crate) fn send(&self, cmd: Command) -> bool {
         if self.commands.send(cmd).is_err() {
@@ -163,6 +252,7 @@ pub(crate) fn spawn(config: DriverConfig) -> io::Result<DriverHandle> {
         connect_timeout: config.session.connect_timeout,
         keepalive_idle: (config.session.session_timeout / 3).max(Duration::from_secs(1)),
         conn: None,
+        task: None,
         subscribers: Vec::new(),
         status: status.clone(),
         commands_open: true,
@@ -171,11 +261,13 @@ pub(crate) fn spawn(config: DriverConfig) -> io::Result<DriverHandle> {
         .name("zklock-io".into())
         .spawn(move || driver.run())?;
     Ok(DriverHandle {
-        commands: tx,
-        waker,
+        sender: CommandSender {
+            commands: tx,
+            waker,
+            asleep,
+        },
         status,
         watch_events,
-        asleep,
         thread: Some(thread),
         failures,
     })
@@ -255,7 +347,8 @@ fn xorshift(s: &mut u64) -> u64 {
 struct Driver {
     poll: Poll,
     commands: Receiver<Command>,
-    session: Session<ReplySender, WatchSender>,
+    session: Session<ReplyTo, WatchTo>,
+    task: Option<Box<dyn IoTask>>,
     hosts: HostList,
     connect_timeout: Duration,
     keepalive_idle: Duration,
@@ -275,6 +368,9 @@ impl Driver {
             let now = Instant::now();
             self.drain_commands(now);
             self.session.handle_timeout(now);
+            if let Some(task) = self.task.as_mut() {
+                task.handle_timeout(now);
+            }
             self.check_connect_deadline(now);
             self.deliver();
             self.maintain_connection(now);
@@ -304,8 +400,10 @@ impl Driver {
                     continue;
                 }
                 log::error!("poll failed, stopping the I/O thread: {e}");
-                self.session
-                    .close(Instant::now(), crossbeam_channel::bounded(1).0);
+                self.session.close(
+                    Instant::now(),
+                    ReplyTo::Caller(crossbeam_channel::bounded(1).0),
+                );
                 self.deliver();
                 break;
             }
@@ -329,6 +427,9 @@ impl Driver {
 
     fn next_deadline(&self) -> Option<Instant> {
         let mut deadline = self.session.poll_timeout();
+        if let Some(at) = self.task.as_ref().and_then(|t| t.poll_timeout()) {
+            deadline = Some(deadline.map_or(at, |d| d.min(at)));
+        }
         if let Some(Connection {
             connecting: Some(until),
             ..
@@ -350,11 +451,35 @@ impl Driver {
                     request,
                     reply,
                     watcher,
-                }) => self.session.submit(now, request, reply, watcher),
-                Ok(Command::Close { reply }) => self.session.close(now, reply),
-                Ok(Command::ReleasePersistent { path, reply }) => {
-                    self.session
-                        .release_persistent(now, &path, WatchSender::is_wanted, reply)
+                }) => self.session.submit(
+                    now,
+                    request,
+                    ReplyTo::Caller(reply),
+                    watcher.map(WatchTo::Caller),
+                ),
+                Ok(Command::Close { reply }) => self.session.close(now, ReplyTo::Caller(reply)),
+                Ok(Command::ReleasePersistent { path, reply }) => self.session.release_persistent(
+                    now,
+                    &path,
+                    |w| match w {
+                        WatchTo::Caller(w) => w.is_wanted(),
+                        WatchTo::Task(_) => true,
+                    },
+                    ReplyTo::Caller(reply),
+                ),
+                Ok(Command::InstallTask(mut task)) => {
+                    if self.task.is_none() {
+                        task.handle_session(now, self.session.state(), self.session.session_id());
+                        self.task = Some(task);
+                    }
+                }
+                Ok(Command::TaskMessage(message)) => {
+                    if let Some(task) = self.task.as_mut() {
+                        task.handle_message(now, message);
+                    }
+                    // Before any later command: a caller that hears back
+                    // and asks again must find the task's requests ahead.
+                    self.submit_task_requests();
                 }
                 Ok(Command::Subscribe(tx, token)) => {
                     self.subscribers
@@ -373,22 +498,58 @@ impl Driver {
     fn shut_down(&mut self, now: Instant) {
         if self.commands_open {
             self.commands_open = false;
-            self.session.close(now, crossbeam_channel::bounded(1).0);
+            self.session
+                .close(now, ReplyTo::Caller(crossbeam_channel::bounded(1).0));
         }
     }
 
+    /// Hands every session event to its caller, watcher or the task, and
+    /// the task's requests to the session, until both are quiet.
     fn deliver(&mut self) {
+        loop {
+            self.deliver_session_events();
+            if !self.submit_task_requests() {
+                return;
+            }
+        }
+    }
+
+    /// `true` if the task had anything to send.
+    fn submit_task_requests(&mut self) -> bool {
+        let Some(task) = self.task.as_mut() else {
+            return false;
+        };
+        let now = Instant::now();
+        let mut any = false;
+        while let Some(r) = task.poll_request() {
+            any = true;
+            let watch = r.watch.then_some(WatchTo::Task(r.token));
+            self.session
+                .submit(now, r.request, ReplyTo::Task(r.token), watch);
+        }
+        any
+    }
+
+    fn deliver_session_events(&mut self) {
+        let now = Instant::now();
         while let Some(event) = self.session.poll_event() {
             match event {
-                SessionEvent::Reply { handle, result } => {
-                    let _ = handle.send(result);
-                }
+                SessionEvent::Reply { handle, result } => match handle {
+                    ReplyTo::Caller(tx) => {
+                        let _ = tx.send(result);
+                    }
+                    ReplyTo::Task(token) => {
+                        if let Some(task) = self.task.as_mut() {
+                            task.handle_reply(now, token, result);
+                        }
+                    }
+                },
                 SessionEvent::Watch { watcher, event } => {
                     self.watch_events.fetch_add(1, Ordering::Relaxed);
-                    let _ = watcher.tx.send(Ok(event));
+                    self.to_watcher(now, watcher, Ok(event));
                 }
                 SessionEvent::WatchAbandoned { watcher, reason } => {
-                    let _ = watcher.tx.send(Err(reason));
+                    self.to_watcher(now, watcher, Err(reason));
                 }
                 SessionEvent::State(state) => {
                     if let (SessionState::Connected, Some(conn)) = (state, self.conn.as_mut()) {
@@ -396,6 +557,9 @@ impl Driver {
                     }
                     log::info!("session {:#x}: {state:?}", self.session.session_id());
                     self.publish();
+                    if let Some(task) = self.task.as_mut() {
+                        task.handle_session(now, state, self.session.session_id());
+                    }
                     self.subscribers.retain(|(s, _)| s.send(state).is_ok());
                 }
                 SessionEvent::DropConnection(reason) => {
@@ -404,6 +568,24 @@ impl Driver {
                         self.account_connection_end(Instant::now());
                     }
                     self.close_socket();
+                }
+            }
+        }
+    }
+
+    fn to_watcher(
+        &mut self,
+        now: Instant,
+        watcher: WatchTo,
+        event: Result<WatchedEvent, RequestError>,
+    ) {
+        match watcher {
+            WatchTo::Caller(w) => {
+                let _ = w.tx.send(event);
+            }
+            WatchTo::Task(token) => {
+                if let Some(task) = self.task.as_mut() {
+                    task.handle_watch(now, token, event);
                 }
             }
         }
@@ -470,7 +652,11 @@ impl Driver {
         }
         // Watches nobody waits for any more (their call timed out, or the
         // Watch was dropped) are not re-armed on the new connection.
-        self.session.retain_watches(WatchSender::is_wanted);
+        let task = &self.task;
+        self.session.retain_watches(|w| match w {
+            WatchTo::Caller(w) => w.is_wanted(),
+            WatchTo::Task(token) => task.as_ref().is_some_and(|t| t.wants_watch(*token)),
+        });
         let addr = self.hosts.take();
         let link = match self.links.link(addr) {
             Ok(link) => link,

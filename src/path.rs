@@ -2,6 +2,15 @@
 
 use crate::error::{Error, Result};
 
+/// `parent/name`, with no doubled slash under the root.
+pub(crate) fn join(parent: &str, name: &str) -> String {
+    if parent == "/" {
+        format!("/{name}")
+    } else {
+        format!("{parent}/{name}")
+    }
+}
+
 /// Checks a path the way the server would, before anything is sent.
 /// `sequential` allows a trailing `/` (the server appends the suffix).
 ///

@@ -60,7 +60,7 @@ fn mutual_exclusion_across_threads_and_clients() {
         t.join().unwrap();
     }
     assert_eq!(entries.load(Ordering::SeqCst), 60);
-    assert!(children(&clients[0], &path).is_empty(), "nodes left behind");
+    support::wait_no_children(&clients[0], &path, WAIT);
 }
 
 #[test]
@@ -300,7 +300,7 @@ fn lost_create_reply_leaves_exactly_one_node() {
     assert!(g.node_path().ends_with(&kids[0]));
     assert_eq!(g.state(), LockState::Held);
     drop(g);
-    assert!(children(&client(), &path).is_empty());
+    support::wait_no_children(&client(), &path, WAIT);
 }
 
 #[test]

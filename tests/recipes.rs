@@ -58,7 +58,7 @@ fn readers_share_and_writers_exclude() {
         .iter()
         .all(|n| n.contains("-__READ__") || n.contains("-__WRIT__")));
     drop(r3);
-    assert!(children(&a, &p).is_empty());
+    support::wait_no_children(&a, &p, WAIT);
 }
 
 #[test]
@@ -143,13 +143,18 @@ fn semaphore_admits_at_most_n() {
     let mut kids = children(&c, &p);
     kids.sort();
     assert_eq!(kids, vec!["leases".to_string(), "locks".to_string()]);
-    assert!(children(&c, &format!("{p}/leases")).is_empty());
+    support::wait_no_children(&c, &format!("{p}/leases"), WAIT);
     // With all leases held, another waits and then times out cleanly.
     let s = Semaphore::new(&c, &p, 1).unwrap();
     let held = s.acquire().unwrap();
     let s2 = Semaphore::new(&client(), &p, 1).unwrap();
     assert_eq!(s2.acquire_timeout(BRIEF).unwrap_err(), LockError::Timeout);
-    assert_eq!(s.lease_count().unwrap(), 1);
+    // The timed-out waiter's lease node goes in the background.
+    let deadline = Instant::now() + WAIT;
+    while s.lease_count().unwrap() != 1 {
+        assert!(Instant::now() < deadline, "the waiter's lease node stayed");
+        std::thread::yield_now();
+    }
     drop(held);
 }
 
@@ -168,7 +173,7 @@ fn multilock_takes_all_or_none() {
     // b holds y; a's multi-lock takes x, then times out on y and gives x back.
     let hold_y = zklock::recipes::Mutex::new(&b, &y).unwrap().lock().unwrap();
     assert_eq!(both.lock_timeout(BRIEF).unwrap_err(), LockError::Timeout);
-    assert!(children(&a, &x).is_empty(), "x not released after failure");
+    support::wait_no_children(&a, &x, WAIT);
     drop(hold_y);
     let token = CancelToken::new();
     token.cancel();
@@ -259,5 +264,40 @@ fn batch_mutex_excludes_other_processes() {
     for t in threads {
         t.join().unwrap();
     }
-    assert!(children(&client(), &p).is_empty());
+    support::wait_no_children(&client(), &p, WAIT);
+}
+
+/// Regression (issue 9, scenario 5): the holder drops its guard while a
+/// local waiter is counted, so the ZooKeeper lock is kept for a hand-off;
+/// the waiter then sees its cancel token and leaves. The kept lock must go
+/// back to the queue, or another process waits forever.
+#[test]
+fn batch_mutex_gives_back_a_hold_kept_for_a_waiter_that_left() {
+    use zklock::recipes::BatchMutex;
+    let p = path("batch-left");
+    let c = client();
+    let lock = BatchMutex::new(&c, &p, 8).unwrap();
+    let held = lock.lock().unwrap();
+    let token = CancelToken::new();
+    let waiter = {
+        let (lock, token) = (lock.clone(), token.clone());
+        std::thread::spawn(move || lock.lock_with(None, Some(&token)).map(drop))
+    };
+    let deadline = Instant::now() + WAIT;
+    while lock.local_waiters() < 1 {
+        assert!(Instant::now() < deadline, "the waiter never arrived");
+        std::thread::yield_now();
+    }
+    token.cancel();
+    drop(held);
+    let left = waiter.join().unwrap();
+    assert!(
+        matches!(left, Ok(()) | Err(LockError::Cancelled)),
+        "{left:?}"
+    );
+    let outsider = zklock::recipes::Mutex::new(&client(), &p).unwrap();
+    let g = outsider
+        .lock_timeout(WAIT)
+        .expect("the process gave the lock back");
+    drop(g);
 }

@@ -15,8 +15,9 @@ use crossbeam_channel::Receiver;
 
 use super::cancel::CancelToken;
 use super::error::LockError;
+use super::guard::LockGuard;
 use super::held::LockState;
-use super::mutex::{lock_calls, LockGuard, Mutex, MutexOptions};
+use super::mutex::{lock_calls, Mutex, MutexOptions};
 use crate::Client;
 
 /// How often a local waiter looks at its cancel token.
@@ -76,6 +77,7 @@ pub struct BatchMutex {
 
 /// Held by one thread of the process; passes the lock on when dropped.
 #[derive(Debug)]
+#[must_use = "the lock is passed on as soon as the guard is dropped"]
 pub struct BatchGuard {
     shared: Arc<Shared>,
     token: i64,
@@ -121,8 +123,7 @@ impl BatchMutex {
         local.waiting += 1;
         loop {
             if cancel.is_some_and(|c| c.is_cancelled()) {
-                local.waiting -= 1;
-                return Err(LockError::Cancelled);
+                return Err(self.leave(local, LockError::Cancelled));
             }
             if !local.busy {
                 if let Some(zk) = local.zk.as_ref() {
@@ -150,11 +151,7 @@ impl BatchMutex {
                             s.changed.notify_all();
                             continue;
                         }
-                        Err(e) => {
-                            local.waiting -= 1;
-                            s.changed.notify_all();
-                            return Err(e);
-                        }
+                        Err(e) => return Err(self.leave(local, e)),
                     }
                 }
             }
@@ -162,8 +159,7 @@ impl BatchMutex {
                 (Some(d), _) => {
                     let left = d.saturating_duration_since(Instant::now());
                     if left.is_zero() {
-                        local.waiting -= 1;
-                        return Err(LockError::Timeout);
+                        return Err(self.leave(local, LockError::Timeout));
                     }
                     if cancel.is_some() {
                         left.min(CANCEL_POLL)
@@ -179,6 +175,20 @@ impl BatchMutex {
                 Err(p) => p.into_inner().0,
             };
         }
+    }
+
+    /// A local waiter leaves without the lock. If it was the last one the
+    /// process's hold was kept for, nobody would release it: give it back.
+    fn leave(&self, mut local: MutexGuard<'_, Local>, error: LockError) -> LockError {
+        local.waiting -= 1;
+        let idle = !local.busy && local.waiting == 0 && !local.acquiring;
+        let zk = if idle { local.zk.take() } else { None };
+        drop(local);
+        self.shared.changed.notify_all();
+        if let Some(g) = zk {
+            drop(g);
+        }
+        error
     }
 
     /// Threads of this process waiting for the lock (diagnostics).

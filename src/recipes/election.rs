@@ -3,11 +3,12 @@
 
 use std::time::{Duration, Instant};
 
-use super::acquire::{predecessor, Rule};
+use super::attempt::Rule;
 use super::cancel::CancelToken;
 use super::error::LockError;
+use super::guard::LockGuard;
 use super::inspect::inspect;
-use super::mutex::{lock_calls, LockGuard, MutexOptions, QueueLock};
+use super::mutex::{lock_calls, MutexOptions, QueueLock};
 use super::queue::sorted_contenders;
 use super::registry::Side;
 use crate::{Client, Watch};
@@ -51,7 +52,7 @@ impl Election {
                 client,
                 path,
                 "-latch-",
-                Rule::Queue(predecessor),
+                Rule::Predecessor,
                 Side::Exclusive,
                 &options,
             )?,
@@ -76,7 +77,7 @@ impl Election {
     ) -> Result<LockGuard, LockError> {
         let guard = self.inner.lock_with(deadline, cancel)?;
         // Leadership belongs to our session, not just to the first position.
-        if guard.owner_session() != self.inner.queue.client.session_id() {
+        if guard.owner_session() != self.inner.client.session_id() {
             return Err(LockError::Lost);
         }
         Ok(guard)
@@ -84,7 +85,7 @@ impl Election {
 
     /// The current leader, if any.
     pub fn leader(&self) -> Result<Option<Leader>, LockError> {
-        let queue = inspect(&self.inner.queue.client, &self.inner.queue.parent)?;
+        let queue = inspect(&self.inner.client, &self.inner.path)?;
         Ok(queue.into_iter().next().map(|e| Leader {
             id: e.data,
             node: e.name,
@@ -96,8 +97,8 @@ impl Election {
     /// changed: the leader's node is deleted, or, with no leader, a
     /// candidate appears. Look again after it fires.
     pub fn watch_leader(&self) -> Result<(Option<Leader>, Watch), LockError> {
-        let client = &self.inner.queue.client;
-        let parent = &self.inner.queue.parent;
+        let client = &self.inner.client;
+        let parent = &self.inner.path;
         loop {
             let Some(leader) = self.leader()? else {
                 let watch = match client.get_children_w(parent) {
@@ -112,11 +113,7 @@ impl Election {
                 };
                 return Ok((None, watch));
             };
-            let path = format!(
-                "{}/{}",
-                self.inner.queue.parent.trim_end_matches('/'),
-                leader.node
-            );
+            let path = format!("{}/{}", self.inner.path.trim_end_matches('/'), leader.node);
             match client.exists_w(&path)? {
                 (Some(_), w) => return Ok((Some(leader), w)),
                 // Stepped down between the two calls: look again.

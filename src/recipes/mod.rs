@@ -3,28 +3,35 @@
 //! on every way out, tells holders when they lose what they hold, and offers
 //! a fencing token.
 
-mod acquire;
+mod attempt;
 mod batch;
 mod cancel;
 mod election;
 mod error;
+mod guard;
 mod held;
 mod inspect;
+pub mod machine;
 mod multilock;
 mod mutex;
+mod pending;
 mod queue;
 mod registry;
+mod runner;
 mod rwlock;
 mod semaphore;
 
+pub use attempt::{LockSpec, Rule};
 pub use batch::{BatchGuard, BatchMutex};
 pub use cancel::CancelToken;
 pub use election::{Election, Leader};
 pub use error::LockError;
+pub use guard::LockGuard;
 pub use held::{LockState, LossReason};
 pub use inspect::{inspect, QueueEntry};
 pub use multilock::{MultiGuard, MultiLock};
-pub use mutex::{holder_identity, LockGuard, Mutex, MutexOptions};
+pub use mutex::{holder_identity, Mutex, MutexOptions};
+pub use pending::PendingLock;
 pub use queue::{sequence_order, sorted_contenders, Contender, NodeKind, NodeOrigin};
 pub use rwlock::RwLock;
 pub use semaphore::Semaphore;

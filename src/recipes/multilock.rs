@@ -4,7 +4,8 @@ use std::time::{Duration, Instant};
 
 use super::cancel::CancelToken;
 use super::error::LockError;
-use super::mutex::{lock_calls, LockGuard, Mutex, MutexOptions};
+use super::guard::LockGuard;
+use super::mutex::{lock_calls, Mutex, MutexOptions};
 use crate::Client;
 
 /// Locks every path or none. Paths are taken in sorted order, so two
@@ -27,6 +28,7 @@ pub struct MultiLock {
 
 /// Holds every lock of a [`MultiLock`]; releases them in reverse order on drop.
 #[derive(Debug)]
+#[must_use = "every lock is released as soon as the guard is dropped"]
 pub struct MultiGuard {
     guards: Vec<LockGuard>,
 }

@@ -5,15 +5,17 @@ use std::sync::{Arc, Mutex as StdMutex, Weak};
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::Receiver;
+use crossbeam_channel::{never, select};
 
-use super::acquire::{predecessor, Bounds, LockQueue, Rule};
+use super::attempt::{LockSpec, Rule};
 use super::cancel::CancelToken;
 use super::error::LockError;
-use super::held::{HeldNode, LockState, LossReason};
+use super::guard::{Holding, LockGuard};
 use super::inspect::{inspect, QueueEntry};
+use super::pending::PendingLock;
 use super::registry::{self, Key, Side};
-use crate::{Client, Op, OpResult};
+use super::runner::LockService;
+use crate::{Acl, Client, Error};
 
 /// The default data of a lock node, naming who holds or waits:
 /// `hostname:pid`. Tools acting for another process pass its pid.
@@ -35,6 +37,8 @@ pub struct MutexOptions {
     data: Option<Vec<u8>>,
     reentrant: bool,
     unwatched: bool,
+    acl: Option<Vec<Acl>>,
+    parent_acl: Option<Vec<Acl>>,
 }
 
 impl MutexOptions {
@@ -60,52 +64,37 @@ impl MutexOptions {
         self
     }
 
+    /// The ACL of our lock nodes (default: open). With
+    /// [`Acl::creator_all`] and an authenticated session, only this identity
+    /// may change them; to stop others from deleting them, the lock path's
+    /// ACL must also deny them DELETE (ZooKeeper checks it on the parent).
+    pub fn acl(mut self, acl: Vec<Acl>) -> Self {
+        self.acl = Some(acl);
+        self
+    }
+
+    /// The ACL of the lock path and ancestors created on the way
+    /// (default: open).
+    pub fn parent_acl(mut self, acl: Vec<Acl>) -> Self {
+        self.parent_acl = Some(acl);
+        self
+    }
+
     pub(crate) fn holder_data(&self) -> Vec<u8> {
         self.data.clone().unwrap_or_else(default_holder_data)
     }
 }
 
-/// One acquisition, shared by re-entrant guards.
-#[derive(Debug)]
-pub(crate) struct Holding {
-    node: StdMutex<HeldNode>,
-    key: Key,
-    thread: ThreadId,
-}
-
-impl Drop for Holding {
-    fn drop(&mut self) {
-        registry::remove(&self.key, self.thread);
-    }
-}
-
-impl Holding {
-    fn new(node: HeldNode, key: Key) -> Holding {
-        let thread = std::thread::current().id();
-        registry::insert(key.clone(), thread);
-        Holding {
-            node: StdMutex::new(node),
-            key,
-            thread,
-        }
-    }
-
-    fn with<T>(&self, f: impl FnOnce(&mut HeldNode) -> T) -> T {
-        match self.node.lock() {
-            Ok(mut n) => f(&mut n),
-            Err(poisoned) => f(&mut poisoned.into_inner()),
-        }
-    }
-}
-
 /// A queue lock of one side: the machinery behind Mutex, both halves of
-/// RwLock and Election.
+/// RwLock, the semaphore and Election.
 #[derive(Debug)]
 pub(crate) struct QueueLock {
-    pub(crate) queue: LockQueue,
+    pub(crate) client: Client,
+    /// The lock path as the caller names it.
+    pub(crate) path: String,
+    spec: Arc<LockSpec>,
     side: Side,
     reentrant: bool,
-    watch_node: bool,
     current: StdMutex<Option<(ThreadId, Weak<Holding>)>>,
 }
 
@@ -118,28 +107,27 @@ impl QueueLock {
         side: Side,
         options: &MutexOptions,
     ) -> Result<QueueLock, LockError> {
-        crate::validate_path(path, false)?;
+        let parent = client.to_server_path(path, false)?;
         Ok(QueueLock {
-            queue: LockQueue {
-                client: client.clone(),
-                parent: path.to_owned(),
+            client: client.clone(),
+            path: path.to_owned(),
+            spec: Arc::new(LockSpec {
+                parent,
                 marker,
                 data: options.holder_data(),
+                acl: options.acl.clone().unwrap_or_else(Acl::open_unsafe),
+                parent_acl: options.parent_acl.clone().unwrap_or_else(Acl::open_unsafe),
                 rule,
-            },
+                watch_node: !options.unwatched,
+            }),
             side,
             reentrant: options.reentrant,
-            watch_node: !options.unwatched,
             current: StdMutex::new(None),
         })
     }
 
     pub(crate) fn key(&self, side: Side) -> Key {
-        (
-            self.queue.client.session_id(),
-            self.queue.parent.clone(),
-            side,
-        )
+        (self.client.session_id(), self.path.clone(), side)
     }
 
     /// This thread's live holding of this lock object, if any.
@@ -150,6 +138,17 @@ impl QueueLock {
         (*tid == me).then(|| weak.upgrade()).flatten()
     }
 
+    /// Starts an acquisition and returns at once.
+    pub(crate) fn start(&self, deadline: Option<Instant>) -> PendingLock {
+        match LockService::of(&self.client) {
+            Ok(service) => service.start(self.spec.clone(), deadline, false),
+            Err(e) => PendingLock::failed(e),
+        }
+    }
+
+    /// Blocks until held, `deadline` (a deadline already past: one round
+    /// trip, as a try-lock) or cancellation. The wait is bounded here, by
+    /// the caller's clock, whatever the network does.
     pub(crate) fn lock_with(
         &self,
         deadline: Option<Instant>,
@@ -157,25 +156,44 @@ impl QueueLock {
     ) -> Result<LockGuard, LockError> {
         if self.reentrant {
             if let Some(holding) = self.held_here() {
-                return Ok(LockGuard { holding });
+                return Ok(LockGuard::from_holding(holding));
             }
         }
         if self.side != Side::Lease && registry::held_by_current_thread(&self.key(self.side)) {
             return Err(LockError::WouldDeadlock);
         }
-        // A zero wait (try_lock) still gets its one round trip.
-        let deadline = deadline.map(|d| d.max(Instant::now() + Duration::from_millis(1)));
-        let acquired = self.queue.acquire(Bounds { deadline, cancel })?;
-        let held = HeldNode::new(&self.queue.client, acquired, self.watch_node);
-        let holding = Arc::new(Holding::new(held, self.key(self.side)));
-        if let Ok(mut cur) = self.current.lock() {
-            *cur = Some((std::thread::current().id(), Arc::downgrade(&holding)));
+        if cancel.is_some_and(CancelToken::is_cancelled) {
+            return Err(LockError::Cancelled);
         }
-        Ok(LockGuard { holding })
+        let now = Instant::now();
+        let no_wait = deadline.is_some_and(|d| d <= now);
+        // A try-lock still gets its round trip, within the request timeout.
+        let deadline = if no_wait {
+            Some(now + self.client.request_timeout())
+        } else {
+            deadline
+        };
+        let service = LockService::of(&self.client)?;
+        let pending = service.start(self.spec.clone(), deadline, no_wait);
+        let cancelled = cancel.map_or_else(never, |c| c.receiver().clone());
+        let timeout = deadline.map_or_else(never, crossbeam_channel::at);
+        let outcome = select! {
+            recv(pending.receiver()) -> r => r.unwrap_or(Err(LockError::Client(Error::Closed))),
+            recv(cancelled) -> _ => Err(LockError::Cancelled),
+            recv(timeout) -> _ => Err(LockError::Timeout),
+        };
+        // Dropping `pending` gives up an attempt still under way.
+        drop(pending);
+        let mut guard = outcome?;
+        guard.register_owner(self.key(self.side));
+        if let Ok(mut cur) = self.current.lock() {
+            *cur = Some((std::thread::current().id(), Arc::downgrade(guard.holding())));
+        }
+        Ok(guard)
     }
 
     pub(crate) fn queue(&self) -> Result<Vec<QueueEntry>, LockError> {
-        inspect(&self.queue.client, &self.queue.parent).map_err(LockError::from)
+        inspect(&self.client, &self.path).map_err(LockError::from)
     }
 }
 
@@ -245,7 +263,7 @@ impl Mutex {
                 client,
                 path,
                 "-lock-",
-                Rule::Queue(predecessor),
+                Rule::Predecessor,
                 Side::Exclusive,
                 &options,
             )?,
@@ -254,7 +272,14 @@ impl Mutex {
 
     /// The lock path.
     pub fn path(&self) -> &str {
-        &self.inner.queue.parent
+        &self.inner.path
+    }
+
+    /// Starts taking the lock and returns at once; see [`PendingLock`].
+    /// `deadline`: when to give up with [`LockError::Timeout`]. Not
+    /// re-entrant: each call queues a node of its own.
+    pub fn start_lock(&self, deadline: Option<Instant>) -> PendingLock {
+        self.inner.start(deadline)
     }
 
     lock_calls!(
@@ -278,69 +303,5 @@ impl Mutex {
     /// The queue as it stands: holder first, then waiters in order.
     pub fn queue(&self) -> Result<Vec<QueueEntry>, LockError> {
         self.inner.queue()
-    }
-}
-
-/// Proof that a lock (or read lock, or leadership) is held; releases on drop.
-///
-/// It can still be lost while the guard exists (session expiry, a deleted
-/// node): check [`LockGuard::state`] or listen to
-/// [`LockGuard::state_changes`], and use [`LockGuard::fencing_token`] or
-/// [`LockGuard::fenced`] where a stale holder must not write.
-#[derive(Debug)]
-pub struct LockGuard {
-    holding: Arc<Holding>,
-}
-
-impl LockGuard {
-    pub(crate) fn from_holding(holding: Arc<Holding>) -> LockGuard {
-        LockGuard { holding }
-    }
-
-    /// Our lock node's path.
-    pub fn node_path(&self) -> String {
-        self.holding.with(|n| n.path().to_owned())
-    }
-
-    /// The lock node's creation zxid: strictly increasing across holders of
-    /// every lock in the ensemble. Pass it to the resources you protect and
-    /// let them refuse a token lower than one they have seen.
-    pub fn fencing_token(&self) -> i64 {
-        self.holding.with(|n| n.stat().czxid)
-    }
-
-    /// The session that owns our node.
-    pub fn owner_session(&self) -> i64 {
-        self.holding.with(|n| n.stat().ephemeral_owner)
-    }
-
-    /// What the holder can rely on now (see [`LockState`]).
-    pub fn state(&self) -> LockState {
-        self.holding.with(|n| n.state())
-    }
-
-    /// Why the lock was lost, once [`LockGuard::state`] is `Lost`.
-    pub fn lost_reason(&self) -> Option<LossReason> {
-        self.holding.with(|n| n.lost_reason())
-    }
-
-    /// A channel that yields the current state, then every change.
-    pub fn state_changes(&self) -> Receiver<LockState> {
-        self.holding.with(|n| n.state_changes())
-    }
-
-    /// Applies `ops` atomically, only while our lock node exists.
-    pub fn fenced(&self, ops: &[Op]) -> Result<Vec<OpResult>, LockError> {
-        self.holding.with(|n| n.fenced(ops))
-    }
-
-    /// Releases now and reports failure (the delete still goes on in the
-    /// background if the server was unreachable). Re-entrant guards release
-    /// when the last one goes.
-    pub fn unlock(self) -> Result<(), LockError> {
-        match Arc::try_unwrap(self.holding) {
-            Ok(holding) => holding.with(|n| n.release()),
-            Err(_) => Ok(()),
-        }
     }
 }

@@ -4,19 +4,15 @@
 
 use std::time::{Duration, Instant};
 
-use super::acquire::{predecessor, Rule};
+use super::attempt::Rule;
 use super::cancel::CancelToken;
 use super::error::LockError;
+use super::guard::LockGuard;
 use super::inspect::QueueEntry;
-use super::mutex::{lock_calls, LockGuard, MutexOptions, QueueLock};
-use super::queue::Contender;
+use super::mutex::{lock_calls, MutexOptions, QueueLock};
+use super::pending::PendingLock;
 use super::registry::{self, Side};
 use crate::Client;
-
-/// A reader waits only for the nearest writer below it.
-fn nearest_writer(queue: &[Contender], me: usize) -> Option<usize> {
-    queue[..me].iter().rposition(|c| c.kind.blocks_readers())
-}
 
 /// Many readers or one writer.
 ///
@@ -63,7 +59,7 @@ impl RwLock {
                 client,
                 path,
                 "-__READ__",
-                Rule::Queue(nearest_writer),
+                Rule::NearestWriter,
                 Side::Shared,
                 &options,
             )?,
@@ -71,7 +67,7 @@ impl RwLock {
                 client,
                 path,
                 "-__WRIT__",
-                Rule::Queue(predecessor),
+                Rule::Predecessor,
                 Side::Exclusive,
                 &options,
             )?,
@@ -122,6 +118,17 @@ impl RwLock {
         self.write.lock_with(deadline, cancel)
     }
 
+    /// Starts taking a read lock and returns at once; see [`PendingLock`].
+    /// No downgrade: each call queues a read node of its own.
+    pub fn start_read(&self, deadline: Option<Instant>) -> PendingLock {
+        self.read.start(deadline)
+    }
+
+    /// Starts taking the write lock and returns at once; see [`PendingLock`].
+    pub fn start_write(&self, deadline: Option<Instant>) -> PendingLock {
+        self.write.start(deadline)
+    }
+
     /// The queue: holders first, then waiters, readers and writers together.
     pub fn queue(&self) -> Result<Vec<QueueEntry>, LockError> {
         self.write.queue()
@@ -131,6 +138,7 @@ impl RwLock {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::recipes::queue::Contender;
 
     fn q(kinds: &str) -> Vec<Contender> {
         kinds
@@ -146,11 +154,15 @@ mod tests {
     #[test]
     fn readers_wait_for_the_nearest_writer_only() {
         let queue = q("rrwrrw");
-        assert_eq!(nearest_writer(&queue, 0), None);
-        assert_eq!(nearest_writer(&queue, 1), None);
-        assert_eq!(nearest_writer(&queue, 3), Some(2));
-        assert_eq!(nearest_writer(&queue, 4), Some(2));
+        let reader = Rule::NearestWriter;
+        assert_eq!(reader.blocker(&queue, 0), None);
+        assert_eq!(reader.blocker(&queue, 1), None);
+        assert_eq!(reader.blocker(&queue, 3), Some(2));
+        assert_eq!(reader.blocker(&queue, 4), Some(2));
+        // Only one writer below: its deletion alone lets the reader in.
+        assert!(reader.blocker_is_alone(&queue, 2));
+        assert!(!reader.blocker_is_alone(&queue, 5));
         // Writers wait for whatever is just below.
-        assert_eq!(predecessor(&queue, 5), Some(4));
+        assert_eq!(Rule::Predecessor.blocker(&queue, 5), Some(4));
     }
 }

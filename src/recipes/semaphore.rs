@@ -4,10 +4,11 @@
 
 use std::time::{Duration, Instant};
 
-use super::acquire::{predecessor, Rule};
+use super::attempt::Rule;
 use super::cancel::CancelToken;
 use super::error::LockError;
-use super::mutex::{lock_calls, LockGuard, MutexOptions, QueueLock};
+use super::guard::LockGuard;
+use super::mutex::{lock_calls, MutexOptions, QueueLock};
 use super::registry::Side;
 use crate::Client;
 
@@ -50,7 +51,7 @@ impl Semaphore {
                 client,
                 &format!("{base}/locks"),
                 "-lock-",
-                Rule::Queue(predecessor),
+                Rule::Predecessor,
                 Side::Lease,
                 &gate_options,
             )?,

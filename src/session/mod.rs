@@ -152,6 +152,8 @@ struct InFlight<R, W> {
     recursive: bool,
     handle: R,
     watcher: Option<W>,
+    /// When it was written: an answer proves the server heard us then.
+    sent: Instant,
 }
 
 /// A request submitted while no connection is up.
@@ -198,6 +200,14 @@ pub struct Session<R, W> {
     input: BytesMut,
     last_heard: Option<Instant>,
     last_sent: Instant,
+    /// Send time of the newest request the server answered (the handshake
+    /// and pings included): the server heard us no earlier than this, so it
+    /// cannot expire us before this plus the session timeout.
+    last_answered_send: Option<Instant>,
+    /// Send times of pings awaiting their reply, oldest first.
+    pings: VecDeque<Instant>,
+    /// Send time of the handshake awaiting its reply.
+    handshake_sent: Instant,
     lost_reported: bool,
     events: VecDeque<SessionEvent<R, W>>,
     sasl_config: Option<SaslConfig>,
@@ -227,6 +237,9 @@ impl<R, W: Clone> Session<R, W> {
             input: BytesMut::new(),
             last_heard: None,
             last_sent: now,
+            last_answered_send: None,
+            pings: VecDeque::new(),
+            handshake_sent: now,
             lost_reported: false,
             events: VecDeque::new(),
             sasl_config: None,
@@ -323,6 +336,8 @@ impl<R, W: Clone> Session<R, W> {
         };
         encode_connect(&mut self.out, &req);
         self.last_sent = now;
+        self.handshake_sent = now;
+        self.pings.clear();
         // Resuming, a silent server must not eat the time left to find
         // another before the session expires.
         let limit = if self.session_id != 0 {
@@ -423,6 +438,7 @@ impl<R, W: Clone> Session<R, W> {
                 } else if now.saturating_duration_since(self.last_sent) >= self.ping_interval() {
                     encode_request(&mut self.out, xid::PING, &Request::Ping);
                     self.last_sent = now;
+                    self.pings.push_back(now);
                 }
             }
             Phase::Closing { deadline } if now >= deadline => {
@@ -435,19 +451,29 @@ impl<R, W: Clone> Session<R, W> {
         self.check_lost(now);
     }
 
-    fn check_lost(&mut self, now: Instant) {
+    /// When the server may expire us: a session timeout after the send
+    /// time of the last request it answered.
+    fn lost_deadline(&self) -> Option<Instant> {
         if self.lost_reported || self.session_id == 0 || self.state.is_terminal() {
+            return None;
+        }
+        self.last_answered_send.map(|sent| sent + self.timeout())
+    }
+
+    fn check_lost(&mut self, now: Instant) {
+        let Some(deadline) = self.lost_deadline() else {
+            return;
+        };
+        if now < deadline {
             return;
         }
-        if self.phase == Phase::Connected {
-            return;
+        if matches!(self.phase, Phase::Connected | Phase::Handshaking { .. }) {
+            // A connection that let a whole session timeout pass unanswered
+            // is no connection: the session may already be gone.
+            self.drop_connection(now, DropReason::ReadTimeout);
         }
-        if let Some(heard) = self.last_heard {
-            if now.saturating_duration_since(heard) >= self.timeout() {
-                self.lost_reported = true;
-                self.set_state(SessionState::Lost);
-            }
-        }
+        self.lost_reported = true;
+        self.set_state(SessionState::Lost);
     }
 
     // ---- commands -----------------------------------------------------
@@ -592,14 +618,7 @@ impl<R, W: Clone> Session<R, W> {
 
     /// When [`Session::handle_timeout`] must next be called.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let lost = match (self.phase, self.last_heard) {
-            (Phase::Disconnected | Phase::Handshaking { .. }, Some(heard))
-                if !self.lost_reported && self.session_id != 0 =>
-            {
-                Some(heard + self.timeout())
-            }
-            _ => None,
-        };
+        let lost = self.lost_deadline();
         let phase = match self.phase {
             Phase::Handshaking { deadline } | Phase::Closing { deadline } => Some(deadline),
             Phase::Connected => {
@@ -673,6 +692,7 @@ impl<R, W: Clone> Session<R, W> {
             recursive,
             handle,
             watcher,
+            sent: now,
         });
     }
 
@@ -712,6 +732,7 @@ impl<R, W: Clone> Session<R, W> {
         self.phase = Phase::Connected;
         self.lost_reported = false;
         self.last_heard = Some(now);
+        self.last_answered_send = Some(self.handshake_sent);
         if !self.start_sasl(now, resumed) {
             self.open_for_requests(now, resumed);
         }
@@ -769,7 +790,12 @@ impl<R, W: Clone> Session<R, W> {
             self.last_zxid = self.last_zxid.max(header.zxid);
         }
         match header.xid {
-            xid::PING => return Ok(()),
+            xid::PING => {
+                if let Some(sent) = self.pings.pop_front() {
+                    self.answered(sent);
+                }
+                return Ok(());
+            }
             xid::SET_WATCHES => {
                 if header.err != ErrorCode::Ok {
                     log::warn!("setWatches answered {:?}", header.err);
@@ -824,6 +850,7 @@ impl<R, W: Clone> Session<R, W> {
         let Some(p) = self.in_flight.pop_front() else {
             return Err("in-flight queue emptied under us".into());
         };
+        self.answered(p.sent);
         let result = match decode_reply(p.op, &header, body) {
             Ok(r) => r,
             Err(e) => {
@@ -920,10 +947,16 @@ impl<R, W: Clone> Session<R, W> {
         }
     }
 
+    fn answered(&mut self, sent: Instant) {
+        self.last_answered_send = Some(self.last_answered_send.map_or(sent, |a| a.max(sent)));
+    }
+
     /// Terminal: answer everyone, abandon every watch, want no connection.
+    /// The state is announced first, so whoever is answered sees it.
     fn finish(&mut self, state: SessionState, reason: RequestError) {
         self.phase = Phase::Ended;
         self.sasl = None;
+        self.set_state(state);
         self.out.clear();
         self.input.clear();
         let in_flight = std::mem::take(&mut self.in_flight);
@@ -952,7 +985,6 @@ impl<R, W: Clone> Session<R, W> {
                 result: Ok(Response::Empty),
             });
         }
-        self.set_state(state);
     }
 }
 

@@ -305,6 +305,8 @@ pub(super) struct SaslRound {
     exchange: DigestMd5,
     /// The xid of the SASL request in flight.
     xid: i32,
+    /// When it was sent: its answer proves the server heard us then.
+    sent: Instant,
     /// Whether the connection resumed an existing session.
     resumed: bool,
 }
@@ -336,6 +338,7 @@ impl<R, W: Clone> Session<R, W> {
         self.sasl = Some(SaslRound {
             exchange,
             xid,
+            sent: now,
             resumed,
         });
         true
@@ -360,6 +363,8 @@ impl<R, W: Clone> Session<R, W> {
         if header.xid != round.xid {
             return None;
         }
+        let sent = round.sent;
+        self.answered(sent);
         if header.zxid > 0 {
             self.last_zxid = self.last_zxid.max(header.zxid);
         }
@@ -380,6 +385,7 @@ impl<R, W: Clone> Session<R, W> {
                 self.last_sent = now;
                 if let Some(round) = self.sasl.as_mut() {
                     round.xid = xid;
+                    round.sent = now;
                 }
             }
             Ok(SaslStep::Done) => {

@@ -38,3 +38,21 @@ pub fn wait_children(c: &Client, path: &str, n: usize, timeout: Duration) {
         std::thread::yield_now();
     }
 }
+
+/// Waits (bounded) until `path` has no children. A dropped guard releases
+/// without blocking: its own session's later calls see the node gone, but
+/// another session may look before the delete is applied.
+pub fn wait_no_children(c: &Client, path: &str, timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let left = children(c, path);
+        if left.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{path} still has {left:?} after {timeout:?}"
+        );
+        std::thread::yield_now();
+    }
+}

@@ -1,0 +1,206 @@
+//! One acquisition as the lock machine tracks it: what it wants, what it
+//! knows of its node, and which of its requests and watches are in flight.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use jute::{Acl, Stat};
+
+use super::held::LockState;
+use super::queue::Contender;
+
+/// Which contender a node waits for: the rule of a recipe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rule {
+    /// Mutex, write lock, election: wait for the node just below.
+    Predecessor,
+    /// Read lock: wait for the nearest node below that excludes readers.
+    NearestWriter,
+    /// Semaphore leases: hold among the first `n`; else wait for any change.
+    FirstN(usize),
+}
+
+impl Rule {
+    /// The index of the contender `me` must wait for, `None` if `me` holds.
+    /// For [`Rule::FirstN`], `Some(me)` stands for "the whole queue".
+    pub(crate) fn blocker(self, queue: &[Contender], me: usize) -> Option<usize> {
+        match self {
+            Rule::Predecessor => me.checked_sub(1),
+            Rule::NearestWriter => queue[..me].iter().rposition(|c| c.kind.blocks_readers()),
+            Rule::FirstN(n) => (me >= n.max(1)).then_some(me),
+        }
+    }
+
+    /// Whether the blocker at `b` is the only thing between `me` and the
+    /// lock, so that its deletion alone grants it (no listing needed).
+    pub(crate) fn blocker_is_alone(self, queue: &[Contender], b: usize) -> bool {
+        match self {
+            Rule::Predecessor => b == 0,
+            Rule::NearestWriter => !queue[..b].iter().any(|c| c.kind.blocks_readers()),
+            Rule::FirstN(_) => false,
+        }
+    }
+}
+
+/// What a recipe asks the machine for: where to queue and how.
+#[derive(Debug, Clone)]
+pub struct LockSpec {
+    /// The lock path as the server names it (chroot applied).
+    pub parent: String,
+    /// The text before the sequence: `-lock-`, `-__READ__`, `-lease-`...
+    pub marker: &'static str,
+    /// Data stored in our node (who holds or waits).
+    pub data: Vec<u8>,
+    /// ACL of our node.
+    pub acl: Vec<Acl>,
+    /// ACL of parents created on the way.
+    pub parent_acl: Vec<Acl>,
+    /// When our node is in the way of others.
+    pub rule: Rule,
+    /// Whether a holder watches its own node, to learn at once that it was
+    /// deleted.
+    pub watch_node: bool,
+}
+
+impl LockSpec {
+    pub(crate) fn child(&self, name: &str) -> String {
+        crate::path::join(&self.parent, name)
+    }
+}
+
+/// What an attempt is after.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Goal {
+    /// Queue and wait for our turn, until the deadline if any.
+    Acquire {
+        deadline: Option<Instant>,
+        no_wait: bool,
+    },
+    /// Granted: report the holder's state until released.
+    Hold,
+    /// Remove every node of this attempt, then forget it.
+    Release,
+}
+
+/// Our node, once known. Its Stat is unknown for a node found again after
+/// an ambiguous create, until read.
+#[derive(Debug, Clone)]
+pub(crate) struct Node {
+    pub name: String,
+    pub stat: Option<Stat>,
+}
+
+/// Why a request was sent, so its reply can be routed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Purpose {
+    /// create2 of our node.
+    Create,
+    /// getChildren sent right behind the create, in the same round trip.
+    CreateListing,
+    /// createContainer of the `n`th ancestor (the lock path is the last).
+    Parent(usize),
+    /// getChildren after an ambiguous create: is a node of ours there?
+    Recover,
+    /// exists of a node found again: its Stat and owner.
+    Stat,
+    /// getChildren to find our place (with a watch for [`Rule::FirstN`]).
+    List,
+    /// getData with a watch on the node we wait for.
+    WatchBlocker,
+    /// getData (with a watch if asked) on our own held node.
+    Confirm,
+    /// delete of a node of ours (the node itself or a stray duplicate).
+    Delete(String),
+    /// getChildren to find every node of this attempt before releasing.
+    CleanupList,
+}
+
+impl Purpose {
+    /// Main-line requests: at most one in flight per attempt; a reply that
+    /// is not the one awaited is stale.
+    pub(crate) fn is_main_line(&self) -> bool {
+        !matches!(self, Purpose::Confirm | Purpose::Delete(_))
+    }
+}
+
+/// One acquisition, from queueing to the removal of its node.
+#[derive(Debug)]
+pub(crate) struct Attempt {
+    pub spec: Arc<LockSpec>,
+    /// The protected id in our node names, new per attempt.
+    pub uuid: String,
+    pub goal: Goal,
+    pub node: Option<Node>,
+    /// A create of ours may have been applied without us hearing of it.
+    pub maybe_created: bool,
+    /// Creating the lock path's ancestors, from this index on.
+    pub parents_from: Option<usize>,
+    /// Duplicates of our node (late creates of this attempt) to delete.
+    pub strays: Vec<String>,
+    /// Deletes in flight, by node name.
+    pub deleting: Vec<String>,
+    /// The main-line request awaited.
+    pub busy: Option<u64>,
+    /// The getChildren pipelined behind a create.
+    pub listing: Option<u64>,
+    /// The confirm in flight, for a holder.
+    pub confirming: Option<u64>,
+    /// The watch we act on (blocker, children, or our own node).
+    pub watch: Option<u64>,
+    /// The watched blocker's deletion grants us the lock.
+    pub blocker_alone: bool,
+    /// What the holder was last told.
+    pub state: LockState,
+    /// Someone waits to hear that the release finished.
+    pub report_release: bool,
+}
+
+impl Attempt {
+    pub(crate) fn new(
+        spec: Arc<LockSpec>,
+        uuid: String,
+        deadline: Option<Instant>,
+        no_wait: bool,
+    ) -> Self {
+        Attempt {
+            spec,
+            uuid,
+            goal: Goal::Acquire { deadline, no_wait },
+            node: None,
+            maybe_created: false,
+            parents_from: None,
+            strays: Vec::new(),
+            deleting: Vec::new(),
+            busy: None,
+            listing: None,
+            confirming: None,
+            watch: None,
+            blocker_alone: false,
+            state: LockState::Held,
+            report_release: false,
+        }
+    }
+
+    pub(crate) fn node_name(&self) -> Option<&str> {
+        self.node.as_ref().map(|n| n.name.as_str())
+    }
+
+    /// Records a duplicate of our node to delete, once.
+    pub(crate) fn add_stray(&mut self, name: &str) {
+        if self.node_name() != Some(name)
+            && !self.strays.iter().any(|s| s == name)
+            && !self.deleting.iter().any(|s| s == name)
+        {
+            self.strays.push(name.to_owned());
+        }
+    }
+
+    /// Nothing of this attempt can be left on the server.
+    pub(crate) fn is_clean(&self) -> bool {
+        self.node.is_none()
+            && !self.maybe_created
+            && self.strays.is_empty()
+            && self.deleting.is_empty()
+            && self.busy.is_none()
+    }
+}

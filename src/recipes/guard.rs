@@ -1,0 +1,188 @@
+//! The guard every lock recipe hands out: proof of holding, the holder's
+//! state, fencing, and release on drop without blocking.
+
+use std::sync::Arc;
+use std::thread::ThreadId;
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, RecvTimeoutError};
+
+use super::error::LockError;
+use super::held::{HolderState, LockState, LossReason};
+use super::machine::AttemptId;
+use super::registry::{self, Key};
+use super::runner::Message;
+use crate::driver::TaskSender;
+use crate::{Client, Error, Op, OpResult, Stat};
+
+/// One acquisition, shared by re-entrant guards.
+#[derive(Debug)]
+pub(crate) struct Holding {
+    id: AttemptId,
+    /// Our node as the caller names it.
+    path: String,
+    stat: Stat,
+    state: Arc<HolderState>,
+    client: Client,
+    sender: TaskSender,
+    /// The thread that took it through a blocking call, for re-entrancy and
+    /// deadlock checks.
+    owner: Option<(Key, ThreadId)>,
+    released: bool,
+}
+
+impl Holding {
+    /// Asks the runner to remove our node; `done` hears when it is gone.
+    fn release(&mut self, done: Option<crossbeam_channel::Sender<()>>) -> bool {
+        if std::mem::replace(&mut self.released, true) {
+            return false;
+        }
+        self.state.mark_released();
+        self.sender
+            .send(Box::new(Message::Release { id: self.id, done }))
+    }
+}
+
+impl Drop for Holding {
+    fn drop(&mut self) {
+        self.release(None);
+        if let Some((key, thread)) = self.owner.take() {
+            registry::remove(&key, thread);
+        }
+    }
+}
+
+/// Proof that a lock (or read lock, lease, or leadership) is held; releases
+/// on drop, without blocking (the node is deleted by the I/O thread, and
+/// again after reconnects, for as long as the session lives).
+///
+/// It can still be lost while the guard exists (session expiry, a deleted
+/// node): check [`LockGuard::state`] or listen to
+/// [`LockGuard::state_changes`], and use [`LockGuard::fencing_token`] or
+/// [`LockGuard::fenced`] where a stale holder must not write.
+#[derive(Debug)]
+#[must_use = "the lock is released as soon as the guard is dropped"]
+pub struct LockGuard {
+    holding: Arc<Holding>,
+}
+
+impl LockGuard {
+    pub(crate) fn new(
+        id: AttemptId,
+        path: String,
+        stat: Stat,
+        state: Arc<HolderState>,
+        client: Client,
+        sender: TaskSender,
+    ) -> LockGuard {
+        LockGuard {
+            holding: Arc::new(Holding {
+                id,
+                path,
+                stat,
+                state,
+                client,
+                sender,
+                owner: None,
+                released: false,
+            }),
+        }
+    }
+
+    /// Records the thread that took the guard, for re-entrancy checks.
+    pub(crate) fn register_owner(&mut self, key: Key) {
+        if let Some(h) = Arc::get_mut(&mut self.holding) {
+            let thread = std::thread::current().id();
+            registry::insert(key.clone(), thread);
+            h.owner = Some((key, thread));
+        }
+    }
+
+    pub(crate) fn from_holding(holding: Arc<Holding>) -> LockGuard {
+        LockGuard { holding }
+    }
+
+    pub(crate) fn holding(&self) -> &Arc<Holding> {
+        &self.holding
+    }
+
+    /// Our lock node's path.
+    pub fn node_path(&self) -> String {
+        self.holding.path.clone()
+    }
+
+    /// The lock node's creation zxid: strictly increasing across holders of
+    /// every lock in the ensemble. Pass it to the resources you protect and
+    /// let them refuse a token lower than one they have seen.
+    pub fn fencing_token(&self) -> i64 {
+        self.holding.stat.czxid
+    }
+
+    /// The session that owns our node.
+    pub fn owner_session(&self) -> i64 {
+        self.holding.stat.ephemeral_owner
+    }
+
+    /// What the holder can rely on now (see [`LockState`]). Reads memory
+    /// only: the I/O thread keeps it current.
+    pub fn state(&self) -> LockState {
+        self.holding.state.current()
+    }
+
+    /// Why the lock was lost, once [`LockGuard::state`] is `Lost`.
+    pub fn lost_reason(&self) -> Option<LossReason> {
+        self.holding.state.reason()
+    }
+
+    /// A channel that yields the current state, then every change.
+    pub fn state_changes(&self) -> Receiver<LockState> {
+        self.holding.state.changes()
+    }
+
+    /// Applies `ops` atomically, only while our lock node exists: a write
+    /// that a paused or partitioned former holder cannot make.
+    ///
+    /// # Errors
+    /// [`LockError::Lost`] if our node is gone (the guard then reports
+    /// `Lost`); the client's error if the multi could not be applied.
+    pub fn fenced(&self, ops: &[Op]) -> Result<Vec<OpResult>, LockError> {
+        let mut all = Vec::with_capacity(ops.len() + 1);
+        all.push(Op::check(&self.holding.path, None));
+        all.extend_from_slice(ops);
+        match self.holding.client.multi(&all) {
+            Ok(mut results) => {
+                results.remove(0);
+                Ok(results)
+            }
+            Err(Error::MultiFailed { index: 0, .. }) => {
+                self.holding.state.lose(LossReason::NodeDeleted);
+                Err(LockError::Lost)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Releases now and waits (at most the client's request timeout) until
+    /// the node is gone. Re-entrant guards release when the last one goes.
+    ///
+    /// # Errors
+    /// [`Error::Timeout`] (as [`LockError::Client`]) if the server did not
+    /// confirm in time; the delete goes on in the background while the
+    /// session lives.
+    pub fn unlock(self) -> Result<(), LockError> {
+        let Ok(mut holding) = Arc::try_unwrap(self.holding) else {
+            return Ok(());
+        };
+        let (done, rx) = crossbeam_channel::bounded(1);
+        if !holding.release(Some(done)) {
+            return Ok(());
+        }
+        let timeout: Duration = holding.client.request_timeout();
+        drop(holding);
+        match rx.recv_timeout(timeout) {
+            // Disconnected: the I/O thread ended, and the session with it.
+            Ok(()) | Err(RecvTimeoutError::Disconnected) => Ok(()),
+            Err(RecvTimeoutError::Timeout) => Err(LockError::Client(Error::Timeout)),
+        }
+    }
+}

@@ -1,0 +1,127 @@
+//! An acquisition under way, for callers that do not want to block: one
+//! thread can wait on any number of them together with other channels.
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, TryRecvError};
+use std::time::{Duration, Instant};
+
+use super::error::LockError;
+use super::guard::LockGuard;
+use super::machine::AttemptId;
+use super::runner::Message;
+use crate::driver::TaskSender;
+use crate::Error;
+
+/// An acquisition started with a `start_*` call (e.g.
+/// [`Mutex::start_lock`](super::Mutex::start_lock)). Its outcome arrives
+/// once on [`PendingLock::receiver`], which can be selected together with
+/// other handles and channels. Dropping it before the outcome gives the
+/// attempt up and removes its node.
+///
+/// ```no_run
+/// use std::time::{Duration, Instant};
+/// use crossbeam_channel::Select;
+/// use zklock::{Client, recipes::Mutex};
+///
+/// let client = Client::connect("127.0.0.1:2181", Duration::from_secs(10))?;
+/// let deadline = Some(Instant::now() + Duration::from_secs(30));
+/// let locks: Vec<Mutex> = (0..100)
+///     .map(|i| Mutex::new(&client, &format!("/locks/job-{i}")))
+///     .collect::<Result<_, _>>()?;
+/// let pending: Vec<_> = locks.iter().map(|m| m.start_lock(deadline)).collect();
+/// let mut select = Select::new();
+/// for p in &pending {
+///     select.recv(p.receiver());
+/// }
+/// let ready = select.select();
+/// let guard = ready.recv(pending[ready.index()].receiver())??;
+/// println!("first lock: {}", guard.node_path());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+#[must_use = "dropping the handle gives the acquisition up"]
+pub struct PendingLock {
+    id: AttemptId,
+    outcome: Receiver<Result<LockGuard, LockError>>,
+    /// `None` for an acquisition that failed before it started.
+    sender: Option<TaskSender>,
+}
+
+impl PendingLock {
+    pub(crate) fn new(
+        id: AttemptId,
+        outcome: Receiver<Result<LockGuard, LockError>>,
+        sender: TaskSender,
+    ) -> Self {
+        PendingLock {
+            id,
+            outcome,
+            sender: Some(sender),
+        }
+    }
+
+    /// An acquisition that could not start: yields `error`.
+    pub(crate) fn failed(error: LockError) -> Self {
+        let (tx, outcome) = crossbeam_channel::bounded(1);
+        let _ = tx.send(Err(error));
+        PendingLock {
+            id: 0,
+            outcome,
+            sender: None,
+        }
+    }
+
+    /// Yields the outcome once: the guard, or why there is none. For
+    /// `crossbeam_channel::select!` and `Select`.
+    pub fn receiver(&self) -> &Receiver<Result<LockGuard, LockError>> {
+        &self.outcome
+    }
+
+    /// The outcome if it has come.
+    ///
+    /// # Errors
+    /// Whatever the acquisition failed with ([`LockError::Timeout`] at its
+    /// deadline, [`LockError::SessionExpired`], ...).
+    pub fn try_take(&self) -> Option<Result<LockGuard, LockError>> {
+        match self.outcome.try_recv() {
+            Ok(r) => Some(r),
+            Err(TryRecvError::Empty) => None,
+            Err(TryRecvError::Disconnected) => Some(Err(LockError::Client(Error::Closed))),
+        }
+    }
+
+    /// Blocks until the outcome.
+    ///
+    /// # Errors
+    /// Whatever the acquisition failed with.
+    pub fn wait(self) -> Result<LockGuard, LockError> {
+        self.outcome
+            .recv()
+            .unwrap_or(Err(LockError::Client(Error::Closed)))
+    }
+
+    /// Blocks at most `timeout`; then gives the acquisition up.
+    ///
+    /// # Errors
+    /// [`LockError::Timeout`] if no outcome came in time; else whatever the
+    /// acquisition failed with.
+    pub fn wait_timeout(self, timeout: Duration) -> Result<LockGuard, LockError> {
+        self.wait_deadline(Instant::now() + timeout)
+    }
+
+    pub(crate) fn wait_deadline(self, deadline: Instant) -> Result<LockGuard, LockError> {
+        match self.outcome.recv_deadline(deadline) {
+            Ok(r) => r,
+            Err(RecvTimeoutError::Timeout) => Err(LockError::Timeout),
+            Err(RecvTimeoutError::Disconnected) => Err(LockError::Client(Error::Closed)),
+        }
+    }
+}
+
+impl Drop for PendingLock {
+    fn drop(&mut self) {
+        // Harmless once the outcome came: a guard releases itself.
+        if let Some(sender) = &self.sender {
+            sender.send(Box::new(Message::Cancel(self.id)));
+        }
+    }
+}

@@ -1,0 +1,242 @@
+//! Runs the lock machine on the client's I/O thread, and the API side's
+//! door to it. The runner turns the machine's events into guards, errors
+//! and state changes for the threads that wait; it never blocks.
+
+use std::any::Any;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use crossbeam_channel::Sender;
+use jute::Response;
+
+use super::attempt::LockSpec;
+use super::error::LockError;
+use super::guard::LockGuard;
+use super::held::{HolderState, LockState};
+use super::machine::{AttemptId, LockEvent, LockMachine};
+use super::pending::PendingLock;
+use crate::client::WeakClient;
+use crate::driver::{IoTask, TaskRequest, TaskSender};
+use crate::session::{RequestError, SessionState, WatchedEvent};
+use crate::{Client, Error};
+
+/// Where an acquisition's outcome goes.
+pub(crate) type OutcomeSender = Sender<Result<LockGuard, LockError>>;
+
+/// What API threads ask of the runner.
+pub(crate) enum Message {
+    Acquire {
+        id: AttemptId,
+        spec: Arc<LockSpec>,
+        uuid: String,
+        deadline: Option<Instant>,
+        no_wait: bool,
+        outcome: OutcomeSender,
+    },
+    /// The waiter gave up; a guard already sent releases itself on drop.
+    Cancel(AttemptId),
+    /// The guard let go; `done` hears when the node is gone.
+    Release {
+        id: AttemptId,
+        done: Option<Sender<()>>,
+    },
+}
+
+struct Runner {
+    machine: LockMachine,
+    client: WeakClient,
+    sender: TaskSender,
+    waiting: HashMap<AttemptId, OutcomeSender>,
+    held: HashMap<AttemptId, Arc<HolderState>>,
+    releasing: HashMap<AttemptId, Vec<Sender<()>>>,
+}
+
+impl Runner {
+    /// Hands out what the machine decided.
+    fn dispatch(&mut self, now: Instant) {
+        while let Some(event) = self.machine.poll_event() {
+            match event {
+                LockEvent::Acquired { id, path, stat } => {
+                    let Some(outcome) = self.waiting.remove(&id) else {
+                        // Nobody waits any more.
+                        self.machine.release(now, id, false);
+                        continue;
+                    };
+                    let Some(client) = self.client.upgrade() else {
+                        self.machine.release(now, id, false);
+                        continue;
+                    };
+                    let state = Arc::new(HolderState::new());
+                    self.held.insert(id, state.clone());
+                    let guard = LockGuard::new(
+                        id,
+                        client.to_client_path(&path),
+                        stat,
+                        state,
+                        client,
+                        self.sender.clone(),
+                    );
+                    // If the waiter left meanwhile, the guard comes back
+                    // with the error and releases itself as it drops.
+                    let _ = outcome.send(Ok(guard));
+                }
+                LockEvent::Failed { id, error } => {
+                    if let Some(outcome) = self.waiting.remove(&id) {
+                        let _ = outcome.send(Err(error));
+                    }
+                }
+                LockEvent::State { id, state, reason } => {
+                    if let Some(holder) = self.held.get(&id) {
+                        match (state, reason) {
+                            (LockState::Lost, Some(r)) => holder.lose(r),
+                            (s, _) => holder.set(s),
+                        }
+                    }
+                    if state == LockState::Lost {
+                        self.held.remove(&id);
+                    }
+                }
+                LockEvent::Released { id } => {
+                    for done in self.releasing.remove(&id).unwrap_or_default() {
+                        let _ = done.send(());
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl IoTask for Runner {
+    fn handle_message(&mut self, now: Instant, message: Box<dyn Any + Send>) {
+        let Ok(message) = message.downcast::<Message>() else {
+            log::error!("lock runner: a message of another type");
+            return;
+        };
+        match *message {
+            Message::Acquire {
+                id,
+                spec,
+                uuid,
+                deadline,
+                no_wait,
+                outcome,
+            } => {
+                self.waiting.insert(id, outcome);
+                self.machine.acquire(now, id, spec, uuid, deadline, no_wait);
+            }
+            Message::Cancel(id) => {
+                if self.waiting.remove(&id).is_some() {
+                    self.machine.cancel(now, id);
+                }
+            }
+            Message::Release { id, done } => {
+                self.held.remove(&id);
+                let report = done.is_some();
+                if let Some(done) = done {
+                    self.releasing.entry(id).or_default().push(done);
+                }
+                self.machine.release(now, id, report);
+            }
+        }
+        self.dispatch(now);
+    }
+
+    fn handle_reply(&mut self, now: Instant, token: u64, result: Result<Response, RequestError>) {
+        self.machine.handle_reply(now, token, result);
+        self.dispatch(now);
+    }
+
+    fn handle_watch(
+        &mut self,
+        now: Instant,
+        token: u64,
+        event: Result<WatchedEvent, RequestError>,
+    ) {
+        self.machine.handle_watch(now, token, event);
+        self.dispatch(now);
+    }
+
+    fn handle_session(&mut self, now: Instant, state: SessionState, session_id: i64) {
+        self.machine.handle_session(now, state, session_id);
+        self.dispatch(now);
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        self.machine.handle_timeout(now);
+        self.dispatch(now);
+    }
+
+    fn poll_request(&mut self) -> Option<TaskRequest> {
+        self.machine.poll_request().map(|o| TaskRequest {
+            token: o.token,
+            request: o.request,
+            watch: o.watch,
+        })
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.machine.poll_timeout()
+    }
+
+    fn wants_watch(&self, token: u64) -> bool {
+        self.machine.wants_watch(token)
+    }
+}
+
+/// A client's door to its lock runner: starts acquisitions.
+#[derive(Debug)]
+pub(crate) struct LockService {
+    sender: TaskSender,
+    next_id: AtomicU64,
+}
+
+impl LockService {
+    /// The client's service, starting its runner on first use.
+    pub(crate) fn of(client: &Client) -> Result<&LockService, LockError> {
+        client
+            .extension(|| {
+                let sender = client.task_sender();
+                let runner = Runner {
+                    machine: LockMachine::new(),
+                    client: client.downgrade(),
+                    sender: sender.clone(),
+                    waiting: HashMap::new(),
+                    held: HashMap::new(),
+                    releasing: HashMap::new(),
+                };
+                if !client.install_task(Box::new(runner)) {
+                    log::warn!("the I/O thread is gone; lock calls will fail");
+                }
+                LockService {
+                    sender,
+                    next_id: AtomicU64::new(1),
+                }
+            })
+            .ok_or(LockError::Client(Error::Closed))
+    }
+
+    /// Starts an acquisition on the I/O thread and returns at once.
+    pub(crate) fn start(
+        &self,
+        spec: Arc<LockSpec>,
+        deadline: Option<Instant>,
+        no_wait: bool,
+    ) -> PendingLock {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (outcome, rx) = crossbeam_channel::bounded(1);
+        let sent = self.sender.send(Box::new(Message::Acquire {
+            id,
+            spec,
+            uuid: uuid::Uuid::new_v4().to_string(),
+            deadline,
+            no_wait,
+            outcome: outcome.clone(),
+        }));
+        if !sent {
+            let _ = outcome.send(Err(LockError::Client(Error::Closed)));
+        }
+        PendingLock::new(id, rx, self.sender.clone())
+    }
+}

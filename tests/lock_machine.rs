@@ -1,0 +1,312 @@
+//! The lock machine on its own: handed replies, watch events, session
+//! changes and the time, no server and no clock. Each test plays the server
+//! by answering the requests the machine asks to send.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use jute::{ErrorCode, EventType, Request, Response, Stat};
+use zklock::recipes::machine::{LockEvent, LockMachine, Outgoing};
+use zklock::recipes::{LockError, LockSpec, LockState, LossReason, Rule};
+use zklock::session::{RequestError, SessionState, WatchedEvent};
+use zklock::Acl;
+
+const UUID: &str = "00000000-0000-4000-8000-000000000001";
+const SESSION: i64 = 0x77;
+
+fn spec(watch_node: bool) -> Arc<LockSpec> {
+    Arc::new(LockSpec {
+        parent: "/l".into(),
+        marker: "-lock-",
+        data: b"me".to_vec(),
+        acl: Acl::open_unsafe(),
+        parent_acl: Acl::open_unsafe(),
+        rule: Rule::Predecessor,
+        watch_node,
+    })
+}
+
+struct Harness {
+    m: LockMachine,
+    now: Instant,
+}
+
+impl Harness {
+    fn new() -> Harness {
+        let now = Instant::now();
+        let mut m = LockMachine::new();
+        m.handle_session(now, SessionState::Connected, SESSION);
+        Harness { m, now }
+    }
+
+    fn sent(&mut self) -> Vec<Outgoing> {
+        std::iter::from_fn(|| self.m.poll_request()).collect()
+    }
+
+    fn events(&mut self) -> Vec<LockEvent> {
+        std::iter::from_fn(|| self.m.poll_event()).collect()
+    }
+
+    fn reply(&mut self, o: &Outgoing, r: Result<Response, RequestError>) {
+        self.m.handle_reply(self.now, o.token, r);
+    }
+
+    fn fire(&mut self, o: &Outgoing, kind: EventType, path: &str) {
+        self.m.handle_watch(
+            self.now,
+            o.token,
+            Ok(WatchedEvent {
+                kind,
+                path: path.into(),
+            }),
+        );
+    }
+}
+
+fn stat(czxid: i64) -> Stat {
+    Stat {
+        czxid,
+        ephemeral_owner: SESSION,
+        ..Stat::default()
+    }
+}
+
+fn ours(seq: u32) -> String {
+    format!("_c_{UUID}-lock-{seq:010}")
+}
+
+fn created(seq: u32) -> Response {
+    Response::Created {
+        path: format!("/l/{}", ours(seq)),
+        stat: stat(100 + i64::from(seq)),
+    }
+}
+
+fn children(names: &[&str]) -> Response {
+    Response::Children(names.iter().map(|s| s.to_string()).collect())
+}
+
+#[test]
+fn a_free_lock_is_one_round_trip_then_a_watch_on_our_node() {
+    let mut h = Harness::new();
+    h.m.acquire(h.now, 1, spec(true), UUID.into(), None, false);
+    let sent = h.sent();
+    assert_eq!(sent.len(), 2, "create2 and getChildren leave together");
+    assert!(matches!(sent[0].request, Request::Create2(_)));
+    assert!(matches!(sent[1].request, Request::GetChildren(_)));
+    h.reply(&sent[0], Ok(created(3)));
+    h.reply(&sent[1], Ok(children(&[&ours(3)])));
+    let events = h.events();
+    assert!(
+        matches!(&events[..], [LockEvent::Acquired { id: 1, stat, .. }] if stat.czxid == 103),
+        "{events:?}"
+    );
+    let confirm = h.sent();
+    assert_eq!(confirm.len(), 1);
+    assert!(matches!(&confirm[0].request, Request::GetData(p) if p.watch));
+    h.reply(
+        &confirm[0],
+        Ok(Response::Data {
+            data: vec![],
+            stat: stat(103),
+        }),
+    );
+    // Someone deletes our node: Lost at once, nothing left to delete.
+    h.fire(&confirm[0], EventType::NodeDeleted, "/l/x");
+    assert_eq!(
+        h.events(),
+        vec![LockEvent::State {
+            id: 1,
+            state: LockState::Lost,
+            reason: Some(LossReason::NodeDeleted)
+        }]
+    );
+    assert!(h.sent().is_empty());
+    assert!(h.m.is_empty());
+}
+
+#[test]
+fn the_head_leaving_grants_without_listing_again() {
+    let mut h = Harness::new();
+    h.m.acquire(h.now, 1, spec(false), UUID.into(), None, false);
+    let sent = h.sent();
+    h.reply(&sent[0], Ok(created(5)));
+    h.reply(
+        &sent[1],
+        Ok(children(&[&ours(5), "_c_other-lock-0000000004"])),
+    );
+    let watch = h.sent();
+    assert!(
+        matches!(&watch[..], [o] if matches!(&o.request, Request::GetData(p) if p.watch && p.path.ends_with("0000000004")))
+    );
+    h.reply(
+        &watch[0],
+        Ok(Response::Data {
+            data: vec![],
+            stat: stat(1),
+        }),
+    );
+    h.fire(
+        &watch[0],
+        EventType::NodeDeleted,
+        "/l/_c_other-lock-0000000004",
+    );
+    assert!(matches!(
+        &h.events()[..],
+        [LockEvent::Acquired { id: 1, .. }]
+    ));
+    assert!(
+        h.sent().is_empty(),
+        "no listing, no watch on an unwatched holder"
+    );
+}
+
+#[test]
+fn a_blocker_gone_before_its_watch_means_listing_again_at_once() {
+    let mut h = Harness::new();
+    h.m.acquire(h.now, 1, spec(false), UUID.into(), None, false);
+    let sent = h.sent();
+    h.reply(&sent[0], Ok(created(5)));
+    h.reply(
+        &sent[1],
+        Ok(children(&[
+            &ours(5),
+            "_c_a-lock-0000000001",
+            "_c_b-lock-0000000004",
+        ])),
+    );
+    let watch = h.sent();
+    h.reply(&watch[0], Err(RequestError::Server(ErrorCode::NoNode)));
+    let relist = h.sent();
+    assert!(matches!(&relist[..], [o] if matches!(o.request, Request::GetChildren(_))));
+}
+
+#[test]
+fn a_lost_create_is_found_by_its_attempt_id_and_duplicates_deleted() {
+    let mut h = Harness::new();
+    h.m.acquire(h.now, 1, spec(false), UUID.into(), None, false);
+    let sent = h.sent();
+    h.reply(&sent[0], Err(RequestError::ConnectionLoss));
+    h.reply(&sent[1], Err(RequestError::ConnectionLoss));
+    let recover = h.sent();
+    assert!(matches!(&recover[..], [o] if matches!(o.request, Request::GetChildren(_))));
+    // Two creates of this attempt made it (a late one too).
+    h.reply(&recover[0], Ok(children(&[&ours(9), &ours(7)])));
+    let next = h.sent();
+    let deletes: Vec<_> = next
+        .iter()
+        .filter_map(|o| match &o.request {
+            Request::Delete(p) => Some(p.path.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(deletes, vec![format!("/l/{}", ours(9))]);
+    let exists = next
+        .iter()
+        .find(|o| matches!(o.request, Request::Exists(_)))
+        .expect("the kept node's Stat is read");
+    h.reply(exists, Ok(Response::Stat(stat(107))));
+    let list = h.sent();
+    h.reply(&list[0], Ok(children(&[&ours(7)])));
+    assert!(matches!(&h.events()[..], [LockEvent::Acquired { stat, .. }] if stat.czxid == 107));
+}
+
+#[test]
+fn a_deadline_fails_the_attempt_and_its_node_is_deleted() {
+    let mut h = Harness::new();
+    let deadline = h.now + Duration::from_millis(50);
+    h.m.acquire(h.now, 1, spec(false), UUID.into(), Some(deadline), false);
+    assert_eq!(h.m.poll_timeout(), Some(deadline));
+    let sent = h.sent();
+    h.reply(&sent[0], Ok(created(2)));
+    h.reply(&sent[1], Ok(children(&[&ours(2), "_c_a-lock-0000000001"])));
+    let _watch = h.sent();
+    h.now = deadline;
+    h.m.handle_timeout(h.now);
+    assert_eq!(
+        h.events(),
+        vec![LockEvent::Failed {
+            id: 1,
+            error: LockError::Timeout
+        }]
+    );
+    let delete = h.sent();
+    assert!(
+        matches!(&delete[..], [o] if matches!(&o.request, Request::Delete(p) if p.path.ends_with(&ours(2))))
+    );
+    // Lost with the connection: retried, queued for the next one.
+    h.reply(&delete[0], Err(RequestError::ConnectionLoss));
+    let again = h.sent();
+    assert!(matches!(&again[..], [o] if matches!(o.request, Request::Delete(_))));
+    h.reply(&again[0], Ok(Response::Empty));
+    assert!(h.m.is_empty());
+}
+
+#[test]
+fn a_holder_is_suspended_at_once_and_lost_with_the_session() {
+    let mut h = Harness::new();
+    h.m.acquire(h.now, 1, spec(false), UUID.into(), None, false);
+    let sent = h.sent();
+    h.reply(&sent[0], Ok(created(1)));
+    h.reply(&sent[1], Ok(children(&[&ours(1)])));
+    h.events();
+    h.m.handle_session(h.now, SessionState::Suspended, SESSION);
+    h.m.handle_session(h.now, SessionState::Connected, SESSION);
+    let confirm = h.sent();
+    assert!(matches!(&confirm[..], [o] if matches!(o.request, Request::GetData(_))));
+    h.reply(
+        &confirm[0],
+        Ok(Response::Data {
+            data: vec![],
+            stat: stat(101),
+        }),
+    );
+    assert_eq!(
+        h.events(),
+        vec![
+            LockEvent::State {
+                id: 1,
+                state: LockState::Suspended,
+                reason: None
+            },
+            LockEvent::State {
+                id: 1,
+                state: LockState::Held,
+                reason: None
+            },
+        ]
+    );
+    h.m.handle_session(h.now, SessionState::Suspended, SESSION);
+    h.m.handle_session(h.now, SessionState::Lost, SESSION);
+    let events = h.events();
+    assert_eq!(
+        events.last(),
+        Some(&LockEvent::State {
+            id: 1,
+            state: LockState::Lost,
+            reason: Some(LossReason::NoContact)
+        })
+    );
+    // Its node is removed if the session turns out to live.
+    assert!(matches!(&h.sent()[..], [o] if matches!(o.request, Request::Delete(_))));
+    h.m.handle_session(h.now, SessionState::Expired, SESSION);
+    assert!(h.m.is_empty());
+}
+
+#[test]
+fn try_lock_gives_up_after_one_look() {
+    let mut h = Harness::new();
+    let deadline = h.now + Duration::from_secs(10);
+    h.m.acquire(h.now, 1, spec(false), UUID.into(), Some(deadline), true);
+    let sent = h.sent();
+    h.reply(&sent[0], Ok(created(2)));
+    h.reply(&sent[1], Ok(children(&[&ours(2), "_c_a-lock-0000000001"])));
+    assert_eq!(
+        h.events(),
+        vec![LockEvent::Failed {
+            id: 1,
+            error: LockError::Timeout
+        }]
+    );
+    assert!(matches!(&h.sent()[..], [o] if matches!(o.request, Request::Delete(_))));
+}
