@@ -522,12 +522,8 @@ impl Client {
         let (states, _token) = self.subscribe_scoped();
         let deadline = Instant::now() + timeout;
         loop {
-            match self.state() {
-                SessionState::Connected => return Ok(()),
-                SessionState::Expired => return Err(Error::SessionExpired),
-                SessionState::AuthFailed => return Err(Error::AuthFailed),
-                SessionState::Closed => return Err(Error::Closed),
-                _ => {}
+            if let Some(outcome) = connect::settled(self.state()) {
+                return outcome;
             }
             let left = deadline.saturating_duration_since(Instant::now());
             match states.recv_timeout(left) {

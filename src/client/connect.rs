@@ -31,6 +31,18 @@ impl ClientBuilder {
     }
 }
 
+/// What a wait for a session ends with in `state`: `None` while it may
+/// still connect.
+pub(super) fn settled(state: SessionState) -> Option<Result<()>> {
+    match state {
+        SessionState::Connected => Some(Ok(())),
+        SessionState::Expired => Some(Err(Error::SessionExpired)),
+        SessionState::AuthFailed => Some(Err(Error::AuthFailed)),
+        SessionState::Closed => Some(Err(Error::Closed)),
+        _ => None,
+    }
+}
+
 impl Client {
     /// Waits until the first session is established, failing with:
     /// * the terminal state, if the session ends (`AuthFailed`, ...);
@@ -47,12 +59,8 @@ impl Client {
         let mut all_closed_early = true;
         let deadline = Instant::now() + timeout;
         loop {
-            match self.state() {
-                SessionState::Connected => return Ok(()),
-                SessionState::Expired => return Err(Error::SessionExpired),
-                SessionState::AuthFailed => return Err(Error::AuthFailed),
-                SessionState::Closed => return Err(Error::Closed),
-                _ => {}
+            if let Some(outcome) = settled(self.state()) {
+                return outcome;
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {

@@ -437,11 +437,12 @@ impl ZkEnsemble {
 
     /// `"127.0.0.1:s1,127.0.0.1:s2,..."`: every member's TLS client port.
     pub fn secure_connect_string(&self) -> String {
-        self.members
+        let addrs: Vec<String> = self
+            .members
             .iter()
             .map(|m| m.secure_addr().to_string())
-            .collect::<Vec<_>>()
-            .join(",")
+            .collect();
+        addrs.join(",")
     }
 
     /// Client address of member `i`.
