@@ -1,6 +1,6 @@
 //! SASL DIGEST-MD5 against a ZooKeeper 3.8 with a JAAS DigestLoginModule:
 //! logins accepted and refused, re-authentication after a reconnect, and
-//! creator-only nodes another identity cannot delete.
+//! creator-only nodes another identity (SASL or digest) cannot delete.
 
 mod support;
 
@@ -121,13 +121,7 @@ fn another_identity_cannot_delete_a_creator_only_node() {
     // The parent lets others read and create, not delete.
     let parent = CreateOptions::new(CreateMode::Persistent).acl(vec![
         only("alice", perms::ALL),
-        Acl {
-            perms: perms::READ | perms::CREATE,
-            id: Id {
-                scheme: "world".into(),
-                id: "anyone".into(),
-            },
-        },
+        world(perms::READ | perms::CREATE),
     ]);
     let _ = a.create_with("/sasl-locks", b"", &parent);
     let node = CreateOptions::new(CreateMode::EphemeralSequential).acl(Acl::creator_all());
@@ -145,4 +139,34 @@ fn another_identity_cannot_delete_a_creator_only_node() {
     bob.delete(&exposed, None)
         .expect("delete is checked on the parent");
     a.delete(&mine, None).unwrap();
+}
+
+#[test]
+fn digest_identities_cannot_delete_each_others_creator_only_nodes_either() {
+    let connect = || Client::connect(&server().connect_string(), T).unwrap();
+    let (carol, dave) = (connect(), connect());
+    carol.add_auth("digest", b"carol:carol-pw").unwrap();
+    dave.add_auth("digest", b"dave:dave-pw").unwrap();
+    let parent = CreateOptions::new(CreateMode::Persistent)
+        .acl([Acl::creator_all(), vec![world(perms::READ | perms::CREATE)]].concat());
+    let _ = carol.create_with("/digest-locks", b"", &parent);
+    let node = CreateOptions::new(CreateMode::EphemeralSequential).acl(Acl::creator_all());
+    let (mine, _) = carol
+        .create_with("/digest-locks/lock-", b"", &node)
+        .unwrap();
+    assert_eq!(
+        dave.delete(&mine, None).unwrap_err(),
+        Error::Server(ErrorCode::NoAuth)
+    );
+    carol.delete(&mine, None).unwrap();
+}
+
+fn world(perms: i32) -> Acl {
+    Acl {
+        perms,
+        id: Id {
+            scheme: "world".into(),
+            id: "anyone".into(),
+        },
+    }
 }
