@@ -504,6 +504,40 @@ mod tests {
         }
     }
 
+    /// Random and mutated tokens at every step: errors, never a panic.
+    #[test]
+    fn arbitrary_tokens_never_panic() {
+        let good = b"realm=\"zk-sasl-md5\",nonce=\"n\",charset=utf-8,algorithm=md5-sess";
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for _ in 0..5000 {
+            let mut token = good.to_vec();
+            let len = (next() % 80) as usize;
+            match next() % 3 {
+                0 => token = (0..len).map(|_| next() as u8).collect(),
+                1 => token.truncate(len),
+                _ => {
+                    for _ in 0..4 {
+                        let i = (next() as usize) % token.len();
+                        token[i] = b"\",= \\a\xff"[(next() % 7) as usize];
+                    }
+                }
+            }
+            let mut d = zk_exchange();
+            let _ = d.on_token(&token);
+            let _ = d.on_token(&token);
+            let mut d = zk_exchange();
+            if d.on_token(good).is_ok() {
+                let _ = d.on_token(&token);
+            }
+        }
+    }
+
     // ---- the session with SASL, bytes in and out ----------------------
 
     use crate::session::{SessionConfig, SessionEvent};
