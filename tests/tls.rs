@@ -93,6 +93,30 @@ fn exclusive_ephemeral_sequential_nodes_and_fencing_over_tls() {
 }
 
 #[test]
+fn large_frames_and_many_threads_cross_tls_records() {
+    let c = connect(&secure("127.0.0.1"), mtls()).unwrap();
+    // Near the server's 1 MiB frame limit: many TLS records each way.
+    let big: Vec<u8> = (0..900_000u32).map(|i| (i % 251) as u8).collect();
+    let node = c.create("/tls-big", &big, CreateMode::Ephemeral).unwrap();
+    assert_eq!(c.get_data(&node).unwrap().0, big);
+    std::thread::scope(|s| {
+        for t in 0..8 {
+            let c = c.clone();
+            s.spawn(move || {
+                for i in 0..50 {
+                    let path = format!("/tls-many-{t}-{i}");
+                    c.create(&path, &[t as u8; 100], CreateMode::Ephemeral)
+                        .unwrap();
+                    assert_eq!(c.get_data(&path).unwrap().0, vec![t as u8; 100]);
+                    c.delete(&path, None).unwrap();
+                }
+            });
+        }
+    });
+    c.delete(&node, None).unwrap();
+}
+
+#[test]
 fn mutual_tls_is_refused_without_a_client_certificate() {
     let cause = refused(
         &secure("127.0.0.1"),
