@@ -257,8 +257,13 @@ impl TlsError {
         }
     }
 
-    /// A failure that retrying the same server will not cure.
+    /// A failure that retrying the same server will not cure. A connection
+    /// closed mid-handshake is not one: a loaded or restarting server (or a
+    /// proxy in between) closes connections too.
     pub(crate) fn is_definitive(&self) -> bool {
-        !matches!(self, TlsError::Other { .. })
+        !matches!(
+            self,
+            TlsError::Other { .. } | TlsError::ClosedDuringHandshake
+        )
     }
 }

@@ -47,9 +47,11 @@ impl Client {
     /// Waits until the first session is established, failing with:
     /// * the terminal state, if the session ends (`AuthFailed`, ...);
     /// * [`Error::Connect`] as soon as every server refused us for a reason
-    ///   retrying cannot cure (TLS: unknown CA, name mismatch, not TLS);
+    ///   retrying cannot cure (TLS: unknown CA, name mismatch, an alert, not
+    ///   TLS);
     /// * at the deadline, [`Error::Connect`] if every attempt was closed by
-    ///   the server before its handshake was answered, else [`Error::Timeout`].
+    ///   the server before its (ZooKeeper or TLS) handshake was answered,
+    ///   else [`Error::Timeout`].
     pub(super) fn wait_first_session(&self, timeout: Duration) -> Result<()> {
         let (states, _token) = self.subscribe_scoped();
         let failures: &Receiver<ConnectFailure> = &self.inner.driver.failures;
@@ -74,10 +76,7 @@ impl Client {
                 recv(states) -> s => if s.is_err() { return Err(Error::Closed) },
                 recv(failures) -> f => {
                     let Ok(failure) = f else { return Err(Error::Closed) };
-                    all_closed_early &= matches!(
-                        failure.error,
-                        ConnectError::ClosedBeforeHandshake { .. }
-                    );
+                    all_closed_early &= failure.closed_early();
                     latest.insert(failure.addr, failure);
                     if latest.len() >= hosts && latest.values().all(ConnectFailure::is_definitive) {
                         if let Some(f) = latest.into_values().next() {
