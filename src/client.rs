@@ -536,29 +536,22 @@ impl Client {
 
     /// The session state the I/O thread last reported.
     pub fn state(&self) -> SessionState {
-        self.status().state
+        self.inner.driver.status.state()
     }
 
     /// The session id (0 until the first session is established).
     pub fn session_id(&self) -> i64 {
-        self.status().session_id
+        self.inner.driver.status.session_id()
     }
 
     /// The session timeout the server granted.
     pub fn negotiated_timeout(&self) -> Option<Duration> {
-        self.status().negotiated
+        self.inner.driver.status.negotiated()
     }
 
     /// The highest zxid this client has seen.
     pub fn last_zxid(&self) -> i64 {
-        self.status().last_zxid
-    }
-
-    fn status(&self) -> driver::Status {
-        match self.inner.driver.status.lock() {
-            Ok(s) => *s,
-            Err(poisoned) => *poisoned.into_inner(),
-        }
+        self.inner.driver.status.last_zxid()
     }
 
     /// A channel of session state changes, starting with the current state.

@@ -9,8 +9,8 @@
 use std::any::Any;
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
@@ -160,12 +160,64 @@ pub(crate) enum Command {
 }
 
 /// What the I/O thread publishes for API threads to read at any time.
-#[derive(Debug, Clone, Copy)]
+/// Atomics, not a lock: a reader never waits for the I/O thread, nor the
+/// I/O thread for a reader.
+#[derive(Debug, Default)]
 pub(crate) struct Status {
-    pub state: SessionState,
-    pub session_id: i64,
-    pub negotiated: Option<Duration>,
-    pub last_zxid: i64,
+    state: AtomicU8,
+    session_id: AtomicI64,
+    /// Milliseconds; 0 until a timeout was granted.
+    negotiated_ms: AtomicU64,
+    last_zxid: AtomicI64,
+}
+
+const STATES: [SessionState; 7] = [
+    SessionState::Connecting,
+    SessionState::Connected,
+    SessionState::Suspended,
+    SessionState::Lost,
+    SessionState::Expired,
+    SessionState::AuthFailed,
+    SessionState::Closed,
+];
+
+impl Status {
+    pub(crate) fn state(&self) -> SessionState {
+        STATES[usize::from(self.state.load(Ordering::Acquire)) % STATES.len()]
+    }
+
+    pub(crate) fn session_id(&self) -> i64 {
+        self.session_id.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn negotiated(&self) -> Option<Duration> {
+        match self.negotiated_ms.load(Ordering::Acquire) {
+            0 => None,
+            ms => Some(Duration::from_millis(ms)),
+        }
+    }
+
+    pub(crate) fn last_zxid(&self) -> i64 {
+        self.last_zxid.load(Ordering::Acquire)
+    }
+
+    fn store<R, W: Clone>(&self, session: &Session<R, W>) {
+        let state = STATES
+            .iter()
+            .position(|s| *s == session.state())
+            .unwrap_or(0);
+        self.session_id
+            .store(session.session_id(), Ordering::Release);
+        self.negotiated_ms.store(
+            session
+                .negotiated_timeout()
+                .map_or(0, |t| t.as_millis().max(1) as u64),
+            Ordering::Release,
+        );
+        self.last_zxid.store(session.last_zxid(), Ordering::Release);
+        // Last: whoever sees the new state sees the rest with it.
+        self.state.store(state as u8, Ordering::Release);
+    }
 }
 
 pub(crate) struct DriverConfig {
@@ -180,7 +232,7 @@ pub(crate) struct DriverConfig {
 /// The API side's handle on the I/O thread.
 pub(crate) struct DriverHandle {
     pub sender: CommandSender,
-    pub status: Arc<Mutex<Status>>,
+    pub status: Arc<Status>,
     pub watch_events: Arc<AtomicU64>,
     pub thread: Option<std::thread::JoinHandle<()>>,
     /// Connections that failed before a session was established.
@@ -230,12 +282,7 @@ pub(crate) fn spawn(config: DriverConfig) -> io::Result<DriverHandle> {
     let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
     let (tx, rx) = crossbeam_channel::unbounded();
     let now = Instant::now();
-    let status = Arc::new(Mutex::new(Status {
-        state: SessionState::Connecting,
-        session_id: 0,
-        negotiated: None,
-        last_zxid: 0,
-    }));
+    let status = Arc::new(Status::default());
     let watch_events = Arc::new(AtomicU64::new(0));
     let asleep = Arc::new(AtomicBool::new(false));
     let (failures_tx, failures) = crossbeam_channel::bounded(64);
@@ -354,7 +401,7 @@ struct Driver {
     keepalive_idle: Duration,
     conn: Option<Connection>,
     subscribers: Vec<(Sender<SessionState>, Option<Weak<()>>)>,
-    status: Arc<Mutex<Status>>,
+    status: Arc<Status>,
     watch_events: Arc<AtomicU64>,
     asleep: Arc<AtomicBool>,
     commands_open: bool,
@@ -592,14 +639,7 @@ impl Driver {
     }
 
     fn publish(&self) {
-        if let Ok(mut s) = self.status.lock() {
-            *s = Status {
-                state: self.session.state(),
-                session_id: self.session.session_id(),
-                negotiated: self.session.negotiated_timeout(),
-                last_zxid: self.session.last_zxid(),
-            };
-        }
+        self.status.store(&self.session);
     }
 
     fn close_socket(&mut self) {
@@ -747,6 +787,12 @@ impl Driver {
                     self.deliver();
                     if self.session.state().is_terminal() {
                         self.close_socket();
+                        return;
+                    }
+                    // A short read drained the socket: with edge-triggered
+                    // readiness, more data brings a new event. Saves the
+                    // read that would only say WouldBlock.
+                    if n < buf.len() {
                         return;
                     }
                 }

@@ -151,14 +151,54 @@ fn the_head_leaving_grants_without_listing_again() {
         EventType::NodeDeleted,
         "/l/_c_other-lock-0000000004",
     );
+    // One read of our own node proves it is still there; no listing.
+    let check = h.sent();
+    assert!(
+        matches!(&check[..], [o] if matches!(&o.request, Request::GetData(p) if !p.watch && p.path.ends_with(&ours(5))))
+    );
+    h.reply(
+        &check[0],
+        Ok(Response::Data {
+            data: vec![],
+            stat: stat(105),
+        }),
+    );
     assert!(matches!(
         &h.events()[..],
         [LockEvent::Acquired { id: 1, .. }]
     ));
-    assert!(
-        h.sent().is_empty(),
-        "no listing, no watch on an unwatched holder"
+    assert!(h.sent().is_empty(), "no watch on an unwatched holder");
+}
+
+#[test]
+fn a_waiter_whose_node_was_deleted_queues_again_instead_of_holding() {
+    let mut h = Harness::new();
+    h.m.acquire(h.now, 1, spec(true), UUID.into(), None, false);
+    let sent = h.sent();
+    h.reply(&sent[0], Ok(created(5)));
+    h.reply(
+        &sent[1],
+        Ok(children(&[&ours(5), "_c_other-lock-0000000004"])),
     );
+    let watch = h.sent();
+    h.reply(
+        &watch[0],
+        Ok(Response::Data {
+            data: vec![],
+            stat: stat(1),
+        }),
+    );
+    h.fire(
+        &watch[0],
+        EventType::NodeDeleted,
+        "/l/_c_other-lock-0000000004",
+    );
+    let check = h.sent();
+    assert!(matches!(&check[..], [o] if matches!(&o.request, Request::GetData(p) if p.watch)));
+    h.reply(&check[0], Err(RequestError::Server(ErrorCode::NoNode)));
+    assert!(h.events().is_empty(), "never Held without a node");
+    let again = h.sent();
+    assert!(matches!(again[0].request, Request::Create2(_)), "{again:?}");
 }
 
 #[test]
@@ -309,4 +349,41 @@ fn try_lock_gives_up_after_one_look() {
         }]
     );
     assert!(matches!(&h.sent()[..], [o] if matches!(o.request, Request::Delete(_))));
+}
+
+#[test]
+fn creates_sent_together_share_one_listing() {
+    let mut h = Harness::new();
+    let other = "00000000-0000-4000-8000-000000000002";
+    h.m.acquire(h.now, 1, spec(false), UUID.into(), None, false);
+    h.m.acquire(h.now, 2, spec(false), other.into(), None, false);
+    let sent = h.sent();
+    let kinds: Vec<&str> = sent
+        .iter()
+        .map(|o| match o.request {
+            Request::Create2(_) => "create",
+            Request::GetChildren(_) => "list",
+            _ => "other",
+        })
+        .collect();
+    assert_eq!(kinds, ["create", "create", "list"]);
+    let theirs = format!("_c_{other}-lock-0000000006");
+    h.reply(&sent[0], Ok(created(5)));
+    h.reply(
+        &sent[1],
+        Ok(Response::Created {
+            path: format!("/l/{theirs}"),
+            stat: stat(106),
+        }),
+    );
+    h.reply(&sent[2], Ok(children(&[&ours(5), &theirs])));
+    assert!(matches!(
+        &h.events()[..],
+        [LockEvent::Acquired { id: 1, .. }]
+    ));
+    // The second waits on the first, from the same listing.
+    let watch = h.sent();
+    assert!(
+        matches!(&watch[..], [o] if matches!(&o.request, Request::GetData(p) if p.watch && p.path.ends_with(&ours(5))))
+    );
 }

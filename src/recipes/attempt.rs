@@ -95,8 +95,6 @@ pub(crate) struct Node {
 pub(crate) enum Purpose {
     /// create2 of our node.
     Create,
-    /// getChildren sent right behind the create, in the same round trip.
-    CreateListing,
     /// createContainer of the `n`th ancestor (the lock path is the last).
     Parent(usize),
     /// getChildren after an ambiguous create: is a node of ours there?
@@ -109,6 +107,8 @@ pub(crate) enum Purpose {
     WatchBlocker,
     /// getData (with a watch if asked) on our own held node.
     Confirm,
+    /// getData on our node once the blocker went: it must still exist.
+    GrantCheck,
     /// delete of a node of ours (the node itself or a stray duplicate).
     Delete(String),
     /// getChildren to find every node of this attempt before releasing.
@@ -141,7 +141,8 @@ pub(crate) struct Attempt {
     pub deleting: Vec<String>,
     /// The main-line request awaited.
     pub busy: Option<u64>,
-    /// The getChildren pipelined behind a create.
+    /// The listing sent behind our create (shared with other creates on
+    /// the same path sent in the same turn).
     pub listing: Option<u64>,
     /// The confirm in flight, for a holder.
     pub confirming: Option<u64>,

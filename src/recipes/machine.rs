@@ -29,7 +29,7 @@ use jute::{
 use super::attempt::{Attempt, Goal, LockSpec, Node, Purpose, Rule};
 use super::error::LockError;
 use super::held::{LockState, LossReason};
-use super::queue::{protected_id, sorted_contenders};
+use super::queue::{protected_id, sorted_contenders, Contender};
 use crate::session::{RequestError, SessionState, WatchedEvent};
 use crate::Error;
 
@@ -86,6 +86,28 @@ pub enum LockEvent {
     },
 }
 
+/// Failure shapes of the blocking recipes this machine replaced, re-created
+/// on demand so the simulator can show that it finds each one. Never set
+/// outside tests.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Regression {
+    /// Session changes reach holders only once pending re-checks finish
+    /// (the one-by-one holder monitor).
+    LateHolderState,
+    /// A deadline waits for the reply in flight (blocking calls bounded by
+    /// the request timeout, not the caller's deadline).
+    DeadlineWaitsForReplies,
+    /// Cleanup deletes only the node it knows, not every create of the
+    /// attempt.
+    CleanupKnownNodeOnly,
+    /// Holders are not told that the session ended.
+    HoldersMissSessionEnd,
+    /// The blocker is watched with `exists`, which leaves a watch on a node
+    /// that is already gone.
+    ExistsWatch,
+}
+
 /// The lock protocol for every acquisition of one session. See the module
 /// docs.
 #[derive(Debug, Default)]
@@ -95,18 +117,39 @@ pub struct LockMachine {
     pending: HashMap<u64, (AttemptId, Purpose)>,
     /// Watch token → the attempt it wakes.
     watches: HashMap<u64, AttemptId>,
+    /// Lock paths with creates sent this turn and no listing behind them
+    /// yet: one listing follows all of them.
+    listings_wanted: BTreeMap<String, Vec<AttemptId>>,
+    /// A listing's token → the attempts whose creates it follows.
+    shared_listings: HashMap<u64, Vec<AttemptId>>,
     deadlines: BTreeSet<(Instant, AttemptId)>,
     outgoing: VecDeque<Outgoing>,
     events: VecDeque<LockEvent>,
     next_token: u64,
     session: Option<SessionState>,
     session_id: i64,
+    regression: Option<Regression>,
+    /// Session changes held back (only with [`Regression::LateHolderState`]).
+    deferred: Option<SessionState>,
+    /// Attempts whose deadline passed while a reply was awaited (only with
+    /// [`Regression::DeadlineWaitsForReplies`]).
+    late: BTreeSet<AttemptId>,
 }
 
 impl LockMachine {
     /// A machine with no acquisitions.
     pub fn new() -> Self {
         LockMachine::default()
+    }
+
+    /// Re-creates an old failure shape (tests of the simulator only).
+    #[doc(hidden)]
+    pub fn set_regression(&mut self, regression: Option<Regression>) {
+        self.regression = regression;
+    }
+
+    fn regressed(&self, r: Regression) -> bool {
+        self.regression == Some(r)
     }
 
     /// Acquisitions not yet forgotten (waiting, held, or being cleaned up).
@@ -194,6 +237,12 @@ impl LockMachine {
             };
             return self.end_all(error, reason);
         }
+        if self.regressed(Regression::LateHolderState)
+            && self.attempts.values().any(|a| a.confirming.is_some())
+        {
+            self.deferred = Some(state);
+            return;
+        }
         let ids: Vec<AttemptId> = self.attempts.keys().copied().collect();
         for id in ids {
             let Some(a) = self.attempts.get_mut(&id) else {
@@ -226,6 +275,39 @@ impl LockMachine {
         token: u64,
         result: Result<Response, RequestError>,
     ) {
+        self.route_reply(now, token, result);
+        if self.regression.is_some() {
+            self.apply_regressions(now);
+        }
+    }
+
+    /// What the old failure shapes did once a reply was in.
+    fn apply_regressions(&mut self, now: Instant) {
+        let late: Vec<AttemptId> = self.late.iter().copied().collect();
+        for id in late {
+            match self.attempts.get(&id) {
+                Some(a) if a.busy.is_some() => {}
+                Some(a) if matches!(a.goal, Goal::Acquire { .. }) => {
+                    self.late.remove(&id);
+                    self.fail(id, LockError::Timeout);
+                }
+                _ => {
+                    self.late.remove(&id);
+                }
+            }
+        }
+        if !self.attempts.values().any(|a| a.confirming.is_some()) {
+            if let Some(state) = self.deferred.take() {
+                let id = self.session_id;
+                self.handle_session(now, state, id);
+            }
+        }
+    }
+
+    fn route_reply(&mut self, now: Instant, token: u64, result: Result<Response, RequestError>) {
+        if let Some(ids) = self.shared_listings.remove(&token) {
+            return self.on_shared_listing(now, token, &ids, result);
+        }
         let Some((id, purpose)) = self.pending.remove(&token) else {
             return;
         };
@@ -246,17 +328,13 @@ impl LockMachine {
         }
         match purpose {
             Purpose::Create => self.on_created(id, token, result),
-            Purpose::CreateListing => match result {
-                Ok(Response::Children(children)) => self.evaluate(now, id, &children, None),
-                _ => self.step(id),
-            },
             Purpose::Parent(n) => self.on_parent(id, n, result),
             Purpose::Recover => self.on_recover(id, result),
             Purpose::Stat => self.on_stat(id, result),
             Purpose::List => match result {
                 Ok(Response::Children(children)) => {
                     let watch = (a.spec.rule.is_first_n()).then_some(token);
-                    self.evaluate(now, id, &children, watch)
+                    self.evaluate(now, id, &sorted_contenders(&children), watch)
                 }
                 Err(RequestError::Server(ErrorCode::NoNode)) => self.node_vanished(id),
                 Ok(_) | Err(_) => self.step(id),
@@ -272,6 +350,20 @@ impl LockMachine {
                 }
             },
             Purpose::Confirm => self.on_confirm(id, token, result),
+            Purpose::GrantCheck => match result {
+                Ok(_) => {
+                    let watch = self.watches.contains_key(&token).then_some(token);
+                    self.grant(now, id, watch)
+                }
+                Err(RequestError::Server(ErrorCode::NoNode)) => {
+                    self.watches.remove(&token);
+                    self.node_vanished(id)
+                }
+                Err(_) => {
+                    self.watches.remove(&token);
+                    self.step(id)
+                }
+            },
             Purpose::Delete(name) => self.on_deleted(id, &name, result),
             Purpose::CleanupList => {
                 match result {
@@ -295,7 +387,7 @@ impl LockMachine {
     /// fire.
     pub fn handle_watch(
         &mut self,
-        now: Instant,
+        _now: Instant,
         token: u64,
         event: Result<WatchedEvent, RequestError>,
     ) {
@@ -320,8 +412,23 @@ impl LockMachine {
             }
             (Goal::Acquire { .. }, Ok(e)) => {
                 if e.kind == EventType::NodeDeleted && a.blocker_alone {
-                    // Nothing else was below us: later nodes sort after ours.
-                    self.grant(now, id);
+                    // Nothing else was below us (later nodes sort after
+                    // ours): the lock is ours if our node still is. One
+                    // read, not a listing; it leaves the holder's watch.
+                    let Some(name) = a.node_name() else {
+                        return self.step(id);
+                    };
+                    let path = a.spec.child(name);
+                    let watch = a.spec.watch_node;
+                    let token = self.send(
+                        id,
+                        Purpose::GrantCheck,
+                        Request::GetData(PathWatch { path, watch }),
+                        watch,
+                    );
+                    if let Some(a) = self.attempts.get_mut(&id) {
+                        a.busy = Some(token);
+                    }
                 } else {
                     self.step(id);
                 }
@@ -353,8 +460,16 @@ impl LockMachine {
                 break;
             }
             self.deadlines.remove(&(at, id));
-            if let Some(Goal::Acquire { .. }) = self.attempts.get(&id).map(|a| a.goal) {
-                self.fail(id, LockError::Timeout);
+            if let Some(a) = self.attempts.get(&id) {
+                if let Goal::Acquire { .. } = a.goal {
+                    if self.regression == Some(Regression::DeadlineWaitsForReplies)
+                        && a.busy.is_some()
+                    {
+                        self.late.insert(id);
+                        continue;
+                    }
+                    self.fail(id, LockError::Timeout);
+                }
             }
         }
     }
@@ -363,7 +478,25 @@ impl LockMachine {
 
     /// The next request to send.
     pub fn poll_request(&mut self) -> Option<Outgoing> {
-        self.outgoing.pop_front()
+        if let Some(o) = self.outgoing.pop_front() {
+            return Some(o);
+        }
+        // Creates on one lock path sent together share the listing behind
+        // them: one reply serves the lot, not one each.
+        let (parent, ids) = self.listings_wanted.pop_first()?;
+        self.next_token += 1;
+        let token = self.next_token;
+        for id in &ids {
+            if let Some(a) = self.attempts.get_mut(id) {
+                a.listing = Some(token);
+            }
+        }
+        self.shared_listings.insert(token, ids);
+        Some(Outgoing {
+            token,
+            request: list(&parent, false),
+            watch: false,
+        })
     }
 
     /// The next thing to report.
@@ -385,6 +518,10 @@ impl LockMachine {
         let Some(a) = self.attempts.get_mut(&id) else {
             return;
         };
+        if a.goal == Goal::Release && self.regression == Some(Regression::CleanupKnownNodeOnly) {
+            a.maybe_created = false;
+            a.strays.clear();
+        }
         if !a.strays.is_empty() {
             self.send_strays(id);
         }
@@ -426,11 +563,10 @@ impl LockMachine {
                     // Assume it may be applied from the moment it leaves.
                     a.maybe_created = true;
                     self.send_main(id, Purpose::Create, create);
-                    let token =
-                        self.send(id, Purpose::CreateListing, list(&spec.parent, false), false);
-                    if let Some(a) = self.attempts.get_mut(&id) {
-                        a.listing = Some(token);
-                    }
+                    self.listings_wanted
+                        .entry(spec.parent.clone())
+                        .or_default()
+                        .push(id);
                 }
                 (Some(Node { stat: None, name }), _, _) => {
                     let path = spec.child(name);
@@ -492,7 +628,7 @@ impl LockMachine {
                     stat: Some(stat),
                 });
                 if matches!(a.goal, Goal::Acquire { .. }) {
-                    if let Some(t) = listing.filter(|t| self.pending.contains_key(t)) {
+                    if let Some(t) = listing.filter(|t| self.shared_listings.contains_key(t)) {
                         // The listing sent with the create answers next.
                         a.busy = Some(t);
                         return;
@@ -600,9 +736,38 @@ impl LockMachine {
         self.step(id)
     }
 
+    /// The listing behind a batch of creates: each attempt whose create
+    /// succeeded decides from it.
+    fn on_shared_listing(
+        &mut self,
+        now: Instant,
+        token: u64,
+        ids: &[AttemptId],
+        result: Result<Response, RequestError>,
+    ) {
+        let queue = match &result {
+            Ok(Response::Children(children)) => Some(sorted_contenders(children)),
+            _ => None,
+        };
+        for &id in ids {
+            let Some(a) = self.attempts.get_mut(&id) else {
+                continue;
+            };
+            if a.busy != Some(token) {
+                // Its create failed, or the attempt moved on.
+                continue;
+            }
+            a.busy = None;
+            match &queue {
+                Some(queue) => self.evaluate(now, id, queue, None),
+                None => self.step(id),
+            }
+        }
+    }
+
     /// Decides from a listing whether we hold or whom to watch. `watch`:
     /// the token of a child watch the listing left.
-    fn evaluate(&mut self, now: Instant, id: AttemptId, children: &[String], watch: Option<u64>) {
+    fn evaluate(&mut self, now: Instant, id: AttemptId, queue: &[Contender], watch: Option<u64>) {
         let Some(a) = self.attempts.get_mut(&id) else {
             return;
         };
@@ -612,10 +777,9 @@ impl LockMachine {
         let Some(our_name) = a.node_name().map(str::to_owned) else {
             return self.step(id);
         };
-        let queue = sorted_contenders(children);
         // A create whose reply was lost can show up late, after we created
         // again: another node with our attempt id would block us forever.
-        for c in &queue {
+        for c in queue {
             if c.protected_id() == Some(a.uuid.as_str()) && c.name != our_name {
                 a.add_stray(&c.name);
             }
@@ -626,7 +790,7 @@ impl LockMachine {
             return self.step(id);
         };
         let rule = a.spec.rule;
-        let blocker = rule.blocker(&queue, me);
+        let blocker = rule.blocker(queue, me);
         if blocker.is_some() && matches!(a.goal, Goal::Acquire { no_wait: true, .. }) {
             if let Some(t) = watch {
                 self.watches.remove(&t);
@@ -642,20 +806,21 @@ impl LockMachine {
             self.watches.remove(&t);
         }
         match blocker {
-            None => self.grant(now, id),
+            None => self.grant(now, id, None),
             // Listed without a watch (with the create): list again with one.
             Some(_) if rule.is_first_n() => self.step(id),
             Some(b) => {
-                a.blocker_alone = rule.blocker_is_alone(&queue, b);
+                a.blocker_alone = rule.blocker_is_alone(queue, b);
                 let path = a.spec.child(&queue[b].name);
                 // getData, not exists: on a node already gone it leaves no
                 // watch behind.
-                let token = self.send(
-                    id,
-                    Purpose::WatchBlocker,
-                    Request::GetData(PathWatch { path, watch: true }),
-                    true,
-                );
+                let read = PathWatch { path, watch: true };
+                let request = if self.regression == Some(Regression::ExistsWatch) {
+                    Request::Exists(read)
+                } else {
+                    Request::GetData(read)
+                };
+                let token = self.send(id, Purpose::WatchBlocker, request, true);
                 if let Some(a) = self.attempts.get_mut(&id) {
                     a.busy = Some(token);
                 }
@@ -675,7 +840,9 @@ impl LockMachine {
         }
     }
 
-    fn grant(&mut self, _now: Instant, id: AttemptId) {
+    /// The lock is ours. `watch`: a watch on our node already left by the
+    /// read that proved it exists.
+    fn grant(&mut self, _now: Instant, id: AttemptId, watch: Option<u64>) {
         let Some(a) = self.attempts.get_mut(&id) else {
             return;
         };
@@ -694,12 +861,12 @@ impl LockMachine {
         }
         a.goal = Goal::Hold;
         a.state = LockState::Held;
-        a.watch = None;
+        a.watch = watch;
         let path = a.spec.child(&name);
-        let watch_node = a.spec.watch_node;
+        let confirm = a.spec.watch_node && watch.is_none();
         self.events
             .push_back(LockEvent::Acquired { id, path, stat });
-        if watch_node {
+        if confirm {
             self.confirm(id);
         }
         self.send_strays(id);
@@ -846,6 +1013,7 @@ impl LockMachine {
                     id,
                     error: error.clone(),
                 }),
+                Goal::Hold if self.regression == Some(Regression::HoldersMissSessionEnd) => {}
                 Goal::Hold => {
                     if a.state != LockState::Lost {
                         self.events.push_back(LockEvent::State {
@@ -864,6 +1032,8 @@ impl LockMachine {
         self.pending.clear();
         self.watches.clear();
         self.deadlines.clear();
+        self.shared_listings.clear();
+        self.listings_wanted.clear();
     }
 
     fn forget(&mut self, id: AttemptId) {

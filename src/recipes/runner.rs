@@ -190,6 +190,9 @@ impl IoTask for Runner {
 pub(crate) struct LockService {
     sender: TaskSender,
     next_id: AtomicU64,
+    /// Random once per client; attempt ids are derived from it and a
+    /// counter, so queueing costs no system call for randomness.
+    uuid_seed: u128,
 }
 
 impl LockService {
@@ -212,9 +215,19 @@ impl LockService {
                 LockService {
                     sender,
                     next_id: AtomicU64::new(1),
+                    uuid_seed: uuid::Uuid::new_v4().as_u128(),
                 }
             })
             .ok_or(LockError::Client(Error::Closed))
+    }
+
+    /// A v4-shaped UUID unique to this attempt: the seed mixed with a
+    /// bijection of the counter (distinct ids give distinct UUIDs).
+    fn attempt_uuid(&self, id: AttemptId) -> String {
+        let mixed = u128::from(splitmix64(id)) << 64 | u128::from(splitmix64(!id));
+        uuid::Builder::from_random_bytes((self.uuid_seed ^ mixed).to_be_bytes())
+            .into_uuid()
+            .to_string()
     }
 
     /// Starts an acquisition on the I/O thread and returns at once.
@@ -229,7 +242,7 @@ impl LockService {
         let sent = self.sender.send(Box::new(Message::Acquire {
             id,
             spec,
-            uuid: uuid::Uuid::new_v4().to_string(),
+            uuid: self.attempt_uuid(id),
             deadline,
             no_wait,
             outcome: outcome.clone(),
@@ -239,4 +252,12 @@ impl LockService {
         }
         PendingLock::new(id, rx, self.sender.clone())
     }
+}
+
+/// A bijection on u64 that scatters its input (SplitMix64's finaliser).
+fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
