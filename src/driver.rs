@@ -792,7 +792,7 @@ impl Driver {
                     // A short read drained the socket: with edge-triggered
                     // readiness, more data brings a new event. Saves the
                     // read that would only say WouldBlock.
-                    if n < buf.len() {
+                    if n < buf.len() && self.conn.as_ref().is_some_and(|c| c.link.drained()) {
                         return;
                     }
                 }

@@ -10,7 +10,7 @@ use crossbeam_channel::{select, Receiver};
 
 use super::{Client, ClientBuilder};
 use crate::driver::{ConnectFailure, Connector};
-use crate::error::{ConnectError, Error, Result};
+use crate::error::{Error, Result};
 use crate::session::SessionState;
 
 impl ClientBuilder {
@@ -20,7 +20,7 @@ impl ClientBuilder {
         #[cfg(feature = "tls")]
         if let Some(options) = &self.tls {
             let setup = options.load().map_err(|source| {
-                Error::Connect(ConnectError::Tls {
+                Error::Connect(crate::error::ConnectError::Tls {
                     host: self.connect_string.clone(),
                     source,
                 })

@@ -111,7 +111,11 @@ impl Links {
                 match setup.connect(&name) {
                     Ok((conn, name)) => Ok(Link {
                         established: false,
-                        tls: Some(Box::new(TlsLink { conn, name })),
+                        tls: Some(Box::new(TlsLink {
+                            conn,
+                            name,
+                            drained: false,
+                        })),
                     }),
                     Err(source) => Err(ConnectError::Tls {
                         host: self.host(addr),
@@ -181,6 +185,17 @@ impl Link {
         Ok(())
     }
 
+    /// Whether a short read means the socket is drained. True for TCP;
+    /// with TLS a short read is one batch of records, and the socket is
+    /// drained only once it said WouldBlock (or an unread close follows).
+    pub(crate) fn drained(&self) -> bool {
+        #[cfg(feature = "tls")]
+        if let Some(tls) = self.tls.as_ref() {
+            return tls.drained;
+        }
+        true
+    }
+
     /// The transport has bytes of its own to send.
     pub(crate) fn wants_write(&self) -> bool {
         #[cfg(feature = "tls")]
@@ -197,6 +212,8 @@ struct TlsLink {
     conn: rustls::ClientConnection,
     /// The name verified against the server's certificate.
     name: String,
+    /// The last socket read said WouldBlock: nothing is left unread.
+    drained: bool,
 }
 
 #[cfg(feature = "tls")]
@@ -224,7 +241,9 @@ impl TlsLink {
                 Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(0),
                 Err(e) => return Err(e),
             }
-            match self.conn.read_tls(stream) {
+            let got = self.conn.read_tls(stream);
+            self.drained = matches!(&got, Err(e) if e.kind() == io::ErrorKind::WouldBlock);
+            match got {
                 Ok(0) if self.conn.is_handshaking() => {
                     return Err(tls_failure(crate::tls::TlsError::ClosedDuringHandshake))
                 }
