@@ -143,7 +143,9 @@ fn make_leaf(dir: &Path, name: &str, ca: &str, extensions: &str) {
 
 #[rustfmt::skip]
 fn generate() -> Certs {
-    let dir = std::env::temp_dir().join(format!(
+    // Under cargo's per-target scratch directory (cleaned by `cargo clean`),
+    // not the system temp dir, where every run would leave one behind.
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
         "zklock-certs-{}-{}",
         std::process::id(),
         std::time::SystemTime::now()

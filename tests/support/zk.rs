@@ -77,6 +77,8 @@ pub struct ZkOptions {
     secure: bool,
     /// Extra JVM flags (`-D...`).
     jvm: Vec<String>,
+    /// A JAAS configuration, written into each server's directory.
+    jaas: Option<String>,
 }
 
 impl Default for ZkOptions {
@@ -86,6 +88,7 @@ impl Default for ZkOptions {
             extra: Vec::new(),
             secure: false,
             jvm: Vec::new(),
+            jaas: None,
         }
     }
 }
@@ -153,19 +156,13 @@ impl ZkOptions {
 
     /// SASL with a JAAS `DigestLoginModule` serving `users` (name, password).
     pub fn sasl_digest(mut self, users: &[(&str, &str)]) -> Self {
-        let dir = unique_temp_dir("jaas");
         let mut jaas =
             String::from("Server {\n  org.apache.zookeeper.server.auth.DigestLoginModule required");
         for (user, password) in users {
             jaas.push_str(&format!("\n  user_{user}=\"{password}\""));
         }
         jaas.push_str(";\n};\n");
-        let path = dir.join("jaas.conf");
-        fs::write(&path, jaas).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
-        self.jvm.push(format!(
-            "-Djava.security.auth.login.config={}",
-            path.display()
-        ));
+        self.jaas = Some(jaas);
         self.extra.push((
             "authProvider.1".to_owned(),
             "org.apache.zookeeper.server.auth.SASLAuthenticationProvider".to_owned(),
@@ -666,6 +663,14 @@ impl Node {
     fn set_options(&mut self, options: &ZkOptions, secure_port: Option<u16>) {
         self.secure_port = secure_port;
         self.jvm_extra = options.jvm.clone();
+        if let Some(jaas) = &options.jaas {
+            let path = self.dir.join("jaas.conf");
+            fs::write(&path, jaas).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+            self.jvm_extra.push(format!(
+                "-Djava.security.auth.login.config={}",
+                path.display()
+            ));
+        }
         if options.secure {
             self.classpath_extra = NETTY_JARS.to_vec();
         }
