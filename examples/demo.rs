@@ -57,8 +57,9 @@ fn fail(why: impl AsRef<str>) -> ! {
     std::process::exit(1);
 }
 
-/// `target/<profile>/zklock`, next to `target/<profile>/examples/demo`;
-/// built with cargo first when it is missing or older than the demo.
+/// `target/<profile>/zklock` (the `zklock-cli` crate's binary), next to
+/// `target/<profile>/examples/demo`; built with cargo first when it is
+/// missing or older than the demo.
 fn zklock_binary() -> PathBuf {
     let exe = std::env::current_exe().unwrap_or_else(|e| fail(format!("current_exe: {e}")));
     let profile_dir = exe
@@ -80,7 +81,7 @@ fn zklock_binary() -> PathBuf {
     ) {
         let mut build = Command::new(cargo);
         build
-            .args(["build", "--quiet", "--bin", "zklock"])
+            .args(["build", "--quiet", "-p", "zklock-cli", "--bin", "zklock"])
             .current_dir(&manifest);
         if profile_dir.file_name().is_some_and(|n| n == "release") {
             build.arg("--release");
@@ -94,7 +95,7 @@ fn zklock_binary() -> PathBuf {
     }
     if !bin.exists() {
         fail(format!(
-            "{} not found; run `cargo build --release --bin zklock` first",
+            "{} not found; run `cargo build --release -p zklock-cli` first",
             bin.display()
         ));
     }
@@ -460,8 +461,9 @@ fn main() {
     let line = cli.wait_for("successor", "got the lock");
     tokens.push(("successor".into(), token_in(&line.text)));
     say(format!(
-        "=> taken over {:.2}s after the SIGKILL: zklock's helper process saw zklock die, \
-         stopped the command and ended the session, which frees the lock at once",
+        "=> taken over {:.2}s after the SIGKILL: the kernel sent the command SIGTERM, and \
+         zklock's release helper saw zklock die, waited for the command to end and deleted \
+         the lock node, which frees the lock at once",
         line.at.duration_since(killed).as_secs_f64()
     ));
     cli.wait_exit("successor");
@@ -502,7 +504,7 @@ fn main() {
     wait_until("the survivor to queue", || queue_len(&client, &path) == 2);
     let tree = cli.process_tree("machine");
     say(format!(
-        "$ kill -9 {}   (zklock, its helper, the command and its child)",
+        "$ kill -9 {}   (zklock, its release helper, the command and its child)",
         tree.iter()
             .map(u32::to_string)
             .collect::<Vec<_>>()

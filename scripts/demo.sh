@@ -10,5 +10,6 @@ if ! command -v cargo >/dev/null; then
   echo "demo: cargo is needed to build zklock (https://rustup.rs)" >&2
   exit 1
 fi
-cargo build --release --bin zklock --example demo
+cargo build --release -p zklock-cli
+cargo build --release --example demo
 exec cargo run --release --quiet --example demo -- "$@"

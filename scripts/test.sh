@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The whole test suite: unit, codec, live ZooKeeper, faults, interop, CLI.
+# The whole test suite: unit, codec, live ZooKeeper, faults, interop, CLI;
+# then packaging, documentation and public-API checks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
@@ -7,4 +8,12 @@ start=$(date +%s)
 # --all-features: the TLS tests need the `tls` feature.
 cargo test --workspace --all-targets --all-features "$@"
 cargo test --workspace --doc --all-features
+# Every publishable crate (zklock-jute, zklock, zklock-cli) packaged and
+# built from its .crate alone, as crates.io would take it; the crates that
+# depend on an unpublished one see it through cargo's temporary registry.
+cargo publish --dry-run --workspace --allow-dirty
+# The documentation as docs.rs builds it: all features, --cfg docsrs.
+RUSTDOCFLAGS="-D warnings --cfg docsrs" cargo doc --workspace --all-features --no-deps
+# The public API matches the committed listing (or the version was bumped).
+./scripts/public-api.sh
 echo "test suite finished in $(( $(date +%s) - start )) s" >&2

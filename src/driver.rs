@@ -593,10 +593,10 @@ impl Driver {
                 },
                 SessionEvent::Watch { watcher, event } => {
                     self.watch_events.fetch_add(1, Ordering::Relaxed);
-                    self.to_watcher(now, watcher, Ok(event));
+                    self.deliver_watch(now, watcher, Ok(event));
                 }
                 SessionEvent::WatchAbandoned { watcher, reason } => {
-                    self.to_watcher(now, watcher, Err(reason));
+                    self.deliver_watch(now, watcher, Err(reason));
                 }
                 SessionEvent::State(state) => {
                     if let (SessionState::Connected, Some(conn)) = (state, self.conn.as_mut()) {
@@ -620,7 +620,7 @@ impl Driver {
         }
     }
 
-    fn to_watcher(
+    fn deliver_watch(
         &mut self,
         now: Instant,
         watcher: WatchTo,

@@ -4,12 +4,12 @@
 //!
 //! ```
 //! use bytes::BytesMut;
-//! use jute::{encode_request, Request, PathWatch, OpCode};
+//! use zklock_jute::{encode_request, Request, PathWatch, OpCode};
 //!
 //! let mut buf = BytesMut::new();
 //! encode_request(&mut buf, 7, &Request::Exists(PathWatch { path: "/a".into(), watch: false }));
-//! let mut frame = jute::split_frame(&mut buf, jute::DEFAULT_MAX_FRAME).unwrap().unwrap();
-//! let (header, body) = jute::decode_request_header(&frame).unwrap();
+//! let mut frame = zklock_jute::split_frame(&mut buf, zklock_jute::DEFAULT_MAX_FRAME).unwrap().unwrap();
+//! let (header, body) = zklock_jute::decode_request_header(&frame).unwrap();
 //! assert_eq!((header.xid, header.op), (7, OpCode::Exists));
 //! assert!(matches!(Request::decode_body(header.op, body), Ok(Request::Exists(_))));
 //! ```

@@ -1,11 +1,14 @@
 //! The fuzz targets' stable twin: replays every committed seed in
-//! `fuzz/seeds/<target>/` through the matching `jute::fuzz` entry point, then a
+//! `fuzz/seeds/<target>/` through the matching `zklock_jute::fuzz` entry point, then a
 //! few thousand deterministic pseudo-random inputs per target (fresh bytes and
 //! mutations of the seeds), so plain `cargo test` exercises what the fuzzer does.
 //!
 //! The seeds are derived from the real-server vectors in `golden.rs`;
 //! `seeds_match_golden_vectors` checks they are in step, and
-//! `JUTE_WRITE_SEEDS=1 cargo test -p jute --test fuzz_replay seeds_match` (re)writes them.
+//! `JUTE_WRITE_SEEDS=1 cargo test -p zklock-jute --test fuzz_replay seeds_match` (re)writes them.
+// The crate promises Rust 1.65 for the library; this test, never shipped,
+// may use newer std APIs (is_some_and, is_ok_and: 1.70).
+#![allow(clippy::incompatible_msrv)]
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -13,7 +16,7 @@ use std::panic::{self, AssertUnwindSafe};
 use std::path::PathBuf;
 
 use bytes::BytesMut;
-use jute::{
+use zklock_jute::{
     decode_reply, decode_request_header, decode_server_message, split_frame, ConnectRequest,
     ConnectResponse, Decode, OpCode, Request, Response, ServerMessage, WatcherEvent,
 };
@@ -22,12 +25,12 @@ type Target = fn(&[u8]);
 
 /// Every fuzz target, by the name of its `fuzz/fuzz_targets/<name>.rs` and seed dir.
 const TARGETS: &[(&str, Target)] = &[
-    ("frames", jute::fuzz::frames),
-    ("server_message", jute::fuzz::server_message),
-    ("reply_body", jute::fuzz::reply_body),
-    ("watcher_event", jute::fuzz::watcher_event),
-    ("connect_response", jute::fuzz::connect_response),
-    ("request_round_trip", jute::fuzz::request_round_trip),
+    ("frames", zklock_jute::fuzz::frames),
+    ("server_message", zklock_jute::fuzz::server_message),
+    ("reply_body", zklock_jute::fuzz::reply_body),
+    ("watcher_event", zklock_jute::fuzz::watcher_event),
+    ("connect_response", zklock_jute::fuzz::connect_response),
+    ("request_round_trip", zklock_jute::fuzz::request_round_trip),
 ];
 
 /// Server replies in `golden.rs` (frame bodies) and the op each answers.
@@ -168,13 +171,13 @@ fn seeds_match_golden_vectors() {
         }
         let on_disk = fs::read(&path).unwrap_or_else(|e| {
             panic!(
-                "{}: {e}; run JUTE_WRITE_SEEDS=1 cargo test -p jute --test fuzz_replay seeds_match",
+                "{}: {e}; run JUTE_WRITE_SEEDS=1 cargo test -p zklock-jute --test fuzz_replay seeds_match",
                 path.display()
             )
         });
         assert!(
             on_disk == bytes,
-            "{} differs from golden.rs; run JUTE_WRITE_SEEDS=1 cargo test -p jute --test fuzz_replay seeds_match",
+            "{} differs from golden.rs; run JUTE_WRITE_SEEDS=1 cargo test -p zklock-jute --test fuzz_replay seeds_match",
             path.display()
         );
     }
@@ -227,7 +230,10 @@ fn hex(data: &[u8]) -> String {
 /// Runs one input; a panic is re-raised naming the target and the exact input.
 fn run_one(target: &str, run: Target, what: &str, data: &[u8]) {
     if panic::catch_unwind(AssertUnwindSafe(|| run(data))).is_err() {
-        panic!("jute::fuzz::{target} panicked on {what}: {}", hex(data));
+        panic!(
+            "zklock_jute::fuzz::{target} panicked on {what}: {}",
+            hex(data)
+        );
     }
 }
 

@@ -3,7 +3,7 @@
 //! the bytes the server accepted; replies must decode to what the server meant.
 
 use bytes::BytesMut;
-use jute::*;
+use zklock_jute::*;
 
 fn unhex(s: &str) -> Vec<u8> {
     (0..s.len())
@@ -187,8 +187,8 @@ fn golden_replies_survive_truncation() {
     ] {
         let full = unhex(hex);
         for cut in 0..full.len() {
-            jute::fuzz::server_message(&full[..cut]);
-            jute::fuzz::connect_response(&full[..cut]);
+            zklock_jute::fuzz::server_message(&full[..cut]);
+            zklock_jute::fuzz::connect_response(&full[..cut]);
         }
     }
 }

@@ -1,7 +1,7 @@
 //! encode → decode is the identity for every record, over generated values.
 
 use bytes::BytesMut;
-use jute::*;
+use zklock_jute::*;
 
 /// A small deterministic generator so failures reproduce.
 struct Gen(u64);

@@ -117,6 +117,9 @@ pub struct LockMachine {
     pending: HashMap<u64, (AttemptId, Purpose)>,
     /// Watch token → the attempt it wakes.
     watches: HashMap<u64, AttemptId>,
+    /// Server path of every granted node → its attempt: a deletion heard
+    /// through any watch tells its holder at once.
+    held_nodes: HashMap<String, AttemptId>,
     /// Lock paths with creates sent this turn and no listing behind them
     /// yet: one listing follows all of them.
     listings_wanted: BTreeMap<String, Vec<AttemptId>>,
@@ -252,13 +255,9 @@ impl LockMachine {
                 continue;
             }
             match state {
-                SessionState::Connected => {
-                    // Back from a disconnect: confirm the node before saying
-                    // Held again. All holders' checks leave in this one turn.
-                    if a.state == LockState::Suspended {
-                        self.confirm(id);
-                    }
-                }
+                // Back from a disconnect: confirm the node before saying
+                // Held again. All holders' checks leave in this one turn.
+                SessionState::Connected if a.state == LockState::Suspended => self.confirm(id),
                 SessionState::Suspended | SessionState::Connecting => {
                     self.set_state(id, LockState::Suspended, None);
                 }
@@ -391,6 +390,15 @@ impl LockMachine {
         token: u64,
         event: Result<WatchedEvent, RequestError>,
     ) {
+        if let Ok(e) = &event {
+            if e.kind == EventType::NodeDeleted {
+                if let Some(&holder) = self.held_nodes.get(&e.path) {
+                    // Whichever watch carried it (another attempt's, on the
+                    // node it waited for), a holder's node is gone.
+                    self.node_deleted_under(holder);
+                }
+            }
+        }
         let Some(id) = self.watches.remove(&token) else {
             return;
         };
@@ -435,10 +443,7 @@ impl LockMachine {
             }
             (Goal::Hold, Ok(e)) => {
                 if e.kind == EventType::NodeDeleted {
-                    if let Some(a) = self.attempts.get_mut(&id) {
-                        a.node = None;
-                    }
-                    self.lose(id, LossReason::NodeDeleted);
+                    self.node_deleted_under(id);
                 } else {
                     self.confirm(id);
                 }
@@ -864,6 +869,7 @@ impl LockMachine {
         a.watch = watch;
         let path = a.spec.child(&name);
         let confirm = a.spec.watch_node && watch.is_none();
+        self.held_nodes.insert(path.clone(), id);
         self.events
             .push_back(LockEvent::Acquired { id, path, stat });
         if confirm {
@@ -915,8 +921,7 @@ impl LockMachine {
             }
             Err(RequestError::Server(ErrorCode::NoNode)) => {
                 self.watches.remove(&token);
-                a.node = None;
-                self.lose(id, LossReason::NodeDeleted);
+                self.node_deleted_under(id);
             }
             Err(_) => {
                 // The connection dropped first: confirmed after the reconnect.
@@ -967,7 +972,33 @@ impl LockMachine {
         self.begin_release(id);
     }
 
+    /// A holder's node is gone: Lost, and nothing left to delete.
+    fn node_deleted_under(&mut self, id: AttemptId) {
+        if self.attempts.get(&id).map(|a| a.goal) != Some(Goal::Hold) {
+            return;
+        }
+        self.unhold(id);
+        if let Some(a) = self.attempts.get_mut(&id) {
+            a.node = None;
+        }
+        self.lose(id, LossReason::NodeDeleted);
+    }
+
+    /// The attempt no longer holds: forget its node as a held one.
+    fn unhold(&mut self, id: AttemptId) {
+        let Some(a) = self.attempts.get(&id) else {
+            return;
+        };
+        if let Some(name) = a.node_name() {
+            let path = a.spec.child(name);
+            if self.held_nodes.get(&path) == Some(&id) {
+                self.held_nodes.remove(&path);
+            }
+        }
+    }
+
     fn begin_release(&mut self, id: AttemptId) {
+        self.unhold(id);
         let Some(a) = self.attempts.get_mut(&id) else {
             return;
         };
@@ -1034,6 +1065,7 @@ impl LockMachine {
         self.deadlines.clear();
         self.shared_listings.clear();
         self.listings_wanted.clear();
+        self.held_nodes.clear();
     }
 
     fn forget(&mut self, id: AttemptId) {

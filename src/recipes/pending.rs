@@ -33,7 +33,8 @@ use crate::Error;
 ///     select.recv(p.receiver());
 /// }
 /// let ready = select.select();
-/// let guard = ready.recv(pending[ready.index()].receiver())??;
+/// let first = ready.index();
+/// let guard = ready.recv(pending[first].receiver())??;
 /// println!("first lock: {}", guard.node_path());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```

@@ -445,8 +445,16 @@ fn drain_stderr(mut stderr: impl Read, tail: &Mutex<String>) {
     }
 }
 
+/// The repository root: the compiling crate's directory, or the nearest one
+/// above it that holds `tests/peers` (crates such as `cli/` share this
+/// support code through `#[path]`).
 fn manifest_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest
+        .ancestors()
+        .find(|dir| dir.join("tests/peers").is_dir())
+        .unwrap_or(manifest)
+        .to_path_buf()
 }
 
 /// The cargo target directory, derived from the running test binary

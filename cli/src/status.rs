@@ -2,6 +2,7 @@
 
 use std::fmt::Write as _;
 
+use serde::Serialize;
 use zklock::recipes::{inspect, NodeKind, NodeOrigin, QueueEntry};
 
 use crate::args::{Global, Status};
@@ -64,71 +65,73 @@ fn node_path(path: &str, name: &str) -> String {
 fn data_text(data: &[u8]) -> String {
     match std::str::from_utf8(data) {
         Ok(s) => format!("{s:?}"),
-        Err(_) => data.iter().fold("0x".to_owned(), |mut out, b| {
-            let _ = write!(out, "{b:02x}");
-            out
-        }),
+        Err(_) => format!("0x{}", hex(data)),
     }
 }
 
-/// A JSON string literal.
-pub fn json_string(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{08}' => out.push_str("\\b"),
-            '\u{0c}' => out.push_str("\\f"),
-            c if (c as u32) < 0x20 || c == '\u{2028}' || c == '\u{2029}' => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
+/// One contender in `status --json`.
+#[derive(Serialize)]
+struct JsonEntry<'a> {
+    position: usize,
+    role: &'static str,
+    node: &'a str,
+    node_path: String,
+    sequence: i32,
+    kind: &'static str,
+    origin: &'static str,
+    owner_session: String,
+    czxid: i64,
+    /// The data as text (invalid UTF-8 replaced); see `data_hex`.
+    data: String,
+    /// The exact bytes, only when they are not UTF-8.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    data_hex: Option<String>,
+}
+
+/// `status --json`.
+#[derive(Serialize)]
+struct JsonStatus<'a> {
+    path: &'a str,
+    holders: usize,
+    waiting: usize,
+    queue: Vec<JsonEntry<'a>>,
+}
+
+fn hex(data: &[u8]) -> String {
+    data.iter().fold(String::new(), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
 }
 
 fn json(path: &str, queue: &[QueueEntry]) -> String {
     let roles = roles(queue);
-    let holders = roles.iter().filter(|r| **r == "holder").count();
-    let waiting = roles.iter().filter(|r| **r == "waiting").count();
-    let mut out = format!(
-        "{{\"path\":{},\"holders\":{holders},\"waiting\":{waiting},\"queue\":[",
-        json_string(path)
-    );
-    for (i, (e, role)) in queue.iter().zip(&roles).enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        let _ = write!(
-            out,
-            "{{\"position\":{i},\"role\":\"{role}\",\"node\":{},\"node_path\":{},\"sequence\":{},\
-             \"kind\":\"{}\",\"origin\":\"{}\",\"owner_session\":\"{}\",\"czxid\":{},\"data\":{}",
-            json_string(&e.name),
-            json_string(&node_path(path, &e.name)),
-            e.sequence,
-            kind_name(e.kind),
-            origin_name(e.origin),
-            session_hex(e.owner_session),
-            e.czxid,
-            json_string(&String::from_utf8_lossy(&e.data)),
-        );
-        if std::str::from_utf8(&e.data).is_err() {
-            let hex = e.data.iter().fold(String::new(), |mut s, b| {
-                let _ = write!(s, "{b:02x}");
-                s
-            });
-            let _ = write!(out, ",\"data_hex\":\"{hex}\"");
-        }
-        out.push('}');
-    }
-    out.push_str("]}\n");
+    let status = JsonStatus {
+        path,
+        holders: roles.iter().filter(|r| **r == "holder").count(),
+        waiting: roles.iter().filter(|r| **r == "waiting").count(),
+        queue: queue
+            .iter()
+            .zip(&roles)
+            .enumerate()
+            .map(|(position, (e, role))| JsonEntry {
+                position,
+                role,
+                node: &e.name,
+                node_path: node_path(path, &e.name),
+                sequence: e.sequence,
+                kind: kind_name(e.kind),
+                origin: origin_name(e.origin),
+                owner_session: session_hex(e.owner_session),
+                czxid: e.czxid,
+                data: String::from_utf8_lossy(&e.data).into_owned(),
+                data_hex: std::str::from_utf8(&e.data).is_err().then(|| hex(&e.data)),
+            })
+            .collect(),
+    };
+    // Serializing plain strings and numbers cannot fail.
+    let mut out = serde_json::to_string(&status).unwrap_or_default();
+    out.push('\n');
     out
 }
 
@@ -236,7 +239,6 @@ mod tests {
 
     #[test]
     fn json_escapes() {
-        assert_eq!(json_string("a\"b\\c\n\u{1}é"), "\"a\\\"b\\\\c\\n\\u0001é\"");
         let j = json("/p", &[entry("n", NodeKind::Exclusive)]);
         assert!(j.contains("\"data\":\"x\\\"y\\n\""), "{j}");
         assert!(j.contains("\"owner_session\":\"0x1234\""), "{j}");

@@ -1,15 +1,19 @@
 //! `zklock`: flock for a cluster. See `zklock --help`.
 //!
-//! Layout: [`args`] parses the command line; [`supervisor`] keeps the
-//! process the user started able to pass signals on (see there for how,
-//! without unsafe code); [`hold`] connects, takes the lock or leadership,
-//! runs the command and watches for loss; [`status`] prints a lock's queue.
-#![forbid(unsafe_code)]
+//! One process: the pid the user starts holds the ZooKeeper session and is
+//! CMD's parent. Layout: [`args`] parses the command line; [`hold`]
+//! connects, takes the lock or leadership, runs CMD ([`command`]) and
+//! watches for loss and for [`signals`] to pass on; [`release_helper`] frees
+//! the lock should zklock be SIGKILLed; [`status`] prints a lock's queue.
+//! The only `unsafe` is the `pre_exec` hook in [`command`].
+#![deny(unsafe_code)]
 
 mod args;
+mod command;
 mod hold;
+mod release_helper;
+mod signals;
 mod status;
-mod supervisor;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -165,7 +169,7 @@ impl log::Log for StderrLogger {
 
 static LOGGER: StderrLogger = StderrLogger;
 
-fn init_logging(verbose: u8) {
+pub fn init_logging(verbose: u8) {
     let level = match verbose {
         0 => log::LevelFilter::Off,
         1 => log::LevelFilter::Info,
@@ -179,7 +183,14 @@ fn init_logging(verbose: u8) {
 
 fn main() -> ExitCode {
     let argv: Vec<_> = std::env::args_os().skip(1).collect();
-    let parsed = match args::parse(argv.clone(), std::env::var("ZKLOCK_CONNECT").ok()) {
+    if argv.first().is_some_and(|a| a == release_helper::FLAG) {
+        let rest: Vec<String> = argv[1..]
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        return ExitCode::from(release_helper::run(&rest));
+    }
+    let parsed = match args::parse(argv, std::env::var("ZKLOCK_CONNECT").ok()) {
         Ok(p) => p,
         Err(e) => {
             complain(&e.to_string());
@@ -197,35 +208,15 @@ fn main() -> ExitCode {
             Ok(0)
         }
         args::Command::Status(s) => status::run(&parsed.global, &s),
-        args::Command::Hold(h) => run_hold(&parsed.global, &h, argv),
+        args::Command::Hold(h) => {
+            check_path(&h.path, h.subcommand()).map(|()| hold::run(&parsed.global, &h))
+        }
     };
     match result {
         Ok(code) => ExitCode::from(code),
         Err(f) => {
             complain(&f.message);
             ExitCode::from(f.code)
-        }
-    }
-}
-
-fn run_hold(
-    global: &args::Global,
-    h: &args::Hold,
-    argv: Vec<std::ffi::OsString>,
-) -> Result<u8, Failure> {
-    check_path(&h.path, h.subcommand())?;
-    // The helper process re-reads the same command line; it finds its
-    // control channel in the environment.
-    if let Some(control) = supervisor::worker_control()? {
-        return Ok(hold::run(global, h, Some(control)));
-    }
-    // The process the user started: become the signal-forwarding supervisor
-    // (this only returns if that cannot be set up), else do the work here.
-    match supervisor::supervise(argv) {
-        Ok(never) => match never {},
-        Err(why) => {
-            log::info!("running without a supervisor ({why}); signals are not passed to CMD");
-            Ok(hold::run(global, h, None))
         }
     }
 }

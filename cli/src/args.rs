@@ -1,12 +1,16 @@
-//! Hand-written argument parsing (no clap) and the help texts.
+//! The command line, parsed with lexopt, and the help texts.
 //!
 //! Options may come before or after the subcommand name and in any order
 //! before `--`; long options take `--name VALUE` or `--name=VALUE`, short ones
-//! `-w 5` or `-w5`, and flags can be bundled (`-ns`).
+//! `-w 5` or `-w5`, and flags can be bundled (`-ns`). Everything after the
+//! first `--` that is not an option's value is the command, untouched.
 
 use std::ffi::OsString;
 use std::fmt;
 use std::time::Duration;
+
+use lexopt::prelude::*;
+use lexopt::Arg;
 
 /// The address used when neither `-c` nor `$ZKLOCK_CONNECT` is given.
 pub const DEFAULT_CONNECT: &str = "127.0.0.1:2181";
@@ -99,164 +103,129 @@ pub struct Parsed {
     pub command: Command,
 }
 
-/// One option a subcommand understands.
-struct Spec {
-    short: Option<char>,
-    long: &'static str,
-    takes_value: bool,
+/// The subcommands and their help texts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sub {
+    Exec,
+    Leader,
+    Status,
 }
 
-const fn flag(short: Option<char>, long: &'static str) -> Spec {
-    Spec {
-        short,
-        long,
-        takes_value: false,
+impl Sub {
+    fn from_name(name: &str) -> Option<Sub> {
+        match name {
+            "exec" => Some(Sub::Exec),
+            "leader" => Some(Sub::Leader),
+            "status" => Some(Sub::Status),
+            _ => None,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Sub::Exec => "exec",
+            Sub::Leader => "leader",
+            Sub::Status => "status",
+        }
+    }
+
+    fn help(self) -> &'static str {
+        match self {
+            Sub::Exec => EXEC_HELP,
+            Sub::Leader => LEADER_HELP,
+            Sub::Status => STATUS_HELP,
+        }
     }
 }
 
-const fn valued(short: Option<char>, long: &'static str) -> Spec {
-    Spec {
-        short,
-        long,
-        takes_value: true,
-    }
-}
-
-const GLOBAL_SPECS: &[Spec] = &[
-    valued(Some('c'), "connect"),
-    valued(None, "session-timeout"),
-    flag(Some('v'), "verbose"),
-    flag(Some('h'), "help"),
-    flag(None, "version"),
-];
-const EXEC_SPECS: &[Spec] = &[
-    valued(Some('w'), "wait"),
-    flag(Some('n'), "nonblock"),
-    flag(Some('s'), "shared"),
-    valued(Some('E'), "conflict-exit-code"),
-    valued(None, "data"),
-    valued(Some('k'), "kill-after"),
-];
-const LEADER_SPECS: &[Spec] = &[
-    valued(Some('w'), "wait"),
-    flag(Some('n'), "nonblock"),
-    valued(Some('E'), "conflict-exit-code"),
-    valued(None, "id"),
-    valued(Some('k'), "kill-after"),
-];
-const STATUS_SPECS: &[Spec] = &[flag(None, "json")];
-
-/// Options and positionals of one command line, before interpretation.
+/// Every option as given, before it is interpreted; the last value wins.
 #[derive(Default)]
-struct Raw {
-    /// (long name, value) in order of appearance.
-    options: Vec<(&'static str, Option<String>)>,
+struct Given {
+    connect: Option<String>,
+    session_timeout: Option<String>,
+    verbose: u8,
+    help: bool,
+    version: bool,
+    wait: Option<String>,
+    nonblock: bool,
+    shared: bool,
+    conflict_exit_code: Option<String>,
+    data: Option<String>,
+    id: Option<String>,
+    kill_after: Option<String>,
+    json: bool,
     positionals: Vec<String>,
-    /// Everything after `--`, untouched.
+    /// Everything after `--`.
     rest: Option<Vec<OsString>>,
 }
 
-impl Raw {
-    fn has(&self, long: &str) -> bool {
-        self.options.iter().any(|(l, _)| *l == long)
-    }
-
-    fn count(&self, long: &str) -> usize {
-        self.options.iter().filter(|(l, _)| *l == long).count()
-    }
-
-    /// The last value given for `long`.
-    fn value(&self, long: &str) -> Option<&str> {
-        self.options
-            .iter()
-            .rev()
-            .find(|(l, _)| *l == long)
-            .and_then(|(_, v)| v.as_deref())
+/// `-w` or `--wait`, as the user would write it.
+fn spelled(arg: &Arg<'_>) -> String {
+    match arg {
+        Short(c) => format!("-{c}"),
+        Long(l) => format!("--{l}"),
+        Value(v) => format!("{v:?}"),
     }
 }
 
-fn find<'a>(specs: &[&'a [Spec]], pred: impl Fn(&Spec) -> bool) -> Option<&'a Spec> {
-    specs.iter().flat_map(|s| s.iter()).find(|s| pred(s))
+/// The option's value as UTF-8 text.
+fn text_value(parser: &mut lexopt::Parser, option: &str) -> Result<String, String> {
+    let value = parser
+        .value()
+        .map_err(|_| format!("option '{option}' needs a value"))?;
+    value
+        .into_string()
+        .map_err(|v| format!("value {v:?} of {option} is not valid UTF-8"))
 }
 
-/// Splits `args` into options (checked against `specs`), positionals and the
-/// part after `--`.
-fn tokenize(
-    args: Vec<OsString>,
-    specs: &[&[Spec]],
-    command: Option<&'static str>,
-    stop_at_first_positional: bool,
-) -> Result<(Raw, Vec<OsString>), UsageError> {
-    let mut raw = Raw::default();
-    let mut it = args.into_iter();
-    while let Some(arg) = it.next() {
-        let Some(text) = arg.to_str() else {
-            return usage(command, format!("argument {arg:?} is not valid UTF-8"));
+/// Reads options (global ones, and `sub`'s when given) and positionals into
+/// `given`. Without `sub`, stops after the first positional (the subcommand).
+fn read(parser: &mut lexopt::Parser, sub: Option<Sub>, given: &mut Given) -> Result<(), String> {
+    loop {
+        if let Some(mut raw) = parser.try_raw_args() {
+            if raw.peek().is_some_and(|a| a == "--") {
+                raw.next();
+                given.rest = Some(raw.collect());
+                return Ok(());
+            }
+        }
+        let Some(arg) = parser.next().map_err(|e| e.to_string())? else {
+            return Ok(());
         };
-        if text == "--" {
-            raw.rest = Some(it.collect());
-            break;
-        }
-        if let Some(long) = text.strip_prefix("--") {
-            let (name, inline) = match long.split_once('=') {
-                Some((n, v)) => (n, Some(v.to_owned())),
-                None => (long, None),
-            };
-            let Some(spec) = find(specs, |s| s.long == name) else {
-                return usage(command, format!("unknown option '--{name}'"));
-            };
-            let value = if spec.takes_value {
-                match inline {
-                    Some(v) => Some(v),
-                    None => match it.next() {
-                        Some(v) => Some(v.into_string().map_err(|v| UsageError {
-                            message: format!("value {v:?} of --{name} is not valid UTF-8"),
-                            command,
-                        })?),
-                        None => return usage(command, format!("option '--{name}' needs a value")),
-                    },
-                }
-            } else if inline.is_some() {
-                return usage(command, format!("option '--{name}' takes no value"));
-            } else {
-                None
-            };
-            raw.options.push((spec.long, value));
-        } else if text.len() > 1 && text.starts_with('-') {
-            let chars: Vec<char> = text[1..].chars().collect();
-            let mut i = 0;
-            while i < chars.len() {
-                let c = chars[i];
-                let Some(spec) = find(specs, |s| s.short == Some(c)) else {
-                    return usage(command, format!("unknown option '-{c}'"));
-                };
-                if spec.takes_value {
-                    let attached: String = chars[i + 1..].iter().collect();
-                    let value = if !attached.is_empty() {
-                        attached
-                    } else {
-                        match it.next() {
-                            Some(v) => v.into_string().map_err(|v| UsageError {
-                                message: format!("value {v:?} of -{c} is not valid UTF-8"),
-                                command,
-                            })?,
-                            None => return usage(command, format!("option '-{c}' needs a value")),
-                        }
-                    };
-                    raw.options.push((spec.long, Some(value)));
-                    break;
-                }
-                raw.options.push((spec.long, None));
-                i += 1;
+        let option = spelled(&arg);
+        let in_hold = matches!(sub, Some(Sub::Exec | Sub::Leader));
+        match arg {
+            Short('c') | Long("connect") => given.connect = Some(text_value(parser, &option)?),
+            Long("session-timeout") => given.session_timeout = Some(text_value(parser, &option)?),
+            Short('v') | Long("verbose") => given.verbose = given.verbose.saturating_add(1),
+            Short('h') | Long("help") => given.help = true,
+            Long("version") => given.version = true,
+            Short('w') | Long("wait") if in_hold => given.wait = Some(text_value(parser, &option)?),
+            Short('n') | Long("nonblock") if in_hold => given.nonblock = true,
+            Short('E') | Long("conflict-exit-code") if in_hold => {
+                given.conflict_exit_code = Some(text_value(parser, &option)?)
             }
-        } else {
-            raw.positionals.push(text.to_owned());
-            if stop_at_first_positional {
-                return Ok((raw, it.collect()));
+            Short('k') | Long("kill-after") if in_hold => {
+                given.kill_after = Some(text_value(parser, &option)?)
             }
+            Short('s') | Long("shared") if sub == Some(Sub::Exec) => given.shared = true,
+            Long("data") if sub == Some(Sub::Exec) => {
+                given.data = Some(text_value(parser, &option)?)
+            }
+            Long("id") if sub == Some(Sub::Leader) => given.id = Some(text_value(parser, &option)?),
+            Long("json") if sub == Some(Sub::Status) => given.json = true,
+            Value(v) => {
+                let v = v
+                    .into_string()
+                    .map_err(|v| format!("argument {v:?} is not valid UTF-8"))?;
+                given.positionals.push(v);
+                if sub.is_none() {
+                    return Ok(());
+                }
+            }
+            _ => return Err(format!("unknown option '{option}'")),
         }
     }
-    Ok((raw, Vec::new()))
 }
 
 fn seconds(
@@ -279,183 +248,171 @@ fn seconds(
     }
 }
 
-fn global_from(
-    raw: &Raw,
-    base: Global,
-    command: Option<&'static str>,
-) -> Result<Global, UsageError> {
-    let mut g = base;
-    if let Some(c) = raw.value("connect") {
-        if c.trim().is_empty() {
-            return usage(command, "--connect wants host:port[,host:port...][/chroot]");
+fn global_from(given: &Given, connect_env: Option<String>) -> Result<Global, UsageError> {
+    let command = None;
+    let connect = match &given.connect {
+        Some(c) if c.trim().is_empty() => {
+            return usage(command, "--connect wants host:port[,host:port...][/chroot]")
         }
-        g.connect = c.to_owned();
-    }
-    if let Some(t) = raw.value("session-timeout") {
-        g.session_timeout = seconds(command, "--session-timeout", t, false)?;
-    }
-    g.verbose = g.verbose.saturating_add(raw.count("verbose") as u8);
-    Ok(g)
+        Some(c) => c.clone(),
+        None => connect_env
+            .filter(|c| !c.trim().is_empty())
+            .unwrap_or_else(|| DEFAULT_CONNECT.to_owned()),
+    };
+    let session_timeout = match &given.session_timeout {
+        Some(t) => seconds(command, "--session-timeout", t, false)?,
+        None => Duration::from_secs(10),
+    };
+    Ok(Global {
+        connect,
+        session_timeout,
+        verbose: given.verbose,
+    })
 }
 
 /// Parses the whole command line (without the program name). `connect_env`
 /// is `$ZKLOCK_CONNECT`.
 pub fn parse(args: Vec<OsString>, connect_env: Option<String>) -> Result<Parsed, UsageError> {
-    let base = Global {
-        connect: connect_env
-            .filter(|c| !c.trim().is_empty())
-            .unwrap_or_else(|| DEFAULT_CONNECT.to_owned()),
-        session_timeout: Duration::from_secs(10),
-        verbose: 0,
-    };
-    let (raw, rest) = tokenize(args, &[GLOBAL_SPECS], None, true)?;
-    let global = global_from(&raw, base, None)?;
-    if raw.has("version") {
-        return Ok(Parsed {
-            global,
-            command: Command::Version,
-        });
-    }
-    let Some(name) = raw.positionals.first() else {
-        if raw.has("help") {
-            return Ok(Parsed {
-                global,
-                command: Command::Help(MAIN_HELP),
-            });
-        }
-        if raw.rest.is_some() {
-            return usage(None, "'--' must come after a subcommand and its lock path");
-        }
-        return usage(None, "missing subcommand: exec, status or leader");
-    };
-    let (command, specs, help): (&'static str, &[Spec], &'static str) = match name.as_str() {
-        "exec" => ("exec", EXEC_SPECS, EXEC_HELP),
-        "leader" => ("leader", LEADER_SPECS, LEADER_HELP),
-        "status" => ("status", STATUS_SPECS, STATUS_HELP),
-        "help" => {
-            let text = match rest.first().and_then(|s| s.to_str()) {
+    let mut parser = lexopt::Parser::from_args(args);
+    let mut given = Given::default();
+    read(&mut parser, None, &mut given).or_else(|m| usage(None, m))?;
+    let name = given.positionals.pop();
+    let reached_rest = given.rest.is_some();
+    let sub = match name.as_deref() {
+        None => None,
+        Some("help") => {
+            let topic = parser
+                .next()
+                .map_err(|e| UsageError {
+                    message: e.to_string(),
+                    command: None,
+                })?
+                .map(|a| match a {
+                    Value(v) => v.to_string_lossy().into_owned(),
+                    other => spelled(&other),
+                });
+            let text = match topic.as_deref() {
                 None => MAIN_HELP,
-                Some("exec") => EXEC_HELP,
-                Some("leader") => LEADER_HELP,
-                Some("status") => STATUS_HELP,
-                Some(other) => {
-                    return usage(None, format!("no help for unknown subcommand {other:?}"))
-                }
+                Some(t) => match Sub::from_name(t) {
+                    Some(sub) => sub.help(),
+                    None => return usage(None, format!("no help for unknown subcommand {t:?}")),
+                },
             };
+            let global = global_from(&given, connect_env)?;
             return Ok(Parsed {
                 global,
                 command: Command::Help(text),
             });
         }
-        other => {
-            return usage(
-                None,
-                format!("unknown subcommand {other:?}; expected exec, status or leader"),
-            )
-        }
+        Some(other) => match Sub::from_name(other) {
+            Some(sub) => Some(sub),
+            None if given.version || given.help => None,
+            None => {
+                return usage(
+                    None,
+                    format!("unknown subcommand {other:?}; expected exec, status or leader"),
+                )
+            }
+        },
     };
-    if raw.has("help") {
-        return Ok(Parsed {
-            global,
-            command: Command::Help(help),
-        });
+    if let Some(sub) = sub {
+        if !given.help && !given.version {
+            read(&mut parser, Some(sub), &mut given).or_else(|m| usage(Some(sub.name()), m))?;
+        }
     }
-    let cmd = Some(command);
-    let (sub, _) = tokenize(rest, &[GLOBAL_SPECS, specs], cmd, false)?;
-    let global = global_from(&sub, global, cmd)?;
-    if sub.has("help") {
-        return Ok(Parsed {
-            global,
-            command: Command::Help(help),
-        });
-    }
-    if sub.has("version") {
-        return Ok(Parsed {
-            global,
-            command: Command::Version,
-        });
-    }
-    let mut positionals = sub.positionals.iter();
-    let what = if command == "leader" {
+    let global = global_from(&given, connect_env)?;
+    let command = if given.version {
+        Command::Version
+    } else if given.help {
+        Command::Help(sub.map_or(MAIN_HELP, Sub::help))
+    } else if let Some(sub) = sub {
+        interpret(sub, given)?
+    } else if reached_rest {
+        return usage(None, "'--' must come after a subcommand and its lock path");
+    } else {
+        return usage(None, "missing subcommand: exec, status or leader");
+    };
+    Ok(Parsed { global, command })
+}
+
+/// Turns a subcommand's options and positionals into what to do.
+fn interpret(sub: Sub, given: Given) -> Result<Command, UsageError> {
+    let cmd = Some(sub.name());
+    let mut positionals = given.positionals.into_iter();
+    let what = if sub == Sub::Leader {
         "ELECTION_PATH"
     } else {
         "LOCK_PATH"
     };
-    let Some(path) = positionals.next().cloned() else {
+    let Some(path) = positionals.next() else {
         return usage(cmd, format!("missing {what}"));
     };
     if let Some(extra) = positionals.next() {
         return usage(
             cmd,
-            if command == "status" {
+            if sub == Sub::Status {
                 format!("unexpected argument {extra:?}")
             } else {
                 format!("unexpected argument {extra:?}; put '--' before the command")
             },
         );
     }
-    if command == "status" {
-        if sub.rest.is_some() {
+    if sub == Sub::Status {
+        if given.rest.is_some() {
             return usage(cmd, "status takes no command");
         }
-        return Ok(Parsed {
-            global,
-            command: Command::Status(Status {
-                path,
-                json: sub.has("json"),
-            }),
-        });
+        return Ok(Command::Status(Status {
+            path,
+            json: given.json,
+        }));
     }
 
-    let Some(command_line) = sub.rest.clone() else {
+    let Some(command_line) = given.rest else {
         return usage(cmd, "missing '--' and the command to run");
     };
     if command_line.is_empty() {
         return usage(cmd, "missing the command after '--'");
     }
-    let mut wait = match sub.value("wait") {
+    let mut wait = match &given.wait {
         Some(w) => Some(seconds(cmd, "--wait", w, true)?),
         None => None,
     };
-    if sub.has("nonblock") {
+    if given.nonblock {
         if wait.is_some() {
             return usage(cmd, "--nonblock and --wait exclude each other");
         }
         wait = Some(Duration::ZERO);
     }
-    let conflict_exit_code = match sub.value("conflict-exit-code") {
+    let conflict_exit_code = match &given.conflict_exit_code {
         None => 1,
         Some(t) => match t.trim().parse::<u8>() {
             Ok(c) => c,
             Err(_) => return usage(cmd, format!("--conflict-exit-code wants 0..255, not {t:?}")),
         },
     };
-    let kill_after = match sub.value("kill-after") {
+    let kill_after = match &given.kill_after {
         Some(k) => seconds(cmd, "--kill-after", k, true)?,
         None => DEFAULT_KILL_AFTER,
     };
-    let kind = if command == "leader" {
-        match sub.value("id") {
-            Some(id) if !id.is_empty() => HoldKind::Leader { id: id.to_owned() },
+    let kind = if sub == Sub::Leader {
+        match given.id {
+            Some(id) if !id.is_empty() => HoldKind::Leader { id },
             _ => return usage(cmd, "missing --id TEXT (how this candidate names itself)"),
         }
-    } else if sub.has("shared") {
+    } else if given.shared {
         HoldKind::Shared
     } else {
         HoldKind::Exclusive
     };
-    Ok(Parsed {
-        global,
-        command: Command::Hold(Hold {
-            kind,
-            path,
-            wait,
-            conflict_exit_code,
-            data: sub.value("data").map(str::to_owned),
-            kill_after,
-            command: command_line,
-        }),
-    })
+    Ok(Command::Hold(Hold {
+        kind,
+        path,
+        wait,
+        conflict_exit_code,
+        data: given.data,
+        kill_after,
+        command: command_line,
+    }))
 }
 
 pub const MAIN_HELP: &str = "\
@@ -520,9 +477,13 @@ says so on stderr, sends CMD SIGTERM (SIGKILL after --kill-after) and exits
 75. SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to zklock are
 passed on to CMD (a terminal's Ctrl-C reaches CMD directly, and only once),
 and the lock is released when CMD ends. A signal while waiting gives up the
-place in the queue (exit 128+N). If zklock is killed with SIGKILL, its helper
-process stops CMD and ends the session, which frees the lock at once; if the
-whole machine dies, the server frees it when the session times out.
+place in the queue (exit 128+N). zklock is one process, CMD its child: stop
+zklock (SIGSTOP) past the session timeout and it stops CMD and exits 75 when
+resumed. If zklock is killed with SIGKILL, the kernel sends CMD SIGTERM and
+zklock's release helper (a copy of zklock in a process group of its own,
+'zklock --release-helper' in ps) waits for CMD to end, then deletes the lock
+node, which frees the lock at once; if the whole machine dies, the server
+frees it when the session times out.
 
 Nodes are named like Apache Curator's (_c_<uuid>-lock-<seq>, and
 _c_<uuid>-__READ__<seq> with -s), so Curator's InterProcessMutex and kazoo
@@ -655,6 +616,51 @@ mod tests {
             parse_ok(&["help", "leader"]).command,
             Command::Help(LEADER_HELP)
         );
+    }
+
+    #[test]
+    fn values_attached_separate_and_after_equals() {
+        let Command::Hold(h) = parse_ok(&[
+            "exec",
+            "--wait=2.5",
+            "-k0",
+            "--data",
+            "--",
+            "/l",
+            "--",
+            "cmd",
+            "--",
+            "x",
+        ])
+        .command
+        else {
+            panic!()
+        };
+        assert_eq!(h.wait, Some(Duration::from_millis(2500)));
+        assert_eq!(h.kill_after, Duration::ZERO);
+        assert_eq!(
+            h.data.as_deref(),
+            Some("--"),
+            "an option's value may be '--'"
+        );
+        assert_eq!(h.command, os(&["cmd", "--", "x"]));
+    }
+
+    #[test]
+    fn options_of_another_subcommand_are_refused() {
+        for bad in [
+            &["status", "-s", "/l"][..],
+            &["leader", "--data", "x", "--id", "a", "/e", "--", "true"],
+            &["exec", "--id", "a", "/l", "--", "true"],
+            &["-w", "1", "exec", "/l", "--", "true"],
+            &["exec", "--json=1", "/l", "--", "true"],
+            &["status", "--json=1", "/l"],
+        ] {
+            let e = parse(os(bad), None).expect_err(&format!("{bad:?} should fail"));
+            assert!(e.to_string().contains("see 'zklock"), "{e}");
+        }
+        assert_eq!(parse_ok(&["--version"]).command, Command::Version);
+        assert_eq!(parse_ok(&["status", "--version"]).command, Command::Version);
     }
 
     #[test]

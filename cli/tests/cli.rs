@@ -5,9 +5,9 @@
 //! Every wait between processes is a bounded poll for a condition (a line on
 //! stdout, a queue length, a file); no sleep stands in for synchronisation.
 
+#[path = "../../tests/support/mod.rs"]
 mod support;
 
-use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -33,7 +33,6 @@ fn shared() -> String {
 fn zklock(connect: &str, args: &[&str]) -> Command {
     let mut cmd = Command::new(BIN);
     cmd.env_remove("ZKLOCK_CONNECT")
-        .env_remove("ZKLOCK_NO_SUPERVISOR")
         .arg("-c")
         .arg(connect)
         .args(args);
@@ -212,6 +211,26 @@ fn hold(connect: &str, extra: &[&str], path: &str) -> Proc {
     p
 }
 
+/// `zklock exec OPTIONS PATH -- sh -c SCRIPT sh DIR`: a shell script as
+/// CMD, with a scratch directory as `$1`.
+fn exec_script(connect: &str, options: &[&str], path: &str, script: &str, dir: &str) -> Proc {
+    let mut args = vec!["exec"];
+    args.extend_from_slice(options);
+    args.extend_from_slice(&[path, "--", "sh", "-c", script, "sh", dir]);
+    Proc::spawn(zklock(connect, &args))
+}
+
+/// A CMD for [`exec_script`] that writes its pid to `$1/cmd`, prints
+/// `locked` and waits; on SIGTERM it creates `$1/<marker>` and exits `code`.
+fn trapping_script(marker: &str, code: u8) -> String {
+    format!(
+        r#"trap 'echo {marker} > "$1/{marker}"; kill $! 2>/dev/null; exit {code}' TERM
+echo $$ > "$1/cmd"
+echo locked
+sleep 60 & wait"#
+    )
+}
+
 fn release(mut p: Proc) {
     p.send_line("go");
     let (status, _, err) = p.finish(PROMPT);
@@ -244,6 +263,52 @@ fn gone(pid: u32) -> bool {
             .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
         Err(_) => true,
     }
+}
+
+/// The pid a command wrote to `file`.
+fn read_pid(file: &std::path::Path) -> u32 {
+    let text =
+        std::fs::read_to_string(file).unwrap_or_else(|e| panic!("reading {}: {e}", file.display()));
+    text.trim().parse().unwrap()
+}
+
+/// The live children of `pid`, as (pid, comm, command line), from /proc.
+fn children_of(pid: u32) -> Vec<(u32, String, String)> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().filter_map(Result::ok) {
+        let Some(child) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid ...; comm may hold spaces and parentheses.
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let mut fields = rest.split_whitespace();
+        let state = fields.next().unwrap_or("Z");
+        let ppid = fields.next().and_then(|p| p.parse::<u32>().ok());
+        if ppid != Some(pid) || state == "Z" {
+            continue;
+        }
+        let comm = std::fs::read_to_string(entry.path().join("comm")).unwrap_or_default();
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        found.push((child, comm.trim().to_owned(), cmdline.trim().to_owned()));
+    }
+    found
+}
+
+fn comm_of(pid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .unwrap_or_default()
+        .trim()
+        .to_owned()
 }
 
 /// Number of contenders `zklock status --json` reports.
@@ -431,14 +496,10 @@ fn sigkill_of_the_holder_frees_the_lock_and_stops_its_command() {
     let c = shared();
     let dir = scratch("kill");
     let d = dir.to_str().unwrap();
-    let script = r#"trap 'echo stopped > "$1/stopped"; kill $! 2>/dev/null; exit 0' TERM
-echo locked
-sleep 60 & wait"#;
-    let mut holder = Proc::spawn(zklock(
-        &c,
-        &["exec", "/cli-kill", "--", "sh", "-c", script, "sh", d],
-    ));
+    let script = trapping_script("stopped", 0);
+    let mut holder = exec_script(&c, &[], "/cli-kill", &script, d);
     holder.expect_line("locked");
+    let cmd_pid = read_pid(&dir.join("cmd"));
     let mut waiter = Proc::spawn(zklock(
         &c,
         &["exec", "-w", "30", "/cli-kill", "--", "echo", "taken over"],
@@ -450,14 +511,114 @@ sleep 60 & wait"#;
     holder.child.kill().unwrap(); // SIGKILL
     waiter.expect_line("taken over");
     let took = killed.elapsed();
-    // The session was ended, not left to expire (session timeout 10 s).
-    assert!(took < Duration::from_secs(8), "takeover took {took:?}");
+    // The lock node was deleted, not left to the session's expiry (10 s).
+    assert!(took < Duration::from_secs(1), "takeover took {took:?}");
+    // The old command ended before the successor got the lock.
+    assert!(gone(cmd_pid), "the killed holder's command still runs");
+    assert!(dir.join("stopped").exists(), "the command got no SIGTERM");
     let (status, _, err) = waiter.finish(PROMPT);
     assert_eq!(status.code(), Some(0), "{err}");
-    wait_until("the killed holder's command to be stopped", PROMPT, || {
-        dir.join("stopped").exists()
-    });
     drop(holder);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn one_process_holds_the_lock_and_runs_the_command_without_a_shell() {
+    let c = shared();
+    let path = "/cli-tree";
+    let holder = Proc::spawn(zklock(&c, &["exec", path, "--", "sleep", "30"]));
+    let pid = holder.pid();
+    wait_until("the command to start under zklock", PROMPT, || {
+        children_of(pid).iter().any(|(_, comm, _)| comm == "sleep")
+    });
+    assert_eq!(comm_of(pid), "zklock", "the pid the user started is zklock");
+    let children = children_of(pid);
+    let shells = ["sh", "bash", "dash", "zsh", "busybox"];
+    assert!(
+        children
+            .iter()
+            .all(|(_, comm, _)| !shells.contains(&comm.as_str())),
+        "a shell under zklock: {children:?}"
+    );
+    // The command and the release helper (zklock itself), nothing else.
+    let mut comms: Vec<&str> = children.iter().map(|(_, comm, _)| comm.as_str()).collect();
+    comms.sort_unstable();
+    assert_eq!(comms, ["sleep", "zklock"], "{children:?}");
+    let helper = children
+        .iter()
+        .find(|(_, comm, _)| comm == "zklock")
+        .unwrap();
+    assert!(helper.2.contains("--release-helper"), "{children:?}");
+    assert!(
+        children_of(helper.0).is_empty(),
+        "the helper runs nothing: {:?}",
+        children_of(helper.0)
+    );
+    // zklock holds the session itself: it is the lock node's data.
+    let (_, out, _) = run(&c, &["status", "--json", path]);
+    let v = Json::parse(&out[0]);
+    let data = v.get("queue").array()[0].get("data").str().to_owned();
+    assert!(data.ends_with(&format!(":{pid}")), "{data}");
+
+    // SIGTERM to zklock reaches the command; sleep dies of it: 128 + 15.
+    signal(pid, "TERM");
+    let (status, _, err) = holder.finish(PROMPT);
+    assert_eq!(status.code(), Some(143), "{err}");
+    assert_eq!(queue_len(&c, path), 0, "released");
+}
+
+#[test]
+fn sigterm_is_passed_to_the_command_and_its_exit_status_through() {
+    let c = shared();
+    let script = r#"trap 'echo "got TERM"; kill $! 2>/dev/null; exit 42' TERM
+echo locked
+sleep 60 & wait"#;
+    let mut p = Proc::spawn(zklock(&c, &["exec", "/cli-term", "--", "sh", "-c", script]));
+    p.expect_line("locked");
+    signal(p.pid(), "TERM");
+    p.expect_line("got TERM");
+    let (status, _, err) = p.finish(PROMPT);
+    assert_eq!(status.code(), Some(42), "the command's status: {err}");
+    assert_eq!(queue_len(&c, "/cli-term"), 0, "released");
+}
+
+#[test]
+fn sigstop_past_the_session_timeout_ends_in_75_with_the_command_terminated() {
+    // Short ticks so that a 1 s session is allowed and expires quickly.
+    let server = ZkServer::start_with(250);
+    let connect = server.connect_string();
+    let dir = scratch("stop");
+    let d = dir.to_str().unwrap();
+    let script = trapping_script("terminated", 143);
+    let mut holder = exec_script(
+        &connect,
+        &["--session-timeout", "1"],
+        "/cli-stop",
+        &script,
+        d,
+    );
+    holder.expect_line("locked");
+    let cmd_pid = read_pid(&dir.join("cmd"));
+    // Stop the very pid the user started, until the server has expired its
+    // session (the lock node is gone) ...
+    signal(holder.pid(), "STOP");
+    wait_until("the stopped holder's session to expire", PROMPT, || {
+        queue_len(&connect, "/cli-stop") == 0
+    });
+    assert!(
+        !gone(cmd_pid),
+        "the command runs on while zklock is stopped"
+    );
+    // ... and on resume it learns the lock is lost, stops CMD and exits 75.
+    signal(holder.pid(), "CONT");
+    let (status, _, err) = holder.finish(PROMPT);
+    assert_eq!(status.code(), Some(75), "{err}");
+    assert!(err.contains("lost the lock /cli-stop"), "{err}");
+    assert!(
+        dir.join("terminated").exists(),
+        "the command got no SIGTERM"
+    );
+    wait_until("the command to end", PROMPT, || gone(cmd_pid));
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -474,23 +635,13 @@ fn lost_lock_stops_the_command_and_exits_75() {
 echo $! > "$1/stubborn"
 echo locked
 sleep 60 & wait"#;
-    let mut holder = Proc::spawn(zklock(
+    let mut holder = exec_script(
         &proxy.connect_string(),
-        &[
-            "--session-timeout",
-            "1",
-            "exec",
-            "-k",
-            "0.5",
-            "/cli-lost",
-            "--",
-            "sh",
-            "-c",
-            script,
-            "sh",
-            d,
-        ],
-    ));
+        &["--session-timeout", "1", "-k", "0.5"],
+        "/cli-lost",
+        script,
+        d,
+    );
     holder.expect_line("locked");
     let stubborn: u32 = std::fs::read_to_string(dir.join("stubborn"))
         .unwrap()
@@ -690,194 +841,44 @@ fn bad_input_has_documented_codes_and_one_line_reasons() {
 
 // ---------------------------------------------------------------- JSON
 
-/// Just enough JSON to check `status --json` strictly.
-#[derive(Debug, Clone, PartialEq)]
-enum Json {
-    Null,
-    Bool(bool),
-    Num(f64),
-    Str(String),
-    Arr(Vec<Json>),
-    Obj(BTreeMap<String, Json>),
-}
+/// `status --json` output, read strictly: every accessor panics on a missing
+/// key or a value of another type.
+#[derive(Clone)]
+struct Json(serde_json::Value);
 
 impl Json {
     fn parse(text: &str) -> Json {
-        let mut p = JsonParser {
-            s: text.as_bytes(),
-            i: 0,
-        };
-        let v = p.value();
-        p.ws();
-        assert_eq!(p.i, p.s.len(), "trailing text in {text:?}");
-        v
+        Json(serde_json::from_str(text).unwrap_or_else(|e| panic!("{e} in {text:?}")))
     }
 
-    fn get(&self, key: &str) -> &Json {
-        match self {
-            Json::Obj(m) => m
-                .get(key)
-                .unwrap_or_else(|| panic!("no {key:?} in {self:?}")),
-            _ => panic!("not an object: {self:?}"),
-        }
+    fn get(&self, key: &str) -> Json {
+        let value = self.0.get(key);
+        Json(
+            value
+                .unwrap_or_else(|| panic!("no {key:?} in {}", self.0))
+                .clone(),
+        )
     }
 
     fn str(&self) -> &str {
-        match self {
-            Json::Str(s) => s,
-            _ => panic!("not a string: {self:?}"),
-        }
+        self.0
+            .as_str()
+            .unwrap_or_else(|| panic!("not a string: {}", self.0))
     }
 
     fn num(&self) -> f64 {
-        match self {
-            Json::Num(n) => *n,
-            _ => panic!("not a number: {self:?}"),
-        }
+        self.0
+            .as_f64()
+            .unwrap_or_else(|| panic!("not a number: {}", self.0))
     }
 
-    fn array(&self) -> &[Json] {
-        match self {
-            Json::Arr(a) => a,
-            _ => panic!("not an array: {self:?}"),
-        }
-    }
-}
-
-struct JsonParser<'a> {
-    s: &'a [u8],
-    i: usize,
-}
-
-impl JsonParser<'_> {
-    fn ws(&mut self) {
-        while self.i < self.s.len() && b" \t\r\n".contains(&self.s[self.i]) {
-            self.i += 1;
-        }
-    }
-
-    fn eat(&mut self, c: u8) {
-        self.ws();
-        assert_eq!(
-            self.s.get(self.i),
-            Some(&c),
-            "expected {:?} at {}",
-            c as char,
-            self.i
-        );
-        self.i += 1;
-    }
-
-    fn value(&mut self) -> Json {
-        self.ws();
-        match self.s.get(self.i).copied() {
-            Some(b'{') => {
-                self.i += 1;
-                let mut m = BTreeMap::new();
-                self.ws();
-                if self.s.get(self.i) == Some(&b'}') {
-                    self.i += 1;
-                    return Json::Obj(m);
-                }
-                loop {
-                    self.ws();
-                    let Json::Str(k) = self.value() else {
-                        panic!("object key must be a string at {}", self.i)
-                    };
-                    self.eat(b':');
-                    let v = self.value();
-                    assert!(m.insert(k.clone(), v).is_none(), "duplicate key {k}");
-                    self.ws();
-                    match self.s.get(self.i) {
-                        Some(b',') => self.i += 1,
-                        Some(b'}') => {
-                            self.i += 1;
-                            return Json::Obj(m);
-                        }
-                        other => panic!("bad object at {}: {other:?}", self.i),
-                    }
-                }
-            }
-            Some(b'[') => {
-                self.i += 1;
-                let mut a = Vec::new();
-                self.ws();
-                if self.s.get(self.i) == Some(&b']') {
-                    self.i += 1;
-                    return Json::Arr(a);
-                }
-                loop {
-                    a.push(self.value());
-                    self.ws();
-                    match self.s.get(self.i) {
-                        Some(b',') => self.i += 1,
-                        Some(b']') => {
-                            self.i += 1;
-                            return Json::Arr(a);
-                        }
-                        other => panic!("bad array at {}: {other:?}", self.i),
-                    }
-                }
-            }
-            Some(b'"') => {
-                self.i += 1;
-                let mut out = Vec::new();
-                loop {
-                    let c = *self.s.get(self.i).expect("unterminated string");
-                    self.i += 1;
-                    match c {
-                        b'"' => return Json::Str(String::from_utf8(out).unwrap()),
-                        b'\\' => {
-                            let e = self.s[self.i];
-                            self.i += 1;
-                            let ch = match e {
-                                b'"' => '"',
-                                b'\\' => '\\',
-                                b'/' => '/',
-                                b'b' => '\u{8}',
-                                b'f' => '\u{c}',
-                                b'n' => '\n',
-                                b'r' => '\r',
-                                b't' => '\t',
-                                b'u' => {
-                                    let hex =
-                                        std::str::from_utf8(&self.s[self.i..self.i + 4]).unwrap();
-                                    self.i += 4;
-                                    char::from_u32(u32::from_str_radix(hex, 16).unwrap()).unwrap()
-                                }
-                                other => panic!("bad escape \\{}", other as char),
-                            };
-                            let mut buf = [0u8; 4];
-                            out.extend_from_slice(ch.encode_utf8(&mut buf).as_bytes());
-                        }
-                        c if c < 0x20 => panic!("raw control character {c:#x} in a string"),
-                        c => out.push(c),
-                    }
-                }
-            }
-            Some(b't') if self.s[self.i..].starts_with(b"true") => {
-                self.i += 4;
-                Json::Bool(true)
-            }
-            Some(b'f') if self.s[self.i..].starts_with(b"false") => {
-                self.i += 5;
-                Json::Bool(false)
-            }
-            Some(b'n') if self.s[self.i..].starts_with(b"null") => {
-                self.i += 4;
-                Json::Null
-            }
-            _ => {
-                let start = self.i;
-                while self.i < self.s.len() && b"+-.eE0123456789".contains(&self.s[self.i]) {
-                    self.i += 1;
-                }
-                let text = std::str::from_utf8(&self.s[start..self.i]).unwrap();
-                Json::Num(
-                    text.parse()
-                        .unwrap_or_else(|_| panic!("bad value at {start}: {text:?}")),
-                )
-            }
-        }
+    fn array(&self) -> Vec<Json> {
+        let items = self.0.as_array();
+        items
+            .unwrap_or_else(|| panic!("not an array: {}", self.0))
+            .iter()
+            .cloned()
+            .map(Json)
+            .collect()
     }
 }

@@ -1,0 +1,323 @@
+//! `exec` and `leader`: connect, take the lock (or leadership), run CMD as
+//! our child with it held, pass signals on, watch for loss, release when CMD
+//! exits. Everything happens in the process the user started.
+
+use std::thread;
+use std::time::Instant;
+
+use crossbeam_channel::{never, select, Receiver};
+use zklock::recipes::{
+    inspect, CancelToken, Election, LockError, LockGuard, LockState, LossReason, Mutex,
+    MutexOptions, RwLock,
+};
+use zklock::{Client, SessionState};
+
+use crate::args::{Global, Hold, HoldKind};
+use crate::command::{status_code, terminal_foreground_group, Cmd};
+use crate::release_helper::ReleaseHelper;
+use crate::signals::{self, Caught};
+use crate::{complain, connect, exit, lock_failure, secs, Failure};
+
+/// Runs the whole `exec`/`leader` and returns the exit code.
+pub fn run(global: &Global, h: &Hold) -> u8 {
+    let signals = match signals::catch() {
+        Ok(s) => s,
+        Err(e) => {
+            complain(&format!("internal error: cannot catch signals: {e}"));
+            return exit::SOFTWARE;
+        }
+    };
+    let mut helper = match ReleaseHelper::start(
+        &global.connect,
+        global.session_timeout,
+        h.kill_after,
+        global.verbose,
+    ) {
+        Ok(helper) => Some(helper),
+        Err(e) => {
+            log::warn!("no release helper ({e}): if zklock is SIGKILLed, its lock stays held until the session times out");
+            None
+        }
+    };
+    let code = match work(global, h, &signals, helper.as_mut()) {
+        Ok(code) => code,
+        Err(f) => {
+            complain(&f.message);
+            f.code
+        }
+    };
+    if let Some(helper) = helper {
+        helper.finish();
+    }
+    code
+}
+
+/// The exit code after a signal before CMD started.
+fn interrupted(signal: i32, during: &str) -> u8 {
+    log::info!("interrupted by SIG{} while {during}", Caught::name(signal));
+    128u8.wrapping_add(signal as u8)
+}
+
+fn work(
+    global: &Global,
+    h: &Hold,
+    signals: &Receiver<Caught>,
+    mut helper: Option<&mut ReleaseHelper>,
+) -> Result<u8, Failure> {
+    let sub = h.subcommand();
+
+    // Connect, while listening for signals (a dead server can take the
+    // whole session timeout to give up on).
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    let g = global.clone();
+    thread::spawn(move || {
+        let _ = tx.send(connect(&g));
+    });
+    let client = loop {
+        select! {
+            recv(rx) -> r => break r.unwrap_or_else(|_| Err(Failure::new(exit::SOFTWARE, "internal error: connect thread died")))?,
+            recv(signals) -> s => if let Ok(Caught::Forwardable { signal, .. }) = s {
+                return Ok(interrupted(signal, "connecting"));
+            },
+        }
+    };
+
+    // Acquire; a signal cancels the wait (the library removes our node).
+    let cancel = CancelToken::new();
+    let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(0);
+    let canceller = {
+        let (signals, cancel) = (signals.clone(), cancel.clone());
+        thread::spawn(move || loop {
+            select! {
+                recv(signals) -> s => match s {
+                    Ok(Caught::Forwardable { signal, .. }) => {
+                        cancel.cancel();
+                        return Some(signal);
+                    }
+                    Ok(Caught::Child) => {}
+                    Err(_) => return None,
+                },
+                recv(stop_rx) -> _ => return None,
+            }
+        })
+    };
+    let deadline = h.wait.map(|w| Instant::now() + w);
+    log::info!(
+        "{} {} (waiting {})",
+        match h.kind {
+            HoldKind::Leader { .. } => "campaigning at",
+            HoldKind::Shared => "taking the read lock",
+            HoldKind::Exclusive => "taking the lock",
+        },
+        h.path,
+        h.wait.map_or("forever".to_owned(), secs)
+    );
+    let data = h
+        .data
+        .clone()
+        .unwrap_or_else(|| zklock::recipes::holder_identity(std::process::id()));
+    let acquired = match &h.kind {
+        HoldKind::Exclusive => Mutex::with_options(
+            &client,
+            &h.path,
+            MutexOptions::default().data(data.as_bytes()),
+        )
+        .and_then(|m| m.lock_with(deadline, Some(&cancel))),
+        HoldKind::Shared => RwLock::with_options(
+            &client,
+            &h.path,
+            MutexOptions::default().data(data.as_bytes()),
+        )
+        .and_then(|l| l.read_with(deadline, Some(&cancel))),
+        HoldKind::Leader { id } => Election::new(&client, &h.path, id.as_bytes())
+            .and_then(|e| e.campaign_with(deadline, Some(&cancel))),
+    };
+    drop(stop_tx);
+    let pending = canceller.join().ok().flatten();
+
+    let guard = match acquired {
+        Ok(guard) => guard,
+        Err(LockError::Cancelled) => {
+            let _ = client.close();
+            return Ok(interrupted(pending.unwrap_or(0), "waiting for the lock"));
+        }
+        Err(LockError::Timeout) => {
+            let code = h.conflict_exit_code;
+            let holder = holder_of(&client, &h.path);
+            let _ = client.close();
+            let what = match h.kind {
+                HoldKind::Leader { .. } => "not elected at",
+                _ => "lock not acquired:",
+            };
+            let after = match h.wait {
+                Some(w) if !w.is_zero() => format!("gave up after {}", secs(w)),
+                _ => "not waiting (-n)".to_owned(),
+            };
+            complain(&format!(
+                "{sub}: {what} {} is held{holder}; {after}",
+                h.path
+            ));
+            return Ok(code);
+        }
+        Err(e) => {
+            let doing = format!("{sub}: waiting for {}", h.path);
+            return Err(lock_failure(&e, &doing));
+        }
+    };
+    if let Some(signal) = pending {
+        release(&client, guard);
+        return Ok(interrupted(signal, "taking the lock"));
+    }
+    if let Some(helper) = helper.as_deref_mut() {
+        helper.holding(client.session_id(), &guard.node_path());
+    }
+    Ok(run_command(&client, h, guard, signals, helper))
+}
+
+/// ` by <data>` for the first holder, if it can be found quickly.
+fn holder_of(client: &Client, path: &str) -> String {
+    match inspect(client, path) {
+        Ok(q) => q
+            .first()
+            .map(|e| format!(" by {:?}", String::from_utf8_lossy(&e.data)))
+            .unwrap_or_default(),
+        Err(_) => String::new(),
+    }
+}
+
+/// Releases and ends the session; the lock is free when this returns.
+fn release(client: &Client, guard: LockGuard) {
+    if let Err(e) = guard.unlock() {
+        log::warn!("releasing: {e}");
+    }
+    if let Err(e) = client.close() {
+        log::warn!("closing the session: {e}");
+    }
+}
+
+fn run_command(
+    client: &Client,
+    h: &Hold,
+    guard: LockGuard,
+    signals: &Receiver<Caught>,
+    helper: Option<&mut ReleaseHelper>,
+) -> u8 {
+    let sub = h.subcommand();
+    let program = h.command[0].to_string_lossy().into_owned();
+    log::info!(
+        "holding {}: node {}, fencing token {}",
+        h.path,
+        guard.node_path(),
+        guard.fencing_token()
+    );
+    let in_terminal = terminal_foreground_group().is_some();
+    if !in_terminal {
+        // What CMD leaves behind in its group becomes our child, so that we
+        // can tell when it has ended (a slow init leaves zombies around).
+        if let Err(e) = rustix::process::set_child_subreaper(Some(rustix::process::getpid())) {
+            log::debug!("cannot become a child subreaper: {e}");
+        }
+    }
+    let env = [
+        ("ZKLOCK_FENCING_TOKEN", guard.fencing_token().to_string()),
+        ("ZKLOCK_NODE", guard.node_path()),
+    ];
+    let mut cmd = match Cmd::spawn(&h.command, &env, in_terminal) {
+        Ok(cmd) => cmd,
+        Err(e) => {
+            let code = match e.kind() {
+                std::io::ErrorKind::NotFound => exit::NOT_FOUND,
+                _ => exit::CANNOT_RUN,
+            };
+            complain(&format!("{sub}: cannot run {program:?}: {e}"));
+            release(client, guard);
+            return code;
+        }
+    };
+    if let Some(helper) = helper {
+        helper.running(cmd.pid(), cmd.own_group);
+    }
+
+    let mut states = guard.state_changes();
+    let mut signals_open = signals.clone();
+    let status = loop {
+        match cmd.child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) => {}
+            Err(e) => {
+                log::error!("waiting for CMD: {e}");
+                break cmd.stop(h.kill_after, signals);
+            }
+        }
+        select! {
+            recv(states) -> s => match s {
+                Ok(LockState::Lost) => return lost(client, h, guard, &mut cmd, signals),
+                Ok(LockState::Suspended) => log::warn!(
+                    "connection to ZooKeeper lost: {} is ours only if the session survives",
+                    h.path
+                ),
+                Ok(LockState::Held) => log::info!("{} held", h.path),
+                Err(_) => states = never(),
+            },
+            recv(signals_open) -> s => match s {
+                Ok(Caught::Child) => {}
+                Ok(Caught::Forwardable { signal, from_terminal: true }) if !cmd.own_group => {
+                    log::debug!("SIG{} came from the terminal and reached CMD directly", Caught::name(signal));
+                }
+                Ok(Caught::Forwardable { signal, .. }) => {
+                    log::info!("passing SIG{} to CMD (pid {})", Caught::name(signal), cmd.pid().as_raw_nonzero());
+                    cmd.signal(signal);
+                }
+                Err(_) => signals_open = never(),
+            },
+        }
+    };
+    let code = status_code(status);
+    log::info!("CMD exited ({status}); releasing {}", h.path);
+    if guard.state() == LockState::Lost {
+        complain(&format!(
+            "{sub}: lost {} while {program:?} was finishing (it exited with {code})",
+            h.path
+        ));
+        std::mem::forget(guard);
+        return exit::LOST;
+    }
+    release(client, guard);
+    code
+}
+
+fn lost(
+    client: &Client,
+    h: &Hold,
+    guard: LockGuard,
+    cmd: &mut Cmd,
+    signals: &Receiver<Caught>,
+) -> u8 {
+    let why = match guard.lost_reason() {
+        Some(LossReason::SessionExpired) => "the session expired",
+        Some(LossReason::NodeDeleted) => "its node was deleted",
+        Some(LossReason::ClientClosed) => "the session ended",
+        Some(LossReason::NoContact) | None => {
+            "no contact with ZooKeeper for a whole session timeout"
+        }
+    };
+    let what = match h.kind {
+        HoldKind::Leader { .. } => "leadership at",
+        _ => "the lock",
+    };
+    let program = h.command[0].to_string_lossy();
+    complain(&format!(
+        "{}: lost {what} {} ({why}); stopping {program:?} with SIGTERM (SIGKILL after {})",
+        h.subcommand(),
+        h.path,
+        secs(h.kill_after)
+    ));
+    let status = cmd.stop(h.kill_after, signals);
+    log::info!("CMD ended after the loss: {status}");
+    // Nothing to release; do not wait on an unreachable server.
+    std::mem::forget(guard);
+    if client.state() == SessionState::Connected {
+        let _ = client.close();
+    }
+    exit::LOST
+}

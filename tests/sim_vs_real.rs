@@ -1,0 +1,786 @@
+//! Differential check: the same request script, byte for byte, against the
+//! real ZooKeeper 3.8 (a fresh standalone JVM from `tests/support`) and
+//! against `SimZooKeeper`. Replies and notifications are decoded and
+//! normalized (zxids relative to the script's first one, times zeroed,
+//! session ids replaced by the client's index, child lists sorted), then
+//! must be equal.
+
+mod sim;
+mod support;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use jute::{
+    decode_reply, decode_server_message, encode_connect, encode_request, split_frame, Acl,
+    AddWatchMode, AddWatchRequest, ConnectRequest, ConnectResponse, CreateMode, CreateRequest,
+    Decode, MultiOp, MultiResult, OpCode, PathVersion, PathWatch, Request, Response, ServerMessage,
+    SetDataRequest, SetWatches, Stat,
+};
+use sim::zookeeper::{ConnId, SimZooKeeper};
+
+const TICK_MS: u64 = 200;
+
+/// One side of the comparison: two client connections.
+trait Server {
+    /// Sends `bytes` on connection `i`.
+    fn send(&mut self, i: usize, bytes: &[u8]);
+    /// Whole frames received on connection `i` up to and including the reply
+    /// with `xid` (None: the connection closed first).
+    fn until_reply(&mut self, i: usize, xid: i32) -> (Vec<Vec<u8>>, bool);
+    /// The first frame on connection `i` (the ConnectResponse).
+    fn first_frame(&mut self, i: usize) -> Vec<u8>;
+}
+
+struct Real {
+    socks: Vec<TcpStream>,
+    bufs: Vec<BytesMut>,
+}
+
+impl Real {
+    fn read_frame(&mut self, i: usize) -> Option<Vec<u8>> {
+        loop {
+            if let Some(f) = split_frame(&mut self.bufs[i], usize::MAX).unwrap() {
+                return Some(f.to_vec());
+            }
+            let mut chunk = [0u8; 4096];
+            match self.socks[i].read(&mut chunk) {
+                Ok(0) | Err(_) => return None,
+                Ok(n) => self.bufs[i].extend_from_slice(&chunk[..n]),
+            }
+        }
+    }
+}
+
+impl Server for Real {
+    fn send(&mut self, i: usize, bytes: &[u8]) {
+        self.socks[i].write_all(bytes).unwrap();
+    }
+
+    fn until_reply(&mut self, i: usize, xid: i32) -> (Vec<Vec<u8>>, bool) {
+        let mut frames = Vec::new();
+        for _ in 0..1000 {
+            let Some(f) = self.read_frame(i) else {
+                return (frames, true);
+            };
+            let done = matches!(decode_server_message(&f), Ok(ServerMessage::Reply { header, .. }) if header.xid == xid);
+            frames.push(f);
+            if done {
+                return (frames, false);
+            }
+        }
+        panic!("no reply for xid {xid}");
+    }
+
+    fn first_frame(&mut self, i: usize) -> Vec<u8> {
+        self.read_frame(i).unwrap()
+    }
+}
+
+struct Sim {
+    zk: SimZooKeeper,
+    now: Instant,
+    conns: Vec<ConnId>,
+    inbox: Vec<BytesMut>,
+    closed: Vec<bool>,
+}
+
+impl Sim {
+    fn drain(&mut self) {
+        while let Some((c, bytes)) = self.zk.poll_output() {
+            if let Some(i) = self.conns.iter().position(|x| *x == c) {
+                self.inbox[i].extend_from_slice(&bytes);
+            }
+        }
+        while let Some(c) = self.zk.poll_closed() {
+            if let Some(i) = self.conns.iter().position(|x| *x == c) {
+                self.closed[i] = true;
+            }
+        }
+    }
+}
+
+impl Server for Sim {
+    fn send(&mut self, i: usize, bytes: &[u8]) {
+        self.now += Duration::from_millis(1);
+        self.zk.receive(self.now, self.conns[i], bytes);
+        self.drain();
+    }
+
+    fn until_reply(&mut self, i: usize, xid: i32) -> (Vec<Vec<u8>>, bool) {
+        let mut frames = Vec::new();
+        while let Some(f) = split_frame(&mut self.inbox[i], usize::MAX).unwrap() {
+            let f = f.to_vec();
+            let done = matches!(decode_server_message(&f), Ok(ServerMessage::Reply { header, .. }) if header.xid == xid);
+            frames.push(f);
+            if done {
+                return (frames, false);
+            }
+        }
+        assert!(self.closed[i], "sim: no reply for xid {xid}");
+        (frames, true)
+    }
+
+    fn first_frame(&mut self, i: usize) -> Vec<u8> {
+        split_frame(&mut self.inbox[i], usize::MAX)
+            .unwrap()
+            .unwrap()
+            .to_vec()
+    }
+}
+
+fn node(path: &str, data: &[u8], mode: CreateMode) -> CreateRequest {
+    CreateRequest {
+        path: path.into(),
+        data: data.to_vec(),
+        acl: Acl::open_unsafe(),
+        mode,
+    }
+}
+
+fn pw(path: &str, watch: bool) -> PathWatch {
+    PathWatch {
+        path: path.into(),
+        watch,
+    }
+}
+
+fn pv(path: &str, version: i32) -> PathVersion {
+    PathVersion {
+        path: path.into(),
+        version,
+    }
+}
+
+/// The script: (client, request). Client 0 and 1 are separate sessions.
+fn script() -> Vec<(usize, Request)> {
+    use CreateMode::*;
+    vec![
+        (0, Request::GetData(pw("/", false))),
+        (0, Request::Create2(node("/d", b"x", Persistent))),
+        (0, Request::Create2(node("/d/s-", b"", EphemeralSequential))),
+        (0, Request::Create2(node("/d/s-", b"", EphemeralSequential))),
+        (0, Request::Delete(pv("/d/s-0000000000", -1))),
+        // Does a delete move the parent's cversion? (It does not in 3.8.)
+        (0, Request::Create2(node("/d/s-", b"", EphemeralSequential))),
+        (0, Request::GetChildren2(pw("/d", true))),
+        (1, Request::Exists(pw("/nope", true))),
+        (1, Request::GetData(pw("/nope2", true))),
+        (1, Request::GetData(pw("/d", true))),
+        (0, Request::Create(node("/nope", b"", Persistent))),
+        (
+            0,
+            Request::Multi(vec![
+                MultiOp::Create(node("/d/m", b"", Persistent)),
+                MultiOp::Check(pv("/missing", -1)),
+                MultiOp::Delete(pv("/d", -1)),
+            ]),
+        ),
+        (
+            0,
+            Request::Multi(vec![
+                MultiOp::Create2(node("/d/q-", b"", PersistentSequential)),
+                MultiOp::Create(node("/d/q-", b"", PersistentSequential)),
+                MultiOp::Check(pv("/d", 0)),
+                MultiOp::SetData(SetDataRequest {
+                    path: "/d".into(),
+                    data: b"y".to_vec(),
+                    version: 0,
+                }),
+            ]),
+        ),
+        (
+            0,
+            Request::SetData(SetDataRequest {
+                path: "/d".into(),
+                data: b"z".to_vec(),
+                version: 7,
+            }),
+        ),
+        (0, Request::Delete(pv("/d", -1))),
+        (0, Request::Delete(pv("/zookeeper", -1))),
+        (0, Request::Delete(pv("/", -1))),
+        (
+            0,
+            Request::Create(node("/d/s-0000000001/c", b"", Persistent)),
+        ),
+        (0, Request::Create(node("bad", b"", Persistent))),
+        (0, Request::Create(node("/d/", b"", Persistent))),
+        (0, Request::Create(node("/d/./x", b"", Persistent))),
+        (0, Request::Create(node("/d/u-", b"", PersistentSequential))),
+        (
+            0,
+            Request::Create(CreateRequest {
+                path: "/d/e".into(),
+                data: vec![],
+                acl: vec![],
+                mode: Persistent,
+            }),
+        ),
+        (
+            0,
+            Request::Create(node("/nope/x", b"", CreateMode::Unknown(9))),
+        ),
+        (0, Request::Create(node("/ttl", b"", PersistentWithTtl))),
+        (0, Request::CreateContainer(node("/ct", b"", Container))),
+        (0, Request::Create2(node("/ct/a", b"", Persistent))),
+        (0, Request::Exists(pw("/ct", false))),
+        (0, Request::GetData(pw("/zookeeper", false))),
+        (0, Request::GetData(pw("/zookeeper/config", false))),
+        (0, Request::GetAcl("/d".into())),
+        (0, Request::Sync("/d".into())),
+        (0, Request::GetData(pw("/", false))),
+        (0, Request::GetChildren(pw("/zookeeper", false))),
+        (
+            1,
+            Request::AddWatch(AddWatchRequest {
+                path: "/ct".into(),
+                mode: AddWatchMode::PersistentRecursive,
+            }),
+        ),
+        (0, Request::Create(node("/ct/a/b", b"", Persistent))),
+        (0, Request::Delete(pv("/ct/a/b", -1))),
+        (0, Request::GetEphemerals("/d".into())),
+        (0, Request::GetAllChildrenNumber("/d".into())),
+        (
+            1,
+            Request::SetWatches(SetWatches {
+                relative_zxid: 1,
+                data: vec!["/d".into(), "/gone".into()],
+                exist: vec!["/nope".into(), "/never".into()],
+                child: vec!["/d".into(), "/gone".into()],
+                ..SetWatches::default()
+            }),
+        ),
+        // One NodeDeleted per connection even with a data and a child watch.
+        (1, Request::GetData(pw("/d/s-0000000001", true))),
+        (1, Request::GetChildren(pw("/d/s-0000000001", true))),
+        (1, Request::GetChildren(pw("/d", true))),
+        (0, Request::Delete(pv("/d/s-0000000001", -1))),
+        // Sequential under the root (a fresh root shows cversion -1).
+        (0, Request::Create2(node("/r-", b"", PersistentSequential))),
+        (0, Request::GetData(pw("/", false))),
+        // A persistent and a one-shot watch on one path: one notification.
+        (
+            1,
+            Request::AddWatch(AddWatchRequest {
+                path: "/d".into(),
+                mode: AddWatchMode::Persistent,
+            }),
+        ),
+        (1, Request::GetData(pw("/d", true))),
+        (
+            0,
+            Request::SetData(SetDataRequest {
+                path: "/d".into(),
+                data: b"w".to_vec(),
+                version: -1,
+            }),
+        ),
+        (0, Request::Create(node("/d/t", b"", Persistent))),
+        (
+            1,
+            Request::SetWatches2(SetWatches {
+                relative_zxid: 0,
+                persistent: vec!["/p2".into()],
+                persistent_recursive: vec!["/p3".into()],
+                ..SetWatches::default()
+            }),
+        ),
+        (0, Request::Create(node("/p2", b"", Persistent))),
+        (0, Request::Create(node("/p3", b"", Persistent))),
+        (0, Request::Create(node("/p3/x", b"", Persistent))),
+        (
+            1,
+            Request::Auth(jute::AuthPacket {
+                kind: 0,
+                scheme: "digest".into(),
+                auth: b"user:secret".to_vec(),
+            }),
+        ),
+        (1, Request::Exists(pw("/d/s-0000000002", true))),
+        (0, Request::Ping),
+        (0, Request::CloseSession),
+        (1, Request::GetChildren2(pw("/d", false))),
+    ]
+}
+
+/// Normalizes zxids (relative to `base`; older ones become -1).
+fn z(v: i64, base: i64) -> i64 {
+    if v < base {
+        -1
+    } else {
+        v - base
+    }
+}
+
+fn norm_stat(s: Stat, base: i64, sessions: &[i64]) -> Stat {
+    Stat {
+        czxid: z(s.czxid, base),
+        mzxid: z(s.mzxid, base),
+        pzxid: z(s.pzxid, base),
+        ctime: 0,
+        mtime: 0,
+        ephemeral_owner: sessions
+            .iter()
+            .position(|x| *x == s.ephemeral_owner)
+            .map(|i| 1000 + i as i64)
+            .unwrap_or(s.ephemeral_owner),
+        ..s
+    }
+}
+
+fn norm(resp: Response, base: i64, sessions: &[i64]) -> Response {
+    let st = |s| norm_stat(s, base, sessions);
+    match resp {
+        Response::Created { path, stat } => Response::Created {
+            path,
+            stat: st(stat),
+        },
+        Response::Stat(s) => Response::Stat(st(s)),
+        Response::Acl { acl, stat } => Response::Acl {
+            acl,
+            stat: st(stat),
+        },
+        Response::Data { data, stat } => Response::Data {
+            data,
+            stat: st(stat),
+        },
+        Response::Children(mut c) => {
+            c.sort();
+            Response::Children(c)
+        }
+        Response::Children2 { mut children, stat } => {
+            children.sort();
+            Response::Children2 {
+                children,
+                stat: st(stat),
+            }
+        }
+        Response::Multi(rs) => Response::Multi(
+            rs.into_iter()
+                .map(|r| match r {
+                    MultiResult::Create2 { path, stat } => MultiResult::Create2 {
+                        path,
+                        stat: st(stat),
+                    },
+                    MultiResult::SetData { stat } => MultiResult::SetData { stat: st(stat) },
+                    other => other,
+                })
+                .collect(),
+        ),
+        other => other,
+    }
+}
+
+/// Runs the script on `server`; returns one normalized line per frame.
+fn run(server: &mut dyn Server) -> Vec<String> {
+    let mut sessions = Vec::new();
+    for i in 0..2 {
+        let mut buf = BytesMut::new();
+        encode_connect(
+            &mut buf,
+            &ConnectRequest {
+                protocol_version: 0,
+                last_zxid_seen: 0,
+                timeout_ms: 4000,
+                session_id: 0,
+                passwd: vec![0; 16],
+                read_only: false,
+            },
+        );
+        server.send(i, &buf);
+        let resp = ConnectResponse::decode_exact(&server.first_frame(i)).unwrap();
+        assert_eq!(resp.timeout_ms, 4000);
+        sessions.push(resp.session_id);
+    }
+    let mut out = Vec::new();
+    let mut base = None;
+    let mut closed = [false; 2];
+    for (step, (i, req)) in script().into_iter().enumerate() {
+        if closed[i] {
+            out.push(format!("{step} c{i}: (closed)"));
+            continue;
+        }
+        let op: OpCode = req.op_code();
+        let xid = match op {
+            OpCode::Ping => jute::xid::PING,
+            OpCode::SetWatches | OpCode::SetWatches2 => jute::xid::SET_WATCHES,
+            OpCode::Auth => jute::xid::AUTH,
+            _ => step as i32 + 1,
+        };
+        let mut buf = BytesMut::new();
+        encode_request(&mut buf, xid, &req);
+        server.send(i, &buf);
+        let (frames, was_closed) = server.until_reply(i, xid);
+        // What the other connection got meanwhile: a ping flushes it.
+        let other = 1 - i;
+        let mut others = Vec::new();
+        if !closed[other] {
+            let mut ping = BytesMut::new();
+            encode_request(&mut ping, jute::xid::PING, &Request::Ping);
+            server.send(other, &ping);
+            let (f, c) = server.until_reply(other, jute::xid::PING);
+            others = f;
+            closed[other] = c;
+            others.pop();
+        }
+        for (conn, frames) in [(i, frames), (other, others)] {
+            for f in frames {
+                let line = match decode_server_message(&f).unwrap() {
+                    ServerMessage::WatchEvent { zxid, event } => {
+                        format!(
+                            "event zxid={zxid} {:?} {:?} {}",
+                            event.kind, event.state, event.path
+                        )
+                    }
+                    ServerMessage::Reply { header, body } => {
+                        let b = *base.get_or_insert(header.zxid);
+                        let result = decode_reply(op, &header, body)
+                            .unwrap()
+                            .map(|r| norm(r, b, &sessions));
+                        let zx = if header.xid == jute::xid::AUTH || header.zxid <= 0 {
+                            header.zxid
+                        } else {
+                            z(header.zxid, b)
+                        };
+                        format!(
+                            "reply xid={} zxid={zx} {:?}: {result:?}",
+                            header.xid, header.err
+                        )
+                    }
+                };
+                out.push(format!("{step} c{conn}: {line}"));
+            }
+        }
+        if was_closed {
+            closed[i] = true;
+            out.push(format!("{step} c{i}: closed by server"));
+        }
+    }
+    out
+}
+
+#[test]
+fn sim_matches_real_zookeeper() {
+    let real_server = support::zk::ZkServer::start_with(TICK_MS);
+    let socks: Vec<TcpStream> = (0..2)
+        .map(|_| {
+            let s = TcpStream::connect(real_server.addr()).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            s.set_nodelay(true).unwrap();
+            s
+        })
+        .collect();
+    let mut real = Real {
+        socks,
+        bufs: vec![BytesMut::new(), BytesMut::new()],
+    };
+    let real_lines = run(&mut real);
+
+    let now = Instant::now();
+    let mut zk = SimZooKeeper::new(now, Duration::from_millis(TICK_MS));
+    let conns = vec![zk.connect(now), zk.connect(now)];
+    let mut sim = Sim {
+        zk,
+        now,
+        conns,
+        inbox: vec![BytesMut::new(), BytesMut::new()],
+        closed: vec![false, false],
+    };
+    let sim_lines = run(&mut sim);
+
+    if std::env::var_os("SIM_VS_REAL_PRINT").is_some() {
+        println!("{}", real_lines.join("\n"));
+    }
+    let mut diffs = Vec::new();
+    for k in 0..real_lines.len().max(sim_lines.len()) {
+        let r = real_lines.get(k).map(String::as_str).unwrap_or("<none>");
+        let s = sim_lines.get(k).map(String::as_str).unwrap_or("<none>");
+        if r != s {
+            diffs.push(format!("real: {r}\n sim: {s}"));
+        }
+    }
+    assert!(
+        diffs.is_empty(),
+        "{} differences:\n{}\n\nreal transcript:\n{}",
+        diffs.len(),
+        diffs.join("\n"),
+        real_lines.join("\n")
+    );
+}
+
+/// What a raw connection observes next.
+#[derive(Debug, PartialEq, Eq)]
+enum Seen {
+    Frame(Vec<u8>),
+    Closed,
+    Nothing,
+}
+
+/// Raw connections for the handshake-level comparison.
+trait Net {
+    fn open(&mut self) -> usize;
+    fn send(&mut self, c: usize, bytes: &[u8]);
+    fn next(&mut self, c: usize) -> Seen;
+    fn sleep(&mut self, d: Duration);
+}
+
+struct RealNet {
+    addr: std::net::SocketAddr,
+    socks: Vec<TcpStream>,
+    bufs: Vec<BytesMut>,
+}
+
+impl Net for RealNet {
+    fn open(&mut self) -> usize {
+        let s = TcpStream::connect(self.addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(1500)))
+            .unwrap();
+        s.set_nodelay(true).unwrap();
+        self.socks.push(s);
+        self.bufs.push(BytesMut::new());
+        self.socks.len() - 1
+    }
+
+    fn send(&mut self, c: usize, bytes: &[u8]) {
+        // The server may have closed it already; that shows up in `next`.
+        let _ = self.socks[c].write_all(bytes);
+    }
+
+    fn next(&mut self, c: usize) -> Seen {
+        loop {
+            if let Some(f) = split_frame(&mut self.bufs[c], usize::MAX).unwrap() {
+                return Seen::Frame(f.to_vec());
+            }
+            let mut chunk = [0u8; 4096];
+            match self.socks[c].read(&mut chunk) {
+                Ok(0) => return Seen::Closed,
+                Ok(n) => self.bufs[c].extend_from_slice(&chunk[..n]),
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    return Seen::Nothing
+                }
+                Err(_) => return Seen::Closed,
+            }
+        }
+    }
+
+    fn sleep(&mut self, d: Duration) {
+        std::thread::sleep(d);
+    }
+}
+
+struct SimNet {
+    zk: SimZooKeeper,
+    now: Instant,
+    conns: Vec<ConnId>,
+    inbox: Vec<BytesMut>,
+    closed: Vec<bool>,
+}
+
+impl SimNet {
+    fn drain(&mut self) {
+        while let Some((c, bytes)) = self.zk.poll_output() {
+            if let Some(i) = self.conns.iter().position(|x| *x == c) {
+                self.inbox[i].extend_from_slice(&bytes);
+            }
+        }
+        while let Some(c) = self.zk.poll_closed() {
+            if let Some(i) = self.conns.iter().position(|x| *x == c) {
+                self.closed[i] = true;
+            }
+        }
+    }
+}
+
+impl Net for SimNet {
+    fn open(&mut self) -> usize {
+        self.conns.push(self.zk.connect(self.now));
+        self.inbox.push(BytesMut::new());
+        self.closed.push(false);
+        self.drain();
+        self.conns.len() - 1
+    }
+
+    fn send(&mut self, c: usize, bytes: &[u8]) {
+        self.now += Duration::from_millis(1);
+        self.zk.receive(self.now, self.conns[c], bytes);
+        self.drain();
+    }
+
+    fn next(&mut self, c: usize) -> Seen {
+        self.drain();
+        if let Some(f) = split_frame(&mut self.inbox[c], usize::MAX).unwrap() {
+            return Seen::Frame(f.to_vec());
+        }
+        if self.closed[c] {
+            Seen::Closed
+        } else {
+            Seen::Nothing
+        }
+    }
+
+    fn sleep(&mut self, d: Duration) {
+        self.now += d;
+        self.zk.handle_timeout(self.now);
+        self.drain();
+    }
+}
+
+/// Observations of the handshake comparison, with session ids numbered.
+#[derive(Default)]
+struct Obs {
+    ids: Vec<i64>,
+    passwords: Vec<Vec<u8>>,
+    out: Vec<String>,
+}
+
+impl Obs {
+    fn see(&mut self, net: &mut dyn Net, c: usize, what: &str) {
+        let line = match net.next(c) {
+            Seen::Frame(f) => match ConnectResponse::decode_exact(&f) {
+                Ok(r) => {
+                    let sid = match self.ids.iter().position(|x| *x == r.session_id) {
+                        Some(i) => format!("S{i}"),
+                        None if r.session_id == 0 => "0".to_string(),
+                        None => {
+                            self.ids.push(r.session_id);
+                            self.passwords.push(r.passwd.clone());
+                            format!("S{} (new)", self.ids.len() - 1)
+                        }
+                    };
+                    let pw = if r.passwd.iter().all(|b| *b == 0) {
+                        "zeros"
+                    } else {
+                        "issued"
+                    };
+                    format!(
+                        "connect response timeout={} session={sid} passwd={pw}",
+                        r.timeout_ms
+                    )
+                }
+                Err(_) => match decode_server_message(&f) {
+                    Ok(ServerMessage::Reply { header, .. }) => {
+                        format!(
+                            "reply xid={} zxid={} err={:?}",
+                            header.xid, header.zxid, header.err
+                        )
+                    }
+                    other => format!("{other:?}"),
+                },
+            },
+            other => format!("{other:?}"),
+        };
+        self.out.push(format!("{what}: {line}"));
+    }
+}
+
+/// Handshakes and connection-level faults; one line per observation.
+fn run_connections(net: &mut dyn Net) -> Vec<String> {
+    let mut obs = Obs::default();
+    let connect = |net: &mut dyn Net, c: usize, sid: i64, pw: Vec<u8>, zxid: i64, t: i32| {
+        let mut buf = BytesMut::new();
+        encode_connect(
+            &mut buf,
+            &ConnectRequest {
+                protocol_version: 0,
+                last_zxid_seen: zxid,
+                timeout_ms: t,
+                session_id: sid,
+                passwd: pw,
+                read_only: false,
+            },
+        );
+        net.send(c, &buf);
+    };
+    // A new session; the timeout is clamped to 20 ticks.
+    let c0 = net.open();
+    connect(net, c0, 0, vec![0; 16], 0, 1_000_000);
+    obs.see(net, c0, "c0 new session");
+    let (s0, p0) = (obs.ids[0], obs.passwords[0].clone());
+    // Resumed elsewhere: the old connection is closed.
+    let c1 = net.open();
+    connect(net, c1, s0, p0.clone(), 0, 4000);
+    obs.see(net, c1, "c1 resume");
+    obs.see(net, c0, "c0 after resume elsewhere");
+    // Wrong password: expired-looking answer, closed; the live connection
+    // of the session is closed too.
+    let c2 = net.open();
+    connect(net, c2, s0, vec![7; 16], 0, 4000);
+    obs.see(net, c2, "c2 wrong password");
+    obs.see(net, c2, "c2 then");
+    obs.see(net, c1, "c1 after wrong password elsewhere");
+    // The session itself survived.
+    let c3 = net.open();
+    connect(net, c3, s0, p0.clone(), 0, 4000);
+    obs.see(net, c3, "c3 resume");
+    // A client ahead of the server.
+    let c4 = net.open();
+    connect(net, c4, 0, vec![0; 16], 1 << 40, 4000);
+    obs.see(net, c4, "c4 zxid ahead");
+    // An unknown session.
+    let c5 = net.open();
+    connect(net, c5, s0 + 1000, p0.clone(), 0, 4000);
+    obs.see(net, c5, "c5 unknown session");
+    obs.see(net, c5, "c5 then");
+    // The smallest timeout (2 ticks), then silence: expired, closed.
+    let c6 = net.open();
+    connect(net, c6, 0, vec![0; 16], 0, 1);
+    obs.see(net, c6, "c6 short session");
+    let (s6, p6) = (obs.ids[1], obs.passwords[1].clone());
+    net.sleep(Duration::from_millis(3 * TICK_MS + 50));
+    obs.see(net, c6, "c6 after silence");
+    let c7 = net.open();
+    connect(net, c7, s6, p6, 0, 4000);
+    obs.see(net, c7, "c7 resume expired");
+    // An op code nobody knows.
+    let mut buf = BytesMut::new();
+    jute::encode_frame(&mut buf, |b| {
+        jute::Encode::encode(
+            &jute::RequestHeader {
+                xid: 1,
+                op: OpCode::Unknown(4242),
+            },
+            b,
+        )
+    });
+    net.send(c3, &buf);
+    obs.see(net, c3, "c3 unknown op");
+    obs.see(net, c3, "c3 then");
+    // A negative frame length.
+    let c8 = net.open();
+    net.send(c8, &[0xff, 0xff, 0xff, 0xf0]);
+    obs.see(net, c8, "c8 negative length");
+    obs.out
+}
+
+#[test]
+fn connection_handling_matches_real_zookeeper() {
+    let real_server = support::zk::ZkServer::start_with(TICK_MS);
+    let mut real = RealNet {
+        addr: real_server.addr(),
+        socks: Vec::new(),
+        bufs: Vec::new(),
+    };
+    let real_lines = run_connections(&mut real);
+    let now = Instant::now();
+    let mut sim = SimNet {
+        zk: SimZooKeeper::new(now, Duration::from_millis(TICK_MS)),
+        now,
+        conns: Vec::new(),
+        inbox: Vec::new(),
+        closed: Vec::new(),
+    };
+    let sim_lines = run_connections(&mut sim);
+    if std::env::var_os("SIM_VS_REAL_PRINT").is_some() {
+        println!("{}", real_lines.join("\n"));
+    }
+    assert_eq!(real_lines, sim_lines);
+}
