@@ -426,7 +426,7 @@ impl Driver {
             self.publish();
             // A finished session keeps its thread while a Client remains, so
             // later calls hear "expired" (or "closed") from the core itself.
-            if !self.commands_open && self.session.state().is_terminal() {
+            if !self.commands_open && self.session.is_finished() {
                 break;
             }
             // Announce the sleep, then look once more: a command sent in
@@ -785,7 +785,7 @@ impl Driver {
                     self.session.handle_input(now, &buf[..n]);
                     // The core may have asked for the connection to go.
                     self.deliver();
-                    if self.session.state().is_terminal() {
+                    if self.session.is_finished() {
                         self.close_socket();
                         return;
                     }

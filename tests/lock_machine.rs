@@ -387,3 +387,83 @@ fn creates_sent_together_share_one_listing() {
         matches!(&watch[..], [o] if matches!(&o.request, Request::GetData(p) if p.watch && p.path.ends_with(&ours(5))))
     );
 }
+
+#[test]
+fn a_holder_hears_its_node_deleted_through_another_attempts_watch() {
+    // Found by simulation seed 1143: attempt 2 waited on attempt 1's node;
+    // attempt 2 gave up, attempt 1 was granted from a listing, and the
+    // deletion reached the client through attempt 2's old watch first.
+    let mut h = Harness::new();
+    let other = "00000000-0000-4000-8000-000000000002";
+    let theirs = format!("_c_{other}-lock-0000000006");
+    h.m.acquire(h.now, 1, spec(true), UUID.into(), None, false);
+    h.m.acquire(h.now, 2, spec(true), other.into(), None, false);
+    let sent = h.sent();
+    h.reply(&sent[0], Ok(created(5)));
+    h.reply(
+        &sent[1],
+        Ok(Response::Created {
+            path: format!("/l/{theirs}"),
+            stat: stat(106),
+        }),
+    );
+    // Someone else is at the head: both wait, 2 on 1's node.
+    h.reply(
+        &sent[2],
+        Ok(children(&["_c_x-lock-0000000001", &ours(5), &theirs])),
+    );
+    let watches = h.sent();
+    let on_ours = watches
+        .iter()
+        .find(|o| matches!(&o.request, Request::GetData(p) if p.path.ends_with(&ours(5))))
+        .expect("attempt 2 watches attempt 1's node")
+        .clone();
+    for w in &watches {
+        h.reply(
+            w,
+            Ok(Response::Data {
+                data: vec![],
+                stat: stat(1),
+            }),
+        );
+    }
+    h.m.cancel(h.now, 2);
+    h.events();
+    // The head goes; attempt 1 checks its node and holds.
+    let head_watch = watches
+        .iter()
+        .find(|o| matches!(&o.request, Request::GetData(p) if p.path.ends_with("0000000001")))
+        .unwrap()
+        .clone();
+    h.fire(
+        &head_watch,
+        EventType::NodeDeleted,
+        "/l/_c_x-lock-0000000001",
+    );
+    let check: Vec<_> = h
+        .sent()
+        .into_iter()
+        .filter(|o| matches!(&o.request, Request::GetData(p) if p.path.ends_with(&ours(5))))
+        .collect();
+    h.reply(
+        &check[0],
+        Ok(Response::Data {
+            data: vec![],
+            stat: stat(105),
+        }),
+    );
+    assert!(matches!(
+        &h.events()[..],
+        [LockEvent::Acquired { id: 1, .. }]
+    ));
+    // The deletion arrives on attempt 2's old watch: attempt 1 is told.
+    h.fire(&on_ours, EventType::NodeDeleted, &format!("/l/{}", ours(5)));
+    assert_eq!(
+        h.events(),
+        vec![LockEvent::State {
+            id: 1,
+            state: LockState::Lost,
+            reason: Some(LossReason::NodeDeleted)
+        }]
+    );
+}

@@ -301,6 +301,55 @@ fn script() -> Vec<(usize, Request)> {
             }),
         ),
         (1, Request::Exists(pw("/d/s-0000000002", true))),
+        // A one-shot watch replaces a persistent one on the same path.
+        (0, Request::Create(node("/pc", b"", Persistent))),
+        (
+            1,
+            Request::AddWatch(AddWatchRequest {
+                path: "/pc".into(),
+                mode: AddWatchMode::Persistent,
+            }),
+        ),
+        (1, Request::GetChildren(pw("/pc", true))),
+        (0, Request::Create(node("/pc/1", b"", Persistent))),
+        (0, Request::Create(node("/pc/2", b"", Persistent))),
+        (
+            0,
+            Request::SetData(SetDataRequest {
+                path: "/pc".into(),
+                data: b"1".to_vec(),
+                version: -1,
+            }),
+        ),
+        (
+            0,
+            Request::SetData(SetDataRequest {
+                path: "/pc".into(),
+                data: b"2".to_vec(),
+                version: -1,
+            }),
+        ),
+        (
+            1,
+            Request::CheckWatches(jute::WatchesRequest {
+                path: "/pc".into(),
+                kind: jute::WatcherType::Children,
+            }),
+        ),
+        (
+            1,
+            Request::RemoveWatches(jute::WatchesRequest {
+                path: "/pc".into(),
+                kind: jute::WatcherType::Data,
+            }),
+        ),
+        (
+            1,
+            Request::CheckWatches(jute::WatchesRequest {
+                path: "/pc".into(),
+                kind: jute::WatcherType::Any,
+            }),
+        ),
         (0, Request::Ping),
         (0, Request::CloseSession),
         (1, Request::GetChildren2(pw("/d", false))),
@@ -376,7 +425,7 @@ fn norm(resp: Response, base: i64, sessions: &[i64]) -> Response {
 }
 
 /// Runs the script on `server`; returns one normalized line per frame.
-fn run(server: &mut dyn Server) -> Vec<String> {
+fn run(server: &mut dyn Server, steps: Vec<(usize, Request)>) -> Vec<String> {
     let mut sessions = Vec::new();
     for i in 0..2 {
         let mut buf = BytesMut::new();
@@ -399,7 +448,7 @@ fn run(server: &mut dyn Server) -> Vec<String> {
     let mut out = Vec::new();
     let mut base = None;
     let mut closed = [false; 2];
-    for (step, (i, req)) in script().into_iter().enumerate() {
+    for (step, (i, req)) in steps.into_iter().enumerate() {
         if closed[i] {
             out.push(format!("{step} c{i}: (closed)"));
             continue;
@@ -463,8 +512,9 @@ fn run(server: &mut dyn Server) -> Vec<String> {
     out
 }
 
-#[test]
-fn sim_matches_real_zookeeper() {
+/// Runs `steps` on a fresh real server and a fresh SimZooKeeper; returns
+/// the differing transcript lines (empty when they agree).
+fn compare(steps: Vec<(usize, Request)>) -> Vec<String> {
     let real_server = support::zk::ZkServer::start_with(TICK_MS);
     let socks: Vec<TcpStream> = (0..2)
         .map(|_| {
@@ -478,7 +528,8 @@ fn sim_matches_real_zookeeper() {
         socks,
         bufs: vec![BytesMut::new(), BytesMut::new()],
     };
-    let real_lines = run(&mut real);
+    let steps_copy = steps.clone();
+    let real_lines = run(&mut real, steps.clone());
 
     let now = Instant::now();
     let mut zk = SimZooKeeper::new(now, Duration::from_millis(TICK_MS));
@@ -490,26 +541,165 @@ fn sim_matches_real_zookeeper() {
         inbox: vec![BytesMut::new(), BytesMut::new()],
         closed: vec![false, false],
     };
-    let sim_lines = run(&mut sim);
+    let sim_lines = run(&mut sim, steps);
 
     if std::env::var_os("SIM_VS_REAL_PRINT").is_some() {
         println!("{}", real_lines.join("\n"));
+    }
+    if let Some(dir) = std::env::var_os("SIM_VS_REAL_DUMP") {
+        let dir = std::path::PathBuf::from(dir);
+        std::fs::write(dir.join("real.txt"), real_lines.join("\n")).unwrap();
+        std::fs::write(dir.join("sim.txt"), sim_lines.join("\n")).unwrap();
+        let listing: Vec<String> = steps_copy
+            .iter()
+            .enumerate()
+            .map(|(k, (c, r))| format!("{k} c{c}: {r:?}"))
+            .collect();
+        std::fs::write(dir.join("steps.txt"), listing.join("\n")).unwrap();
     }
     let mut diffs = Vec::new();
     for k in 0..real_lines.len().max(sim_lines.len()) {
         let r = real_lines.get(k).map(String::as_str).unwrap_or("<none>");
         let s = sim_lines.get(k).map(String::as_str).unwrap_or("<none>");
         if r != s {
-            diffs.push(format!("real: {r}\n sim: {s}"));
+            diffs.push(format!("line {k}\nreal: {r}\n sim: {s}"));
         }
     }
+    diffs
+}
+
+#[test]
+fn sim_matches_real_zookeeper() {
+    let diffs = compare(script());
     assert!(
         diffs.is_empty(),
-        "{} differences:\n{}\n\nreal transcript:\n{}",
+        "{} differences:\n{}",
         diffs.len(),
-        diffs.join("\n"),
-        real_lines.join("\n")
+        diffs.join("\n")
     );
+}
+
+/// A deterministic pseudo-random script over a handful of paths: creates
+/// of every mode, deletes and setData at right and wrong versions, reads
+/// with and without watches, multis, setWatches, addWatch. No
+/// closeSession (the real server deletes a dying session's ephemerals in
+/// HashSet order).
+fn random_script(seed: u64, len: usize) -> Vec<(usize, Request)> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut next = move |n: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % n
+    };
+    const PATHS: [&str; 7] = ["/a", "/a/b", "/a/c", "/b", "/a/b/c", "/a/s-", "/c"];
+    let mut steps = Vec::new();
+    for _ in 0..len {
+        let client = next(2) as usize;
+        let path = PATHS[next(PATHS.len() as u64) as usize].to_string();
+        let version = [-1, 0, 1, 2][next(4) as usize];
+        let mode = [
+            CreateMode::Persistent,
+            CreateMode::Ephemeral,
+            CreateMode::PersistentSequential,
+            CreateMode::EphemeralSequential,
+            CreateMode::Container,
+        ][next(5) as usize];
+        let watch = next(2) == 0;
+        let data = vec![b'v'; next(3) as usize];
+        let write = |next: &mut dyn FnMut(u64) -> u64| -> MultiOp {
+            let p = PATHS[next(PATHS.len() as u64) as usize].to_string();
+            match next(5) {
+                0 => MultiOp::Create(node(&p, b"", CreateMode::Persistent)),
+                1 => MultiOp::Create2(node(&p, b"m", CreateMode::PersistentSequential)),
+                2 => MultiOp::Delete(pv(&p, -1)),
+                3 => MultiOp::SetData(SetDataRequest {
+                    path: p,
+                    data: b"m".to_vec(),
+                    version: -1,
+                }),
+                _ => MultiOp::Check(pv(&p, [-1, 0][next(2) as usize])),
+            }
+        };
+        let req = match next(19) {
+            14 => Request::SetAcl(jute::SetAclRequest {
+                path,
+                acl: Acl::open_unsafe(),
+                version,
+            }),
+            15 => Request::GetAcl(path),
+            16 => Request::GetEphemerals(path),
+            17 => Request::GetAllChildrenNumber(path),
+            18 => {
+                let kind = [
+                    jute::WatcherType::Children,
+                    jute::WatcherType::Data,
+                    jute::WatcherType::Any,
+                ][next(3) as usize];
+                let w = jute::WatchesRequest { path, kind };
+                if watch {
+                    Request::RemoveWatches(w)
+                } else {
+                    Request::CheckWatches(w)
+                }
+            }
+            0 | 1 => Request::Create(node(&path, &data, mode)),
+            2 => Request::Create2(node(&path, &data, mode)),
+            3 => Request::CreateContainer(node(&path, &data, CreateMode::Container)),
+            4 | 5 => Request::Delete(pv(&path, version)),
+            6 => Request::SetData(SetDataRequest {
+                path,
+                data,
+                version,
+            }),
+            7 => Request::Exists(pw(&path, watch)),
+            8 => Request::GetData(pw(&path, watch)),
+            9 => Request::GetChildren(pw(&path, watch)),
+            10 => Request::GetChildren2(pw(&path, watch)),
+            11 => {
+                let n = 1 + next(3);
+                Request::Multi((0..n).map(|_| write(&mut next)).collect())
+            }
+            12 => Request::SetWatches(SetWatches {
+                relative_zxid: next(20) as i64,
+                data: vec![path.clone()],
+                exist: vec![PATHS[next(PATHS.len() as u64) as usize].to_string()],
+                child: vec![path],
+                ..SetWatches::default()
+            }),
+            _ => Request::AddWatch(AddWatchRequest {
+                path,
+                mode: if watch {
+                    AddWatchMode::Persistent
+                } else {
+                    AddWatchMode::PersistentRecursive
+                },
+            }),
+        };
+        steps.push((client, req));
+    }
+    steps
+}
+
+/// Seeds 1-3 by default; `SIM_VS_REAL_SEEDS=FIRST..LAST` runs more.
+#[test]
+fn random_scripts_match_real_zookeeper() {
+    let seeds: Vec<u64> = match std::env::var("SIM_VS_REAL_SEEDS") {
+        Ok(range) => {
+            let (a, b) = range.split_once("..").expect("FIRST..LAST");
+            (a.parse().unwrap()..=b.parse().unwrap()).collect()
+        }
+        Err(_) => vec![1, 2, 3],
+    };
+    for seed in seeds {
+        let diffs = compare(random_script(seed, 400));
+        assert!(
+            diffs.is_empty(),
+            "seed {seed}: {} differences, first ones:\n{}",
+            diffs.len(),
+            diffs[..diffs.len().min(6)].join("\n")
+        );
+    }
 }
 
 /// What a raw connection observes next.

@@ -1166,35 +1166,34 @@ impl Raw {
     }
 }
 
+fn add_watch(path: &str, recursive: bool) -> Request {
+    Request::AddWatch(jute::AddWatchRequest {
+        path: path.into(),
+        mode: if recursive {
+            jute::AddWatchMode::PersistentRecursive
+        } else {
+            jute::AddWatchMode::Persistent
+        },
+    })
+}
+
 #[test]
 fn persistent_watches_stay_until_removed() {
     let mut w = World::new();
     let a = w.client();
+    let r = w.client();
     let b = w.client();
     w.call(
         a,
         Request::Create(create("/r", b"", CreateMode::Persistent)),
     )
     .unwrap();
-    let (hp, r) = w.call_w(
-        a,
-        Request::AddWatch(jute::AddWatchRequest {
-            path: "/r".into(),
-            mode: jute::AddWatchMode::Persistent,
-        }),
-        true,
-    );
-    r.unwrap();
-    let (hr, r) = w.call_w(
-        a,
-        Request::AddWatch(jute::AddWatchRequest {
-            path: "/r".into(),
-            mode: jute::AddWatchMode::PersistentRecursive,
-        }),
-        true,
-    );
-    r.unwrap();
-    assert_eq!(w.zk.persistent_watch_count(), 2);
+    let (hp, res) = w.call_w(a, add_watch("/r", false), true);
+    res.unwrap();
+    let (hr, res) = w.call_w(r, add_watch("/r", true), true);
+    res.unwrap();
+    // One entry per table each.
+    assert_eq!(w.zk.persistent_watch_count(), 4);
     assert_eq!(w.zk.watch_count(), 0);
     w.call(
         b,
@@ -1208,38 +1207,94 @@ fn persistent_watches_stay_until_removed() {
     .unwrap();
     w.zk.set_data_as_admin(w.now, "/r", b"1").unwrap();
     w.pump();
-    let fired = w.fired(a);
-    // Plain on /r: its child list and data. Recursive: creates below and
-    // the data change, never NodeChildrenChanged.
-    assert!(fired.contains(&(hp, EventType::NodeChildrenChanged, "/r".to_string())));
-    assert!(fired.contains(&(hr, EventType::NodeCreated, "/r/x".to_string())));
-    assert!(fired.contains(&(hr, EventType::NodeCreated, "/r/x/y".to_string())));
-    assert!(fired.contains(&(hp, EventType::NodeDataChanged, "/r".to_string())));
-    assert!(fired.contains(&(hr, EventType::NodeDataChanged, "/r".to_string())));
-    assert!(!fired
-        .iter()
-        .any(|(h, k, _)| *h == hr && *k == EventType::NodeChildrenChanged));
-    assert_eq!(w.zk.persistent_watch_count(), 2);
-    // Both survive a reconnect (setWatches2).
+    // Plain on /r: its child list and its data, every time.
+    assert_eq!(
+        w.fired(a),
+        vec![
+            (hp, EventType::NodeChildrenChanged, "/r".to_string()),
+            (hp, EventType::NodeDataChanged, "/r".to_string()),
+        ]
+    );
+    // Recursive: creates below and the data change, never
+    // NodeChildrenChanged.
+    assert_eq!(
+        w.fired(r),
+        vec![
+            (hr, EventType::NodeCreated, "/r/x".to_string()),
+            (hr, EventType::NodeCreated, "/r/x/y".to_string()),
+            (hr, EventType::NodeDataChanged, "/r".to_string()),
+        ]
+    );
+    assert_eq!(w.zk.persistent_watch_count(), 4);
+    // They survive a reconnect (setWatches2 re-arms them).
     w.cut(a);
-    assert_eq!(w.zk.persistent_watch_count(), 2);
-    let r = w.call(
+    assert_eq!(w.zk.persistent_watch_count(), 4);
+    let res = w.call(
         a,
         Request::RemoveWatches(jute::WatchesRequest {
             path: "/r".into(),
             kind: jute::WatcherType::Any,
         }),
     );
-    assert_eq!(r, Ok(Response::Empty));
-    assert_eq!(w.zk.persistent_watch_count(), 0);
-    let r = w.call(
+    assert_eq!(res, Ok(Response::Empty));
+    assert_eq!(w.zk.persistent_watch_count(), 2);
+    let res = w.call(
         a,
         Request::CheckWatches(jute::WatchesRequest {
             path: "/r".into(),
             kind: jute::WatcherType::Any,
         }),
     );
-    assert_eq!(r, Err(RequestError::Server(ErrorCode::NoWatcher)));
+    // 3.8's checkWatches answers Ok while *any* connection (here r's)
+    // watches the path; removeWatches only touches the caller's own.
+    assert_eq!(res, Ok(Response::Empty));
+    let res = w.call(
+        a,
+        Request::RemoveWatches(jute::WatchesRequest {
+            path: "/r".into(),
+            kind: jute::WatcherType::Any,
+        }),
+    );
+    assert_eq!(res, Err(RequestError::Server(ErrorCode::NoWatcher)));
+    assert_eq!(w.zk.persistent_watch_count(), 2);
+}
+
+#[test]
+fn one_mode_per_path_and_connection_as_in_3_8() {
+    let mut w = World::new();
+    let a = w.client();
+    let b = w.client();
+    w.call(
+        a,
+        Request::Create(create("/r", b"", CreateMode::Persistent)),
+    )
+    .unwrap();
+    // A one-shot child watch on a path with a persistent watch replaces the
+    // persistent mode in the child table (ZooKeeper 3.8, fixed in 3.9 by
+    // ZOOKEEPER-4466): after it fires, child changes are no longer seen.
+    let (hp, _) = w.call_w(a, add_watch("/r", false), true);
+    let (hc, _) = w.call_w(a, Request::GetChildren(pw("/r", true)), true);
+    for name in ["/r/1", "/r/2"] {
+        w.call(
+            b,
+            Request::Create(create(name, b"", CreateMode::Persistent)),
+        )
+        .unwrap();
+    }
+    let fired = w.fired(a);
+    // The client core hands the one notification to both its watchers.
+    assert_eq!(
+        fired,
+        vec![
+            (hc, EventType::NodeChildrenChanged, "/r".to_string()),
+            (hp, EventType::NodeChildrenChanged, "/r".to_string()),
+        ]
+    );
+    // The data half is still persistent.
+    w.zk.set_data_as_admin(w.now, "/r", b"1").unwrap();
+    w.zk.set_data_as_admin(w.now, "/r", b"2").unwrap();
+    w.pump();
+    assert_eq!(w.fired(a).len(), 2);
 }
 
 #[test]

@@ -132,8 +132,10 @@ pub struct LockMachine {
     session: Option<SessionState>,
     session_id: i64,
     regression: Option<Regression>,
-    /// Session changes held back (only with [`Regression::LateHolderState`]).
+    /// Session changes held back, and holder checks waiting for the one in
+    /// flight (only with [`Regression::LateHolderState`]).
     deferred: Option<SessionState>,
+    confirm_queue: VecDeque<AttemptId>,
     /// Attempts whose deadline passed while a reply was awaited (only with
     /// [`Regression::DeadlineWaitsForReplies`]).
     late: BTreeSet<AttemptId>,
@@ -296,6 +298,12 @@ impl LockMachine {
             }
         }
         if !self.attempts.values().any(|a| a.confirming.is_some()) {
+            while let Some(id) = self.confirm_queue.pop_front() {
+                if self.attempts.get(&id).is_some_and(|a| a.goal == Goal::Hold) {
+                    self.confirm(id);
+                    return;
+                }
+            }
             if let Some(state) = self.deferred.take() {
                 let id = self.session_id;
                 self.handle_session(now, state, id);
@@ -881,6 +889,8 @@ impl LockMachine {
     /// Reads our held node: it must still exist (and, when watched, leave
     /// a data watch to hear of its deletion at once).
     fn confirm(&mut self, id: AttemptId) {
+        let serialised = self.regression == Some(Regression::LateHolderState)
+            && self.attempts.values().any(|a| a.confirming.is_some());
         let Some(a) = self.attempts.get_mut(&id) else {
             return;
         };
@@ -891,6 +901,11 @@ impl LockMachine {
             return;
         }
         let path = a.spec.child(name);
+        if serialised {
+            // One check at a time, as the old monitor's blocking calls.
+            self.confirm_queue.push_back(id);
+            return;
+        }
         let watch = a.spec.watch_node && a.watch.is_none();
         let request = Request::GetData(PathWatch { path, watch });
         let token = self.send(id, Purpose::Confirm, request, watch);

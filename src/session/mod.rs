@@ -542,6 +542,9 @@ impl<R, W: Clone> Session<R, W> {
                 self.phase = Phase::Closing {
                     deadline: now + self.read_timeout(),
                 };
+                // Closed for its users from now on: the server may delete our
+                // nodes before its answer reaches us.
+                self.set_state(SessionState::Closed);
             }
             Phase::Closing { .. } => self.events.push_back(SessionEvent::Reply {
                 handle,

@@ -781,3 +781,20 @@ fn close_is_answered_after_the_closed_state_is_announced() {
         .expect("close answered");
     assert!(state_at < reply_at);
 }
+
+#[test]
+fn closing_says_closed_at_once() {
+    // Found by simulation seed 7: the server may drop the session (and its
+    // nodes) before the close is answered; holders must not wait for that.
+    let mut h = Harness::new();
+    h.connect(1, 9000);
+    h.events();
+    h.s.close(h.now, 9);
+    assert_eq!(states(&h.events()), vec![SessionState::Closed]);
+    assert_eq!(h.s.state(), SessionState::Closed);
+    // The close itself is still on its way and answered later.
+    assert!(matches!(
+        h.sent_requests()[..],
+        [(_, Request::CloseSession)]
+    ));
+}

@@ -1,7 +1,7 @@
 //! The registry of one-shot watches, kept by server path. It survives
 //! reconnects so every watch can be re-armed with SetWatches.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 
 use jute::{EventType, SetWatches};
 
@@ -20,23 +20,23 @@ pub enum WatchKind {
 
 #[derive(Debug)]
 pub(crate) struct WatchRegistry<W> {
-    data: HashMap<String, Vec<W>>,
-    exist: HashMap<String, Vec<W>>,
-    child: HashMap<String, Vec<W>>,
+    data: BTreeMap<String, Vec<W>>,
+    exist: BTreeMap<String, Vec<W>>,
+    child: BTreeMap<String, Vec<W>>,
     /// addWatch PERSISTENT: every change of the node and its children list.
-    persistent: HashMap<String, Vec<W>>,
+    persistent: BTreeMap<String, Vec<W>>,
     /// addWatch PERSISTENT_RECURSIVE: the node and everything below it.
-    recursive: HashMap<String, Vec<W>>,
+    recursive: BTreeMap<String, Vec<W>>,
 }
 
 impl<W> Default for WatchRegistry<W> {
     fn default() -> Self {
         WatchRegistry {
-            data: HashMap::new(),
-            exist: HashMap::new(),
-            child: HashMap::new(),
-            persistent: HashMap::new(),
-            recursive: HashMap::new(),
+            data: BTreeMap::new(),
+            exist: BTreeMap::new(),
+            child: BTreeMap::new(),
+            persistent: BTreeMap::new(),
+            recursive: BTreeMap::new(),
         }
     }
 }
@@ -51,7 +51,7 @@ fn is_under(path: &str, root: &str) -> bool {
 }
 
 impl<W> WatchRegistry<W> {
-    fn map(&mut self, kind: WatchKind) -> &mut HashMap<String, Vec<W>> {
+    fn map(&mut self, kind: WatchKind) -> &mut BTreeMap<String, Vec<W>> {
         match kind {
             WatchKind::Data => &mut self.data,
             WatchKind::Exist => &mut self.exist,
@@ -149,14 +149,14 @@ impl<W> WatchRegistry<W> {
     pub(crate) fn drain_all(&mut self) -> Vec<W> {
         let mut out = Vec::new();
         for map in self.maps() {
-            for (_, ws) in map.drain() {
+            for (_, ws) in std::mem::take(map) {
                 out.extend(ws);
             }
         }
         out
     }
 
-    fn maps(&mut self) -> [&mut HashMap<String, Vec<W>>; 5] {
+    fn maps(&mut self) -> [&mut BTreeMap<String, Vec<W>>; 5] {
         [
             &mut self.data,
             &mut self.exist,
@@ -167,7 +167,7 @@ impl<W> WatchRegistry<W> {
     }
 
     /// Every list, for reading.
-    fn all(&self) -> [&HashMap<String, Vec<W>>; 5] {
+    fn all(&self) -> [&BTreeMap<String, Vec<W>>; 5] {
         [
             &self.data,
             &self.exist,

@@ -27,8 +27,11 @@
 //!
 //! # Semantics (read from ZooKeeper 3.8.0's PrepRequestProcessor,
 //! FinalRequestProcessor, DataTree, DataNode, WatchManager, ExpiryQueue, and
-//! checked byte for byte against the real 3.8.0 server by
-//! `tests/sim_vs_real.rs`)
+//! checked against the real 3.8.0 server by `tests/sim_vs_real.rs`: a fixed
+//! script, the handshake and connection faults, and seeded random scripts
+//! of 400 ops over two sessions, all compared reply by reply and
+//! notification by notification after normalizing zxids, times and
+//! session ids)
 //! - Handshake: the first frame of a connection is a ConnectRequest. A
 //!   `last_zxid_seen` above the server's last zxid closes the connection with
 //!   no answer. The timeout is clamped to `[2, 20] × tick`. Session id 0
@@ -89,25 +92,29 @@
 //!   ZooKeeper's ContainerManager pass and deletes every container that has
 //!   had a child and has none now (a txn each, watches fire). Call it when
 //!   the simulation wants the background cleanup to happen.
-//! - Watches belong to the connection, as in ZooKeeper: one per
-//!   (connection, path, table). exists leaves a data watch even on a missing
-//!   node (fires NodeCreated); getData and getChildren leave one only on an
-//!   existing node (NoNode, no watch). Create fires the node's data watches
-//!   (NodeCreated) then the parent's child watches (NodeChildrenChanged);
-//!   setData fires NodeDataChanged; delete fires the node's data watches and
-//!   child watches (NodeDeleted, once per connection) then the parent's child
-//!   watches. A watch fires once and is removed. When a connection closes,
-//!   its watches are gone; the client re-arms them with setWatches (101) or
-//!   setWatches2 (105), which fires at once what changed after
-//!   `relativeZxid` (data: NodeDeleted if gone, NodeDataChanged if mzxid >
-//!   rel; exist: NodeCreated if present; child: NodeDeleted if gone,
-//!   NodeChildrenChanged if pzxid > rel) and re-arms the rest. Persistent
-//!   watches (addWatch 106, setWatches2's persistent lists) fire on every
-//!   matching change and stay until removeWatches or the connection closes;
-//!   recursive ones see NodeCreated/NodeDeleted/NodeDataChanged at or below
-//!   their root but never NodeChildrenChanged. As in WatchManager, each
-//!   table trigger notifies a connection once, however many of its watches
-//!   (one-shot and persistent) match.
+//! - Watches belong to the connection, as in ZooKeeper 3.8's WatchManager:
+//!   two tables (data, child), each holding one *mode* per (path,
+//!   connection): standard (one-shot), persistent or recursive. A later add
+//!   replaces the mode, so a getData/getChildren watch on a path where the
+//!   same connection has a persistent watch turns that table's entry into a
+//!   one-shot, and a plain and a recursive addWatch on one path collapse
+//!   into the last (fixed only in 3.9, ZOOKEEPER-4466; seen on the real
+//!   server). exists leaves a data watch even on a missing node (fires
+//!   NodeCreated); getData and getChildren leave one only on an existing
+//!   node (NoNode, no watch). Create fires the node's data table
+//!   (NodeCreated) then the parent's child table (NodeChildrenChanged);
+//!   setData fires NodeDataChanged; delete fires the node's data table, then
+//!   its child table (NodeDeleted, skipping connections already told), then
+//!   the parent's child table. On the path itself every mode matches
+//!   (standard ones are removed, recursive ones skip NodeChildrenChanged);
+//!   on ancestors only recursive ones match, never for NodeChildrenChanged.
+//!   Each table trigger notifies a connection once. addWatch (106) sets the
+//!   mode in both tables. When a connection closes its watches are gone;
+//!   the client re-arms them with setWatches (101) or setWatches2 (105),
+//!   which fires at once what changed after `relativeZxid` (data:
+//!   NodeDeleted if gone, NodeDataChanged if mzxid > rel; exist: NodeCreated
+//!   if present; child: NodeDeleted if gone, NodeChildrenChanged if pzxid >
+//!   rel), re-arms the rest, and re-adds persistent ones silently.
 //! - Sessions expire when nothing was received from them for their timeout,
 //!   at ZooKeeper's tick granularity: the deadline after a packet at
 //!   elapsed time `t` (ms since `new`) is `((t + timeout) / tick + 1) × tick`,
@@ -121,10 +128,11 @@
 //!   other scheme gets AuthFailed (zxid 0) and the connection is closed.
 //! - Other ops: sync (path echoed), getACL/setACL (ACLs are stored and
 //!   versioned but never enforced), getEphemerals,
-//!   getAllChildrenNumber, removeWatches/checkWatches (NoWatcher when the
-//!   connection has none of that type; Data and Children touch only
-//!   one-shot watches, Any removes persistent ones too — 3.8 would also
-//!   strip the data or child half of a persistent watch), ping (xid -2).
+//!   getAllChildrenNumber, removeWatches (Children, Data or Any table, any
+//!   mode; NoWatcher when the connection has none there), checkWatches (as
+//!   3.8 does: Ok when *any* connection has a watch in that table on the
+//!   exact path), 3.9's watcher types 4 and 5 BadArguments (unverified),
+//!   ping (xid -2).
 //!   An op code the server does not know gets Unimplemented (zxid -1) and the
 //!   connection is closed, as ZooKeeper's UnimplementedRequestProcessor
 //!   does; whoAmI, reconfig, multiRead and SASL are answered that way too.
@@ -251,10 +259,10 @@ pub struct SimZooKeeper {
     sessions: BTreeMap<i64, SessionEntry>,
     next_conn: ConnId,
     conns: BTreeMap<ConnId, Conn>,
-    data_watches: BTreeMap<String, BTreeSet<ConnId>>,
-    child_watches: BTreeMap<String, BTreeSet<ConnId>>,
-    persistent_watches: BTreeMap<String, BTreeSet<ConnId>>,
-    recursive_watches: BTreeMap<String, BTreeSet<ConnId>>,
+    /// WatchManager's two tables: path → connection → mode. One mode per
+    /// (table, path, connection): a later add replaces it (3.8 behaviour).
+    data_watches: Watches,
+    child_watches: Watches,
     out: VecDeque<(ConnId, Vec<u8>)>,
     closed: VecDeque<ConnId>,
     /// Inside a multi: the first before-image of every node touched.
@@ -352,8 +360,6 @@ impl SimZooKeeper {
             conns: BTreeMap::new(),
             data_watches: BTreeMap::new(),
             child_watches: BTreeMap::new(),
-            persistent_watches: BTreeMap::new(),
-            recursive_watches: BTreeMap::new(),
             out: VecDeque::new(),
             closed: VecDeque::new(),
             undo: None,
@@ -727,19 +733,19 @@ impl SimZooKeeper {
     }
 
     /// Total one-shot watches registered (data and exist watches share
-    /// ZooKeeper's data table; plus child watches), like `wchc` totals.
-    /// Persistent watches are counted by [`SimZooKeeper::persistent_watch_count`].
+    /// ZooKeeper's data table; plus child watches), like `wchc` totals
+    /// without the persistent ones.
     pub fn watch_count(&self) -> usize {
-        let count =
-            |m: &BTreeMap<String, BTreeSet<ConnId>>| -> usize { m.values().map(|s| s.len()).sum() };
-        count(&self.data_watches) + count(&self.child_watches)
+        count_modes(&self.data_watches, |m| m == Mode::Standard)
+            + count_modes(&self.child_watches, |m| m == Mode::Standard)
     }
 
-    /// Persistent and persistent-recursive watches registered.
+    /// Persistent and recursive watch entries: an addWatch makes one in
+    /// each table, so it counts 2 (until a later add on the same path by
+    /// the same connection replaces a mode).
     pub fn persistent_watch_count(&self) -> usize {
-        let count =
-            |m: &BTreeMap<String, BTreeSet<ConnId>>| -> usize { m.values().map(|s| s.len()).sum() };
-        count(&self.persistent_watches) + count(&self.recursive_watches)
+        count_modes(&self.data_watches, |m| m != Mode::Standard)
+            + count_modes(&self.child_watches, |m| m != Mode::Standard)
     }
 
     /// One-shot watches held by `session_id`'s current connection (0 if it
@@ -748,13 +754,16 @@ impl SimZooKeeper {
         let Some(conn) = self.connection_of(session_id) else {
             return 0;
         };
-        let count = |m: &BTreeMap<String, BTreeSet<ConnId>>| {
-            m.values().filter(|s| s.contains(&conn)).count()
+        let count = |w: &Watches| {
+            w.values()
+                .filter(|m| m.get(&conn) == Some(&Mode::Standard))
+                .count()
         };
         count(&self.data_watches) + count(&self.child_watches)
     }
 
-    /// Paths with a one-shot watch of any connection, sorted, no duplicates.
+    /// Paths with a watch of any mode in either table, sorted, no
+    /// duplicates.
     pub fn watched_paths(&self) -> Vec<String> {
         let set: BTreeSet<String> = self
             .data_watches
@@ -819,17 +828,12 @@ impl SimZooKeeper {
                 return Err(format!("{path}: mzxid or pzxid below czxid"));
             }
         }
-        for table in [
-            &self.data_watches,
-            &self.child_watches,
-            &self.persistent_watches,
-            &self.recursive_watches,
-        ] {
+        for table in [&self.data_watches, &self.child_watches] {
             for (path, conns) in table {
                 if conns.is_empty() {
                     return Err(format!("empty watch set left on {path}"));
                 }
-                if let Some(c) = conns.iter().find(|c| !self.conns.contains_key(c)) {
+                if let Some(c) = conns.keys().find(|c| !self.conns.contains_key(c)) {
                     return Err(format!("watch on {path} for closed conn {c}"));
                 }
             }
@@ -910,12 +914,7 @@ impl SimZooKeeper {
                 }
             }
         }
-        for table in [
-            &mut self.data_watches,
-            &mut self.child_watches,
-            &mut self.persistent_watches,
-            &mut self.recursive_watches,
-        ] {
+        for table in [&mut self.data_watches, &mut self.child_watches] {
             table.retain(|_, set| {
                 set.remove(&conn);
                 !set.is_empty()
@@ -1488,12 +1487,13 @@ impl SimZooKeeper {
         }
     }
 
-    /// One table's trigger (ZooKeeper's WatchManager.triggerWatch): removes
-    /// the one-shot watches on `path`, adds the persistent watches that
-    /// match (plain ones on `path` itself; recursive ones on `path` or an
-    /// ancestor, except for NodeChildrenChanged), and notifies each
-    /// connection once, skipping those in `suppress`. Returns every
-    /// connection that matched.
+    /// One table's trigger (ZooKeeper 3.8's WatchManager.triggerWatch):
+    /// on `path` itself every watch matches (a standard one is removed, a
+    /// persistent one stays, a recursive one stays and is skipped for
+    /// NodeChildrenChanged); on its ancestors only recursive watches match,
+    /// never for NodeChildrenChanged. Each matching connection is notified
+    /// once, except those in `suppress`. Returns every connection that
+    /// matched.
     fn trigger(
         &mut self,
         table: Table,
@@ -1505,31 +1505,61 @@ impl SimZooKeeper {
             Table::Data => &mut self.data_watches,
             Table::Child => &mut self.child_watches,
         };
-        let mut conns = map.remove(path).unwrap_or_default();
-        if let Some(set) = self.persistent_watches.get(path) {
-            conns.extend(set.iter().copied());
-        }
-        if kind != EventType::NodeChildrenChanged {
-            for (root, set) in &self.recursive_watches {
-                if is_under(path, root) {
-                    conns.extend(set.iter().copied());
+        let children_changed = kind == EventType::NodeChildrenChanged;
+        let mut hit = BTreeSet::new();
+        if let Some(conns) = map.get_mut(path) {
+            conns.retain(|c, mode| match mode {
+                Mode::Recursive => {
+                    if !children_changed {
+                        hit.insert(*c);
+                    }
+                    true
                 }
+                Mode::Persistent => {
+                    hit.insert(*c);
+                    true
+                }
+                Mode::Standard => {
+                    hit.insert(*c);
+                    false
+                }
+            });
+            if conns.is_empty() {
+                map.remove(path);
             }
         }
-        for &c in &conns {
+        if !children_changed && path != "/" {
+            let mut up = parent_of(path);
+            loop {
+                if let Some(conns) = map.get(up) {
+                    hit.extend(
+                        conns
+                            .iter()
+                            .filter(|(_, m)| **m == Mode::Recursive)
+                            .map(|(c, _)| *c),
+                    );
+                }
+                if up == "/" {
+                    break;
+                }
+                up = parent_of(up);
+            }
+        }
+        for &c in &hit {
             if !suppress.contains(&c) {
                 self.notify(c, kind, path);
             }
         }
-        conns
+        hit
     }
 
-    fn add_watch(&mut self, table: Table, path: &str, conn: ConnId) {
+    /// Sets (or replaces) `conn`'s watch mode on `path` in one table.
+    fn add_watch(&mut self, table: Table, path: &str, conn: ConnId, mode: Mode) {
         let map = match table {
             Table::Data => &mut self.data_watches,
             Table::Child => &mut self.child_watches,
         };
-        map.entry(path.to_owned()).or_default().insert(conn);
+        map.entry(path.to_owned()).or_default().insert(conn, mode);
     }
 
     fn set_watches(&mut self, conn: ConnId, sw: &SetWatches) {
@@ -1538,34 +1568,31 @@ impl SimZooKeeper {
             match self.tree.get(path).map(|n| n.stat.mzxid) {
                 None => self.notify(conn, EventType::NodeDeleted, path),
                 Some(m) if m > rel => self.notify(conn, EventType::NodeDataChanged, path),
-                Some(_) => self.add_watch(Table::Data, path, conn),
+                Some(_) => self.add_watch(Table::Data, path, conn, Mode::Standard),
             }
         }
         for path in &sw.exist {
             if self.tree.contains_key(path) {
                 self.notify(conn, EventType::NodeCreated, path);
             } else {
-                self.add_watch(Table::Data, path, conn);
+                self.add_watch(Table::Data, path, conn, Mode::Standard);
             }
         }
         for path in &sw.child {
             match self.tree.get(path).map(|n| n.stat.pzxid) {
                 None => self.notify(conn, EventType::NodeDeleted, path),
                 Some(p) if p > rel => self.notify(conn, EventType::NodeChildrenChanged, path),
-                Some(_) => self.add_watch(Table::Child, path, conn),
+                Some(_) => self.add_watch(Table::Child, path, conn, Mode::Standard),
             }
         }
-        for path in &sw.persistent {
-            self.persistent_watches
-                .entry(path.clone())
-                .or_default()
-                .insert(conn);
-        }
-        for path in &sw.persistent_recursive {
-            self.recursive_watches
-                .entry(path.clone())
-                .or_default()
-                .insert(conn);
+        for (paths, mode) in [
+            (&sw.persistent, Mode::Persistent),
+            (&sw.persistent_recursive, Mode::Recursive),
+        ] {
+            for path in paths {
+                self.add_watch(Table::Child, path, conn, mode);
+                self.add_watch(Table::Data, path, conn, mode);
+            }
         }
     }
 
@@ -1590,7 +1617,7 @@ impl SimZooKeeper {
         match req {
             Request::Exists(p) => {
                 if p.watch {
-                    self.add_watch(Table::Data, &p.path, conn);
+                    self.add_watch(Table::Data, &p.path, conn, Mode::Standard);
                 }
                 self.exists(&p.path)
                     .map(Response::Stat)
@@ -1603,7 +1630,7 @@ impl SimZooKeeper {
                     stat: Self::stat_of(node),
                 };
                 if p.watch {
-                    self.add_watch(Table::Data, &p.path, conn);
+                    self.add_watch(Table::Data, &p.path, conn, Mode::Standard);
                 }
                 Ok(resp)
             }
@@ -1635,12 +1662,13 @@ impl SimZooKeeper {
                 Ok(Response::Count(i32::try_from(n).unwrap_or(i32::MAX)))
             }
             Request::AddWatch(a) => {
-                let map = match a.mode {
-                    AddWatchMode::Persistent => &mut self.persistent_watches,
-                    AddWatchMode::PersistentRecursive => &mut self.recursive_watches,
+                let mode = match a.mode {
+                    AddWatchMode::Persistent => Mode::Persistent,
+                    AddWatchMode::PersistentRecursive => Mode::Recursive,
                     AddWatchMode::Unknown(_) => return Err(ErrorCode::BadArguments),
                 };
-                map.entry(a.path).or_default().insert(conn);
+                self.add_watch(Table::Data, &a.path, conn, mode);
+                self.add_watch(Table::Child, &a.path, conn, mode);
                 Ok(Response::Status(ErrorCode::Ok))
             }
             Request::RemoveWatches(w) => self
@@ -1663,7 +1691,7 @@ impl SimZooKeeper {
         let children = self.ordered_children(node);
         let stat = Self::stat_of(node);
         if p.watch {
-            self.add_watch(Table::Child, &p.path, conn);
+            self.add_watch(Table::Child, &p.path, conn, Mode::Standard);
         }
         Ok(if two {
             Response::Children2 { children, stat }
@@ -1681,29 +1709,27 @@ impl SimZooKeeper {
         kind: WatcherType,
         remove: bool,
     ) -> Result<(), ErrorCode> {
-        let tables: Vec<&mut BTreeMap<String, BTreeSet<ConnId>>> = match kind {
+        let tables: Vec<&mut Watches> = match kind {
             WatcherType::Children => vec![&mut self.child_watches],
             WatcherType::Data => vec![&mut self.data_watches],
-            WatcherType::Any => vec![
-                &mut self.data_watches,
-                &mut self.child_watches,
-                &mut self.persistent_watches,
-                &mut self.recursive_watches,
-            ],
-            WatcherType::Persistent => vec![&mut self.persistent_watches],
-            WatcherType::PersistentRecursive => vec![&mut self.recursive_watches],
-            WatcherType::Unknown(_) => return Err(ErrorCode::BadArguments),
+            WatcherType::Any => vec![&mut self.data_watches, &mut self.child_watches],
+            // 3.9's persistent types: 3.8 knows only 1-3.
+            _ => return Err(ErrorCode::BadArguments),
         };
         let mut found = false;
         for table in tables {
             if let Some(set) = table.get_mut(path) {
-                if set.contains(&conn) {
+                // 3.8's WatchManager.containsWatcher answers true when *any*
+                // connection watches the exact path (seen on the real
+                // server); removal only removes this connection's watch.
+                if !remove && !set.is_empty() {
                     found = true;
-                    if remove {
-                        set.remove(&conn);
-                        if set.is_empty() {
-                            table.remove(path);
-                        }
+                }
+                if remove && set.contains_key(&conn) {
+                    found = true;
+                    set.remove(&conn);
+                    if set.is_empty() {
+                        table.remove(path);
                     }
                 }
             }
@@ -1720,4 +1746,24 @@ impl SimZooKeeper {
 enum Table {
     Data,
     Child,
+}
+
+/// A watch's mode in one table (ZooKeeper's WatcherMode).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// One-shot: removed when it fires.
+    Standard,
+    /// addWatch PERSISTENT: stays; fires for the path itself.
+    Persistent,
+    /// addWatch PERSISTENT_RECURSIVE: stays; fires for the path and
+    /// everything below it, except NodeChildrenChanged.
+    Recursive,
+}
+
+type Watches = BTreeMap<String, BTreeMap<ConnId, Mode>>;
+
+fn count_modes(w: &Watches, want: impl Fn(Mode) -> bool) -> usize {
+    w.values()
+        .map(|m| m.values().filter(|mode| want(**mode)).count())
+        .sum()
 }

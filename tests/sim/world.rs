@@ -1,0 +1,1030 @@
+//! The simulated world: clients running the real session core and the real
+//! lock machine, an in-memory ZooKeeper, and a network between them, all on
+//! virtual time, with every choice drawn from one seed. Faults are injected
+//! far more often than in production; invariants are checked after every
+//! step.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use zklock::recipes::machine::{AttemptId, LockEvent, LockMachine, Regression};
+use zklock::recipes::{LockError, LockSpec, LockState, Rule};
+use zklock::session::{Session, SessionConfig, SessionEvent};
+use zklock::Acl;
+
+use super::rng::Rng;
+use super::zookeeper::{ConnId, SimZooKeeper};
+
+const TICK: Duration = Duration::from_millis(2000);
+const SESSION_TIMEOUT: Duration = Duration::from_millis(4000);
+
+/// What one seed's run is made of.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub clients: usize,
+    pub locks: usize,
+    pub ops_per_client: usize,
+    /// Faults happen before this; afterwards the world settles.
+    pub fault_window: Duration,
+    /// Mean gap between faults.
+    pub fault_gap: Duration,
+    /// The parent cversion new lock paths start at (near the wrap or not).
+    pub sequence_start: i32,
+    /// Give up settling after this much virtual time.
+    pub horizon: Duration,
+}
+
+impl Plan {
+    pub fn from_seed(rng: &mut Rng) -> Plan {
+        Plan {
+            clients: 2 + rng.below(3) as usize,
+            locks: 1 + rng.below(3) as usize,
+            ops_per_client: 3 + rng.below(10) as usize,
+            fault_window: Duration::from_millis(3000 + rng.below(15_000)),
+            fault_gap: Duration::from_millis(100 + rng.below(1500)),
+            sequence_start: if rng.chance(1, 4) {
+                i32::MAX - rng.below(20) as i32
+            } else {
+                0
+            },
+            horizon: Duration::from_secs(300),
+        }
+    }
+}
+
+/// What a test or the user asked of a client at a time.
+#[derive(Debug, Clone)]
+enum Action {
+    Acquire {
+        client: usize,
+        lock: usize,
+        wait: Wait,
+        hold: Duration,
+        cancel_after: Option<Duration>,
+    },
+    Release {
+        client: usize,
+        generation: u32,
+        id: AttemptId,
+    },
+    Cancel {
+        client: usize,
+        generation: u32,
+        id: AttemptId,
+    },
+    Fault(Fault),
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Wait {
+    Forever,
+    For(Duration),
+    Try,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub enum Fault {
+    /// The client's connection drops; bytes in flight to the server are
+    /// applied (`applied`) or lost, and replies in flight are lost.
+    Cut { client: usize, applied: bool },
+    /// Nothing moves between the client and the server for a while (past
+    /// the session timeout, sometimes): its connection, and any new one.
+    Stall { client: usize, for_: Duration },
+    /// The server restarts: every connection drops, the tree and sessions
+    /// survive.
+    Restart,
+    /// A third party deletes a node of a lock's queue (`head`: the holder's).
+    AdminDelete { lock: usize, head: bool },
+    /// The client's next grant is followed at once by a stall: the worst
+    /// moment, with the holder's first check in flight.
+    StallAfterGrant { client: usize, for_: Duration },
+    /// The application closes the client (its session ends; a new client
+    /// takes its place).
+    Close { client: usize },
+}
+
+/// What the harness knows of one acquisition, to check the machine by.
+#[derive(Debug, Clone)]
+struct Tracked {
+    lock: usize,
+    started: Instant,
+    deadline: Option<Instant>,
+    hold: Duration,
+    phase: Phase,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Phase {
+    Waiting,
+    Held {
+        node: String,
+        czxid: i64,
+        state: LockState,
+    },
+    Released,
+    Failed(LockError),
+}
+
+struct Link {
+    conn: ConnId,
+    /// Bytes on their way to the server, with the time they arrive.
+    up: VecDeque<(Instant, Vec<u8>)>,
+    /// Bytes (or the server's close, as `None`) on their way to the client.
+    down: VecDeque<(Instant, Option<Vec<u8>>)>,
+    stalled_until: Option<Instant>,
+}
+
+struct SimClient {
+    /// Bumped each time an expired session is replaced by a new one.
+    generation: u32,
+    session: Session<u64, u64>,
+    machine: LockMachine,
+    link: Option<Link>,
+    connect_at: Instant,
+    /// A stall armed to start at the next grant.
+    stall_after_grant: Option<Duration>,
+    /// Cut off from the server until then (connections made meanwhile
+    /// carry nothing until then either).
+    partitioned_until: Instant,
+    attempts: BTreeMap<AttemptId, Tracked>,
+    next_id: AttemptId,
+}
+
+impl SimClient {
+    fn new(now: Instant, generation: u32, regression: Option<Regression>) -> SimClient {
+        let config = SessionConfig {
+            session_timeout: SESSION_TIMEOUT,
+            connect_timeout: SESSION_TIMEOUT / 3,
+            max_frame: jute::DEFAULT_MAX_FRAME,
+        };
+        let mut machine = LockMachine::new();
+        machine.set_regression(regression);
+        SimClient {
+            generation,
+            session: Session::new(config, now),
+            machine,
+            link: None,
+            connect_at: now,
+            stall_after_grant: None,
+            partitioned_until: now,
+            attempts: BTreeMap::new(),
+            next_id: 1,
+        }
+    }
+}
+
+/// A broken invariant, with the seed's story so far.
+#[derive(Debug)]
+pub struct Violation {
+    pub what: String,
+    pub at: Duration,
+    pub log: String,
+}
+
+/// Counts over one run, for the summary of many.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Stats {
+    pub grants: u64,
+    pub timeouts: u64,
+    pub faults: u64,
+    pub lost: u64,
+    pub expired_sessions: u64,
+    pub virtual_ms: u64,
+}
+
+pub struct World {
+    rng: Rng,
+    base: Instant,
+    now: Instant,
+    server: SimZooKeeper,
+    clients: Vec<SimClient>,
+    specs: Vec<Arc<LockSpec>>,
+    plan: BTreeMap<(Instant, u64), Action>,
+    plan_seq: u64,
+    /// Per lock: the last fencing token granted.
+    last_token: Vec<i64>,
+    /// Nodes a third party deleted: their holders may say Held until told.
+    admin_deleted: BTreeSet<String>,
+    faults_until: Instant,
+    log: String,
+    keep_log: bool,
+    verbose: bool,
+    regression: Option<Regression>,
+    pub stats: Stats,
+}
+
+impl World {
+    /// A world for `plan`; `regression` re-creates an old failure shape in
+    /// every client's machine.
+    pub fn new(
+        seed: u64,
+        plan: &Plan,
+        faults: &[(Duration, Fault)],
+        regression: Option<Regression>,
+    ) -> World {
+        let mut rng = Rng::new(seed);
+        let base = Instant::now();
+        let server = SimZooKeeper::new(base, TICK).with_sequence_start(plan.sequence_start);
+        let clients = (0..plan.clients)
+            .map(|_| SimClient::new(base, 0, regression))
+            .collect();
+        let specs = (0..plan.locks)
+            .map(|l| {
+                Arc::new(LockSpec {
+                    parent: format!("/locks/l{l}"),
+                    marker: "-lock-",
+                    data: format!("lock {l}").into_bytes(),
+                    acl: Acl::open_unsafe(),
+                    parent_acl: Acl::open_unsafe(),
+                    rule: Rule::Predecessor,
+                    watch_node: true,
+                })
+            })
+            .collect();
+        let mut world = World {
+            rng: Rng::new(rng.next()),
+            base,
+            now: base,
+            server,
+            clients,
+            specs,
+            plan: BTreeMap::new(),
+            plan_seq: 0,
+            last_token: vec![0; plan.locks],
+            admin_deleted: BTreeSet::new(),
+            faults_until: base + plan.fault_window,
+            log: String::new(),
+            keep_log: false,
+            verbose: std::env::var_os("SIM_VERBOSE").is_some(),
+            regression,
+            stats: Stats::default(),
+        };
+        for c in 0..plan.clients {
+            let mut at = base;
+            for _ in 0..plan.ops_per_client {
+                at +=
+                    Duration::from_millis(rng.below(
+                        plan.fault_window.as_millis() as u64 / plan.ops_per_client as u64 + 1,
+                    ));
+                let wait = match rng.below(10) {
+                    0..=2 => Wait::Forever,
+                    3..=7 => Wait::For(Duration::from_millis(5 + rng.below(3000))),
+                    _ => Wait::Try,
+                };
+                let cancel_after = rng
+                    .chance(1, 8)
+                    .then(|| Duration::from_millis(rng.below(1000)));
+                let hold = Duration::from_millis(if rng.chance(3, 10) {
+                    1000 + rng.below(4000)
+                } else {
+                    rng.below(800)
+                });
+                world.schedule(
+                    at,
+                    Action::Acquire {
+                        client: c,
+                        lock: rng.below(plan.locks as u64) as usize,
+                        wait,
+                        hold,
+                        cancel_after,
+                    },
+                );
+            }
+        }
+        for (at, fault) in faults {
+            world.schedule(base + *at, Action::Fault(*fault));
+        }
+        world
+    }
+
+    /// Keeps the story of the run, to print with a violation.
+    pub fn keep_log(&mut self) {
+        self.keep_log = true;
+    }
+
+    /// Random faults for a plan, drawn from `rng`.
+    pub fn random_faults(rng: &mut Rng, plan: &Plan) -> Vec<(Duration, Fault)> {
+        let mut faults = Vec::new();
+        let mut at = Duration::ZERO;
+        loop {
+            at += Duration::from_millis(1 + rng.below(2 * plan.fault_gap.as_millis() as u64));
+            if at >= plan.fault_window {
+                return faults;
+            }
+            let client = rng.below(plan.clients as u64) as usize;
+            let fault = match rng.below(20) {
+                0..=7 => {
+                    if rng.chance(1, 4) {
+                        // A flapping link: back for a moment, then gone
+                        // again while the reconnect's checks are in flight.
+                        let gap = Duration::from_millis(6 + rng.below(15));
+                        let for_ = Duration::from_millis(2000 + rng.below(5000));
+                        faults.push((at + gap, Fault::Stall { client, for_ }));
+                    }
+                    Fault::Cut {
+                        client,
+                        applied: rng.chance(1, 2),
+                    }
+                }
+                8..=13 => Fault::Stall {
+                    client,
+                    for_: Duration::from_millis(if rng.chance(1, 3) {
+                        3000 + rng.below(4000)
+                    } else {
+                        rng.below(2500)
+                    }),
+                },
+                14 => Fault::Restart,
+                15 => Fault::StallAfterGrant {
+                    client,
+                    for_: Duration::from_millis(1000 + rng.below(6000)),
+                },
+                16 => Fault::Close { client },
+                _ => Fault::AdminDelete {
+                    lock: rng.below(plan.locks as u64) as usize,
+                    head: rng.chance(1, 2),
+                },
+            };
+            faults.push((at, fault));
+            faults.sort_by_key(|(at, _)| *at);
+        }
+    }
+
+    fn schedule(&mut self, at: Instant, action: Action) {
+        self.plan_seq += 1;
+        self.plan.insert((at, self.plan_seq), action);
+    }
+
+    /// Records a line of the seed's story, when asked for one: a failing
+    /// seed is replayed with the story on (same seed, same run).
+    fn note(&mut self, line: impl FnOnce() -> String) {
+        if !self.keep_log && !self.verbose {
+            return;
+        }
+        let at = self.now - self.base;
+        let line = line();
+        if self.verbose {
+            eprintln!("{:>9.3} {line}", at.as_secs_f64());
+        }
+        if self.log.len() < 200_000 {
+            let _ = writeln!(self.log, "{:>9.3} {line}", at.as_secs_f64());
+        }
+    }
+
+    fn violation(&self, what: String) -> Violation {
+        Violation {
+            what,
+            at: self.now - self.base,
+            log: self.log.clone(),
+        }
+    }
+
+    /// Runs until the world has settled (every acquisition ended, nothing in
+    /// flight, faults over) or the horizon, checking invariants after every
+    /// step, then checks what must hold at the end.
+    pub fn run(&mut self, horizon: Duration) -> Result<(), Violation> {
+        let end = self.base + horizon;
+        let mut steps = 0u64;
+        loop {
+            steps += 1;
+            if steps > 2_000_000 {
+                return Err(self.violation("the simulation did not settle in 2M steps".into()));
+            }
+            let Some(next) = self.next_time() else { break };
+            if next > end {
+                break;
+            }
+            self.now = next.max(self.now);
+            self.step()?;
+            self.check()?;
+            if self.now >= self.faults_until && self.plan.is_empty() && self.settled() {
+                break;
+            }
+        }
+        self.stats.virtual_ms = (self.now - self.base).as_millis() as u64;
+        self.check_end()
+    }
+
+    fn settled(&self) -> bool {
+        // A session closed or given up while cut off lives on the server
+        // until it expires there; its nodes go then.
+        let live: Vec<i64> = self
+            .clients
+            .iter()
+            .map(|c| c.session.session_id())
+            .collect();
+        if self.server.sessions().iter().any(|s| !live.contains(s)) {
+            return false;
+        }
+        self.clients.iter().all(|c| {
+            c.machine.is_empty()
+                && c.attempts
+                    .values()
+                    .all(|t| matches!(t.phase, Phase::Released | Phase::Failed(_)))
+                && c.link
+                    .as_ref()
+                    .is_none_or(|l| l.up.is_empty() && l.down.is_empty())
+        })
+    }
+
+    fn next_time(&self) -> Option<Instant> {
+        let mut t: Option<Instant> = None;
+        let mut at = |x: Option<Instant>| {
+            if let Some(x) = x {
+                t = Some(t.map_or(x, |t| t.min(x)));
+            }
+        };
+        at(self.plan.keys().next().map(|(i, _)| *i));
+        at(self.server.poll_timeout());
+        for c in &self.clients {
+            at(c.session.poll_timeout());
+            at(c.machine.poll_timeout());
+            if c.link.is_none() && c.session.wants_connection() {
+                at(Some(c.connect_at));
+            }
+            if let Some(l) = &c.link {
+                let held = l.stalled_until.unwrap_or(self.base);
+                at(l.up.front().map(|(i, _)| (*i).max(held)));
+                at(l.down.front().map(|(i, _)| (*i).max(held)));
+            }
+        }
+        t.map(|t| t.max(self.now))
+    }
+
+    fn latency(&mut self) -> Duration {
+        Duration::from_micros(100 + self.rng.below(3000))
+    }
+
+    fn step(&mut self) -> Result<(), Violation> {
+        let now = self.now;
+        // Planned actions.
+        while let Some((&(at, seq), _)) = self.plan.iter().next() {
+            if at > now {
+                break;
+            }
+            let action = self.plan.remove(&(at, seq)).expect("present");
+            self.act(action);
+        }
+        // The network.
+        for c in 0..self.clients.len() {
+            self.move_bytes(c);
+        }
+        // The server.
+        self.server.handle_timeout(now);
+        self.server_output();
+        // The clients.
+        for c in 0..self.clients.len() {
+            let client = &mut self.clients[c];
+            client.session.handle_timeout(now);
+            client.machine.handle_timeout(now);
+            if client.link.is_none()
+                && client.session.wants_connection()
+                && now >= client.connect_at
+            {
+                let conn = self.server.connect(now);
+                let client = &mut self.clients[c];
+                let stalled_until =
+                    (client.partitioned_until > now).then_some(client.partitioned_until);
+                client.link = Some(Link {
+                    conn,
+                    up: VecDeque::new(),
+                    down: VecDeque::new(),
+                    stalled_until,
+                });
+                client.session.handle_connected(now);
+            }
+            self.pump(c)?;
+        }
+        self.server_output();
+        Ok(())
+    }
+
+    fn act(&mut self, action: Action) {
+        let now = self.now;
+        match action {
+            Action::Acquire {
+                client,
+                lock,
+                wait,
+                hold,
+                cancel_after,
+            } => {
+                let c = &mut self.clients[client];
+                let id = c.next_id;
+                c.next_id += 1;
+                let (deadline, no_wait) = match wait {
+                    Wait::Forever => (None, false),
+                    Wait::For(d) => (Some(now + d), false),
+                    Wait::Try => (Some(now + SESSION_TIMEOUT), true),
+                };
+                c.attempts.insert(
+                    id,
+                    Tracked {
+                        lock,
+                        started: now,
+                        deadline,
+                        hold,
+                        phase: Phase::Waiting,
+                    },
+                );
+                let uuid = format!(
+                    "{:08x}-0000-4000-8000-{:012x}",
+                    client,
+                    (c.generation as u64) << 32 | id
+                );
+                c.machine
+                    .acquire(now, id, self.specs[lock].clone(), uuid, deadline, no_wait);
+                let generation = c.generation;
+                self.note(|| format!("c{client}: acquire #{id} lock {lock} {wait:?}"));
+                if let Some(after) = cancel_after {
+                    self.schedule(
+                        now + after,
+                        Action::Cancel {
+                            client,
+                            generation,
+                            id,
+                        },
+                    );
+                }
+            }
+            Action::Release {
+                client,
+                generation,
+                id,
+            } => {
+                let c = &mut self.clients[client];
+                if c.generation != generation {
+                    return;
+                }
+                if let Some(t) = c.attempts.get_mut(&id) {
+                    if matches!(t.phase, Phase::Held { .. }) {
+                        t.phase = Phase::Released;
+                        c.machine.release(now, id, false);
+                        self.note(|| format!("c{client}: release #{id}"));
+                    }
+                }
+            }
+            Action::Cancel {
+                client,
+                generation,
+                id,
+            } => {
+                let c = &mut self.clients[client];
+                if c.generation != generation {
+                    return;
+                }
+                if let Some(t) = c.attempts.get_mut(&id) {
+                    if t.phase == Phase::Waiting {
+                        c.machine.cancel(now, id);
+                        self.note(|| format!("c{client}: cancel #{id}"));
+                    }
+                }
+            }
+            Action::Fault(fault) => {
+                self.stats.faults += 1;
+                self.note(|| format!("fault {fault:?}"));
+                self.fault(fault);
+            }
+        }
+    }
+
+    fn fault(&mut self, fault: Fault) {
+        let now = self.now;
+        match fault {
+            Fault::Cut { client, applied } => {
+                let Some(mut link) = self.clients[client].link.take() else {
+                    return;
+                };
+                if applied {
+                    for (_, bytes) in link.up.drain(..) {
+                        self.server.receive(now, link.conn, &bytes);
+                    }
+                }
+                self.server.disconnect(now, link.conn);
+                self.server_output();
+                self.clients[client].session.handle_disconnected(now);
+                self.clients[client].connect_at = now + Duration::from_millis(5);
+            }
+            Fault::Stall { client, for_ } => {
+                let c = &mut self.clients[client];
+                c.partitioned_until = c.partitioned_until.max(now + for_);
+                if let Some(link) = c.link.as_mut() {
+                    link.stalled_until = Some(c.partitioned_until);
+                }
+            }
+            Fault::Restart => {
+                self.server.restart(now);
+                self.server_output();
+            }
+            Fault::StallAfterGrant { client, for_ } => {
+                self.clients[client].stall_after_grant = Some(for_);
+            }
+            Fault::Close { client } => {
+                let c = &mut self.clients[client];
+                if !c.session.state().is_terminal() {
+                    c.session.close(now, u64::MAX);
+                }
+            }
+            Fault::AdminDelete { lock, head } => {
+                let parent = self.specs[lock].parent.clone();
+                let names: Vec<String> =
+                    zklock::recipes::sorted_contenders(&self.server.children(&parent))
+                        .into_iter()
+                        .map(|c| c.name)
+                        .collect();
+                let pick = if head {
+                    names.first().cloned()
+                } else if names.is_empty() {
+                    None
+                } else {
+                    Some(names[self.rng.below(names.len() as u64) as usize].clone())
+                };
+                if let Some(name) = pick {
+                    let path = format!("{parent}/{name}");
+                    if self.server.delete_as_admin(now, &path) {
+                        self.admin_deleted.insert(path);
+                    }
+                    self.server_output();
+                }
+            }
+        }
+    }
+
+    /// Moves bytes that have arrived, in both directions.
+    fn move_bytes(&mut self, c: usize) {
+        let now = self.now;
+        let Some(link) = self.clients[c].link.as_mut() else {
+            return;
+        };
+        if link.stalled_until.is_some_and(|s| s > now) {
+            return;
+        }
+        let conn = link.conn;
+        let mut up = Vec::new();
+        while link.up.front().is_some_and(|(at, _)| *at <= now) {
+            if let Some((_, b)) = link.up.pop_front() {
+                up.push(b);
+            }
+        }
+        let mut down = Vec::new();
+        while link.down.front().is_some_and(|(at, _)| *at <= now) {
+            if let Some((_, b)) = link.down.pop_front() {
+                down.push(b);
+            }
+        }
+        for bytes in up {
+            self.server.receive(now, conn, &bytes);
+        }
+        for item in down {
+            match item {
+                Some(bytes) => self.clients[c].session.handle_input(now, &bytes),
+                None => {
+                    // The server closed the connection.
+                    self.clients[c].link = None;
+                    self.clients[c].session.handle_disconnected(now);
+                    self.clients[c].connect_at = now + Duration::from_millis(5);
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Puts what the server wrote on the wire.
+    fn server_output(&mut self) {
+        while let Some((conn, bytes)) = self.server.poll_output() {
+            let at = self.now + self.latency();
+            if let Some(link) = self.link_mut(conn) {
+                link.down.push_back((at, Some(bytes)));
+            }
+        }
+        while let Some(conn) = self.server.poll_closed() {
+            let at = self.now + self.latency();
+            if let Some(link) = self.link_mut(conn) {
+                link.down.push_back((at, None));
+            }
+        }
+    }
+
+    fn link_mut(&mut self, conn: ConnId) -> Option<&mut Link> {
+        self.clients
+            .iter_mut()
+            .filter_map(|c| c.link.as_mut())
+            .find(|l| l.conn == conn)
+    }
+
+    /// Hands session events to the machine and the machine's requests to
+    /// the session until both are quiet, as the client's I/O thread does.
+    fn pump(&mut self, c: usize) -> Result<(), Violation> {
+        let now = self.now;
+        let mut deleted: Vec<String> = Vec::new();
+        loop {
+            let mut moved = false;
+            while let Some(event) = self.clients[c].session.poll_event() {
+                moved = true;
+                if std::env::var_os("SIM_TRACE").is_some() {
+                    let t = (self.now - self.base).as_secs_f64();
+                    match &event {
+                        SessionEvent::Reply { handle, result } => eprintln!(
+                            "{t:>9.4} c{c} reply #{handle} {:?}",
+                            result.as_ref().map(|_| ()).map_err(|e| e.clone())
+                        ),
+                        SessionEvent::Watch { watcher, event } => {
+                            eprintln!("{t:>9.4} c{c} watch #{watcher} {event:?}")
+                        }
+                        SessionEvent::WatchAbandoned { watcher, reason } => {
+                            eprintln!("{t:>9.4} c{c} abandoned #{watcher} {reason:?}")
+                        }
+                        _ => {}
+                    }
+                }
+                let client = &mut self.clients[c];
+                match event {
+                    SessionEvent::Reply { handle, result } => {
+                        client.machine.handle_reply(now, handle, result)
+                    }
+                    SessionEvent::Watch { watcher, event } => {
+                        if event.kind == zklock::EventType::NodeDeleted {
+                            deleted.push(event.path.clone());
+                        }
+                        client.machine.handle_watch(now, watcher, Ok(event))
+                    }
+                    SessionEvent::WatchAbandoned { watcher, reason } => {
+                        client.machine.handle_watch(now, watcher, Err(reason))
+                    }
+                    SessionEvent::State(state) => {
+                        let id = client.session.session_id();
+                        client.machine.handle_session(now, state, id);
+                        self.note(|| format!("c{c}: session {id:#x} {state:?}"));
+                        if state.is_terminal() {
+                            self.stats.expired_sessions += 1;
+                        }
+                    }
+                    SessionEvent::DropConnection(reason) => {
+                        if let Some(link) = client.link.take() {
+                            self.server.disconnect(now, link.conn);
+                            client.connect_at = now + Duration::from_millis(5);
+                            self.note(|| format!("c{c}: drops its connection: {reason:?}"));
+                        }
+                    }
+                }
+            }
+            while let Some(out) = self.clients[c].machine.poll_request() {
+                moved = true;
+                if std::env::var_os("SIM_TRACE").is_some() {
+                    let t = (self.now - self.base).as_secs_f64();
+                    eprintln!("{t:>9.4} c{c} send #{} {:?}", out.token, out.request);
+                }
+                let watch = out.watch.then_some(out.token);
+                self.clients[c]
+                    .session
+                    .submit(now, out.request, out.token, watch);
+            }
+            self.machine_events(c)?;
+            if !moved {
+                break;
+            }
+        }
+        // A holder told that its node is gone must say so at once.
+        for (id, t) in &self.clients[c].attempts {
+            if let Phase::Held {
+                node,
+                state: LockState::Held | LockState::Suspended,
+                ..
+            } = &t.phase
+            {
+                if deleted.contains(node) {
+                    return Err(self.violation(format!(
+                        "c{c}: #{id} heard its node {node} was deleted and still holds"
+                    )));
+                }
+            }
+        }
+        // What the session wrote goes on the wire.
+        let latency = self.latency();
+        let client = &mut self.clients[c];
+        if let Some(link) = client.link.as_mut() {
+            let out = client.session.output();
+            if !out.is_empty() {
+                link.up.push_back((now + latency, out.to_vec()));
+                let n = out.len();
+                client.session.consume_output(n);
+            }
+        }
+        // A session that ended for good is replaced by a new one, as an
+        // application would.
+        if self.clients[c].session.state().is_terminal() && self.clients[c].machine.is_empty() {
+            let generation = self.clients[c].generation + 1;
+            let fresh = SimClient::new(now, generation, self.regression);
+            let mut old = std::mem::replace(&mut self.clients[c], fresh);
+            if let Some(mut link) = old.link.take() {
+                // What the old session sent (its closeSession) still
+                // arrives, as TCP delivers what was written before a close.
+                for (_, bytes) in link.up.drain(..) {
+                    self.server.receive(now, link.conn, &bytes);
+                }
+                self.server.disconnect(now, link.conn);
+                self.server_output();
+            }
+            for t in old.attempts.values() {
+                let open = match &t.phase {
+                    Phase::Waiting => true,
+                    Phase::Held { state, .. } => *state != LockState::Lost,
+                    _ => false,
+                };
+                if open {
+                    return Err(self.violation(format!(
+                        "c{c}: session ended with an attempt still {:?}",
+                        t.phase
+                    )));
+                }
+            }
+            self.note(|| format!("c{c}: new session (generation {generation})"));
+        }
+        Ok(())
+    }
+
+    fn machine_events(&mut self, c: usize) -> Result<(), Violation> {
+        let now = self.now;
+        while let Some(event) = self.clients[c].machine.poll_event() {
+            let generation = self.clients[c].generation;
+            match event {
+                LockEvent::Acquired { id, path, stat } => {
+                    let Some(t) = self.clients[c].attempts.get_mut(&id) else {
+                        return Err(self.violation(format!("c{c}: grant of unknown #{id}")));
+                    };
+                    if t.phase != Phase::Waiting {
+                        let phase = t.phase.clone();
+                        return Err(self.violation(format!("c{c}: #{id} granted while {phase:?}")));
+                    }
+                    if let Some(d) = t.deadline {
+                        if now > d {
+                            return Err(
+                                self.violation(format!("c{c}: #{id} granted after its deadline"))
+                            );
+                        }
+                    }
+                    let lock = t.lock;
+                    let hold = t.hold;
+                    t.phase = Phase::Held {
+                        node: path.clone(),
+                        czxid: stat.czxid,
+                        state: LockState::Held,
+                    };
+                    self.stats.grants += 1;
+                    // A third party deleted the node after the listing that
+                    // granted it was taken: the grant is stale (found out
+                    // one read later), and its token may be old.
+                    let stale = self.admin_deleted.contains(&path);
+                    if !stale && stat.czxid <= self.last_token[lock] {
+                        return Err(self.violation(format!(
+                            "c{c}: #{id} fencing token {} not above {}",
+                            stat.czxid, self.last_token[lock]
+                        )));
+                    }
+                    if !stale {
+                        self.last_token[lock] = stat.czxid;
+                    }
+                    self.note(|| {
+                        format!(
+                            "c{c}: #{id} holds lock {lock} as {path} (token {})",
+                            stat.czxid
+                        )
+                    });
+                    if let Some(for_) = self.clients[c].stall_after_grant.take() {
+                        self.fault(Fault::Stall { client: c, for_ });
+                    }
+                    self.schedule(
+                        now + hold,
+                        Action::Release {
+                            client: c,
+                            generation,
+                            id,
+                        },
+                    );
+                }
+                LockEvent::Failed { id, error } => {
+                    let Some(t) = self.clients[c].attempts.get_mut(&id) else {
+                        return Err(self.violation(format!("c{c}: failure of unknown #{id}")));
+                    };
+                    if t.phase != Phase::Waiting {
+                        let phase = t.phase.clone();
+                        return Err(self.violation(format!("c{c}: #{id} failed while {phase:?}")));
+                    }
+                    if error == LockError::Timeout {
+                        self.stats.timeouts += 1;
+                        if t.deadline.is_none_or(|d| now > d) {
+                            return Err(
+                                self.violation(format!("c{c}: #{id} timed out off its deadline"))
+                            );
+                        }
+                    }
+                    t.phase = Phase::Failed(error.clone());
+                    self.note(|| format!("c{c}: #{id} failed: {error:?}"));
+                }
+                LockEvent::State { id, state, reason } => {
+                    let Some(t) = self.clients[c].attempts.get_mut(&id) else {
+                        return Err(self.violation(format!("c{c}: state of unknown #{id}")));
+                    };
+                    if let Phase::Held { state: s, .. } = &mut t.phase {
+                        if *s == LockState::Lost {
+                            return Err(self.violation(format!("c{c}: #{id} back from Lost")));
+                        }
+                        *s = state;
+                        if state == LockState::Lost {
+                            self.stats.lost += 1;
+                        }
+                    }
+                    self.note(|| format!("c{c}: #{id} {state:?} {reason:?}"));
+                }
+                LockEvent::Released { .. } => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Invariants after every step.
+    fn check(&self) -> Result<(), Violation> {
+        let mut holders: Vec<Vec<String>> = vec![Vec::new(); self.specs.len()];
+        for (c, client) in self.clients.iter().enumerate() {
+            let sid = client.session.session_id();
+            for (id, t) in &client.attempts {
+                if let Some(d) = t.deadline {
+                    if t.phase == Phase::Waiting && self.now > d {
+                        return Err(self.violation(format!(
+                            "c{c}: #{id} still waiting past its deadline (started {:?} ago)",
+                            self.now - t.started
+                        )));
+                    }
+                }
+                let Phase::Held {
+                    node,
+                    state: LockState::Held,
+                    ..
+                } = &t.phase
+                else {
+                    continue;
+                };
+                if self.admin_deleted.contains(node) {
+                    // Told within one notification; checked at the end.
+                    continue;
+                }
+                if !self.server.session_alive(sid) {
+                    return Err(self.violation(format!(
+                        "c{c}: #{id} says Held but session {sid:#x} is gone on the server"
+                    )));
+                }
+                if self.server.exists(node).is_none() {
+                    return Err(self
+                        .violation(format!("c{c}: #{id} says Held but its node {node} is gone")));
+                }
+                holders[t.lock].push(format!("c{c}#{id}"));
+            }
+        }
+        for (lock, h) in holders.iter().enumerate() {
+            if h.len() > 1 {
+                return Err(self.violation(format!("lock {lock} held by {h:?} at once")));
+            }
+        }
+        Ok(())
+    }
+
+    /// What must hold once the world has settled.
+    fn check_end(&self) -> Result<(), Violation> {
+        for (c, client) in self.clients.iter().enumerate() {
+            for (id, t) in &client.attempts {
+                match &t.phase {
+                    Phase::Waiting => {
+                        return Err(self.violation(format!(
+                            "c{c}: #{id} never served after the faults stopped"
+                        )))
+                    }
+                    Phase::Held { node, state, .. } if *state != LockState::Lost => {
+                        return Err(self.violation(format!(
+                            "c{c}: #{id} still {state:?} on {node} at the end"
+                        )))
+                    }
+                    _ => {}
+                }
+            }
+            if !client.machine.is_empty() {
+                return Err(self.violation(format!(
+                    "c{c}: the machine still tracks {} attempts",
+                    client.machine.len()
+                )));
+            }
+        }
+        for spec in &self.specs {
+            let left = self.server.children(&spec.parent);
+            if !left.is_empty() {
+                return Err(self.violation(format!("nodes left under {}: {left:?}", spec.parent)));
+            }
+        }
+        let watches = self.server.watch_count();
+        if watches != 0 {
+            return Err(self.violation(format!("{watches} watches left on the server")));
+        }
+        Ok(())
+    }
+}
