@@ -5,6 +5,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 start=$(date +%s)
+# The gates first: formatting and lints fail fast, before any server starts.
+# Clippy twice: the default build, and with every feature (the tls code).
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets -- -D warnings
+cargo clippy --workspace --all-targets --all-features -- -D warnings
 # --all-features: the TLS tests need the `tls` feature.
 cargo test --workspace --all-targets --all-features "$@"
 cargo test --workspace --doc --all-features

@@ -1,0 +1,232 @@
+//! Holding and letting go: a holder's checks and state, loss, release,
+//! and the removal of every node an attempt left.
+
+use jute::{ErrorCode, PathWatch, Request, Response};
+
+use super::{AttemptId, LockEvent, LockMachine, Regression};
+use crate::recipes::attempt::{Goal, Purpose};
+use crate::recipes::error::LockError;
+use crate::recipes::held::{LockState, LossReason};
+use crate::session::{RequestError, SessionState};
+
+impl LockMachine {
+    /// Reads our held node: it must still exist (and, when watched, leave
+    /// a data watch to hear of its deletion at once).
+    pub(super) fn confirm(&mut self, id: AttemptId) {
+        let serialised = self.regression == Some(Regression::LateHolderState)
+            && self.attempts.values().any(|a| a.confirming.is_some());
+        let Some(a) = self.attempts.get_mut(&id) else {
+            return;
+        };
+        let Some(name) = a.node_name() else {
+            return;
+        };
+        if a.confirming.is_some() {
+            return;
+        }
+        let path = a.spec.child(name);
+        if serialised {
+            // One check at a time, as the old monitor's blocking calls.
+            self.confirm_queue.push_back(id);
+            return;
+        }
+        let watch = a.spec.watch_node && a.watch.is_none();
+        let request = Request::GetData(PathWatch { path, watch });
+        let token = self.send(id, Purpose::Confirm, request, watch);
+        if let Some(a) = self.attempts.get_mut(&id) {
+            a.confirming = Some(token);
+        }
+    }
+
+    pub(super) fn on_confirm(
+        &mut self,
+        id: AttemptId,
+        token: u64,
+        result: Result<Response, RequestError>,
+    ) {
+        let Some(a) = self.attempts.get_mut(&id) else {
+            return;
+        };
+        if a.confirming == Some(token) {
+            a.confirming = None;
+        }
+        if a.goal != Goal::Hold {
+            self.watches.remove(&token);
+            return;
+        }
+        match result {
+            Ok(_) => {
+                if self.watches.contains_key(&token) {
+                    a.watch = Some(token);
+                }
+                if self.session == Some(SessionState::Connected) {
+                    self.set_state(id, LockState::Held, None);
+                }
+            }
+            Err(RequestError::Server(ErrorCode::NoNode)) => {
+                self.watches.remove(&token);
+                self.node_deleted_under(id);
+            }
+            Err(_) => {
+                // The connection dropped first: confirmed after the reconnect.
+                self.watches.remove(&token);
+                if self.session == Some(SessionState::Connected) {
+                    self.confirm(id);
+                }
+            }
+        }
+    }
+
+    pub(super) fn on_deleted(
+        &mut self,
+        id: AttemptId,
+        name: &str,
+        result: Result<Response, RequestError>,
+    ) {
+        let Some(a) = self.attempts.get_mut(&id) else {
+            return;
+        };
+        a.deleting.retain(|n| n != name);
+        match result {
+            Ok(_) | Err(RequestError::Server(ErrorCode::NoNode)) => {}
+            // Retried; it waits in the session core for the next connection.
+            Err(RequestError::ConnectionLoss) => a.strays.push(name.to_owned()),
+            Err(e) => {
+                log::warn!("cannot delete lock node {name}: {e}; leaving it");
+            }
+        }
+        self.step(id)
+    }
+
+    /// Re-sends what a watch that was never set was waiting for.
+    pub(super) fn resume(&mut self, id: AttemptId) {
+        match self.attempts.get(&id).map(|a| a.goal) {
+            Some(Goal::Acquire { .. }) => self.step(id),
+            Some(Goal::Hold) => self.confirm(id),
+            _ => {}
+        }
+    }
+
+    pub(super) fn fail(&mut self, id: AttemptId, error: LockError) {
+        let Some(a) = self.attempts.get_mut(&id) else {
+            return;
+        };
+        if let Goal::Acquire {
+            deadline: Some(d), ..
+        } = a.goal
+        {
+            self.deadlines.remove(&(d, id));
+        }
+        self.events.push_back(LockEvent::Failed { id, error });
+        self.begin_release(id);
+    }
+
+    /// A holder's node is gone: Lost, and nothing left to delete.
+    pub(super) fn node_deleted_under(&mut self, id: AttemptId) {
+        if self.attempts.get(&id).map(|a| a.goal) != Some(Goal::Hold) {
+            return;
+        }
+        self.unhold(id);
+        if let Some(a) = self.attempts.get_mut(&id) {
+            a.node = None;
+        }
+        self.lose(id, LossReason::NodeDeleted);
+    }
+
+    /// The attempt no longer holds: forget its node as a held one.
+    pub(super) fn unhold(&mut self, id: AttemptId) {
+        let Some(a) = self.attempts.get(&id) else {
+            return;
+        };
+        if let Some(name) = a.node_name() {
+            let path = a.spec.child(name);
+            if self.held_nodes.get(&path) == Some(&id) {
+                self.held_nodes.remove(&path);
+            }
+        }
+    }
+
+    pub(super) fn begin_release(&mut self, id: AttemptId) {
+        self.unhold(id);
+        let Some(a) = self.attempts.get_mut(&id) else {
+            return;
+        };
+        a.goal = Goal::Release;
+        if let Some(t) = a.watch.take() {
+            self.watches.remove(&t);
+        }
+        // A main-line request in flight other than a create is moot; a
+        // create's reply still tells us the node to delete.
+        if let Some(t) = a.busy {
+            if !matches!(self.pending.get(&t), Some((_, Purpose::Create))) {
+                a.busy = None;
+            }
+        }
+        self.step(id)
+    }
+
+    pub(super) fn set_state(
+        &mut self,
+        id: AttemptId,
+        state: LockState,
+        reason: Option<LossReason>,
+    ) {
+        let Some(a) = self.attempts.get_mut(&id) else {
+            return;
+        };
+        if a.goal != Goal::Hold || a.state == state || a.state == LockState::Lost {
+            return;
+        }
+        a.state = state;
+        self.events
+            .push_back(LockEvent::State { id, state, reason });
+    }
+
+    /// The holder can no longer rely on the lock: tell it (final), then
+    /// remove what is left of the node.
+    pub(super) fn lose(&mut self, id: AttemptId, reason: LossReason) {
+        self.set_state(id, LockState::Lost, Some(reason));
+        self.begin_release(id);
+    }
+
+    /// The session is over: every node of it is gone with it.
+    pub(super) fn end_all(&mut self, error: LockError, reason: LossReason) {
+        let attempts = std::mem::take(&mut self.attempts);
+        for (id, a) in attempts {
+            match a.goal {
+                Goal::Acquire { .. } => self.events.push_back(LockEvent::Failed {
+                    id,
+                    error: error.clone(),
+                }),
+                Goal::Hold if self.regression == Some(Regression::HoldersMissSessionEnd) => {}
+                Goal::Hold => {
+                    if a.state != LockState::Lost {
+                        self.events.push_back(LockEvent::State {
+                            id,
+                            state: LockState::Lost,
+                            reason: Some(reason),
+                        });
+                    }
+                }
+                Goal::Release => {}
+            }
+            if a.report_release {
+                self.events.push_back(LockEvent::Released { id });
+            }
+        }
+        self.pending.clear();
+        self.watches.clear();
+        self.deadlines.clear();
+        self.shared_listings.clear();
+        self.listings_wanted.clear();
+        self.held_nodes.clear();
+    }
+
+    pub(super) fn forget(&mut self, id: AttemptId) {
+        if let Some(a) = self.attempts.remove(&id) {
+            if a.report_release {
+                self.events.push_back(LockEvent::Released { id });
+            }
+        }
+    }
+}

@@ -1,0 +1,592 @@
+//! The lock protocol as a sans-I/O state machine.
+//!
+//! It is handed replies, watch events, session state changes and the time,
+//! and says which requests to send and what happened to each acquisition.
+//! It never touches a socket, a thread or a clock, so the same code runs on
+//! the client's I/O thread and in the deterministic simulator.
+//!
+//! Every acquisition ([`LockMachine::acquire`]) ends in exactly one of
+//! [`LockEvent::Acquired`] or [`LockEvent::Failed`]; a granted one then
+//! reports [`LockEvent::State`] changes until released. Whatever way an
+//! acquisition ends, its nodes are removed (by attempt id, so every create
+//! of the attempt is found) for as long as the session lives.
+//!
+//! Inputs: [`LockMachine::acquire`], [`LockMachine::cancel`],
+//! [`LockMachine::release`], [`LockMachine::handle_reply`],
+//! [`LockMachine::handle_watch`], [`LockMachine::handle_session`],
+//! [`LockMachine::handle_timeout`]. Outputs: [`LockMachine::poll_request`],
+//! [`LockMachine::poll_event`], [`LockMachine::poll_timeout`].
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Instant;
+
+mod holding;
+mod queueing;
+
+use jute::{ErrorCode, EventType, PathWatch, Request, Response, Stat};
+
+use super::attempt::{Attempt, Goal, LockSpec, Purpose, Rule};
+use super::error::LockError;
+use super::held::{LockState, LossReason};
+use super::queue::{protected_id, sorted_contenders};
+use crate::session::{RequestError, SessionState, WatchedEvent};
+use crate::Error;
+
+/// Names one acquisition; chosen by the caller, unique per machine.
+pub type AttemptId = u64;
+
+/// A request the machine wants sent. Its reply goes back through
+/// [`LockMachine::handle_reply`] with `token`; if `watch`, the watch it
+/// leaves reports through [`LockMachine::handle_watch`] with the same token.
+#[derive(Debug, Clone)]
+pub struct Outgoing {
+    /// Names the reply (and the watch).
+    pub token: u64,
+    /// What to send.
+    pub request: Request,
+    /// Whether the request leaves a watch the machine wants to hear of.
+    pub watch: bool,
+}
+
+/// What happened to an acquisition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LockEvent {
+    /// The lock is ours: our node's server path and Stat (czxid is the
+    /// fencing token).
+    Acquired {
+        /// The acquisition.
+        id: AttemptId,
+        /// Our node, as the server names it.
+        path: String,
+        /// Our node's Stat.
+        stat: Stat,
+    },
+    /// The acquisition ended without the lock; its nodes are being removed.
+    Failed {
+        /// The acquisition.
+        id: AttemptId,
+        /// Why.
+        error: LockError,
+    },
+    /// A granted lock's state changed. `Lost` is final.
+    State {
+        /// The acquisition.
+        id: AttemptId,
+        /// The new state.
+        state: LockState,
+        /// Why it was lost, with `Lost`.
+        reason: Option<LossReason>,
+    },
+    /// A release asked with `report` finished: the node is gone (or will go
+    /// with the session).
+    Released {
+        /// The acquisition.
+        id: AttemptId,
+    },
+}
+
+/// Failure shapes of the blocking recipes this machine replaced, re-created
+/// on demand so the simulator can show that it finds each one. Never set
+/// outside tests.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Regression {
+    /// Session changes reach holders only once pending re-checks finish
+    /// (the one-by-one holder monitor).
+    LateHolderState,
+    /// A deadline waits for the reply in flight (blocking calls bounded by
+    /// the request timeout, not the caller's deadline).
+    DeadlineWaitsForReplies,
+    /// Cleanup deletes only the node it knows, not every create of the
+    /// attempt.
+    CleanupKnownNodeOnly,
+    /// Holders are not told that the session ended.
+    HoldersMissSessionEnd,
+    /// The blocker is watched with `exists`, which leaves a watch on a node
+    /// that is already gone.
+    ExistsWatch,
+}
+
+/// The lock protocol for every acquisition of one session. See the module
+/// docs.
+#[derive(Debug, Default)]
+pub struct LockMachine {
+    attempts: BTreeMap<AttemptId, Attempt>,
+    /// Request token → the attempt and why.
+    pending: HashMap<u64, (AttemptId, Purpose)>,
+    /// Watch token → the attempt it wakes.
+    watches: HashMap<u64, AttemptId>,
+    /// Server path of every granted node → its attempt: a deletion heard
+    /// through any watch tells its holder at once.
+    held_nodes: HashMap<String, AttemptId>,
+    /// Lock paths with creates sent this turn and no listing behind them
+    /// yet: one listing follows all of them.
+    listings_wanted: BTreeMap<String, Vec<AttemptId>>,
+    /// A listing's token → the attempts whose creates it follows.
+    shared_listings: HashMap<u64, Vec<AttemptId>>,
+    deadlines: BTreeSet<(Instant, AttemptId)>,
+    outgoing: VecDeque<Outgoing>,
+    events: VecDeque<LockEvent>,
+    next_token: u64,
+    session: Option<SessionState>,
+    session_id: i64,
+    regression: Option<Regression>,
+    /// Session changes held back, and holder checks waiting for the one in
+    /// flight (only with [`Regression::LateHolderState`]).
+    deferred: Option<SessionState>,
+    confirm_queue: VecDeque<AttemptId>,
+    /// Attempts whose deadline passed while a reply was awaited (only with
+    /// [`Regression::DeadlineWaitsForReplies`]).
+    late: BTreeSet<AttemptId>,
+}
+
+impl LockMachine {
+    /// A machine with no acquisitions.
+    pub fn new() -> Self {
+        LockMachine::default()
+    }
+
+    /// Re-creates an old failure shape (tests of the simulator only).
+    #[doc(hidden)]
+    pub fn set_regression(&mut self, regression: Option<Regression>) {
+        self.regression = regression;
+    }
+
+    fn regressed(&self, r: Regression) -> bool {
+        self.regression == Some(r)
+    }
+
+    /// Acquisitions not yet forgotten (waiting, held, or being cleaned up).
+    pub fn len(&self) -> usize {
+        self.attempts.len()
+    }
+
+    /// Whether nothing is tracked at all.
+    pub fn is_empty(&self) -> bool {
+        self.attempts.is_empty()
+    }
+
+    // ---- commands -----------------------------------------------------
+
+    /// Starts an acquisition. `uuid` is the attempt's protected id (a fresh
+    /// v4 UUID in text form). `deadline`: when to give up with
+    /// [`LockError::Timeout`]. `no_wait`: give up with `Timeout` as soon as
+    /// the queue shows the lock taken (try-lock: one round trip).
+    pub fn acquire(
+        &mut self,
+        now: Instant,
+        id: AttemptId,
+        spec: Arc<LockSpec>,
+        uuid: String,
+        deadline: Option<Instant>,
+        no_wait: bool,
+    ) {
+        if let Some(reason) = self.session.and_then(ended) {
+            self.events
+                .push_back(LockEvent::Failed { id, error: reason });
+            return;
+        }
+        if let Some(d) = deadline {
+            self.deadlines.insert((d, id));
+        }
+        self.attempts
+            .insert(id, Attempt::new(spec, uuid, deadline, no_wait));
+        self.handle_timeout(now);
+        self.step(id);
+    }
+
+    /// The caller gave up waiting (or dropped its handle): fail with
+    /// [`LockError::Cancelled`] if still waiting.
+    pub fn cancel(&mut self, _now: Instant, id: AttemptId) {
+        let Some(a) = self.attempts.get(&id) else {
+            return;
+        };
+        if let Goal::Acquire { .. } = a.goal {
+            self.fail(id, LockError::Cancelled);
+        }
+        // A granted lock's guard exists (sent, or dropped unread): it
+        // releases, not the waiter.
+    }
+
+    /// The holder lets go. With `report`, [`LockEvent::Released`] says when
+    /// the node is gone.
+    pub fn release(&mut self, _now: Instant, id: AttemptId, report: bool) {
+        let Some(a) = self.attempts.get_mut(&id) else {
+            if report {
+                self.events.push_back(LockEvent::Released { id });
+            }
+            return;
+        };
+        a.report_release |= report;
+        match a.goal {
+            Goal::Acquire { .. } => self.fail(id, LockError::Cancelled),
+            Goal::Hold => self.begin_release(id),
+            Goal::Release => {}
+        }
+    }
+
+    // ---- inputs -------------------------------------------------------
+
+    /// The session changed state; `session_id` is its id (the owner our
+    /// nodes must show).
+    pub fn handle_session(&mut self, _now: Instant, state: SessionState, session_id: i64) {
+        self.session = Some(state);
+        if session_id != 0 {
+            self.session_id = session_id;
+        }
+        if let Some(error) = ended(state) {
+            let reason = match state {
+                SessionState::Expired => LossReason::SessionExpired,
+                _ => LossReason::ClientClosed,
+            };
+            return self.end_all(error, reason);
+        }
+        if self.regressed(Regression::LateHolderState)
+            && self.attempts.values().any(|a| a.confirming.is_some())
+        {
+            self.deferred = Some(state);
+            return;
+        }
+        let ids: Vec<AttemptId> = self.attempts.keys().copied().collect();
+        for id in ids {
+            let Some(a) = self.attempts.get_mut(&id) else {
+                continue;
+            };
+            if a.goal != Goal::Hold {
+                continue;
+            }
+            match state {
+                // Back from a disconnect: confirm the node before saying
+                // Held again. All holders' checks leave in this one turn.
+                SessionState::Connected if a.state == LockState::Suspended => self.confirm(id),
+                SessionState::Suspended | SessionState::Connecting => {
+                    self.set_state(id, LockState::Suspended, None);
+                }
+                SessionState::Lost => self.lose(id, LossReason::NoContact),
+                _ => {}
+            }
+        }
+    }
+
+    /// The reply to the request sent with `token`.
+    pub fn handle_reply(
+        &mut self,
+        now: Instant,
+        token: u64,
+        result: Result<Response, RequestError>,
+    ) {
+        self.route_reply(now, token, result);
+        if self.regression.is_some() {
+            self.apply_regressions(now);
+        }
+    }
+
+    /// What the old failure shapes did once a reply was in.
+    fn apply_regressions(&mut self, now: Instant) {
+        let late: Vec<AttemptId> = self.late.iter().copied().collect();
+        for id in late {
+            match self.attempts.get(&id) {
+                Some(a) if a.busy.is_some() => {}
+                Some(a) if matches!(a.goal, Goal::Acquire { .. }) => {
+                    self.late.remove(&id);
+                    self.fail(id, LockError::Timeout);
+                }
+                _ => {
+                    self.late.remove(&id);
+                }
+            }
+        }
+        if !self.attempts.values().any(|a| a.confirming.is_some()) {
+            while let Some(id) = self.confirm_queue.pop_front() {
+                if self.attempts.get(&id).is_some_and(|a| a.goal == Goal::Hold) {
+                    self.confirm(id);
+                    return;
+                }
+            }
+            if let Some(state) = self.deferred.take() {
+                let id = self.session_id;
+                self.handle_session(now, state, id);
+            }
+        }
+    }
+
+    fn route_reply(&mut self, now: Instant, token: u64, result: Result<Response, RequestError>) {
+        if let Some(ids) = self.shared_listings.remove(&token) {
+            return self.on_shared_listing(now, token, &ids, result);
+        }
+        let Some((id, purpose)) = self.pending.remove(&token) else {
+            return;
+        };
+        let Some(a) = self.attempts.get_mut(&id) else {
+            return;
+        };
+        if purpose.is_main_line() {
+            if a.busy != Some(token) {
+                // Superseded (a create that failed leaves its listing stale).
+                return;
+            }
+            a.busy = None;
+        }
+        if result.as_ref().is_err_and(ends_session) {
+            // The session is over, and its nodes with it: the state change
+            // that says so ends every attempt.
+            return;
+        }
+        match purpose {
+            Purpose::Create => self.on_created(id, token, result),
+            Purpose::Parent(n) => self.on_parent(id, n, result),
+            Purpose::Recover => self.on_recover(id, result),
+            Purpose::Stat => self.on_stat(id, result),
+            Purpose::List => match result {
+                Ok(Response::Children(children)) => {
+                    let watch = (a.spec.rule.is_first_n()).then_some(token);
+                    self.evaluate(now, id, &sorted_contenders(&children), watch)
+                }
+                Err(RequestError::Server(ErrorCode::NoNode)) => self.node_vanished(id),
+                Ok(_) | Err(_) => self.step(id),
+            },
+            Purpose::WatchBlocker => match result {
+                Ok(_) => {
+                    a.watch = Some(token);
+                }
+                // Gone between the listing and the watch: look again now.
+                Err(_) => {
+                    self.watches.remove(&token);
+                    self.step(id)
+                }
+            },
+            Purpose::Confirm => self.on_confirm(id, token, result),
+            Purpose::GrantCheck => match result {
+                Ok(_) => {
+                    let watch = self.watches.contains_key(&token).then_some(token);
+                    self.grant(now, id, watch)
+                }
+                Err(RequestError::Server(ErrorCode::NoNode)) => {
+                    self.watches.remove(&token);
+                    self.node_vanished(id)
+                }
+                Err(_) => {
+                    self.watches.remove(&token);
+                    self.step(id)
+                }
+            },
+            Purpose::Delete(name) => self.on_deleted(id, &name, result),
+            Purpose::CleanupList => {
+                match result {
+                    Ok(Response::Children(children)) => {
+                        for name in &children {
+                            if protected_id(name) == Some(a.uuid.as_str()) {
+                                a.add_stray(name);
+                            }
+                        }
+                        a.maybe_created = false;
+                    }
+                    Err(RequestError::Server(ErrorCode::NoNode)) => a.maybe_created = false,
+                    _ => {}
+                }
+                self.step(id)
+            }
+        }
+    }
+
+    /// The watch left by the request sent with `token` fired, or will never
+    /// fire.
+    pub fn handle_watch(
+        &mut self,
+        _now: Instant,
+        token: u64,
+        event: Result<WatchedEvent, RequestError>,
+    ) {
+        if let Ok(e) = &event {
+            if e.kind == EventType::NodeDeleted {
+                if let Some(&holder) = self.held_nodes.get(&e.path) {
+                    // Whichever watch carried it (another attempt's, on the
+                    // node it waited for), a holder's node is gone.
+                    self.node_deleted_under(holder);
+                }
+            }
+        }
+        let Some(id) = self.watches.remove(&token) else {
+            return;
+        };
+        let Some(a) = self.attempts.get_mut(&id) else {
+            return;
+        };
+        if a.watch != Some(token) {
+            // A watch we stopped caring about (its reply, if an error, says
+            // what to do next).
+            return;
+        }
+        a.watch = None;
+        match (a.goal, event) {
+            (_, Err(_)) => {
+                // Never set, or the session ended (handled through the state).
+                if self.session == Some(SessionState::Connected) {
+                    self.resume(id);
+                }
+            }
+            (Goal::Acquire { .. }, Ok(e)) => {
+                if e.kind == EventType::NodeDeleted && a.blocker_alone {
+                    // Nothing else was below us (later nodes sort after
+                    // ours): the lock is ours if our node still is. One
+                    // read, not a listing; it leaves the holder's watch.
+                    let Some(name) = a.node_name() else {
+                        return self.step(id);
+                    };
+                    let path = a.spec.child(name);
+                    let watch = a.spec.watch_node;
+                    let token = self.send(
+                        id,
+                        Purpose::GrantCheck,
+                        Request::GetData(PathWatch { path, watch }),
+                        watch,
+                    );
+                    if let Some(a) = self.attempts.get_mut(&id) {
+                        a.busy = Some(token);
+                    }
+                } else {
+                    self.step(id);
+                }
+            }
+            (Goal::Hold, Ok(e)) => {
+                if e.kind == EventType::NodeDeleted {
+                    self.node_deleted_under(id);
+                } else {
+                    self.confirm(id);
+                }
+            }
+            (Goal::Release, Ok(_)) => {}
+        }
+    }
+
+    /// Whether the watch left with `token` still matters: one that does not
+    /// need not be re-armed after a reconnect.
+    pub fn wants_watch(&self, token: u64) -> bool {
+        self.watches.contains_key(&token)
+    }
+
+    /// Time passed: deadlines.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        while let Some(&(at, id)) = self.deadlines.first() {
+            if at > now {
+                break;
+            }
+            self.deadlines.remove(&(at, id));
+            if let Some(a) = self.attempts.get(&id) {
+                if let Goal::Acquire { .. } = a.goal {
+                    if self.regression == Some(Regression::DeadlineWaitsForReplies)
+                        && a.busy.is_some()
+                    {
+                        self.late.insert(id);
+                        continue;
+                    }
+                    self.fail(id, LockError::Timeout);
+                }
+            }
+        }
+    }
+
+    // ---- outputs ------------------------------------------------------
+
+    /// The next request to send.
+    pub fn poll_request(&mut self) -> Option<Outgoing> {
+        if let Some(o) = self.outgoing.pop_front() {
+            return Some(o);
+        }
+        // Creates on one lock path sent together share the listing behind
+        // them: one reply serves the lot, not one each.
+        let (parent, ids) = self.listings_wanted.pop_first()?;
+        self.next_token += 1;
+        let token = self.next_token;
+        for id in &ids {
+            if let Some(a) = self.attempts.get_mut(id) {
+                a.listing = Some(token);
+            }
+        }
+        self.shared_listings.insert(token, ids);
+        Some(Outgoing {
+            token,
+            request: list(&parent, false),
+            watch: false,
+        })
+    }
+
+    /// The next thing to report.
+    pub fn poll_event(&mut self) -> Option<LockEvent> {
+        self.events.pop_front()
+    }
+
+    /// When [`LockMachine::handle_timeout`] must next be called.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.deadlines.first().map(|(at, _)| *at)
+    }
+
+    fn send_main(&mut self, id: AttemptId, purpose: Purpose, request: Request) {
+        let token = self.send(id, purpose, request, false);
+        if let Some(a) = self.attempts.get_mut(&id) {
+            a.busy = Some(token);
+        }
+    }
+
+    fn send(&mut self, id: AttemptId, purpose: Purpose, request: Request, watch: bool) -> u64 {
+        self.next_token += 1;
+        let token = self.next_token;
+        self.pending.insert(token, (id, purpose));
+        if watch {
+            self.watches.insert(token, id);
+        }
+        self.outgoing.push_back(Outgoing {
+            token,
+            request,
+            watch,
+        });
+        token
+    }
+}
+
+impl Rule {
+    fn is_first_n(self) -> bool {
+        matches!(self, Rule::FirstN(_))
+    }
+}
+
+fn list(parent: &str, watch: bool) -> Request {
+    Request::GetChildren(PathWatch {
+        path: parent.to_owned(),
+        watch,
+    })
+}
+
+/// `/a`, `/a/b`, `/a/b/c` for `/a/b/c`.
+fn ancestors(path: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut at = String::new();
+    for segment in path.split('/').filter(|s| !s.is_empty()) {
+        at.push('/');
+        at.push_str(segment);
+        out.push(at.clone());
+    }
+    out
+}
+
+/// The error that ends every acquisition in this terminal state.
+fn ended(state: SessionState) -> Option<LockError> {
+    match state {
+        SessionState::Expired => Some(LockError::SessionExpired),
+        SessionState::Closed => Some(LockError::Client(Error::Closed)),
+        SessionState::AuthFailed => Some(LockError::Client(Error::AuthFailed)),
+        _ => None,
+    }
+}
+
+/// A request error that means the session is over.
+fn ends_session(e: &RequestError) -> bool {
+    matches!(
+        e,
+        RequestError::SessionExpired
+            | RequestError::Server(ErrorCode::SessionExpired)
+            | RequestError::Closed
+            | RequestError::AuthFailed
+    )
+}

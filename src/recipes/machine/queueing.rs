@@ -1,0 +1,394 @@
+//! Queueing: creating our node (and finding it again after an ambiguous
+//! create), finding our place, watching the blocker, and the grant.
+
+use std::time::Instant;
+
+use jute::{CreateMode, CreateRequest, ErrorCode, PathVersion, PathWatch, Request, Response};
+
+use super::{ancestors, list, AttemptId, LockEvent, LockMachine, Regression};
+use crate::recipes::attempt::{Goal, Node, Purpose};
+use crate::recipes::error::LockError;
+use crate::recipes::held::LockState;
+use crate::recipes::queue::{sorted_contenders, Contender};
+use crate::session::RequestError;
+use crate::Error;
+
+impl LockMachine {
+    /// Sends whatever the attempt needs next, unless a main-line request is
+    /// already in flight. Requests sent while disconnected wait in the
+    /// session core for the next connection.
+    pub(super) fn step(&mut self, id: AttemptId) {
+        let Some(a) = self.attempts.get_mut(&id) else {
+            return;
+        };
+        if a.goal == Goal::Release && self.regression == Some(Regression::CleanupKnownNodeOnly) {
+            a.maybe_created = false;
+            a.strays.clear();
+        }
+        if !a.strays.is_empty() {
+            self.send_strays(id);
+        }
+        let Some(a) = self.attempts.get_mut(&id) else {
+            return;
+        };
+        if a.busy.is_some() {
+            return;
+        }
+        let spec = a.spec.clone();
+        match a.goal {
+            Goal::Acquire { .. } => match (&a.node, a.maybe_created, a.parents_from) {
+                (None, true, _) => {
+                    let list = list(&spec.parent, false);
+                    self.send_main(id, Purpose::Recover, list);
+                }
+                (None, false, Some(n)) => {
+                    let ancestors = ancestors(&spec.parent);
+                    let Some(path) = ancestors.get(n) else {
+                        a.parents_from = None;
+                        return self.step(id);
+                    };
+                    let request = Request::CreateContainer(CreateRequest {
+                        path: path.clone(),
+                        data: Vec::new(),
+                        acl: spec.parent_acl.clone(),
+                        mode: CreateMode::Container,
+                    });
+                    self.send_main(id, Purpose::Parent(n), request);
+                }
+                (None, false, None) => {
+                    let prefix = spec.child(&format!("_c_{}{}", a.uuid, spec.marker));
+                    let create = Request::Create2(CreateRequest {
+                        path: prefix,
+                        data: spec.data.clone(),
+                        acl: spec.acl.clone(),
+                        mode: CreateMode::EphemeralSequential,
+                    });
+                    // Assume it may be applied from the moment it leaves.
+                    a.maybe_created = true;
+                    self.send_main(id, Purpose::Create, create);
+                    self.listings_wanted
+                        .entry(spec.parent.clone())
+                        .or_default()
+                        .push(id);
+                }
+                (Some(Node { stat: None, name }), _, _) => {
+                    let path = spec.child(name);
+                    self.send_main(
+                        id,
+                        Purpose::Stat,
+                        Request::Exists(PathWatch { path, watch: false }),
+                    );
+                }
+                (Some(_), _, _) => {
+                    let watch = spec.rule.is_first_n();
+                    let token = self.send(id, Purpose::List, list(&spec.parent, watch), watch);
+                    if let Some(a) = self.attempts.get_mut(&id) {
+                        a.busy = Some(token);
+                    }
+                }
+            },
+            Goal::Hold => {}
+            Goal::Release => {
+                if let Some(node) = a.node.take() {
+                    self.delete(id, node.name);
+                } else if a.maybe_created {
+                    self.send_main(id, Purpose::CleanupList, list(&spec.parent, false));
+                } else if a.is_clean() {
+                    self.forget(id);
+                }
+            }
+        }
+    }
+
+    pub(super) fn delete(&mut self, id: AttemptId, name: String) {
+        let Some(a) = self.attempts.get_mut(&id) else {
+            return;
+        };
+        if a.deleting.contains(&name) {
+            return;
+        }
+        a.deleting.push(name.clone());
+        let path = a.spec.child(&name);
+        self.send(
+            id,
+            Purpose::Delete(name),
+            Request::Delete(PathVersion { path, version: -1 }),
+            false,
+        );
+    }
+
+    pub(super) fn on_created(
+        &mut self,
+        id: AttemptId,
+        _token: u64,
+        result: Result<Response, RequestError>,
+    ) {
+        let Some(a) = self.attempts.get_mut(&id) else {
+            return;
+        };
+        let listing = a.listing.take();
+        match result {
+            Ok(Response::Created { path, stat }) => {
+                let name = path.rsplit('/').next().unwrap_or_default().to_owned();
+                a.maybe_created = false;
+                a.node = Some(Node {
+                    name,
+                    stat: Some(stat),
+                });
+                if matches!(a.goal, Goal::Acquire { .. }) {
+                    if let Some(t) = listing.filter(|t| self.shared_listings.contains_key(t)) {
+                        // The listing sent with the create answers next.
+                        a.busy = Some(t);
+                        return;
+                    }
+                }
+                self.step(id)
+            }
+            Err(RequestError::Server(ErrorCode::NoNode)) => {
+                a.maybe_created = false;
+                if matches!(a.goal, Goal::Acquire { .. }) {
+                    a.parents_from = Some(0);
+                }
+                self.step(id)
+            }
+            Err(RequestError::ConnectionLoss) => self.step(id),
+            Ok(_) => {
+                a.maybe_created = true;
+                self.fail(
+                    id,
+                    LockError::Client(Error::Server(ErrorCode::MarshallingError)),
+                )
+            }
+            Err(e) => {
+                a.maybe_created = false;
+                self.fail(id, LockError::from(Error::from(e)))
+            }
+        }
+    }
+
+    pub(super) fn on_parent(
+        &mut self,
+        id: AttemptId,
+        n: usize,
+        result: Result<Response, RequestError>,
+    ) {
+        let Some(a) = self.attempts.get_mut(&id) else {
+            return;
+        };
+        match result {
+            Ok(_) | Err(RequestError::Server(ErrorCode::NodeExists)) => {
+                a.parents_from = Some(n + 1);
+            }
+            // An ancestor vanished (an emptied container): from the top.
+            Err(RequestError::Server(ErrorCode::NoNode)) => a.parents_from = Some(0),
+            Err(RequestError::ConnectionLoss) => {}
+            Err(e) => return self.fail(id, LockError::from(Error::from(e))),
+        }
+        self.step(id)
+    }
+
+    pub(super) fn on_recover(&mut self, id: AttemptId, result: Result<Response, RequestError>) {
+        let Some(a) = self.attempts.get_mut(&id) else {
+            return;
+        };
+        match result {
+            Ok(Response::Children(children)) => {
+                let mut ours: Vec<_> = sorted_contenders(&children)
+                    .into_iter()
+                    .filter(|c| c.protected_id() == Some(a.uuid.as_str()))
+                    .collect();
+                a.maybe_created = false;
+                if !ours.is_empty() {
+                    let first = ours.remove(0);
+                    a.node = Some(Node {
+                        name: first.name,
+                        stat: None,
+                    });
+                    for extra in ours {
+                        a.add_stray(&extra.name);
+                    }
+                }
+            }
+            Err(RequestError::Server(ErrorCode::NoNode)) => a.maybe_created = false,
+            _ => {}
+        }
+        self.step(id)
+    }
+
+    pub(super) fn on_stat(&mut self, id: AttemptId, result: Result<Response, RequestError>) {
+        let session_id = self.session_id;
+        let Some(a) = self.attempts.get_mut(&id) else {
+            return;
+        };
+        match result {
+            Ok(Response::Stat(stat)) => {
+                if let Some(node) = a.node.as_mut() {
+                    if stat.ephemeral_owner == session_id {
+                        node.stat = Some(stat);
+                    } else {
+                        // Our attempt id under another owner: never adopt it.
+                        let name = node.name.clone();
+                        a.node = None;
+                        a.add_stray(&name);
+                    }
+                }
+            }
+            Err(RequestError::Server(ErrorCode::NoNode)) => a.node = None,
+            _ => {}
+        }
+        self.step(id)
+    }
+
+    /// Our node vanished while we queued: someone deleted it. Queue again.
+    pub(super) fn node_vanished(&mut self, id: AttemptId) {
+        if let Some(a) = self.attempts.get_mut(&id) {
+            if matches!(a.goal, Goal::Acquire { .. }) {
+                a.node = None;
+            }
+        }
+        self.step(id)
+    }
+
+    /// The listing behind a batch of creates: each attempt whose create
+    /// succeeded decides from it.
+    pub(super) fn on_shared_listing(
+        &mut self,
+        now: Instant,
+        token: u64,
+        ids: &[AttemptId],
+        result: Result<Response, RequestError>,
+    ) {
+        let queue = match &result {
+            Ok(Response::Children(children)) => Some(sorted_contenders(children)),
+            _ => None,
+        };
+        for &id in ids {
+            let Some(a) = self.attempts.get_mut(&id) else {
+                continue;
+            };
+            if a.busy != Some(token) {
+                // Its create failed, or the attempt moved on.
+                continue;
+            }
+            a.busy = None;
+            match &queue {
+                Some(queue) => self.evaluate(now, id, queue, None),
+                None => self.step(id),
+            }
+        }
+    }
+
+    /// Decides from a listing whether we hold or whom to watch. `watch`:
+    /// the token of a child watch the listing left.
+    pub(super) fn evaluate(
+        &mut self,
+        now: Instant,
+        id: AttemptId,
+        queue: &[Contender],
+        watch: Option<u64>,
+    ) {
+        let Some(a) = self.attempts.get_mut(&id) else {
+            return;
+        };
+        if !matches!(a.goal, Goal::Acquire { .. }) {
+            return self.step(id);
+        }
+        let Some(our_name) = a.node_name().map(str::to_owned) else {
+            return self.step(id);
+        };
+        // A create whose reply was lost can show up late, after we created
+        // again: another node with our attempt id would block us forever.
+        for c in queue {
+            if c.protected_id() == Some(a.uuid.as_str()) && c.name != our_name {
+                a.add_stray(&c.name);
+            }
+        }
+        let Some(me) = queue.iter().position(|c| c.name == our_name) else {
+            // Our node is gone: deleted by someone. Queue again.
+            a.node = None;
+            return self.step(id);
+        };
+        let rule = a.spec.rule;
+        let blocker = rule.blocker(queue, me);
+        if blocker.is_some() && matches!(a.goal, Goal::Acquire { no_wait: true, .. }) {
+            if let Some(t) = watch {
+                self.watches.remove(&t);
+            }
+            return self.fail(id, LockError::Timeout);
+        }
+        if let Some(t) = watch {
+            if blocker.is_some() {
+                // Not among the first n: the child watch wakes us.
+                a.watch = Some(t);
+                return self.send_strays(id);
+            }
+            self.watches.remove(&t);
+        }
+        match blocker {
+            None => self.grant(now, id, None),
+            // Listed without a watch (with the create): list again with one.
+            Some(_) if rule.is_first_n() => self.step(id),
+            Some(b) => {
+                a.blocker_alone = rule.blocker_is_alone(queue, b);
+                let path = a.spec.child(&queue[b].name);
+                // getData, not exists: on a node already gone it leaves no
+                // watch behind.
+                let read = PathWatch { path, watch: true };
+                let request = if self.regression == Some(Regression::ExistsWatch) {
+                    Request::Exists(read)
+                } else {
+                    Request::GetData(read)
+                };
+                let token = self.send(id, Purpose::WatchBlocker, request, true);
+                if let Some(a) = self.attempts.get_mut(&id) {
+                    a.busy = Some(token);
+                }
+                // Strays go out alongside.
+                self.send_strays(id);
+            }
+        }
+    }
+
+    pub(super) fn send_strays(&mut self, id: AttemptId) {
+        let Some(a) = self.attempts.get_mut(&id) else {
+            return;
+        };
+        let strays = std::mem::take(&mut a.strays);
+        for name in strays {
+            self.delete(id, name);
+        }
+    }
+
+    /// The lock is ours. `watch`: a watch on our node already left by the
+    /// read that proved it exists.
+    pub(super) fn grant(&mut self, _now: Instant, id: AttemptId, watch: Option<u64>) {
+        let Some(a) = self.attempts.get_mut(&id) else {
+            return;
+        };
+        let Some(Node {
+            name,
+            stat: Some(stat),
+        }) = a.node.clone()
+        else {
+            return self.step(id);
+        };
+        if let Goal::Acquire {
+            deadline: Some(d), ..
+        } = a.goal
+        {
+            self.deadlines.remove(&(d, id));
+        }
+        a.goal = Goal::Hold;
+        a.state = LockState::Held;
+        a.watch = watch;
+        let path = a.spec.child(&name);
+        let confirm = a.spec.watch_node && watch.is_none();
+        self.held_nodes.insert(path.clone(), id);
+        self.events
+            .push_back(LockEvent::Acquired { id, path, stat });
+        if confirm {
+            self.confirm(id);
+        }
+        self.send_strays(id);
+    }
+}
