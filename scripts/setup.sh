@@ -22,3 +22,10 @@ if ! "$PY" -c "import kazoo" 2>/dev/null; then
   echo "setup: installing kazoo with pip" >&2
   "$PY" -m pip install -q kazoo || "$PY" -m pip install -q --break-system-packages kazoo
 fi
+# TLS tests make their certificates with openssl (keytool comes with the JDK).
+if ! command -v openssl >/dev/null; then
+  echo "setup: installing openssl with apt-get" >&2
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq openssl >/dev/null
+fi

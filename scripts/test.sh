@@ -6,10 +6,13 @@ cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 start=$(date +%s)
 # The gates first: formatting and lints fail fast, before any server starts.
+# Clippy twice: the default build, and with every feature (the tls code).
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
-cargo test --workspace --all-targets "$@"
-cargo test --workspace --doc
+cargo clippy --workspace --all-targets --all-features -- -D warnings
+# --all-features: the TLS tests need the `tls` feature.
+cargo test --workspace --all-targets --all-features "$@"
+cargo test --workspace --doc --all-features
 # Every publishable crate (zklock-jute, zklock, zklock-cli) packaged and
 # built from its .crate alone, as crates.io would take it; the crates that
 # depend on an unpublished one see it through cargo's temporary registry.

@@ -14,7 +14,9 @@ use jute::{
 use crate::driver::{self, Command, DriverConfig, DriverHandle, IoTask, TaskSender, WatchSender};
 use crate::error::{Error, Result};
 use crate::path::{validate_path, Chroot};
-use crate::session::{RequestError, SessionConfig, SessionState, WatchedEvent};
+use crate::session::{RequestError, SaslConfig, SessionConfig, SessionState, WatchedEvent};
+
+mod connect;
 
 /// A ZooKeeper client: one session, one connection, one I/O thread.
 ///
@@ -42,6 +44,8 @@ struct Inner {
     chroot: Chroot,
     request_timeout: Duration,
     max_frame: usize,
+    /// Number of distinct server addresses.
+    host_count: usize,
     /// Per-client state of the layer above (the recipes' holder monitor),
     /// kept here so it lives and dies with the client without the client
     /// knowing its type.
@@ -94,6 +98,9 @@ pub struct ClientBuilder {
     request_timeout: Option<Duration>,
     max_frame: usize,
     wait_connected: bool,
+    sasl: Option<SaslConfig>,
+    #[cfg(feature = "tls")]
+    tls: Option<crate::TlsOptions>,
 }
 
 impl ClientBuilder {
@@ -127,11 +134,35 @@ impl ClientBuilder {
         self
     }
 
+    /// Authenticates every connection with SASL (e.g.
+    /// [`SaslConfig::digest_md5`]) before any request is sent. A refused
+    /// login ends the session in `AuthFailed`.
+    pub fn sasl(mut self, config: SaslConfig) -> Self {
+        self.sasl = Some(config);
+        self
+    }
+
+    /// Connects with TLS, verifying each server against the connect
+    /// string's host (cargo feature `tls`).
+    #[cfg(feature = "tls")]
+    pub fn tls(mut self, options: crate::TlsOptions) -> Self {
+        self.tls = Some(options);
+        self
+    }
+
     /// Resolves the hosts, starts the I/O thread and, unless
     /// `wait_connected(false)`, waits up to the session timeout (at least 1 s)
     /// for the first session.
     pub fn connect(self) -> Result<Client> {
-        let (hosts, chroot) = parse_connect_string(&self.connect_string)?;
+        let (named, chroot) = parse_connect_string(&self.connect_string)?;
+        let hosts: Vec<SocketAddr> = named.iter().map(|(_, a)| *a).collect();
+        let connector = self.connector()?;
+        let host_count = {
+            let mut distinct = hosts.clone();
+            distinct.sort();
+            distinct.dedup();
+            distinct.len()
+        };
         // T / hosts, as ZooKeeper's client, but never more than T / 3: a
         // silent host must leave time to reach another before expiry.
         let connect_timeout = self
@@ -147,6 +178,9 @@ impl ClientBuilder {
                 connect_timeout,
                 max_frame: self.max_frame,
             },
+            names: named.iter().map(|(n, a)| (*a, n.clone())).collect(),
+            connector,
+            sasl: self.sasl.clone(),
         };
         let driver = driver::spawn(config).map_err(|e| Error::Io(e.to_string()))?;
         let client = Client {
@@ -155,18 +189,20 @@ impl ClientBuilder {
                 chroot,
                 request_timeout: self.request_timeout.unwrap_or(self.session_timeout),
                 max_frame: self.max_frame,
+                host_count,
                 extension: std::sync::OnceLock::new(),
             }),
         };
         if self.wait_connected {
-            client.wait_connected(self.session_timeout.max(Duration::from_secs(1)))?;
+            client.wait_first_session(self.session_timeout.max(Duration::from_secs(1)))?;
         }
         Ok(client)
     }
 }
 
 /// Splits `host:port[,host:port...][/chroot]` and resolves every host.
-fn parse_connect_string(s: &str) -> Result<(Vec<SocketAddr>, Chroot)> {
+/// Each address comes with the host that named it.
+fn parse_connect_string(s: &str) -> Result<(Vec<(String, SocketAddr)>, Chroot)> {
     let bad = |why: String| Error::InvalidConnectString(why);
     let (hosts_part, chroot) = match s.find('/') {
         Some(i) => (&s[..i], Some(s[i..].to_owned())),
@@ -190,7 +226,13 @@ fn parse_connect_string(s: &str) -> Result<(Vec<SocketAddr>, Chroot)> {
         let resolved = with_port
             .to_socket_addrs()
             .map_err(|e| bad(format!("cannot resolve {host:?}: {e}")))?;
-        addrs.extend(resolved);
+        let name = with_port
+            .rsplit_once(':')
+            .map_or(host, |(h, _)| h)
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_owned();
+        addrs.extend(resolved.map(|a| (name.clone(), a)));
     }
     if addrs.is_empty() {
         return Err(bad(format!("no hosts in {s:?}")));
@@ -469,6 +511,9 @@ impl Client {
             request_timeout: None,
             max_frame: jute::DEFAULT_MAX_FRAME,
             wait_connected: true,
+            sasl: None,
+            #[cfg(feature = "tls")]
+            tls: None,
         }
     }
 
@@ -477,12 +522,8 @@ impl Client {
         let (states, _token) = self.subscribe_scoped();
         let deadline = Instant::now() + timeout;
         loop {
-            match self.state() {
-                SessionState::Connected => return Ok(()),
-                SessionState::Expired => return Err(Error::SessionExpired),
-                SessionState::AuthFailed => return Err(Error::AuthFailed),
-                SessionState::Closed => return Err(Error::Closed),
-                _ => {}
+            if let Some(outcome) = connect::settled(self.state()) {
+                return outcome;
             }
             let left = deadline.saturating_duration_since(Instant::now());
             match states.recv_timeout(left) {

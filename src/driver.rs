@@ -7,7 +7,7 @@
 //! An idle client wakes only to ping.
 
 use std::any::Any;
-use std::io::{self, Read, Write};
+use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Weak};
@@ -19,8 +19,12 @@ use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token, Waker};
 
 use crate::session::{
-    DropReason, RequestError, Session, SessionConfig, SessionEvent, SessionState, WatchedEvent,
+    DropReason, RequestError, SaslConfig, Session, SessionConfig, SessionEvent, SessionState,
+    WatchedEvent,
 };
+
+mod link;
+pub(crate) use link::{ConnectFailure, Connector};
 
 const SOCKET: Token = Token(0);
 const WAKER: Token = Token(1);
@@ -219,6 +223,10 @@ impl Status {
 pub(crate) struct DriverConfig {
     pub hosts: Vec<SocketAddr>,
     pub session: SessionConfig,
+    /// The connect string's host of each address (the TLS server name).
+    pub names: Vec<(SocketAddr, String)>,
+    pub connector: Connector,
+    pub sasl: Option<SaslConfig>,
 }
 
 /// The API side's handle on the I/O thread.
@@ -227,6 +235,8 @@ pub(crate) struct DriverHandle {
     pub status: Arc<Status>,
     pub watch_events: Arc<AtomicU64>,
     pub thread: Option<std::thread::JoinHandle<()>>,
+    /// Connections that failed before a session was established.
+    pub failures: Receiver<ConnectFailure>,
 }
 
 impl DriverHandle {
@@ -275,12 +285,16 @@ pub(crate) fn spawn(config: DriverConfig) -> io::Result<DriverHandle> {
     let status = Arc::new(Status::default());
     let watch_events = Arc::new(AtomicU64::new(0));
     let asleep = Arc::new(AtomicBool::new(false));
+    let (failures_tx, failures) = crossbeam_channel::bounded(64);
+    let mut session = Session::new(config.session.clone(), now);
+    session.set_sasl(config.sasl);
     let mut driver = Driver {
+        links: link::Links::new(config.connector, config.names, failures_tx),
         asleep: asleep.clone(),
         watch_events: watch_events.clone(),
         poll,
         commands: rx,
-        session: Session::new(config.session.clone(), now),
+        session,
         hosts: HostList::new(config.hosts, now),
         connect_timeout: config.session.connect_timeout,
         keepalive_idle: (config.session.session_timeout / 3).max(Duration::from_secs(1)),
@@ -302,6 +316,7 @@ pub(crate) fn spawn(config: DriverConfig) -> io::Result<DriverHandle> {
         status,
         watch_events,
         thread: Some(thread),
+        failures,
     })
 }
 
@@ -312,6 +327,7 @@ struct Connection {
     connecting: Option<Instant>,
     opened: Instant,
     writable_interest: bool,
+    link: link::Link,
 }
 
 /// The servers, shuffled once, tried in turn; a pause with jitter after a
@@ -389,6 +405,7 @@ struct Driver {
     watch_events: Arc<AtomicU64>,
     asleep: Arc<AtomicBool>,
     commands_open: bool,
+    links: link::Links,
 }
 
 impl Driver {
@@ -582,6 +599,9 @@ impl Driver {
                     self.deliver_watch(now, watcher, Err(reason));
                 }
                 SessionEvent::State(state) => {
+                    if let (SessionState::Connected, Some(conn)) = (state, self.conn.as_mut()) {
+                        conn.link.established = true;
+                    }
                     log::info!("session {:#x}: {state:?}", self.session.session_id());
                     self.publish();
                     if let Some(task) = self.task.as_mut() {
@@ -644,6 +664,7 @@ impl Driver {
     /// after the handshake) counts as a failure, so no host is hammered.
     fn account_connection_end(&mut self, now: Instant) {
         let Some(conn) = &self.conn else { return };
+        self.links.connection_ended(conn);
         let healthy = conn.connecting.is_none()
             && now.saturating_duration_since(conn.opened) >= HEALTHY_CONNECTION;
         if healthy {
@@ -677,6 +698,14 @@ impl Driver {
             WatchTo::Task(token) => task.as_ref().is_some_and(|t| t.wants_watch(*token)),
         });
         let addr = self.hosts.take();
+        let link = match self.links.link(addr) {
+            Ok(link) => link,
+            Err(e) => {
+                log::warn!("cannot connect to {addr}: {e}");
+                self.hosts.failed(now);
+                return;
+            }
+        };
         match TcpStream::connect(addr) {
             Ok(mut stream) => {
                 let _ = stream.set_nodelay(true);
@@ -705,6 +734,7 @@ impl Driver {
                     connecting: Some(now + self.connect_timeout),
                     opened: now,
                     writable_interest: true,
+                    link,
                 });
             }
             Err(e) => {
@@ -749,8 +779,8 @@ impl Driver {
             let Some(conn) = self.conn.as_mut() else {
                 return;
             };
-            match conn.stream.read(&mut buf) {
-                Ok(0) => return self.lost_connection(now, "closed by the server"),
+            match conn.link.read(&mut conn.stream, &mut buf) {
+                Ok(0) => return self.closed_by_server(now),
                 Ok(n) => {
                     self.session.handle_input(now, &buf[..n]);
                     // The core may have asked for the connection to go.
@@ -762,13 +792,13 @@ impl Driver {
                     // A short read drained the socket: with edge-triggered
                     // readiness, more data brings a new event. Saves the
                     // read that would only say WouldBlock.
-                    if n < buf.len() {
+                    if n < buf.len() && self.conn.as_ref().is_some_and(|c| c.link.drained()) {
                         return;
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return self.lost_connection(now, &e.to_string()),
+                Err(e) => return self.link_failed(now, e),
             }
         }
     }
@@ -780,16 +810,20 @@ impl Driver {
         if conn.connecting.is_some() {
             return;
         }
+        match conn.link.flush(&mut conn.stream) {
+            Err(e) if e.kind() != io::ErrorKind::WouldBlock => return self.link_failed(now, e),
+            _ => {}
+        }
         while !self.session.output().is_empty() {
-            match conn.stream.write(self.session.output()) {
+            match conn.link.write(&mut conn.stream, self.session.output()) {
                 Ok(0) => return self.lost_connection(now, "write returned 0"),
                 Ok(n) => self.session.consume_output(n),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return self.lost_connection(now, &e.to_string()),
+                Err(e) => return self.link_failed(now, e),
             }
         }
-        let want_writable = !self.session.output().is_empty();
+        let want_writable = !self.session.output().is_empty() || conn.link.wants_write();
         if want_writable != conn.writable_interest {
             let interest = if want_writable {
                 Interest::READABLE | Interest::WRITABLE

@@ -63,6 +63,43 @@ pub enum Error {
     /// The caller cancelled the operation.
     #[error("cancelled")]
     Cancelled,
+    /// No session could be established, and the servers said why: TLS
+    /// refused, or every server closed the connection before answering.
+    #[error(transparent)]
+    Connect(ConnectError),
+}
+
+/// Why connecting to a server failed before a session was established.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum ConnectError {
+    /// The server closed the connection before answering the ZooKeeper
+    /// handshake: a TLS port reached without TLS, or a server that is not
+    /// serving yet (an ensemble member without a quorum does the same).
+    #[error("{host}: the server closed the connection before answering the handshake (a TLS port reached without TLS?)")]
+    ClosedBeforeHandshake {
+        /// The server, as `host:port` of the connect string.
+        host: String,
+    },
+    /// TLS with the server failed.
+    #[cfg(feature = "tls")]
+    #[error("{host}: {source}")]
+    Tls {
+        /// The server, as `host:port` of the connect string.
+        host: String,
+        /// What failed.
+        #[source]
+        source: crate::TlsError,
+    },
+    /// Any other way a connection ended before the session was established
+    /// (refused, timed out, garbage).
+    #[error("{host}: {reason}")]
+    Other {
+        /// The server, as `host:port` of the connect string.
+        host: String,
+        /// What happened.
+        reason: String,
+    },
 }
 
 impl Error {

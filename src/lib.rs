@@ -27,11 +27,15 @@ mod error;
 mod path;
 pub mod recipes;
 pub mod session;
+#[cfg(feature = "tls")]
+mod tls;
 
 pub use client::{
     Client, ClientBuilder, CreateOptions, Op, OpResult, PersistentWatch, Watch, WatchEvent,
 };
-pub use error::{Error, Result};
+pub use error::{ConnectError, Error, Result};
 pub use jute::{perms, Acl, AddWatchMode, CreateMode, ErrorCode, EventType, Id, Stat};
 pub use path::validate_path;
-pub use session::SessionState;
+pub use session::{SaslConfig, SaslError, SaslMechanism, SessionState};
+#[cfg(feature = "tls")]
+pub use tls::{TlsError, TlsOptions};

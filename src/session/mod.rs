@@ -12,6 +12,8 @@
 mod error;
 #[doc(hidden)]
 pub mod fuzz;
+mod md5;
+mod sasl;
 mod watches;
 
 #[cfg(test)]
@@ -28,6 +30,7 @@ use jute::{
 };
 
 pub use error::RequestError;
+pub use sasl::{SaslConfig, SaslError, SaslMechanism};
 pub use watches::WatchKind;
 use watches::WatchRegistry;
 
@@ -207,6 +210,9 @@ pub struct Session<R, W> {
     handshake_sent: Instant,
     lost_reported: bool,
     events: VecDeque<SessionEvent<R, W>>,
+    sasl_config: Option<SaslConfig>,
+    sasl: Option<sasl::SaslRound>,
+    auth_error: Option<SaslError>,
 }
 
 impl<R, W: Clone> Session<R, W> {
@@ -236,6 +242,9 @@ impl<R, W: Clone> Session<R, W> {
             handshake_sent: now,
             lost_reported: false,
             events: VecDeque::new(),
+            sasl_config: None,
+            sasl: None,
+            auth_error: None,
         }
     }
 
@@ -262,6 +271,21 @@ impl<R, W: Clone> Session<R, W> {
     /// Number of watches registered (for tests and diagnostics).
     pub fn watch_count(&self) -> usize {
         self.watches.len()
+    }
+
+    /// Why SASL authentication failed, once the session is `AuthFailed` by it.
+    pub fn auth_error(&self) -> Option<&SaslError> {
+        self.auth_error.as_ref()
+    }
+
+    /// Authenticate every connection with SASL before any request is sent.
+    pub fn set_sasl(&mut self, config: Option<SaslConfig>) {
+        self.sasl_config = config;
+    }
+
+    /// Connected, and (with SASL) authenticated: requests may be sent.
+    fn is_open(&self) -> bool {
+        self.phase == Phase::Connected && !self.sasl_in_progress()
     }
 
     /// Whether the driver should open a connection now.
@@ -339,6 +363,7 @@ impl<R, W: Clone> Session<R, W> {
             Phase::Handshaking { .. } | Phase::Connected => {}
         }
         self.phase = Phase::Disconnected;
+        self.sasl = None;
         self.out.clear();
         self.input.clear();
         for p in self.in_flight.drain(..) {
@@ -383,6 +408,8 @@ impl<R, W: Clone> Session<R, W> {
             };
             let result = if matches!(self.phase, Phase::Handshaking { .. }) {
                 self.on_connect_response(now, &frame)
+            } else if let Some(sasl) = self.on_sasl_frame(now, &frame) {
+                sasl
             } else {
                 self.on_message(&frame)
             };
@@ -466,7 +493,7 @@ impl<R, W: Clone> Session<R, W> {
             if !self.auths.contains(auth) {
                 self.auths.push(auth.clone());
             }
-            if self.phase == Phase::Connected {
+            if self.is_open() {
                 encode_request(&mut self.out, xid::AUTH, &request);
                 self.last_sent = now;
                 self.auth_in_flight.push_back(Some(handle));
@@ -480,7 +507,7 @@ impl<R, W: Clone> Session<R, W> {
             }
             return;
         }
-        if self.phase == Phase::Connected {
+        if self.is_open() {
             self.send(now, request, handle, watcher);
         } else {
             let mut scratch = BytesMut::new();
@@ -709,7 +736,15 @@ impl<R, W: Clone> Session<R, W> {
         self.lost_reported = false;
         self.last_heard = Some(now);
         self.last_answered_send = Some(self.handshake_sent);
-        // Credentials, then re-armed watches, then whatever waited.
+        if !self.start_sasl(now, resumed) {
+            self.open_for_requests(now, resumed);
+        }
+        Ok(())
+    }
+
+    /// The session is usable: credentials, then re-armed watches, then
+    /// whatever waited.
+    fn open_for_requests(&mut self, now: Instant, resumed: bool) {
         for auth in self.auths.clone() {
             encode_request(&mut self.out, xid::AUTH, &Request::Auth(auth));
             self.auth_in_flight.push_back(None);
@@ -743,7 +778,6 @@ impl<R, W: Clone> Session<R, W> {
         while let Some(q) = self.queued.pop_front() {
             self.send(now, q.request, q.handle, q.watcher);
         }
-        Ok(())
     }
 
     fn on_message(&mut self, frame: &[u8]) -> Result<(), String> {
@@ -924,6 +958,7 @@ impl<R, W: Clone> Session<R, W> {
     /// The state is announced first, so whoever is answered sees it.
     fn finish(&mut self, state: SessionState, reason: RequestError) {
         self.phase = Phase::Ended;
+        self.sasl = None;
         self.set_state(state);
         self.out.clear();
         self.input.clear();

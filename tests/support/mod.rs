@@ -2,6 +2,7 @@
 //! peers, and small helpers over the client.
 #![allow(dead_code)]
 
+pub mod certs;
 pub mod peers;
 pub mod proxy;
 pub mod zk;

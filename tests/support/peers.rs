@@ -104,8 +104,23 @@ impl Peer {
         lock_kind: &str,
         id: &str,
     ) -> Peer {
+        Self::start_with_jvm_args(kind, &[], &[], connect, lock_path, lock_kind, id)
+    }
+
+    /// [`Peer::start`] with extra JVM flags and classpath entries for a
+    /// Curator peer (e.g. the ZooKeeper client's TLS properties and Netty);
+    /// ignored by kazoo.
+    pub fn start_with_jvm_args(
+        kind: PeerKind,
+        jvm_args: &[String],
+        extra_classpath: &[&str],
+        connect: &str,
+        lock_path: &str,
+        lock_kind: &str,
+        id: &str,
+    ) -> Peer {
         let mut cmd = match kind {
-            PeerKind::Curator => curator_command(),
+            PeerKind::Curator => curator_command(jvm_args, extra_classpath),
             PeerKind::Kazoo => kazoo_command(),
         };
         cmd.args([connect, lock_path, lock_kind, id])
@@ -459,13 +474,15 @@ fn target_dir() -> PathBuf {
 
 // ---------------------------------------------------------------- Curator
 
-fn curator_command() -> Command {
+fn curator_command(jvm_args: &[String], extra_classpath: &[&str]) -> Command {
     let classes = curator_classes();
     let mut entries: Vec<PathBuf> = vec![classes.to_path_buf()];
     entries.extend(std::env::split_paths(curator_classpath()));
+    entries.extend(extra_classpath.iter().map(PathBuf::from));
     let classpath = std::env::join_paths(entries).expect("classpath entries contain no separator");
     let mut cmd = Command::new("java");
     cmd.args(JVM_FLAGS)
+        .args(jvm_args)
         .arg("-cp")
         .arg(classpath)
         .arg("CuratorPeer");

@@ -73,6 +73,12 @@ exit "$status"
 pub struct ZkOptions {
     tick_ms: u64,
     extra: Vec<(String, String)>,
+    /// A TLS client port besides the plaintext one.
+    secure: bool,
+    /// Extra JVM flags (`-D...`).
+    jvm: Vec<String>,
+    /// A JAAS configuration, written into each server's directory.
+    jaas: Option<String>,
 }
 
 impl Default for ZkOptions {
@@ -80,9 +86,20 @@ impl Default for ZkOptions {
         ZkOptions {
             tick_ms: 2000,
             extra: Vec::new(),
+            secure: false,
+            jvm: Vec::new(),
+            jaas: None,
         }
     }
 }
+
+/// Jars the Debian `zookeeper.jar` manifest forgets but Netty (the TLS
+/// connection factory) needs.
+const NETTY_JARS: &[&str] = &[
+    "/usr/share/java/netty-codec.jar",
+    "/usr/share/java/netty-resolver.jar",
+    "/usr/share/java/netty-transport-native-unix-common.jar",
+];
 
 impl ZkOptions {
     /// Defaults: `tickTime=2000`, nothing extra.
@@ -102,6 +119,62 @@ impl ZkOptions {
     pub fn config(mut self, key: &str, value: &str) -> Self {
         self.extra.push((key.to_string(), value.to_string()));
         self
+    }
+
+    /// Adds a TLS client port (Netty connection factory) with these PKCS12
+    /// stores (see `support::certs`); `need_client_cert`:
+    /// `ssl.clientAuth=need`, else `none`.
+    pub fn tls(
+        mut self,
+        keystore: &Path,
+        truststore: &Path,
+        password: &str,
+        need_client_cert: bool,
+    ) -> Self {
+        self.secure = true;
+        let auth = if need_client_cert { "need" } else { "none" };
+        for (key, value) in [
+            (
+                "serverCnxnFactory",
+                "org.apache.zookeeper.server.NettyServerCnxnFactory",
+            ),
+            ("ssl.keyStore.location", &keystore.display().to_string()),
+            ("ssl.keyStore.password", password),
+            ("ssl.keyStore.type", "PKCS12"),
+            ("ssl.trustStore.location", &truststore.display().to_string()),
+            ("ssl.trustStore.password", password),
+            ("ssl.trustStore.type", "PKCS12"),
+            ("ssl.clientAuth", auth),
+            // The server would check our client certificate against the
+            // reverse DNS of 127.0.0.1; the rustls side is what is tested.
+            ("ssl.hostnameVerification", "false"),
+        ] {
+            self.extra.push((key.to_owned(), value.to_owned()));
+        }
+        self
+    }
+
+    /// SASL with a JAAS `DigestLoginModule` serving `users` (name, password).
+    pub fn sasl_digest(mut self, users: &[(&str, &str)]) -> Self {
+        let mut jaas =
+            String::from("Server {\n  org.apache.zookeeper.server.auth.DigestLoginModule required");
+        for (user, password) in users {
+            jaas.push_str(&format!("\n  user_{user}=\"{password}\""));
+        }
+        jaas.push_str(";\n};\n");
+        self.jaas = Some(jaas);
+        self.extra.push((
+            "authProvider.1".to_owned(),
+            "org.apache.zookeeper.server.auth.SASLAuthenticationProvider".to_owned(),
+        ));
+        self
+    }
+
+    fn secure_config(&self, secure_port: Option<u16>) -> String {
+        match secure_port {
+            Some(port) => format!("secureClientPort={port}\nsecureClientPortAddress=127.0.0.1\n"),
+            None => String::new(),
+        }
     }
 
     fn common_config(&self, data_dir: &Path, client_port: u16) -> String {
@@ -159,13 +232,17 @@ impl ZkServer {
     pub fn start_with_options(options: &ZkOptions) -> ZkServer {
         let mut attempt = 1;
         loop {
-            let port = free_ports(1)[0];
+            let ports = free_ports(2);
+            let port = ports[0];
+            let secure_port = options.secure.then_some(ports[1]);
             let dir = unique_temp_dir("zk");
             let data_dir = dir.join("data");
             fs::create_dir_all(&data_dir)
                 .unwrap_or_else(|e| panic!("creating {}: {e}", data_dir.display()));
-            let config = options.common_config(&data_dir, port);
-            let node = Node::new("standalone", dir, port, STANDALONE_MAIN, &config);
+            let config =
+                options.common_config(&data_dir, port) + &options.secure_config(secure_port);
+            let mut node = Node::new("standalone", dir, port, STANDALONE_MAIN, &config);
+            node.set_options(options, secure_port);
             node.spawn();
             match node.wait_answering(READY_TIMEOUT, true) {
                 Ok(()) => return ZkServer { node },
@@ -186,6 +263,11 @@ impl ZkServer {
     /// Connect string for a client, `"127.0.0.1:<port>"`.
     pub fn connect_string(&self) -> String {
         self.node.addr().to_string()
+    }
+
+    /// The TLS client address; panics if the server has none.
+    pub fn secure_addr(&self) -> SocketAddr {
+        self.node.secure_addr()
     }
 
     /// Sends a four-letter word (`ruok`, `srvr`, `mntr`, `cons`, `stat`, ...)
@@ -289,6 +371,7 @@ impl ZkEnsemble {
     fn spawn_members(n: usize, options: &ZkOptions) -> ZkEnsemble {
         // client, quorum and election port for each member, all distinct.
         let ports = free_ports(3 * n);
+        let secure_ports = free_ports(if options.secure { n } else { 0 });
         let servers: String = (0..n)
             .map(|i| {
                 format!(
@@ -307,17 +390,21 @@ impl ZkEnsemble {
                     .unwrap_or_else(|e| panic!("creating {}: {e}", data_dir.display()));
                 fs::write(data_dir.join("myid"), format!("{}\n", i + 1))
                     .unwrap_or_else(|e| panic!("writing myid in {}: {e}", data_dir.display()));
+                let secure_port = secure_ports.get(i).copied();
                 let config = format!(
-                    "{}initLimit=5\nsyncLimit=2\n{servers}",
-                    options.common_config(&data_dir, ports[3 * i])
+                    "{}{}initLimit=5\nsyncLimit=2\n{servers}",
+                    options.common_config(&data_dir, ports[3 * i]),
+                    options.secure_config(secure_port),
                 );
-                Node::new(
+                let mut node = Node::new(
                     &format!("member {i}"),
                     dir,
                     ports[3 * i],
                     QUORUM_MAIN,
                     &config,
-                )
+                );
+                node.set_options(options, secure_port);
+                node
             })
             .collect();
         for member in &members {
@@ -343,6 +430,16 @@ impl ZkEnsemble {
             .map(|m| m.addr().to_string())
             .collect::<Vec<_>>()
             .join(",")
+    }
+
+    /// `"127.0.0.1:s1,127.0.0.1:s2,..."`: every member's TLS client port.
+    pub fn secure_connect_string(&self) -> String {
+        let addrs: Vec<String> = self
+            .members
+            .iter()
+            .map(|m| m.secure_addr().to_string())
+            .collect();
+        addrs.join(",")
     }
 
     /// Client address of member `i`.
@@ -527,6 +624,9 @@ struct Node {
     client_port: u16,
     main_class: &'static str,
     process: Mutex<Option<Jvm>>,
+    secure_port: Option<u16>,
+    jvm_extra: Vec<String>,
+    classpath_extra: Vec<&'static str>,
 }
 
 /// A running wrapper + JVM pair.
@@ -554,7 +654,33 @@ impl Node {
             client_port,
             main_class,
             process: Mutex::new(None),
+            secure_port: None,
+            jvm_extra: Vec::new(),
+            classpath_extra: Vec::new(),
         }
+    }
+
+    fn set_options(&mut self, options: &ZkOptions, secure_port: Option<u16>) {
+        self.secure_port = secure_port;
+        self.jvm_extra = options.jvm.clone();
+        if let Some(jaas) = &options.jaas {
+            let path = self.dir.join("jaas.conf");
+            fs::write(&path, jaas).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+            self.jvm_extra.push(format!(
+                "-Djava.security.auth.login.config={}",
+                path.display()
+            ));
+        }
+        if options.secure {
+            self.classpath_extra = NETTY_JARS.to_vec();
+        }
+    }
+
+    fn secure_addr(&self) -> SocketAddr {
+        let port = self
+            .secure_port
+            .unwrap_or_else(|| panic!("{} has no TLS port (ZkOptions::tls)", self.label));
+        SocketAddr::from(([127, 0, 0, 1], port))
     }
 
     fn addr(&self) -> SocketAddr {
@@ -605,8 +731,14 @@ impl Node {
             .arg("zklock-zk-wrapper")
             .arg("java")
             .args(jvm_flags())
+            .args(&self.jvm_extra)
             .arg("-cp")
-            .arg(classpath())
+            .arg(
+                std::iter::once(classpath())
+                    .chain(self.classpath_extra.iter().map(|j| j.to_string()))
+                    .collect::<Vec<_>>()
+                    .join(":"),
+            )
             .arg(self.main_class)
             .arg(self.dir.join("zoo.cfg"))
             .env("ZKW_DIR", &self.dir)

@@ -1,0 +1,316 @@
+//! What sits between the socket and the session's bytes: nothing, or TLS
+//! (cargo feature `tls`), plus the reports of connections that failed before
+//! a session was established, for the caller of `connect`.
+//!
+//! The TLS side is rustls's sans-I/O connection driven by the mio loop:
+//! `read_tls` + `process_new_packets` when the socket is readable, plaintext
+//! written into rustls and `write_tls` while it `wants_write`. The session
+//! core never knows whether TLS is there.
+
+use std::io::{self, Read, Write};
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use crossbeam_channel::Sender;
+use mio::net::TcpStream;
+
+use super::{Connection, Driver};
+use crate::error::ConnectError;
+
+/// A connection that failed before its session was established.
+#[derive(Debug, Clone)]
+pub(crate) struct ConnectFailure {
+    /// The server's address.
+    pub addr: SocketAddr,
+    /// What went wrong.
+    pub error: ConnectError,
+}
+
+impl ConnectFailure {
+    /// Whether trying the same server again cannot help (TLS refused).
+    pub(crate) fn is_definitive(&self) -> bool {
+        match &self.error {
+            #[cfg(feature = "tls")]
+            ConnectError::Tls { source, .. } => source.is_definitive(),
+            _ => false,
+        }
+    }
+
+    /// The server closed the connection before answering, in the ZooKeeper
+    /// or the TLS handshake: typical of a port that speaks the other
+    /// protocol, but also of a server that is not serving yet.
+    pub(crate) fn closed_early(&self) -> bool {
+        match &self.error {
+            ConnectError::ClosedBeforeHandshake { .. } => true,
+            #[cfg(feature = "tls")]
+            ConnectError::Tls {
+                source: crate::tls::TlsError::ClosedDuringHandshake,
+                ..
+            } => true,
+            _ => false,
+        }
+    }
+}
+
+/// How every connection of a client is made.
+#[derive(Debug, Clone, Default)]
+pub(crate) enum Connector {
+    /// Plain TCP.
+    #[default]
+    Plain,
+    /// TLS over TCP.
+    #[cfg(feature = "tls")]
+    Tls(crate::tls::TlsSetup),
+}
+
+/// The driver's side of links: how to make one, the host names of the
+/// addresses, and where failures are reported.
+pub(crate) struct Links {
+    connector: Connector,
+    /// The connect string's host of each resolved address.
+    names: Vec<(SocketAddr, String)>,
+    failures: Sender<ConnectFailure>,
+    /// The typed reason of the failure being handled, if known.
+    pending: Option<ConnectError>,
+}
+
+impl Links {
+    pub(crate) fn new(
+        connector: Connector,
+        names: Vec<(SocketAddr, String)>,
+        failures: Sender<ConnectFailure>,
+    ) -> Links {
+        Links {
+            connector,
+            names,
+            failures,
+            pending: None,
+        }
+    }
+
+    /// `host:port` as the connect string wrote it.
+    fn host(&self, addr: SocketAddr) -> String {
+        match self.names.iter().find(|(a, _)| *a == addr) {
+            Some((_, name)) => format!("{name}:{}", addr.port()),
+            None => addr.to_string(),
+        }
+    }
+
+    /// A link for a new TCP connection to `addr`.
+    #[cfg_attr(not(feature = "tls"), allow(unused_variables))]
+    pub(crate) fn link(&mut self, addr: SocketAddr) -> Result<Link, ConnectError> {
+        match &self.connector {
+            Connector::Plain => Ok(Link::default()),
+            #[cfg(feature = "tls")]
+            Connector::Tls(setup) => {
+                let name = self
+                    .names
+                    .iter()
+                    .find(|(a, _)| *a == addr)
+                    .map_or_else(|| addr.ip().to_string(), |(_, n)| n.clone());
+                match setup.connect(&name) {
+                    Ok((conn, name)) => Ok(Link {
+                        established: false,
+                        tls: Some(Box::new(TlsLink {
+                            conn,
+                            name,
+                            drained: false,
+                        })),
+                    }),
+                    Err(source) => Err(ConnectError::Tls {
+                        host: self.host(addr),
+                        source,
+                    }),
+                }
+            }
+        }
+    }
+
+    /// A connection ended: if its session was never established, report why.
+    pub(crate) fn connection_ended(&mut self, conn: &Connection) {
+        let pending = self.pending.take();
+        if conn.link.established {
+            return;
+        }
+        let error = pending.unwrap_or_else(|| ConnectError::Other {
+            host: self.host(conn.addr),
+            reason: "the connection ended before a session was established".into(),
+        });
+        self.report(conn.addr, error);
+    }
+
+    fn report(&self, addr: SocketAddr, error: ConnectError) {
+        log::info!("connecting to {addr} failed: {error}");
+        // Nobody may be listening (connect returned long ago): never block.
+        let _ = self.failures.try_send(ConnectFailure { addr, error });
+    }
+}
+
+/// The transport state of one connection.
+#[derive(Debug, Default)]
+pub(crate) struct Link {
+    /// The session was established (or resumed) on this connection.
+    pub(crate) established: bool,
+    #[cfg(feature = "tls")]
+    tls: Option<Box<TlsLink>>,
+}
+
+impl Link {
+    /// Reads session bytes: `Ok(0)` when the peer closed, `WouldBlock` when
+    /// nothing more is there.
+    pub(crate) fn read(&mut self, stream: &mut TcpStream, buf: &mut [u8]) -> io::Result<usize> {
+        #[cfg(feature = "tls")]
+        if let Some(tls) = self.tls.as_mut() {
+            return tls.read(stream, buf);
+        }
+        stream.read(buf)
+    }
+
+    /// Writes session bytes; returns how many were taken.
+    pub(crate) fn write(&mut self, stream: &mut TcpStream, data: &[u8]) -> io::Result<usize> {
+        #[cfg(feature = "tls")]
+        if let Some(tls) = self.tls.as_mut() {
+            return tls.write(stream, data);
+        }
+        stream.write(data)
+    }
+
+    /// Sends what the transport itself has queued (TLS records).
+    pub(crate) fn flush(&mut self, stream: &mut TcpStream) -> io::Result<()> {
+        #[cfg(feature = "tls")]
+        if let Some(tls) = self.tls.as_mut() {
+            return tls.flush(stream);
+        }
+        let _ = stream;
+        Ok(())
+    }
+
+    /// Whether a short read means the socket is drained. True for TCP;
+    /// with TLS a short read is one batch of records, and the socket is
+    /// drained only once it said WouldBlock (or an unread close follows).
+    pub(crate) fn drained(&self) -> bool {
+        #[cfg(feature = "tls")]
+        if let Some(tls) = self.tls.as_ref() {
+            return tls.drained;
+        }
+        true
+    }
+
+    /// The transport has bytes of its own to send.
+    pub(crate) fn wants_write(&self) -> bool {
+        #[cfg(feature = "tls")]
+        if let Some(tls) = self.tls.as_ref() {
+            return tls.conn.wants_write();
+        }
+        false
+    }
+}
+
+/// A TLS client connection over the driver's socket.
+#[cfg(feature = "tls")]
+struct TlsLink {
+    conn: rustls::ClientConnection,
+    /// The name verified against the server's certificate.
+    name: String,
+    /// The last socket read said WouldBlock: nothing is left unread.
+    drained: bool,
+}
+
+#[cfg(feature = "tls")]
+impl std::fmt::Debug for TlsLink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsLink").field("name", &self.name).finish()
+    }
+}
+
+/// A TLS failure carried through `io::Error` to the driver.
+#[cfg(feature = "tls")]
+fn tls_failure(e: crate::tls::TlsError) -> io::Error {
+    io::Error::other(e)
+}
+
+#[cfg(feature = "tls")]
+impl TlsLink {
+    fn read(&mut self, stream: &mut TcpStream, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            match self.conn.reader().read(buf) {
+                Ok(n) => return Ok(n),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                // The peer closed without close_notify; the data is complete
+                // at record boundaries, which is all ZooKeeper frames need.
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(0),
+                Err(e) => return Err(e),
+            }
+            let got = self.conn.read_tls(stream);
+            self.drained = matches!(&got, Err(e) if e.kind() == io::ErrorKind::WouldBlock);
+            match got {
+                Ok(0) if self.conn.is_handshaking() => {
+                    return Err(tls_failure(crate::tls::TlsError::ClosedDuringHandshake))
+                }
+                Ok(0) => return Ok(0),
+                Ok(_) => {
+                    if let Err(e) = self.conn.process_new_packets() {
+                        // Tell the server why (an alert), as far as it goes.
+                        let _ = self.conn.write_tls(stream);
+                        let e = crate::tls::TlsError::from_rustls(e, &self.name);
+                        return Err(tls_failure(e));
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    fn write(&mut self, stream: &mut TcpStream, data: &[u8]) -> io::Result<usize> {
+        let n = self.conn.writer().write(data)?;
+        match self.flush(stream) {
+            Err(e) if e.kind() != io::ErrorKind::WouldBlock => return Err(e),
+            _ => {}
+        }
+        if n == 0 {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self, stream: &mut TcpStream) -> io::Result<()> {
+        while self.conn.wants_write() {
+            if self.conn.write_tls(stream)? == 0 {
+                return Err(io::ErrorKind::WriteZero.into());
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Driver {
+    /// The transport failed: report a TLS failure with its type, then drop
+    /// the connection as any other failure.
+    pub(super) fn link_failed(&mut self, now: Instant, e: io::Error) {
+        let why = e.to_string();
+        #[cfg(feature = "tls")]
+        if let (Some(conn), Some(source)) = (
+            &self.conn,
+            e.get_ref()
+                .and_then(|inner| inner.downcast_ref::<crate::tls::TlsError>()),
+        ) {
+            self.links.pending = Some(ConnectError::Tls {
+                host: self.links.host(conn.addr),
+                source: source.clone(),
+            });
+        }
+        self.lost_connection(now, &why);
+    }
+
+    /// The server closed the connection.
+    pub(super) fn closed_by_server(&mut self, now: Instant) {
+        if let Some(conn) = &self.conn {
+            if !conn.link.established {
+                self.links.pending = Some(ConnectError::ClosedBeforeHandshake {
+                    host: self.links.host(conn.addr),
+                });
+            }
+        }
+        self.lost_connection(now, "closed by the server");
+    }
+}
