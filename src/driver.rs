@@ -461,6 +461,7 @@ impl Driver {
                         now,
                         event.is_writable(),
                         event.is_readable() || event.is_read_closed(),
+                        event.is_read_closed(),
                     );
                 }
             }
@@ -744,7 +745,9 @@ impl Driver {
         }
     }
 
-    fn on_socket(&mut self, now: Instant, writable: bool, readable: bool) {
+    /// `peer_closed`: the event also said the server closed its side; then
+    /// the read goes on to the end of the stream.
+    fn on_socket(&mut self, now: Instant, writable: bool, readable: bool, peer_closed: bool) {
         let Some(conn) = self.conn.as_mut() else {
             return;
         };
@@ -766,14 +769,14 @@ impl Driver {
             self.session.handle_connected(now);
         }
         if readable {
-            self.read(now);
+            self.read(now, peer_closed);
         }
         if writable {
             self.flush(now);
         }
     }
 
-    fn read(&mut self, now: Instant) {
+    fn read(&mut self, now: Instant, peer_closed: bool) {
         let mut buf = [0u8; 64 * 1024];
         loop {
             let Some(conn) = self.conn.as_mut() else {
@@ -791,8 +794,12 @@ impl Driver {
                     }
                     // A short read drained the socket: with edge-triggered
                     // readiness, more data brings a new event. Saves the
-                    // read that would only say WouldBlock.
-                    if n < buf.len() && self.conn.as_ref().is_some_and(|c| c.link.drained()) {
+                    // read that would only say WouldBlock (unless the peer
+                    // closed too: no event would come for that again).
+                    if n < buf.len()
+                        && !peer_closed
+                        && self.conn.as_ref().is_some_and(|c| c.link.drained())
+                    {
                         return;
                     }
                 }

@@ -130,6 +130,8 @@ fn try_lock_timeout_and_cancel_leave_no_node() {
     canceller.join().unwrap();
     assert_eq!(children(&c, &path).len(), 1);
     drop(g);
+    // The holder's release goes out on its own session, in the background.
+    support::wait_no_children(&c, &path, WAIT);
     assert!(m.try_lock().unwrap().is_some());
 }
 

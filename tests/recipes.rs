@@ -176,6 +176,7 @@ fn multilock_takes_all_or_none() {
     assert_eq!(both.lock_timeout(BRIEF).unwrap_err(), LockError::Timeout);
     support::wait_no_children(&a, &x, WAIT);
     drop(hold_y);
+    support::wait_no_children(&a, &y, WAIT);
     let token = CancelToken::new();
     token.cancel();
     assert_eq!(
