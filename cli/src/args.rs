@@ -7,6 +7,7 @@
 
 use std::ffi::OsString;
 use std::fmt;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use lexopt::prelude::*;
@@ -47,6 +48,26 @@ pub struct Global {
     pub connect: String,
     pub session_timeout: Duration,
     pub verbose: u8,
+    pub security: Security,
+}
+
+/// How to reach a secured ensemble. Secrets never come from the command
+/// line (where `ps` shows them): only file names do.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Security {
+    /// PEM file of the CA that signed the servers' certificates: use TLS.
+    pub tls_ca: Option<PathBuf>,
+    /// PEM certificate and key for mutual TLS.
+    pub tls_client: Option<(PathBuf, PathBuf)>,
+    /// The name the servers' certificates must carry, if not the host's.
+    pub tls_server_name: Option<String>,
+    /// SASL DIGEST-MD5 user; the password is read from
+    /// `sasl_password_file`, else `$ZKLOCK_SASL_PASSWORD`.
+    pub sasl_user: Option<String>,
+    pub sasl_password_file: Option<PathBuf>,
+    /// A file holding `user:password` for digest auth (else
+    /// `$ZKLOCK_DIGEST`, when set).
+    pub digest_file: Option<PathBuf>,
 }
 
 /// What `exec` and `leader` hold while CMD runs.
@@ -154,6 +175,13 @@ struct Given {
     id: Option<String>,
     kill_after: Option<String>,
     json: bool,
+    tls_ca: Option<String>,
+    tls_cert: Option<String>,
+    tls_key: Option<String>,
+    tls_server_name: Option<String>,
+    sasl_user: Option<String>,
+    sasl_password_file: Option<String>,
+    digest_file: Option<String>,
     positionals: Vec<String>,
     /// Everything after `--`.
     rest: Option<Vec<OsString>>,
@@ -198,6 +226,15 @@ fn read(parser: &mut lexopt::Parser, sub: Option<Sub>, given: &mut Given) -> Res
             Short('c') | Long("connect") => given.connect = Some(text_value(parser, &option)?),
             Long("session-timeout") => given.session_timeout = Some(text_value(parser, &option)?),
             Short('v') | Long("verbose") => given.verbose = given.verbose.saturating_add(1),
+            Long("tls-ca") => given.tls_ca = Some(text_value(parser, &option)?),
+            Long("tls-cert") => given.tls_cert = Some(text_value(parser, &option)?),
+            Long("tls-key") => given.tls_key = Some(text_value(parser, &option)?),
+            Long("tls-server-name") => given.tls_server_name = Some(text_value(parser, &option)?),
+            Long("sasl-user") => given.sasl_user = Some(text_value(parser, &option)?),
+            Long("sasl-password-file") => {
+                given.sasl_password_file = Some(text_value(parser, &option)?)
+            }
+            Long("digest-file") => given.digest_file = Some(text_value(parser, &option)?),
             Short('h') | Long("help") => given.help = true,
             Long("version") => given.version = true,
             Short('w') | Long("wait") if in_hold => given.wait = Some(text_value(parser, &option)?),
@@ -263,10 +300,33 @@ fn global_from(given: &Given, connect_env: Option<String>) -> Result<Global, Usa
         Some(t) => seconds(command, "--session-timeout", t, false)?,
         None => Duration::from_secs(10),
     };
+    let tls_client = match (&given.tls_cert, &given.tls_key) {
+        (Some(cert), Some(key)) => Some((PathBuf::from(cert), PathBuf::from(key))),
+        (None, None) => None,
+        _ => return usage(command, "--tls-cert and --tls-key go together"),
+    };
+    let tls_ca = given.tls_ca.as_ref().map(PathBuf::from);
+    if tls_ca.is_none() && (tls_client.is_some() || given.tls_server_name.is_some()) {
+        return usage(
+            command,
+            "--tls-cert, --tls-key and --tls-server-name need --tls-ca",
+        );
+    }
+    if given.sasl_password_file.is_some() && given.sasl_user.is_none() {
+        return usage(command, "--sasl-password-file needs --sasl-user");
+    }
     Ok(Global {
         connect,
         session_timeout,
         verbose: given.verbose,
+        security: Security {
+            tls_ca,
+            tls_client,
+            tls_server_name: given.tls_server_name.clone(),
+            sasl_user: given.sasl_user.clone(),
+            sasl_password_file: given.sasl_password_file.as_ref().map(PathBuf::from),
+            digest_file: given.digest_file.as_ref().map(PathBuf::from),
+        },
     })
 }
 
@@ -430,6 +490,15 @@ Global options (also accepted after the subcommand):
       --session-timeout SECS ZooKeeper session timeout (default 10); also how
                              long to wait for a server at startup
   -v, --verbose              log to stderr (-vv, -vvv: more)
+      --tls-ca FILE          use TLS; FILE is the PEM CA of the servers
+      --tls-cert FILE, --tls-key FILE
+                             PEM client certificate and key (mutual TLS)
+      --tls-server-name NAME the name the servers' certificates carry
+      --sasl-user USER       SASL DIGEST-MD5 login; the password comes from
+                             --sasl-password-file FILE, else
+                             $ZKLOCK_SASL_PASSWORD (never from the command line)
+      --digest-file FILE     digest auth with the user:password in FILE
+                             (else $ZKLOCK_DIGEST, when set)
   -h, --help                 this help; 'zklock SUBCOMMAND --help' for each
       --version              print the version
 

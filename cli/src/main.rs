@@ -16,6 +16,7 @@ mod signals;
 mod status;
 
 use std::io::Write;
+use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -60,7 +61,9 @@ impl Failure {
 pub fn client_failure(e: &Error, doing: &str) -> Failure {
     let code = match e {
         Error::InvalidPath { .. } | Error::InvalidConnectString(_) => exit::USAGE,
-        Error::Timeout | Error::ConnectionLoss | Error::Closed => exit::UNAVAILABLE,
+        Error::Timeout | Error::ConnectionLoss | Error::Closed | Error::Connect(_) => {
+            exit::UNAVAILABLE
+        }
         Error::SessionExpired => exit::LOST,
         Error::AuthFailed => exit::NOPERM,
         Error::Server(ErrorCode::NoAuth) => exit::NOPERM,
@@ -87,20 +90,24 @@ pub fn connect(global: &args::Global) -> Result<Client, Failure> {
         global.connect,
         global.session_timeout
     );
-    let client = Client::builder(&global.connect)
-        .session_timeout(global.session_timeout)
-        .connect()
-        .map_err(|e| match e {
-            Error::Timeout => Failure::new(
-                exit::UNAVAILABLE,
-                format!(
-                    "no ZooKeeper server reachable at {} within {}",
-                    global.connect,
-                    secs(global.session_timeout.max(Duration::from_secs(1)))
-                ),
+    let builder = Client::builder(&global.connect).session_timeout(global.session_timeout);
+    let builder = secured(builder, &global.security)?;
+    let client = builder.connect().map_err(|e| match e {
+        Error::Timeout => Failure::new(
+            exit::UNAVAILABLE,
+            format!(
+                "no ZooKeeper server reachable at {} within {}",
+                global.connect,
+                secs(global.session_timeout.max(Duration::from_secs(1)))
             ),
-            other => client_failure(&other, &format!("connecting to {}", global.connect)),
-        })?;
+        ),
+        other => client_failure(&other, &format!("connecting to {}", global.connect)),
+    })?;
+    if let Some(digest) = digest_credentials(&global.security)? {
+        client
+            .add_auth("digest", digest.as_bytes())
+            .map_err(|e| client_failure(&e, "adding digest credentials"))?;
+    }
     log::info!(
         "connected to {}: session {:#x}, timeout {:?}",
         global.connect,
@@ -108,6 +115,74 @@ pub fn connect(global: &args::Global) -> Result<Client, Failure> {
         client.negotiated_timeout()
     );
     Ok(client)
+}
+
+/// A secret from a file (trailing newline dropped), else from `env`.
+fn secret(file: Option<&Path>, env: &str) -> Result<Option<String>, Failure> {
+    match file {
+        Some(path) => std::fs::read_to_string(path)
+            .map(|s| Some(s.trim_end_matches(['\r', '\n']).to_owned()))
+            .map_err(|e| Failure::new(exit::USAGE, format!("reading {}: {e}", path.display()))),
+        None => Ok(std::env::var(env).ok().filter(|v| !v.is_empty())),
+    }
+}
+
+/// TLS and SASL as the flags ask.
+fn secured(
+    builder: zklock::ClientBuilder,
+    security: &args::Security,
+) -> Result<zklock::ClientBuilder, Failure> {
+    let mut builder = builder;
+    if let Some(ca) = &security.tls_ca {
+        builder = with_tls(builder, ca, security)?;
+    }
+    if let Some(user) = &security.sasl_user {
+        let password = secret(
+            security.sasl_password_file.as_deref(),
+            "ZKLOCK_SASL_PASSWORD",
+        )?
+        .ok_or_else(|| {
+            Failure::new(
+                exit::USAGE,
+                "--sasl-user needs a password: --sasl-password-file FILE or $ZKLOCK_SASL_PASSWORD",
+            )
+        })?;
+        builder = builder.sasl(zklock::SaslConfig::digest_md5(user, &password));
+    }
+    Ok(builder)
+}
+
+#[cfg(feature = "tls")]
+fn with_tls(
+    builder: zklock::ClientBuilder,
+    ca: &Path,
+    security: &args::Security,
+) -> Result<zklock::ClientBuilder, Failure> {
+    let mut options = zklock::TlsOptions::new(ca);
+    if let Some((cert, key)) = &security.tls_client {
+        options = options.client_cert(cert, key);
+    }
+    if let Some(name) = &security.tls_server_name {
+        options = options.server_name(name);
+    }
+    Ok(builder.tls(options))
+}
+
+#[cfg(not(feature = "tls"))]
+fn with_tls(
+    _builder: zklock::ClientBuilder,
+    _ca: &Path,
+    _security: &args::Security,
+) -> Result<zklock::ClientBuilder, Failure> {
+    Err(Failure::new(
+        exit::USAGE,
+        "this zklock was built without TLS (cargo install zklock-cli --features tls)",
+    ))
+}
+
+/// `user:password` for digest auth, from `--digest-file` or `$ZKLOCK_DIGEST`.
+fn digest_credentials(security: &args::Security) -> Result<Option<String>, Failure> {
+    secret(security.digest_file.as_deref(), "ZKLOCK_DIGEST")
 }
 
 /// `1.5s`, `10s`.

@@ -882,3 +882,75 @@ impl Json {
             .collect()
     }
 }
+
+/// `exec` and `status` against a server with a secure client port, with a
+/// client certificate (mutual TLS); without the CA the command says why.
+#[cfg(feature = "tls")]
+#[test]
+fn exec_and_status_over_tls() {
+    let certs = support::certs::shared();
+    let server = ZkServer::start_with_options(&certs.server_options(true));
+    let c = server.secure_addr().to_string();
+    let ca = certs.ca_pem.to_string_lossy().into_owned();
+    let cert = certs.client_pem.to_string_lossy().into_owned();
+    let key = certs.client_key.to_string_lossy().into_owned();
+    let tls = ["--tls-ca", &ca, "--tls-cert", &cert, "--tls-key", &key];
+    let mut holder_args: Vec<&str> = tls.to_vec();
+    holder_args.extend(["exec", "/cli-tls", "--", "sh", "-c", "echo locked; read x"]);
+    let mut holder = Proc::spawn(zklock(&c, &holder_args));
+    holder.expect_line("locked");
+    let mut status_args: Vec<&str> = tls.to_vec();
+    status_args.extend(["status", "--json", "/cli-tls"]);
+    let (code, out, err) = run(&c, &status_args);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(Json::parse(&out[0]).get("queue").array().len(), 1);
+    holder.send_line("bye");
+    let (status, _, err) = holder.finish(PROMPT);
+    assert_eq!(status.code(), Some(0), "{err}");
+    // The other CA: refused with a reason, not a hang.
+    let other = certs.other_ca_pem.to_string_lossy().into_owned();
+    let (code, _, err) = run(
+        &c,
+        &[
+            "--tls-ca",
+            &other,
+            "--tls-cert",
+            &cert,
+            "--tls-key",
+            &key,
+            "status",
+            "/cli-tls",
+        ],
+    );
+    assert_eq!(code, 69, "{err}");
+    assert!(
+        err.to_lowercase().contains("ca") || err.contains("certificate"),
+        "{err}"
+    );
+}
+
+/// SASL DIGEST-MD5 with the password from the environment (never argv);
+/// a wrong one is refused with exit 77; no password at all is a usage error.
+#[test]
+fn status_with_a_sasl_login() {
+    let server = ZkServer::start_with_options(
+        &support::zk::ZkOptions::new().sasl_digest(&[("alice", "alice-secret")]),
+    );
+    let c = server.connect_string();
+    let status = |password: Option<&str>| {
+        let mut cmd = zklock(&c, &["--sasl-user", "alice", "status", "/cli-sasl"]);
+        cmd.env_remove("ZKLOCK_SASL_PASSWORD");
+        if let Some(p) = password {
+            cmd.env("ZKLOCK_SASL_PASSWORD", p);
+        }
+        let (status, _, err) = Proc::spawn(cmd).finish(PROMPT);
+        (status.code().unwrap_or(-1), err)
+    };
+    let (code, err) = status(Some("alice-secret"));
+    assert_eq!(code, 0, "{err}");
+    let (code, err) = status(Some("wrong"));
+    assert_eq!(code, 77, "{err}");
+    let (code, err) = status(None);
+    assert_eq!(code, 64, "{err}");
+    assert!(err.contains("ZKLOCK_SASL_PASSWORD"), "{err}");
+}
