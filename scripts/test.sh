@@ -16,7 +16,11 @@ cargo test --workspace --doc --all-features
 # Every publishable crate (zklock-jute, zklock, zklock-cli) packaged and
 # built from its .crate alone, as crates.io would take it; the crates that
 # depend on an unpublished one see it through cargo's temporary registry.
-cargo publish --dry-run --workspace --allow-dirty
+# A target directory of its own, emptied first: cargo takes a registry crate
+# of a given version as immutable, so an older build of the unpublished
+# zklock 0.1.0 would otherwise be reused for zklock-cli's check.
+rm -rf target/publish-check
+CARGO_TARGET_DIR=target/publish-check cargo publish --dry-run --workspace --allow-dirty
 # The documentation as docs.rs builds it: all features, --cfg docsrs.
 RUSTDOCFLAGS="-D warnings --cfg docsrs" cargo doc --workspace --all-features --no-deps
 # The public API matches the committed listing (or the version was bumped).
