@@ -629,7 +629,7 @@ impl Client {
 
     fn unexpected(resp: Response) -> Error {
         log::error!("reply of an unexpected shape: {resp:?}");
-        Error::Server(ErrorCode::MarshallingError)
+        Error::Protocol(format!("reply of an unexpected shape: {resp:?}"))
     }
 
     /// Creates a node with an open ACL; returns its path (with the sequence
@@ -659,7 +659,11 @@ impl Client {
                 create,
                 ttl_ms: i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX),
             }),
-            (m, None) if m.is_ttl() => return Err(Error::Server(ErrorCode::BadArguments)),
+            (m, None) if m.is_ttl() => {
+                return Err(Error::InvalidArgument(
+                    "a TTL mode needs CreateOptions::ttl",
+                ))
+            }
             _ => Request::Create2(create),
         };
         match self.call(request)? {
@@ -850,7 +854,8 @@ impl Client {
         }
         results
             .into_iter()
-            .map(|r| match r {
+            .enumerate()
+            .map(|(index, r)| match r {
                 MultiResult::Create { path } => Ok(OpResult::Create {
                     path: self.client_path(&path),
                     stat: Stat::default(),
@@ -862,7 +867,7 @@ impl Client {
                 MultiResult::Delete => Ok(OpResult::Delete),
                 MultiResult::SetData { stat } => Ok(OpResult::SetData { stat }),
                 MultiResult::Check => Ok(OpResult::Check),
-                MultiResult::Error(code) => Err(Error::MultiFailed { index: 0, code }),
+                MultiResult::Error(code) => Err(Error::MultiFailed { index, code }),
             })
             .collect()
     }

@@ -7,6 +7,7 @@ use crate::session::RequestError;
 
 /// Everything a client call can fail with.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum Error {
     /// The server refused the request with this code (NoNode, NodeExists, ...).
     #[error("ZooKeeper error {0:?}")]
@@ -60,9 +61,13 @@ pub enum Error {
     /// The operating system refused us (thread or poll creation).
     #[error("I/O error: {0}")]
     Io(String),
-    /// The caller cancelled the operation.
-    #[error("cancelled")]
-    Cancelled,
+    /// An argument the server would refuse; nothing was sent.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(&'static str),
+    /// The server answered with a reply of a shape the request cannot have
+    /// (a server bug, or a protocol this client does not speak).
+    #[error("protocol violation: {0}")]
+    Protocol(String),
     /// No session could be established, and the servers said why: TLS
     /// refused, or every server closed the connection before answering.
     #[error(transparent)]
@@ -121,8 +126,14 @@ impl Error {
         self.code() == Some(ErrorCode::NodeExists)
     }
 
-    /// The outcome is unknown: the request may have been applied.
+    /// The connection dropped with the request in flight.
     pub fn is_connection_loss(&self) -> bool {
+        matches!(self, Error::ConnectionLoss)
+    }
+
+    /// The outcome is unknown: the request may have been applied (the
+    /// connection dropped, or no answer came in time).
+    pub fn is_outcome_unknown(&self) -> bool {
         matches!(self, Error::ConnectionLoss | Error::Timeout)
     }
 

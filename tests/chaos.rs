@@ -66,7 +66,7 @@ fn worker(proxy: Arc<Proxy>, stop: Arc<AtomicBool>, tally: Arc<Tally>) {
                         })) => {
                             tally.violations.fetch_add(1, Ordering::SeqCst);
                         }
-                        Err(LockError::Client(e)) if e.is_connection_loss() => {
+                        Err(LockError::Client(e)) if e.is_outcome_unknown() => {
                             tally.unknown.fetch_add(1, Ordering::SeqCst);
                         }
                         Err(_) => {}

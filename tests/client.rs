@@ -470,9 +470,8 @@ fn ttl_nodes() {
             b"",
             &CreateOptions::new(CreateMode::PersistentWithTtl)
         )
-        .unwrap_err()
-        .code(),
-        Some(ErrorCode::BadArguments)
+        .unwrap_err(),
+        Error::InvalidArgument("a TTL mode needs CreateOptions::ttl")
     );
 }
 

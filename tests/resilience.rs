@@ -287,7 +287,7 @@ fn write_applied(c: &Client, root: &str, prefix: &str) -> bool {
         );
         match c.sync(root).and_then(|()| c.get_children(root)) {
             Ok(kids) => return kids.iter().any(|k| k.starts_with(prefix)),
-            Err(e) if e.is_connection_loss() => continue,
+            Err(e) if e.is_outcome_unknown() => continue,
             Err(e) => panic!("checking whether {prefix} was applied: {e:?}"),
         }
     }
@@ -311,7 +311,7 @@ fn write_loop(c: &Client, root: &str, stop: &AtomicBool, done: &AtomicUsize) -> 
                     log.acked.push((i, path));
                     break;
                 }
-                Err(e) if e.is_connection_loss() => {
+                Err(e) if e.is_outcome_unknown() => {
                     log.uncertain += 1;
                     if write_applied(c, root, &prefix) {
                         log.found_after_loss.push(i);

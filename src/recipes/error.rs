@@ -42,7 +42,6 @@ impl From<Error> for LockError {
     fn from(e: Error) -> Self {
         match e {
             Error::SessionExpired => LockError::SessionExpired,
-            Error::Cancelled => LockError::Cancelled,
             other => LockError::Client(other),
         }
     }
