@@ -16,6 +16,7 @@ use crossbeam_channel::Receiver;
 use super::cancel::CancelToken;
 use super::error::LockError;
 use super::guard::LockGuard;
+use super::handoff::{HandOff, Turn};
 use super::held::LockState;
 use super::mutex::{lock_calls, Mutex, MutexOptions};
 use crate::Client;
@@ -25,16 +26,11 @@ const CANCEL_POLL: Duration = Duration::from_millis(20);
 
 #[derive(Debug, Default)]
 struct Local {
-    /// The process's hold on the ZooKeeper lock, kept across a batch.
+    /// The process's hold on the ZooKeeper lock, kept across a batch
+    /// (`Some` exactly when `hand.held`).
     zk: Option<LockGuard>,
-    /// A thread of this process is inside the lock.
-    busy: bool,
-    /// A thread is queueing in ZooKeeper for the process.
-    acquiring: bool,
-    /// Threads of this process waiting locally.
-    waiting: usize,
-    /// Threads that held it since the ZooKeeper lock was taken.
-    batch: usize,
+    /// Who uses, waits for and holds it: the decisions, simulated apart.
+    hand: HandOff,
     /// The thread inside, so it cannot wait for itself.
     owner: Option<std::thread::ThreadId>,
 }
@@ -117,43 +113,45 @@ impl BatchMutex {
     ) -> Result<BatchGuard, LockError> {
         let s = &self.shared;
         let mut local = s.local();
-        if local.busy && local.owner == Some(std::thread::current().id()) {
+        if local.hand.busy && local.owner == Some(std::thread::current().id()) {
             return Err(LockError::WouldDeadlock);
         }
-        local.waiting += 1;
+        local.hand.arrive();
         loop {
             if cancel.is_some_and(|c| c.is_cancelled()) {
                 return Err(self.leave(local, LockError::Cancelled));
             }
-            if !local.busy {
-                if let Some(zk) = local.zk.as_ref() {
-                    if zk.state() != LockState::Lost {
-                        let (token, node) = (zk.fencing_token(), zk.node_path());
-                        local.busy = true;
-                        local.owner = Some(std::thread::current().id());
-                        local.waiting -= 1;
-                        local.batch += 1;
-                        return Ok(self.guard(token, node));
-                    }
-                    // Lost while idle: give it back and queue again.
-                    local.zk = None;
+            let usable = local
+                .zk
+                .as_ref()
+                .is_some_and(|zk| zk.state() != LockState::Lost);
+            match local.hand.turn(usable) {
+                Turn::Take => {
+                    let (token, node) = match local.zk.as_ref() {
+                        Some(zk) => (zk.fencing_token(), zk.node_path()),
+                        None => (0, String::new()),
+                    };
+                    local.owner = Some(std::thread::current().id());
+                    return Ok(self.guard(token, node));
                 }
-                if !local.acquiring {
-                    local.acquiring = true;
+                Turn::Acquire => {
+                    // A hold lost while idle goes back before queueing again.
+                    let lost = local.zk.take();
                     drop(local);
+                    drop(lost);
                     let got = s.mutex.lock_with(deadline, cancel);
                     local = s.local();
-                    local.acquiring = false;
+                    local.hand.acquired(got.is_ok());
                     match got {
                         Ok(g) => {
                             local.zk = Some(g);
-                            local.batch = 0;
                             s.changed.notify_all();
                             continue;
                         }
                         Err(e) => return Err(self.leave(local, e)),
                     }
                 }
+                Turn::Wait => {}
             }
             let wait = match (deadline, cancel) {
                 (Some(d), _) => {
@@ -180,9 +178,11 @@ impl BatchMutex {
     /// A local waiter leaves without the lock. If it was the last one the
     /// process's hold was kept for, nobody would release it: give it back.
     fn leave(&self, mut local: MutexGuard<'_, Local>, error: LockError) -> LockError {
-        local.waiting -= 1;
-        let idle = !local.busy && local.waiting == 0 && !local.acquiring;
-        let zk = if idle { local.zk.take() } else { None };
+        let zk = if local.hand.leave() {
+            local.zk.take()
+        } else {
+            None
+        };
         drop(local);
         self.shared.changed.notify_all();
         if let Some(g) = zk {
@@ -193,7 +193,7 @@ impl BatchMutex {
 
     /// Threads of this process waiting for the lock (diagnostics).
     pub fn local_waiters(&self) -> usize {
-        self.shared.local().waiting
+        self.shared.local().hand.waiting
     }
 
     fn guard(&self, token: i64, node: String) -> BatchGuard {
@@ -242,11 +242,10 @@ impl Drop for BatchGuard {
     fn drop(&mut self) {
         let s = &self.shared;
         let mut local = s.local();
-        local.busy = false;
         local.owner = None;
         // Keep the node for a local waiter while the batch lasts; otherwise
         // give the lock back to the queue.
-        if local.waiting == 0 || local.batch >= s.max_batch {
+        if local.hand.exit(s.max_batch) {
             let zk = local.zk.take();
             drop(local);
             if let Some(g) = zk {

@@ -9,6 +9,7 @@ mod cancel;
 mod election;
 mod error;
 mod guard;
+mod handoff;
 mod held;
 mod inspect;
 mod latch;
