@@ -527,6 +527,8 @@ pub struct RunInfo {
     pub load_after: String,
     pub total_s: f64,
     pub fsync: Vec<bool>,
+    /// Footprint notes: what was built from where, what could not be measured.
+    pub notes: Vec<(String, String)>,
 }
 
 fn loadavg() -> String {
@@ -672,6 +674,7 @@ pub fn run() -> BoxResult<()> {
         ),
     ];
     let load_before = loadavg();
+    let mut notes = Vec::new();
     let mut results = Results::default();
     let mut zk_version = String::new();
     let external = std::env::var("ZKLOCK_CONNECT").ok().filter(|c| !c.is_empty());
@@ -752,7 +755,7 @@ pub fn run() -> BoxResult<()> {
                 for (k, v) in fp.values {
                     results_put_footprint(b.results, &k, v);
                 }
-                versions.extend(fp.notes);
+                notes.extend(fp.notes);
             }
         }
         let _ = b.client.close();
@@ -767,6 +770,7 @@ pub fn run() -> BoxResult<()> {
         load_after: loadavg(),
         total_s: total.elapsed().as_secs_f64(),
         fsync: fsync_modes,
+        notes,
     };
     let (md, svg) = report::render(&results, &sizes, &info);
     let (md_path, svg_path) = if sizes.quick || std::env::var_os("BENCH_NO_RESULTS").is_some() {

@@ -31,7 +31,7 @@ fn row(label: String, key: &str, better: Better) -> Row {
     }
 }
 
-fn rows(s: &Sizes, fs: &str, full: bool) -> Vec<Row> {
+fn rows(s: &Sizes, r: &Results, fs: &str, full: bool) -> Vec<Row> {
     use Better::*;
     let k = |x: &str| format!("{fs}/{x}");
     let mut v = vec![
@@ -69,7 +69,13 @@ fn rows(s: &Sizes, fs: &str, full: bool) -> Vec<Row> {
             ("notifications per hand-off", "notifications", Lower),
             ("server watches while queued", "server_watches", Lower),
         ] {
-            for (variant, vlabel) in [("blocking", "thread per waiter"), ("nonblocking", "non-blocking handles")] {
+            let nonblocking = r.values.keys().any(|key| key.starts_with(&k(&format!("{tag}.nonblocking."))));
+            let variants: &[(&str, &str)] = if nonblocking {
+                &[("blocking", "thread per waiter"), ("nonblocking", "non-blocking handles")]
+            } else {
+                &[("blocking", "thread per waiter")]
+            };
+            for &(variant, vlabel) in variants {
                 v.push(Row {
                     label: format!("{n} waiters / {sessions} sessions: {what} [zklock: {vlabel}]"),
                     zkey: k(&format!("{tag}.{variant}.{field}")),
@@ -77,6 +83,17 @@ fn rows(s: &Sizes, fs: &str, full: bool) -> Vec<Row> {
                     better,
                 });
             }
+        }
+    }
+    for (tag, (n, sessions)) in ["w1", "w2"].iter().zip(&s.waiters) {
+        let nonblocking = r.values.keys().any(|key| key.starts_with(&k(&format!("{tag}.nonblocking."))));
+        if *n > 0 && !nonblocking {
+            v.push(Row {
+                label: format!("{n} waiters / {sessions} sessions [zklock: non-blocking handles]: not run, see the note below"),
+                zkey: k(&format!("{tag}.nonblocking.pass_s")),
+                pkey: String::new(),
+                better: Neither,
+            });
         }
     }
     if s.locks > 0 {
@@ -203,7 +220,7 @@ pub fn render(r: &Results, s: &Sizes, info: &RunInfo) -> (String, String) {
         );
         let _ = writeln!(md, "| measurement | zklock | zookeeper-client-rs | Curator | kazoo | zklock ÷ best peer |");
         let _ = writeln!(md, "|---|---:|---:|---:|---:|---:|");
-        for row in rows(s, fs, i == 0) {
+        for row in rows(s, r, fs, i == 0) {
             let arrow = match row.better {
                 Better::Lower => " ↓",
                 Better::Higher => " ↑",
@@ -231,7 +248,7 @@ pub fn render(r: &Results, s: &Sizes, info: &RunInfo) -> (String, String) {
         ("minimal lock program, stripped, default release profile, KiB", "minimal_kib"),
         ("minimal lock program, stripped, size profile (opt-level s, LTO, 1 CGU, panic abort), KiB", "minimal_size_kib"),
         ("CLI `zklock`, stripped, release, KiB", "cli_kib"),
-        ("runtime crates: `cargo tree -e normal -p zklock --prefix none | sort -u | wc -l`", "tree_lines"),
+        ("runtime crates: `cargo tree -e normal -p zklock --prefix none \\| sort -u \\| wc -l`", "tree_lines"),
         ("runtime crates: distinct names in that tree (zklock and jute included)", "tree_crates"),
         ("threads per client (minimal program, connected, less the main thread)", "threads_per_client"),
         ("threads while holding one lock (less the main thread)", "threads_holding"),
@@ -239,6 +256,9 @@ pub fn render(r: &Results, s: &Sizes, info: &RunInfo) -> (String, String) {
         ("RSS holding one lock, KiB", "rss_holding_kib"),
     ] {
         let _ = writeln!(md, "| {label} | {} |", fmt_num(r.get(&format!("fp/{key}"), Impl::Zklock)));
+    }
+    for (k, v) in &info.notes {
+        let _ = writeln!(md, "\n- {k}: {v}");
     }
     let notes: Vec<_> = r.notes.iter().collect();
     if !notes.is_empty() {
