@@ -65,7 +65,8 @@ fn runtime_crates(root: &Path) -> Result<(f64, f64), String> {
 fn minimal_at_rest(bin: &Path, connect: &str) -> Result<(Proc, Proc), String> {
     let mut cmd = Command::new(bin);
     cmd.args([connect, "/bench/minimal-lock", "stages"]);
-    let w = Worker::start("minimal".into(), cmd, Duration::from_secs(60)).map_err(|e| e.to_string())?;
+    let w =
+        Worker::start("minimal".into(), cmd, Duration::from_secs(60)).map_err(|e| e.to_string())?;
     let pid = w.pid();
     let (mut connected, mut locked) = (Proc::default(), Proc::default());
     w.drive(|stage, _| {
@@ -127,8 +128,10 @@ pub fn measure(setup: &Setup, connect: &str) -> Footprint {
                 "threads_holding".into(),
                 locked.threads.saturating_sub(1) as f64,
             ));
-            fp.values.push(("rss_rest_kib".into(), connected.rss_kb as f64));
-            fp.values.push(("rss_holding_kib".into(), locked.rss_kb as f64));
+            fp.values
+                .push(("rss_rest_kib".into(), connected.rss_kb as f64));
+            fp.values
+                .push(("rss_holding_kib".into(), locked.rss_kb as f64));
         }
         Err(e) => fp.notes.push(("minimal program run".into(), e)),
     }

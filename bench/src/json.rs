@@ -130,7 +130,10 @@ impl Parser<'_> {
     fn number(&mut self) -> Result<Json, String> {
         let start = self.i;
         while self.i < self.s.len()
-            && matches!(self.s[self.i], b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E')
+            && matches!(
+                self.s[self.i],
+                b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E'
+            )
         {
             self.i += 1;
         }
@@ -341,9 +344,18 @@ mod tests {
         assert_eq!(v.str("impl"), Some("zk\"lock"));
         assert_eq!(v.num("x"), 1.5);
         assert_eq!(v.arr("l").len(), 3);
-        assert_eq!(v.arr("t")[0], Json::Arr(vec![Json::Num(0.0), Json::Num(1.0), Json::Num(2.0)]));
+        assert_eq!(
+            v.arr("t")[0],
+            Json::Arr(vec![Json::Num(0.0), Json::Num(1.0), Json::Num(2.0)])
+        );
         assert!(v.num("nan").is_nan());
-        assert_eq!(Json::parse(r#"{"a": NaN, "b": [ ], "c": {}}"#).unwrap().arr("b").len(), 0);
+        assert_eq!(
+            Json::parse(r#"{"a": NaN, "b": [ ], "c": {}}"#)
+                .unwrap()
+                .arr("b")
+                .len(),
+            0
+        );
         assert!(Json::parse("[1,").is_err());
     }
 }

@@ -13,6 +13,7 @@ mod zk;
 
 mod footprint;
 mod json;
+mod modes;
 mod orch;
 mod report;
 mod run;
@@ -25,7 +26,10 @@ fn main() {
     let result = match args.first().map(String::as_str) {
         Some("worker") => worker::main(&args[1..]),
         None => orch::run(),
-        Some(other) => Err(format!("unknown command {other:?}: run without arguments, or `worker <mode> ...`").into()),
+        Some(other) => Err(format!(
+            "unknown command {other:?}: run without arguments, or `worker <mode> ...`"
+        )
+        .into()),
     };
     if let Err(e) = result {
         eprintln!("zklock-bench: {e}");

@@ -35,10 +35,22 @@ fn rows(s: &Sizes, r: &Results, fs: &str, full: bool) -> Vec<Row> {
     use Better::*;
     let k = |x: &str| format!("{fs}/{x}");
     let mut v = vec![
-        row(format!("uncontended lock+unlock ×{}: p50 µs", s.cycles), &k("unc.p50_us"), Lower),
+        row(
+            format!("uncontended lock+unlock ×{}: p50 µs", s.cycles),
+            &k("unc.p50_us"),
+            Lower,
+        ),
         row("uncontended: p99 µs".into(), &k("unc.p99_us"), Lower),
-        row("uncontended: client CPU µs per lock+unlock".into(), &k("unc.cpu_us"), Lower),
-        row("uncontended: server requests per lock+unlock".into(), &k("unc.requests"), Lower),
+        row(
+            "uncontended: client CPU µs per lock+unlock".into(),
+            &k("unc.cpu_us"),
+            Lower,
+        ),
+        row(
+            "uncontended: server requests per lock+unlock".into(),
+            &k("unc.requests"),
+            Lower,
+        ),
         row(
             format!(
                 "{} sessions contended ×{} each: ops/s",
@@ -47,11 +59,31 @@ fn rows(s: &Sizes, r: &Results, fs: &str, full: bool) -> Vec<Row> {
             &k("cont.ops_per_s"),
             Higher,
         ),
-        row("contended: handoff p50 µs (release → next holder)".into(), &k("cont.handoff_p50_us"), Lower),
-        row("contended: handoff p99 µs".into(), &k("cont.handoff_p99_us"), Lower),
-        row("contended: client CPU µs per op".into(), &k("cont.cpu_us"), Lower),
-        row("contended: server requests per op".into(), &k("cont.requests"), Lower),
-        row("contended: overlapping holders seen (must be 0)".into(), &k("cont.overlaps"), Neither),
+        row(
+            "contended: handoff p50 µs (release → next holder)".into(),
+            &k("cont.handoff_p50_us"),
+            Lower,
+        ),
+        row(
+            "contended: handoff p99 µs".into(),
+            &k("cont.handoff_p99_us"),
+            Lower,
+        ),
+        row(
+            "contended: client CPU µs per op".into(),
+            &k("cont.cpu_us"),
+            Lower,
+        ),
+        row(
+            "contended: server requests per op".into(),
+            &k("cont.requests"),
+            Lower,
+        ),
+        row(
+            "contended: overlapping holders seen (must be 0)".into(),
+            &k("cont.overlaps"),
+            Neither,
+        ),
     ];
     if !full {
         return v;
@@ -69,9 +101,15 @@ fn rows(s: &Sizes, r: &Results, fs: &str, full: bool) -> Vec<Row> {
             ("notifications per hand-off", "notifications", Lower),
             ("server watches while queued", "server_watches", Lower),
         ] {
-            let nonblocking = r.values.keys().any(|key| key.starts_with(&k(&format!("{tag}.nonblocking."))));
+            let nonblocking = r
+                .values
+                .keys()
+                .any(|key| key.starts_with(&k(&format!("{tag}.nonblocking."))));
             let variants: &[(&str, &str)] = if nonblocking {
-                &[("blocking", "thread per waiter"), ("nonblocking", "non-blocking handles")]
+                &[
+                    ("blocking", "thread per waiter"),
+                    ("nonblocking", "non-blocking handles"),
+                ]
             } else {
                 &[("blocking", "thread per waiter")]
             };
@@ -86,7 +124,10 @@ fn rows(s: &Sizes, r: &Results, fs: &str, full: bool) -> Vec<Row> {
         }
     }
     for (tag, (n, sessions)) in ["w1", "w2"].iter().zip(&s.waiters) {
-        let nonblocking = r.values.keys().any(|key| key.starts_with(&k(&format!("{tag}.nonblocking."))));
+        let nonblocking = r
+            .values
+            .keys()
+            .any(|key| key.starts_with(&k(&format!("{tag}.nonblocking."))));
         if *n > 0 && !nonblocking {
             v.push(Row {
                 label: format!("{n} waiters / {sessions} sessions [zklock: non-blocking handles]: not run, see the note below"),
@@ -99,17 +140,49 @@ fn rows(s: &Sizes, r: &Results, fs: &str, full: bool) -> Vec<Row> {
     if s.locks > 0 {
         let l = s.locks;
         v.extend([
-            row(format!("{l} locks held by one session: time to take all, s"), &k("held.take_s"), Lower),
-            row(format!("{l} locks: time to release all, s"), &k("held.release_s"), Lower),
-            row(format!("{l} locks: RSS while held, MiB"), &k("held.rss_mib"), Lower),
-            row(format!("{l} locks: threads while held"), &k("held.threads"), Lower),
-            row(format!("{l} locks: server requests per lock taken"), &k("held.requests"), Lower),
-            row(format!("{l} locks: client CPU µs per lock taken"), &k("held.cpu_us"), Lower),
+            row(
+                format!("{l} locks held by one session: time to take all, s"),
+                &k("held.take_s"),
+                Lower,
+            ),
+            row(
+                format!("{l} locks: time to release all, s"),
+                &k("held.release_s"),
+                Lower,
+            ),
+            row(
+                format!("{l} locks: RSS while held, MiB"),
+                &k("held.rss_mib"),
+                Lower,
+            ),
+            row(
+                format!("{l} locks: threads while held"),
+                &k("held.threads"),
+                Lower,
+            ),
+            row(
+                format!("{l} locks: server requests per lock taken"),
+                &k("held.requests"),
+                Lower,
+            ),
+            row(
+                format!("{l} locks: client CPU µs per lock taken"),
+                &k("held.cpu_us"),
+                Lower,
+            ),
         ]);
     }
     v.extend([
-        row("one client at rest: threads (whole process)".into(), &k("rest.threads"), Lower),
-        row("one client at rest: RSS, MiB".into(), &k("rest.rss_mib"), Lower),
+        row(
+            "one client at rest: threads (whole process)".into(),
+            &k("rest.threads"),
+            Lower,
+        ),
+        row(
+            "one client at rest: RSS, MiB".into(),
+            &k("rest.rss_mib"),
+            Lower,
+        ),
     ]);
     v
 }
@@ -117,7 +190,7 @@ fn rows(s: &Sizes, r: &Results, fs: &str, full: bool) -> Vec<Row> {
 fn fmt_num(v: f64) -> String {
     if v.is_nan() {
         "–".into()
-    } else if v.abs() >= 1000.0 {
+    } else if v.abs() >= 1000.0 || (v.fract() == 0.0 && v.abs() < 1e9) {
         format!("{v:.0}")
     } else if v.abs() >= 100.0 {
         format!("{v:.1}")
@@ -130,7 +203,14 @@ fn fmt_num(v: f64) -> String {
 
 /// The value of `imp` on a row, for the zklock key or the peers' key.
 fn value(r: &Results, row: &Row, imp: Impl) -> f64 {
-    r.get(if imp == Impl::Zklock { &row.zkey } else { &row.pkey }, imp)
+    r.get(
+        if imp == Impl::Zklock {
+            &row.zkey
+        } else {
+            &row.pkey
+        },
+        imp,
+    )
 }
 
 /// zklock ÷ the best peer (lowest, or highest for ↑ rows).
@@ -153,7 +233,11 @@ fn cell(r: &Results, row: &Row, imp: Impl) -> String {
     if v.is_finite() {
         return fmt_num(v);
     }
-    let key = if imp == Impl::Zklock { &row.zkey } else { &row.pkey };
+    let key = if imp == Impl::Zklock {
+        &row.zkey
+    } else {
+        &row.pkey
+    };
     match r.note_for(key, imp) {
         Some(n) if n.starts_with("n/a") => "n/a".into(),
         Some(_) => "failed".into(),
@@ -196,7 +280,10 @@ pub fn render(r: &Results, s: &Sizes, info: &RunInfo) -> (String, String) {
         }
     }
     if s.quick {
-        let _ = writeln!(md, "**Quick mode (`BENCH_QUICK=1`): small sizes, a smoke run, not a measurement.**\n");
+        let _ = writeln!(
+            md,
+            "**Quick mode (`BENCH_QUICK=1`): small sizes, a smoke run, not a measurement.**\n"
+        );
     }
     let _ = writeln!(md, "Versions:\n");
     for (k, v) in &info.versions {
@@ -209,7 +296,10 @@ pub fn render(r: &Results, s: &Sizes, info: &RunInfo) -> (String, String) {
          The last column is zklock's value divided by the best peer's: below 1× zklock is ahead on \
          rows marked ↓, above 1× on rows marked ↑.\n"
     );
-    let _ = writeln!(md, "![ratios to the best implementation per row](results.svg)\n");
+    let _ = writeln!(
+        md,
+        "![ratios to the best implementation per row](results.svg)\n"
+    );
     let mut chart_rows = Vec::new();
     for (i, &fsync) in info.fsync.iter().enumerate() {
         let fs = if fsync { "on" } else { "off" };
@@ -218,7 +308,10 @@ pub fn render(r: &Results, s: &Sizes, info: &RunInfo) -> (String, String) {
             "## fsync {fs} (`forceSync={}`)\n",
             if fsync { "yes" } else { "no" }
         );
-        let _ = writeln!(md, "| measurement | zklock | zookeeper-client-rs | Curator | kazoo | zklock ÷ best peer |");
+        let _ = writeln!(
+            md,
+            "| measurement | zklock | zookeeper-client-rs | Curator | kazoo | zklock ÷ best peer |"
+        );
         let _ = writeln!(md, "|---|---:|---:|---:|---:|---:|");
         for row in rows(s, r, fs, i == 0) {
             let arrow = match row.better {
@@ -273,7 +366,9 @@ pub fn render(r: &Results, s: &Sizes, info: &RunInfo) -> (String, String) {
 const COLORS: [&str; 4] = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728"];
 
 fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }
 
 /// A horizontal bar per implementation and row: how many times worse than
@@ -289,7 +384,11 @@ fn svg(r: &Results, rows: &[(String, Row)]) -> String {
         .iter()
         .filter_map(|(label, row)| {
             let vals = Impl::ALL.map(|i| value(r, row, i));
-            let finite: Vec<f64> = vals.iter().copied().filter(|v| v.is_finite() && *v > 0.0).collect();
+            let finite: Vec<f64> = vals
+                .iter()
+                .copied()
+                .filter(|v| v.is_finite() && *v > 0.0)
+                .collect();
             if finite.len() < 2 {
                 return None;
             }
@@ -370,7 +469,11 @@ fn svg(r: &Results, rows: &[(String, Row)]) -> String {
                 COLORS[i],
                 label_w + w + 3.0,
                 y + bar_h - 1.0,
-                if *ratio >= 10.0 { format!("{ratio:.0}") } else { format!("{ratio:.2}") }
+                if *ratio >= 10.0 {
+                    format!("{ratio:.0}")
+                } else {
+                    format!("{ratio:.2}")
+                }
             );
         }
     }

@@ -85,7 +85,12 @@ impl Worker {
         let err = self.stderr.lock().map(|s| s.clone()).unwrap_or_default();
         let tail: Vec<&str> = err.lines().rev().take(25).collect();
         let tail: Vec<&str> = tail.into_iter().rev().collect();
-        format!("{}: {what}\n--- stderr tail ---\n{}", self.label, tail.join("\n")).into()
+        format!(
+            "{}: {what}\n--- stderr tail ---\n{}",
+            self.label,
+            tail.join("\n")
+        )
+        .into()
     }
 
     fn next_line(&mut self) -> BoxResult<Option<String>> {
@@ -178,7 +183,13 @@ impl Proc {
             status
                 .lines()
                 .find_map(|l| l.strip_prefix(key))
-                .and_then(|v| v.trim_start_matches(':').split_whitespace().next()?.parse().ok())
+                .and_then(|v| {
+                    v.trim_start_matches(':')
+                        .split_whitespace()
+                        .next()?
+                        .parse()
+                        .ok()
+                })
                 .unwrap_or(0)
         };
         let threads = std::fs::read_dir(format!("/proc/{pid}/task"))

@@ -241,8 +241,11 @@ fn waiters(connect_string: &str, path: &str, p: &Params, out: &mut ObjWriter) ->
                     first_error.get_or_insert(e.to_string());
                 }
             }
-            out.num("pass_ns", last_done.load(Ordering::SeqCst).saturating_sub(released) as f64)
-                .num("errors", errors as f64);
+            out.num(
+                "pass_ns",
+                last_done.load(Ordering::SeqCst).saturating_sub(released) as f64,
+            )
+            .num("errors", errors as f64);
             if let Some(e) = first_error {
                 out.str("first_error", &e);
             }
@@ -275,7 +278,10 @@ fn waiters(connect_string: &str, path: &str, p: &Params, out: &mut ObjWriter) ->
             // Until then this variant reports itself unsupported and the
             // table shows "n/a".
             drop(guard);
-            out.str("unsupported", "non-blocking acquire handles are not in zklock yet");
+            out.str(
+                "unsupported",
+                "non-blocking acquire handles are not in zklock yet",
+            );
         }
         other => return Err(format!("unknown waiters variant {other:?}").into()),
     }

@@ -103,7 +103,9 @@ async fn run(args: &[String]) -> BoxResult<String> {
     };
     let mut m = BTreeMap::new();
     for a in rest {
-        let (k, v) = a.split_once('=').ok_or_else(|| format!("{a:?} is not name=value"))?;
+        let (k, v) = a
+            .split_once('=')
+            .ok_or_else(|| format!("{a:?} is not name=value"))?;
         m.insert(k.to_owned(), v.to_owned());
     }
     let p = Params(m);
@@ -215,9 +217,20 @@ async fn contended(cluster: &str, path: &str, p: &Params, out: &mut String) -> B
     stage("done").await?;
     out.push_str(",\"timeline\":[");
     for (i, r) in timeline.iter().enumerate() {
-        let _ = write!(out, "{}[{},{},{}]", if i > 0 { "," } else { "" }, r[0], r[1], r[2]);
+        let _ = write!(
+            out,
+            "{}[{},{},{}]",
+            if i > 0 { "," } else { "" },
+            r[0],
+            r[1],
+            r[2]
+        );
     }
-    let _ = write!(out, "],\"overlaps_seen\":{}", overlaps.load(Ordering::SeqCst));
+    let _ = write!(
+        out,
+        "],\"overlaps_seen\":{}",
+        overlaps.load(Ordering::SeqCst)
+    );
     Ok(())
 }
 
