@@ -57,9 +57,29 @@ pub struct Sizes {
     pub rounds: usize,
     pub fsync: Vec<bool>,
     pub impls: Vec<Impl>,
+    /// zklock's waiters variants: `blocking` (a thread per waiter) and
+    /// `nonblocking` (the non-blocking acquire handles, TODO(nonblocking)).
+    pub zklock_variants: Vec<String>,
+    /// Implementations run in the second (largest) waiters mode.
+    pub w2_impls: Vec<Impl>,
     /// Modes to run: unc, cont, w1, w2, held, fp (footprint).
     pub modes: Vec<String>,
     pub worker_timeout: Duration,
+}
+
+/// A comma list of implementation keys from the environment, or `all`.
+fn impl_list(key: &str, default: &str) -> Vec<Impl> {
+    let v = std::env::var(key)
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .unwrap_or_else(|| default.to_owned());
+    Impl::ALL
+        .into_iter()
+        .filter(|i| {
+            v.split(',')
+                .any(|w| w.trim() == "all" || w.trim() == i.key())
+        })
+        .collect()
 }
 
 fn env_usize(key: &str, default: usize) -> usize {
@@ -77,13 +97,13 @@ impl Sizes {
     pub fn from_env() -> Sizes {
         let quick = std::env::var("BENCH_QUICK").is_ok_and(|v| !v.is_empty() && v != "0");
         let q = |full: usize, small: usize| if quick { small } else { full };
-        let impls = match std::env::var("BENCH_IMPLS") {
-            Ok(v) if !v.trim().is_empty() => Impl::ALL
-                .into_iter()
-                .filter(|i| v.split(',').any(|w| w.trim() == i.key()))
-                .collect(),
-            _ => Impl::ALL.to_vec(),
-        };
+        let impls = impl_list("BENCH_IMPLS", "all");
+        // Curator and kazoo list every child on every attempt: at 10 000
+        // waiters that took Curator over 6 minutes and 5 GB here.
+        let w2_impls = impl_list("BENCH_W2_IMPLS", "zklock,zkrs")
+            .into_iter()
+            .filter(|i| impls.contains(i))
+            .collect();
         let fsync = std::env::var("BENCH_FSYNC").unwrap_or_else(|_| "on,off".into());
         Sizes {
             quick,
@@ -112,6 +132,14 @@ impl Sizes {
                 })
                 .collect(),
             impls,
+            w2_impls,
+            zklock_variants: std::env::var("BENCH_ZKLOCK_VARIANTS")
+                .ok()
+                .filter(|v| !v.trim().is_empty())
+                .unwrap_or_else(|| "blocking,nonblocking".into())
+                .split(',')
+                .map(|v| v.trim().to_owned())
+                .collect(),
             modes: std::env::var("BENCH_MODES")
                 .ok()
                 .filter(|v| !v.trim().is_empty())
@@ -453,12 +481,18 @@ pub fn run() -> BoxResult<()> {
                     continue;
                 }
                 for &imp in &impls {
-                    let variants: &[&str] = if imp == Impl::Zklock {
-                        &["blocking", "nonblocking"]
+                    if *tag == "w2" && !sizes.w2_impls.contains(&imp) {
+                        let key = format!("{}/w2.blocking", b.fs);
+                        b.results
+                            .note(&key, imp, "not run: set BENCH_W2_IMPLS to include it");
+                        continue;
+                    }
+                    let variants = if imp == Impl::Zklock {
+                        sizes.zklock_variants.clone()
                     } else {
-                        &["blocking"]
+                        vec!["blocking".to_owned()]
                     };
-                    for v in variants {
+                    for v in &variants {
                         let prefix = format!("{tag}.{v}");
                         b.attempt(imp, &prefix, |b| b.waiters(imp, tag, n, s, v));
                     }

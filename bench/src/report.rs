@@ -240,6 +240,7 @@ fn cell(r: &Results, row: &Row, imp: Impl) -> String {
     };
     match r.note_for(key, imp) {
         Some(n) if n.starts_with("n/a") => "n/a".into(),
+        Some(n) if n.starts_with("not run") => "not run".into(),
         Some(_) => "failed".into(),
         None => "–".into(),
     }
