@@ -228,19 +228,24 @@ impl Bench<'_> {
                         }
                         std::thread::sleep(POLL);
                     }
-                    queue_s = ready_at.elapsed().as_secs_f64();
-                    // Then until every waiter's watch is set: the count stops
-                    // moving (bounded: 10 s).
-                    let settle = Instant::now() + Duration::from_secs(10);
-                    let mut last = server.mntr().watches;
-                    while Instant::now() < settle {
-                        std::thread::sleep(Duration::from_millis(150));
+                    // Then until every waiter's watch is set too (each
+                    // implementation watches one node per waiter): the
+                    // server's count has reached n and stopped moving.
+                    // Bounded: 5 minutes, and the worker's deadline.
+                    let settle_by = Instant::now() + Duration::from_secs(300);
+                    let mut last = f64::NAN;
+                    loop {
                         let now = server.mntr().watches;
-                        if now == last && now >= n as f64 {
+                        if now >= n as f64 && now == last {
                             break;
                         }
+                        if worker.time_left().is_zero() || Instant::now() > settle_by {
+                            return Err(format!("only {now} of {n} watches set").into());
+                        }
                         last = now;
+                        std::thread::sleep(Duration::from_millis(200));
                     }
+                    queue_s = ready_at.elapsed().as_secs_f64();
                     at_queue = Proc::of(pid);
                     watches = server.total_watches();
                     m0 = server.mntr();

@@ -93,7 +93,11 @@ fn rows(s: &Sizes, r: &Results, fs: &str, full: bool) -> Vec<Row> {
             continue;
         }
         for (what, field, better) in [
-            ("time to queue, s", "queue_s", Lower),
+            (
+                "time to queue (every node and watch in place), s",
+                "queue_s",
+                Lower,
+            ),
             ("passed through, s", "pass_s", Lower),
             ("peak RSS, MiB", "hwm_mib", Lower),
             ("threads while queued", "threads", Lower),
