@@ -118,7 +118,7 @@ impl Sizes {
                 ),
                 // Issue 10's size is 10 000 over 100 sessions; today both
                 // Rust locks keep O(N) per waiter, and that size took 6
-                // minutes and 11 GB (zklock) here: the default stays within
+                // minutes and 11–14 GB (zklock) here: the default stays within
                 // the ~10 minute budget of a full run.
                 (
                     env_usize("BENCH_WAITERS_2", q(4000, 1000)),
