@@ -1,10 +1,32 @@
 #!/usr/bin/env bash
-# Benchmark: zklock against Apache Curator and kazoo, same run, same server.
-# Prints a table and writes it to target/bench/results.md. Sizes and options
-# are environment variables, see bench/README.md (BENCH_N, BENCH_M, BENCH_K,
-# BENCH_THREADS, BENCH_H, BENCH_HOLD_MS, BENCH_ROUNDS, BENCH_JVM_OPTS,
-# ZKLOCK_CONNECT, PYTHON).
+# The benchmark: zklock against zookeeper-client-rs (tokio), Apache Curator and
+# kazoo, same server, same command line and JSON for every worker; plus
+# zklock's footprint. Writes bench/RESULTS.md and bench/results.svg
+# (target/bench/ in quick mode). Sizes and switches are environment variables,
+# see bench/README.md; BENCH_QUICK=1 is a smoke run of about a minute.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+root=$PWD
+target="${CARGO_TARGET_DIR:-$root/target}"
+export CARGO_TARGET_DIR="$target"
+
+# ZooKeeper, Curator, Java, Python and kazoo when missing.
 ./scripts/setup.sh
-exec cargo run --release --example bench
+command -v cargo >/dev/null || { echo "bench: cargo is needed (rustup.rs)" >&2; exit 1; }
+command -v strip >/dev/null || echo "bench: no strip (binutils): stripped sizes will be missing" >&2
+
+# Each of these crates is a workspace of its own (own Cargo.lock), so the
+# peer's dependencies never enter zklock's.
+echo "bench: building the zookeeper-client-rs worker (bench/zkrs)" >&2
+cargo build --quiet --release --manifest-path bench/zkrs/Cargo.toml
+echo "bench: building the minimal lock program, release and release-size (bench/minimal)" >&2
+cargo build --quiet --release --manifest-path bench/minimal/Cargo.toml
+cargo build --quiet --profile release-size --manifest-path bench/minimal/Cargo.toml
+echo "bench: building the CLI" >&2
+if [ -f cli/Cargo.toml ]; then
+  cargo build --quiet --release -p zklock-cli
+else
+  cargo build --quiet --release --bin zklock
+fi
+echo "bench: building and running the orchestrator (bench/)" >&2
+exec cargo run --quiet --release --manifest-path bench/Cargo.toml -- "$@"

@@ -1,0 +1,346 @@
+//! The modes: what each worker is asked to do, and what the orchestrator
+//! reads around it (its /proc, the server's four-letter words).
+
+use std::time::{Duration, Instant};
+
+use zklock::{Client, CreateMode, Op};
+
+use crate::json::Json;
+use crate::orch::{Impl, Results, Setup, Sizes};
+use crate::run::{stats_us, Mntr, Proc, Server, Worker};
+use crate::BoxResult;
+
+/// Pause between polls of the server while waiters queue up.
+const POLL: Duration = Duration::from_millis(20);
+
+/// The lock paths' parents are made persistent up front, for every
+/// implementation alike, so that no container reaper removes one mid-run.
+pub fn ensure(client: &Client, path: &str) -> BoxResult<()> {
+    match client.create(path, b"", CreateMode::Persistent) {
+        Ok(_) => Ok(()),
+        Err(e) if e.is_node_exists() => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Everything one server configuration needs.
+pub struct Bench<'a> {
+    pub setup: &'a Setup,
+    pub sizes: &'a Sizes,
+    pub server: Server,
+    pub connect: String,
+    pub client: Client,
+    /// "on" or "off" (fsync), the first part of every row key.
+    pub fs: &'static str,
+    pub results: &'a mut Results,
+}
+
+impl Bench<'_> {
+    fn start(&self, imp: Impl, mode: &str, path: &str, params: &[String]) -> BoxResult<Worker> {
+        let mut args = vec![mode.to_owned(), self.connect.clone(), path.to_owned()];
+        args.extend(params.iter().cloned());
+        Worker::start(
+            format!("{} {mode}", imp.label()),
+            self.setup.command(imp, &args),
+            self.sizes.worker_timeout,
+        )
+    }
+
+    fn fresh_path(&self, name: &str) -> BoxResult<String> {
+        let path = format!("/bench/{}-{name}", self.fs);
+        ensure(&self.client, &path)?;
+        Ok(path)
+    }
+
+    fn key(&self, k: &str) -> String {
+        format!("{}/{k}", self.fs)
+    }
+
+    /// Runs one mode of one implementation; a failure becomes a note in the
+    /// table instead of ending the whole run.
+    pub fn attempt(&mut self, imp: Impl, prefix: &str, f: impl FnOnce(&mut Self) -> BoxResult<()>) {
+        let t = Instant::now();
+        match f(self) {
+            Ok(()) => eprintln!(
+                "bench: {} {} {prefix} done in {:.1} s",
+                self.fs,
+                imp.label(),
+                t.elapsed().as_secs_f64()
+            ),
+            Err(e) => {
+                eprintln!("bench: {} {} {prefix} FAILED: {e}", self.fs, imp.label());
+                let first = e.to_string().lines().next().unwrap_or("").to_owned();
+                let key = self.key(prefix);
+                self.results
+                    .note(&key, imp, &format!("failed: {first:.120}"));
+            }
+        }
+    }
+
+    pub fn uncontended(&mut self, imp: Impl, round: usize) -> BoxResult<()> {
+        let k = self.sizes.cycles;
+        let path = self.fresh_path(&format!("unc-{}-{round}", imp.key()))?;
+        let w = self.start(imp, "uncontended", &path, &[format!("cycles={k}")])?;
+        let pid = w.pid();
+        let (mut rest, mut p0, mut p1) = (Proc::default(), Proc::default(), Proc::default());
+        let (mut m0, mut m1) = (Mntr::default(), Mntr::default());
+        let server = &self.server;
+        let j = w.drive(|stage, _| {
+            match stage {
+                "rest" => rest = Proc::of(pid),
+                "ready" => {
+                    m0 = server.mntr();
+                    p0 = Proc::of(pid);
+                }
+                "done" => {
+                    p1 = Proc::of(pid);
+                    m1 = server.mntr();
+                }
+                _ => {}
+            }
+            Ok(())
+        })?;
+        let lat: Vec<f64> = j.arr("latencies_ns").iter().map(Json::as_f64).collect();
+        let ops = lat.len().max(1) as f64;
+        let (mean, p50, p99) = stats_us(lat);
+        for (k, v) in [
+            ("unc.mean_us", mean),
+            ("unc.p50_us", p50),
+            ("unc.p99_us", p99),
+            ("unc.cpu_us", p0.cpu_s_until(&p1) * 1e6 / ops),
+            ("unc.requests", m0.requests_until(&m1) / ops),
+            ("rest.threads", rest.threads as f64),
+            ("rest.rss_mib", rest.rss_kb as f64 / 1024.0),
+            ("unc.hwm_mib", p1.hwm_kb as f64 / 1024.0),
+        ] {
+            let key = self.key(k);
+            self.results.put(&key, imp, v);
+        }
+        Ok(())
+    }
+
+    pub fn contended(&mut self, imp: Impl, round: usize) -> BoxResult<()> {
+        let path = self.fresh_path(&format!("cont-{}-{round}", imp.key()))?;
+        let params = [
+            format!("sessions={}", self.sizes.sessions),
+            format!("cycles={}", self.sizes.contended_cycles),
+            format!("hold_us={}", self.sizes.hold_us),
+        ];
+        let w = self.start(imp, "contended", &path, &params)?;
+        let pid = w.pid();
+        let (mut p0, mut p1) = (Proc::default(), Proc::default());
+        let (mut m0, mut m1) = (Mntr::default(), Mntr::default());
+        let server = &self.server;
+        let j = w.drive(|stage, _| {
+            match stage {
+                "ready" => {
+                    m0 = server.mntr();
+                    p0 = Proc::of(pid);
+                }
+                "done" => {
+                    p1 = Proc::of(pid);
+                    m1 = server.mntr();
+                }
+                _ => {}
+            }
+            Ok(())
+        })?;
+        // [session, acquired, released] in acquisition order.
+        let mut t: Vec<[f64; 3]> = j
+            .arr("timeline")
+            .iter()
+            .filter_map(|r| match r {
+                Json::Arr(a) if a.len() == 3 => Some([a[0].as_f64(), a[1].as_f64(), a[2].as_f64()]),
+                _ => None,
+            })
+            .collect();
+        t.sort_by(|a, b| a[1].total_cmp(&b[1]));
+        let mut handoffs = Vec::new();
+        let mut overlaps = 0usize;
+        for w in t.windows(2) {
+            if w[1][1] < w[0][2] {
+                overlaps += 1;
+            } else if w[1][0] != w[0][0] {
+                handoffs.push(w[1][1] - w[0][2]);
+            }
+        }
+        let ops = t.len().max(1) as f64;
+        let span_s = match (t.first(), t.iter().map(|r| r[2]).reduce(f64::max)) {
+            (Some(first), Some(last)) => (last - first[1]) / 1e9,
+            _ => f64::NAN,
+        };
+        let (_, h50, h99) = stats_us(handoffs);
+        for (k, v) in [
+            ("cont.ops_per_s", ops / span_s),
+            ("cont.handoff_p50_us", h50),
+            ("cont.handoff_p99_us", h99),
+            (
+                "cont.overlaps",
+                overlaps as f64 + j.num("overlaps_seen").max(0.0),
+            ),
+            ("cont.cpu_us", p0.cpu_s_until(&p1) * 1e6 / ops),
+            ("cont.requests", m0.requests_until(&m1) / ops),
+        ] {
+            let key = self.key(k);
+            self.results.put(&key, imp, v);
+        }
+        Ok(())
+    }
+
+    /// `n` waiters over `sessions` sessions queued behind one holder, then
+    /// passed through. `tag` names the size in row keys ("w1", "w2").
+    pub fn waiters(
+        &mut self,
+        imp: Impl,
+        tag: &str,
+        n: usize,
+        sessions: usize,
+        variant: &str,
+    ) -> BoxResult<()> {
+        let path = self.fresh_path(&format!("{tag}-{}-{variant}", imp.key()))?;
+        let params = [
+            format!("waiters={n}"),
+            format!("sessions={sessions}"),
+            format!("variant={variant}"),
+        ];
+        let w = self.start(imp, "waiters", &path, &params)?;
+        let pid = w.pid();
+        let mut ready_at = Instant::now();
+        let mut queue_s = f64::NAN;
+        let mut at_queue = Proc::default();
+        let mut end = Proc::default();
+        let mut watches = f64::NAN;
+        let (mut m0, mut m1) = (Mntr::default(), Mntr::default());
+        let (server, client) = (&self.server, &self.client);
+        let want = n as i32 + 1;
+        let j = w.drive(|stage, worker| {
+            match stage {
+                "ready" => ready_at = Instant::now(),
+                "queued" => {
+                    // Every waiter's node exists: holder + n children.
+                    loop {
+                        let have = client.exists(&path)?.map_or(0, |s| s.num_children);
+                        if have >= want {
+                            break;
+                        }
+                        if worker.time_left().is_zero() {
+                            return Err(format!("only {have} of {want} nodes queued").into());
+                        }
+                        std::thread::sleep(POLL);
+                    }
+                    // Then until every waiter's watch is set too (each
+                    // implementation watches one node per waiter): the
+                    // server's count has reached n and stopped moving.
+                    // Bounded: 5 minutes, and the worker's deadline.
+                    let settle_by = Instant::now() + Duration::from_secs(300);
+                    let mut last = f64::NAN;
+                    loop {
+                        let now = server.mntr().watches;
+                        if now >= n as f64 && now == last {
+                            break;
+                        }
+                        if worker.time_left().is_zero() || Instant::now() > settle_by {
+                            return Err(format!("only {now} of {n} watches set").into());
+                        }
+                        last = now;
+                        std::thread::sleep(Duration::from_millis(200));
+                    }
+                    queue_s = ready_at.elapsed().as_secs_f64();
+                    at_queue = Proc::of(pid);
+                    watches = server.total_watches();
+                    m0 = server.mntr();
+                }
+                "done" => {
+                    end = Proc::of(pid);
+                    m1 = server.mntr();
+                }
+                _ => {}
+            }
+            Ok(())
+        })?;
+        let prefix = self.key(&format!("{tag}.{variant}"));
+        if let Some(why) = j.str("unsupported") {
+            self.results.note(&prefix, imp, &format!("n/a: {why}"));
+            return Ok(());
+        }
+        if j.num("errors") > 0.0 {
+            let first = j.str("first_error").unwrap_or("");
+            return Err(format!("{} waiters failed, first: {first}", j.num("errors")).into());
+        }
+        let handoffs = n.max(1) as f64;
+        for (k, v) in [
+            ("queue_s", queue_s),
+            ("pass_s", j.num("pass_ns") / 1e9),
+            ("hwm_mib", end.hwm_kb as f64 / 1024.0),
+            ("threads", at_queue.threads as f64),
+            ("requests", m0.requests_until(&m1) / handoffs),
+            ("notifications", m0.notifications_until(&m1) / handoffs),
+            ("server_watches", watches),
+        ] {
+            self.results.put(&format!("{prefix}.{k}"), imp, v);
+        }
+        Ok(())
+    }
+
+    /// One session takes `locks` locks, holds them, releases them.
+    pub fn held(&mut self, imp: Impl) -> BoxResult<()> {
+        let locks = self.sizes.locks;
+        let path = self.fresh_path(&format!("held-{}", imp.key()))?;
+        // The parents, in batches of one multi each.
+        let names: Vec<String> = (0..locks).map(|i| format!("{path}/l{i}")).collect();
+        for chunk in names.chunks(500) {
+            let ops: Vec<Op> = chunk
+                .iter()
+                .map(|p| Op::create(p, b"", CreateMode::Persistent))
+                .collect();
+            self.client.multi(&ops)?;
+        }
+        let w = self.start(imp, "held", &path, &[format!("locks={locks}")])?;
+        let pid = w.pid();
+        let (mut p0, mut ph) = (Proc::default(), Proc::default());
+        let (mut m0, mut mh) = (Mntr::default(), Mntr::default());
+        let mut watches = f64::NAN;
+        let server = &self.server;
+        let j = w.drive(|stage, _| {
+            match stage {
+                "ready" => {
+                    m0 = server.mntr();
+                    p0 = Proc::of(pid);
+                }
+                "held" => {
+                    ph = Proc::of(pid);
+                    mh = server.mntr();
+                    watches = server.total_watches();
+                }
+                _ => {}
+            }
+            Ok(())
+        })?;
+        let n = locks.max(1) as f64;
+        for (k, v) in [
+            ("held.take_s", j.num("take_ns") / 1e9),
+            ("held.release_s", j.num("release_ns") / 1e9),
+            ("held.rss_mib", ph.rss_kb as f64 / 1024.0),
+            ("held.threads", ph.threads as f64),
+            ("held.requests", m0.requests_until(&mh) / n),
+            ("held.server_watches", watches),
+            ("held.cpu_us", p0.cpu_s_until(&ph) * 1e6 / n),
+        ] {
+            let key = self.key(k);
+            self.results.put(&key, imp, v);
+        }
+        Ok(())
+    }
+}
+
+/// Warms the server's JIT with the kinds of request every lock sends, so
+/// that the first implementation measured does not pay for a cold server.
+pub fn warm_server(b: &Bench) -> BoxResult<()> {
+    let path = format!("/bench/{}-server-warm", b.fs);
+    ensure(&b.client, &path)?;
+    let mutex = zklock::recipes::Mutex::new(&b.client, &path)?;
+    for _ in 0..b.sizes.cycles.min(500) {
+        mutex.lock()?.unlock()?;
+    }
+    Ok(())
+}

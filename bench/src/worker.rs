@@ -1,0 +1,323 @@
+//! zklock's benchmark worker. Every worker (this one, `bench/zkrs`,
+//! `bench/CuratorBench.java`, `bench/kazoo_bench.py`) speaks the same
+//! protocol, described in `bench/README.md`:
+//!
+//! ```text
+//! <worker> <mode> <connect string> <lock path> [name=value ...]
+//! ```
+//!
+//! It prints `S <stage>` lines and reads one line from stdin after each (the
+//! orchestrator takes its readings of the process and of the server there),
+//! then one JSON object line with what only the worker can see, and exits.
+//! Times in the JSON are nanoseconds of a monotonic clock started by the worker.
+
+use std::collections::BTreeMap;
+use std::error::Error;
+use std::io::{BufRead, Write};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use zklock::recipes::Mutex;
+use zklock::Client;
+
+use crate::json::ObjWriter;
+
+type BoxResult<T> = Result<T, Box<dyn Error + Send + Sync>>;
+
+const SESSION_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The `name=value` parameters after the fixed arguments.
+struct Params(BTreeMap<String, String>);
+
+impl Params {
+    fn parse(args: &[String]) -> BoxResult<Params> {
+        let mut m = BTreeMap::new();
+        for a in args {
+            let (k, v) = a
+                .split_once('=')
+                .ok_or_else(|| format!("parameter {a:?} is not name=value"))?;
+            m.insert(k.to_owned(), v.to_owned());
+        }
+        Ok(Params(m))
+    }
+
+    fn usize(&self, key: &str, default: usize) -> BoxResult<usize> {
+        match self.0.get(key) {
+            None => Ok(default),
+            Some(v) => Ok(v.parse().map_err(|_| format!("{key}={v} is not a count"))?),
+        }
+    }
+
+    fn str<'a>(&'a self, key: &str, default: &'a str) -> &'a str {
+        self.0.get(key).map_or(default, String::as_str)
+    }
+}
+
+/// Prints `S <name>` and waits for the orchestrator's answer.
+fn stage(name: &str) -> BoxResult<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "S {name}")?;
+    out.flush()?;
+    drop(out);
+    let mut line = String::new();
+    if std::io::stdin().lock().read_line(&mut line)? == 0 {
+        return Err("the orchestrator went away".into());
+    }
+    Ok(())
+}
+
+/// Nanoseconds since `t0`.
+fn ns(t0: Instant) -> u64 {
+    t0.elapsed().as_nanos() as u64
+}
+
+fn connect(connect: &str) -> BoxResult<Client> {
+    Ok(Client::connect(connect, SESSION_TIMEOUT)?)
+}
+
+/// `bench worker <mode> <connect> <path> [name=value ...]`
+pub fn main(args: &[String]) -> BoxResult<()> {
+    let [mode, connect_string, path, rest @ ..] = args else {
+        return Err("usage: zklock-bench worker <mode> <connect> <path> [name=value ...]".into());
+    };
+    let p = Params::parse(rest)?;
+    let mut out = ObjWriter::new();
+    out.str("impl", "zklock").str("mode", mode);
+    match mode.as_str() {
+        "uncontended" => uncontended(connect_string, path, &p, &mut out)?,
+        "contended" => contended(connect_string, path, &p, &mut out)?,
+        "waiters" => waiters(connect_string, path, &p, &mut out)?,
+        "held" => held(connect_string, path, &p, &mut out)?,
+        other => return Err(format!("unknown mode {other:?}").into()),
+    }
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "{}", out.finish())?;
+    stdout.flush()?;
+    Ok(())
+}
+
+fn cycle(mutex: &Mutex) -> BoxResult<()> {
+    let guard = mutex.lock()?;
+    guard.unlock()?;
+    Ok(())
+}
+
+/// `cycles` lock+unlock in a row on one mutex; the latency of each.
+fn uncontended(connect_string: &str, path: &str, p: &Params, out: &mut ObjWriter) -> BoxResult<()> {
+    let cycles = p.usize("cycles", 1000)?;
+    let warm = p.usize("warm", cycles / 2)?;
+    let client = connect(connect_string)?;
+    let mutex = Mutex::new(&client, path)?;
+    cycle(&mutex)?;
+    stage("rest")?;
+    for _ in 0..warm {
+        cycle(&mutex)?;
+    }
+    stage("ready")?;
+    let mut lat = Vec::with_capacity(cycles);
+    for _ in 0..cycles {
+        let t = Instant::now();
+        cycle(&mutex)?;
+        lat.push(t.elapsed().as_nanos() as u64);
+    }
+    stage("done")?;
+    out.nums("latencies_ns", &lat);
+    client.close()?;
+    Ok(())
+}
+
+/// `sessions` sessions, one thread each, take turns on one lock `cycles`
+/// times each, holding it `hold_us`.
+fn contended(connect_string: &str, path: &str, p: &Params, out: &mut ObjWriter) -> BoxResult<()> {
+    let sessions = p.usize("sessions", 8)?.max(1);
+    let cycles = p.usize("cycles", 100)?;
+    let warm = p.usize("warm", cycles / 4)?;
+    let hold = Duration::from_micros(p.usize("hold_us", 0)? as u64);
+    let t0 = Instant::now();
+    let clients = (0..sessions)
+        .map(|_| connect(connect_string))
+        .collect::<BoxResult<Vec<_>>>()?;
+    let warmed = Arc::new(Barrier::new(sessions + 1));
+    let go = Arc::new(Barrier::new(sessions + 1));
+    let inside = Arc::new(AtomicUsize::new(0));
+    let overlaps = Arc::new(AtomicUsize::new(0));
+    let mut threads = Vec::new();
+    for (id, client) in clients.iter().enumerate() {
+        let (client, path) = (client.clone(), path.to_owned());
+        let (warmed, go) = (warmed.clone(), go.clone());
+        let (inside, overlaps) = (inside.clone(), overlaps.clone());
+        threads.push(std::thread::spawn(move || -> BoxResult<Vec<[u64; 3]>> {
+            let mutex = Mutex::new(&client, &path)?;
+            let turn = |record: &mut Vec<[u64; 3]>| -> BoxResult<()> {
+                let guard = mutex.lock()?;
+                let acquired = ns(t0);
+                if inside.fetch_add(1, Ordering::SeqCst) != 0 {
+                    overlaps.fetch_add(1, Ordering::SeqCst);
+                }
+                if !hold.is_zero() {
+                    std::thread::sleep(hold);
+                }
+                inside.fetch_sub(1, Ordering::SeqCst);
+                record.push([id as u64, acquired, ns(t0)]);
+                guard.unlock()?;
+                Ok(())
+            };
+            let mut scratch = Vec::new();
+            let warm_result = (0..warm).try_for_each(|_| turn(&mut scratch));
+            warmed.wait();
+            go.wait();
+            warm_result?;
+            let mut record = Vec::with_capacity(cycles);
+            for _ in 0..cycles {
+                turn(&mut record)?;
+            }
+            Ok(record)
+        }));
+    }
+    warmed.wait();
+    stage("ready")?;
+    go.wait();
+    let mut timeline = Vec::new();
+    let mut first_error = None;
+    for t in threads {
+        match t.join().map_err(|_| "a session thread panicked")? {
+            Ok(r) => timeline.extend(r),
+            Err(e) => first_error = first_error.or(Some(e)),
+        }
+    }
+    if let Some(e) = first_error {
+        return Err(e);
+    }
+    stage("done")?;
+    out.rows("timeline", &timeline)
+        .num("overlaps_seen", overlaps.load(Ordering::SeqCst) as f64);
+    for c in clients {
+        c.close()?;
+    }
+    Ok(())
+}
+
+/// `waiters` contenders over `sessions` sessions queue behind one holder
+/// (a session of its own), then pass through: each takes the lock and
+/// releases it at once.
+fn waiters(connect_string: &str, path: &str, p: &Params, out: &mut ObjWriter) -> BoxResult<()> {
+    let n = p.usize("waiters", 1000)?;
+    let sessions = p.usize("sessions", 10)?.max(1);
+    let variant = p.str("variant", "blocking");
+    let holder_client = connect(connect_string)?;
+    let holder = Mutex::new(&holder_client, path)?;
+    let guard = holder.lock()?;
+    let clients = (0..sessions)
+        .map(|_| connect(connect_string))
+        .collect::<BoxResult<Vec<_>>>()?;
+    stage("ready")?;
+    let t0 = Instant::now();
+    let last_done = Arc::new(AtomicU64::new(0));
+    let passed = Arc::new(AtomicUsize::new(0));
+    match variant {
+        "blocking" => {
+            // The blocking API: one thread per waiter.
+            let mut threads = Vec::with_capacity(n);
+            for i in 0..n {
+                let (client, path) = (clients[i % sessions].clone(), path.to_owned());
+                let (last_done, passed) = (last_done.clone(), passed.clone());
+                threads.push(std::thread::spawn(move || -> BoxResult<()> {
+                    let mutex = Mutex::new(&client, &path)?;
+                    cycle(&mutex)?;
+                    passed.fetch_add(1, Ordering::SeqCst);
+                    last_done.fetch_max(ns(t0), Ordering::SeqCst);
+                    Ok(())
+                }));
+            }
+            stage("queued")?;
+            let released = ns(t0);
+            guard.unlock()?;
+            let mut errors = 0;
+            let mut first_error = None;
+            for t in threads {
+                if let Err(e) = t.join().map_err(|_| "a waiter thread panicked")? {
+                    errors += 1;
+                    first_error.get_or_insert(e.to_string());
+                }
+            }
+            out.num(
+                "pass_ns",
+                last_done.load(Ordering::SeqCst).saturating_sub(released) as f64,
+            )
+            .num("errors", errors as f64);
+            if let Some(e) = first_error {
+                out.str("first_error", &e);
+            }
+        }
+        "nonblocking" => {
+            // TODO(nonblocking): the lead's non-blocking acquire handles (one
+            // thread for all waiters). Planned API, names to be confirmed:
+            //
+            //     let mutexes: Vec<Mutex> = (0..n)
+            //         .map(|i| Mutex::new(&clients[i % sessions], path))
+            //         .collect::<Result<_, _>>()?;
+            //     let pending: Vec<_> = mutexes.iter().map(|m| m.start_lock(None)).collect();
+            //     stage("queued")?;
+            //     let released = ns(t0);
+            //     guard.unlock()?;
+            //     // Hand-offs in queue order: each handle yields its guard
+            //     // once on `pending.receiver()` (a crossbeam Receiver of
+            //     // Result<LockGuard, LockError>); release it at once.
+            //     let mut sel = crossbeam_channel::Select::new();
+            //     for p in &pending { sel.recv(p.receiver()); }
+            //     for _ in 0..n {
+            //         let op = sel.select_timeout(DEADLINE)?;
+            //         let i = op.index();
+            //         op.recv(pending[i].receiver())??.unlock()?;
+            //         sel.remove(i);
+            //         passed += 1;
+            //     }
+            //     out.num("pass_ns", (ns(t0) - released) as f64);
+            //
+            // Until then this variant reports itself unsupported and the
+            // table shows "n/a".
+            drop(guard);
+            out.str(
+                "unsupported",
+                "non-blocking acquire handles are not in zklock yet",
+            );
+        }
+        other => return Err(format!("unknown waiters variant {other:?}").into()),
+    }
+    stage("done")?;
+    out.num("passed", passed.load(Ordering::SeqCst) as f64);
+    holder_client.close()?;
+    for c in clients {
+        c.close()?;
+    }
+    Ok(())
+}
+
+/// One session takes `locks` different locks (`<path>/l<i>`, parents made
+/// by the orchestrator), holds them all, then releases them all.
+fn held(connect_string: &str, path: &str, p: &Params, out: &mut ObjWriter) -> BoxResult<()> {
+    let locks = p.usize("locks", 10_000)?;
+    let client = connect(connect_string)?;
+    let mutexes = (0..locks)
+        .map(|i| Mutex::new(&client, &format!("{path}/l{i}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    stage("ready")?;
+    let t = Instant::now();
+    let guards = mutexes
+        .iter()
+        .map(Mutex::lock)
+        .collect::<Result<Vec<_>, _>>()?;
+    let take_ns = t.elapsed().as_nanos() as u64;
+    stage("held")?;
+    let t = Instant::now();
+    for g in guards {
+        g.unlock()?;
+    }
+    let release_ns = t.elapsed().as_nanos() as u64;
+    stage("done")?;
+    out.num("take_ns", take_ns as f64)
+        .num("release_ns", release_ns as f64);
+    client.close()?;
+    Ok(())
+}
