@@ -58,7 +58,7 @@ pub struct Sizes {
     pub fsync: Vec<bool>,
     pub impls: Vec<Impl>,
     /// zklock's waiters variants: `blocking` (a thread per waiter) and
-    /// `nonblocking` (the non-blocking acquire handles, TODO(nonblocking)).
+    /// `nonblocking` (the non-blocking acquire handles: one thread for all).
     pub zklock_variants: Vec<String>,
     /// Implementations run in the second (largest) waiters mode.
     pub w2_impls: Vec<Impl>,

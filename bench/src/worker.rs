@@ -251,37 +251,46 @@ fn waiters(connect_string: &str, path: &str, p: &Params, out: &mut ObjWriter) ->
             }
         }
         "nonblocking" => {
-            // TODO(nonblocking): the lead's non-blocking acquire handles (one
-            // thread for all waiters). Planned API, names to be confirmed:
-            //
-            //     let mutexes: Vec<Mutex> = (0..n)
-            //         .map(|i| Mutex::new(&clients[i % sessions], path))
-            //         .collect::<Result<_, _>>()?;
-            //     let pending: Vec<_> = mutexes.iter().map(|m| m.start_lock(None)).collect();
-            //     stage("queued")?;
-            //     let released = ns(t0);
-            //     guard.unlock()?;
-            //     // Hand-offs in queue order: each handle yields its guard
-            //     // once on `pending.receiver()` (a crossbeam Receiver of
-            //     // Result<LockGuard, LockError>); release it at once.
-            //     let mut sel = crossbeam_channel::Select::new();
-            //     for p in &pending { sel.recv(p.receiver()); }
-            //     for _ in 0..n {
-            //         let op = sel.select_timeout(DEADLINE)?;
-            //         let i = op.index();
-            //         op.recv(pending[i].receiver())??.unlock()?;
-            //         sel.remove(i);
-            //         passed += 1;
-            //     }
-            //     out.num("pass_ns", (ns(t0) - released) as f64);
-            //
-            // Until then this variant reports itself unsupported and the
-            // table shows "n/a".
-            drop(guard);
-            out.str(
-                "unsupported",
-                "non-blocking acquire handles are not in zklock yet",
-            );
+            // The non-blocking handles: one thread for every waiter.
+            let mutexes = (0..n)
+                .map(|i| Mutex::new(&clients[i % sessions], path))
+                .collect::<Result<Vec<_>, _>>()?;
+            let pending: Vec<_> = mutexes.iter().map(|m| m.start_lock(None)).collect();
+            stage("queued")?;
+            let released = ns(t0);
+            guard.unlock()?;
+            let mut select = crossbeam_channel::Select::new();
+            for p in &pending {
+                select.recv(p.receiver());
+            }
+            let mut errors = 0;
+            let mut first_error = None;
+            for _ in 0..n {
+                let ready = select
+                    .select_timeout(Duration::from_secs(600))
+                    .map_err(|_| "no hand-off within 600 s")?;
+                let i = ready.index();
+                match ready.recv(pending[i].receiver()) {
+                    Ok(Ok(g)) => {
+                        drop(g);
+                        passed.fetch_add(1, Ordering::SeqCst);
+                    }
+                    Ok(Err(e)) => {
+                        errors += 1;
+                        first_error.get_or_insert(e.to_string());
+                    }
+                    Err(e) => {
+                        errors += 1;
+                        first_error.get_or_insert(e.to_string());
+                    }
+                }
+                select.remove(i);
+            }
+            out.num("pass_ns", ns(t0).saturating_sub(released) as f64)
+                .num("errors", errors as f64);
+            if let Some(e) = first_error {
+                out.str("first_error", &e);
+            }
         }
         other => return Err(format!("unknown waiters variant {other:?}").into()),
     }
