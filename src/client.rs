@@ -594,7 +594,22 @@ impl Client {
         self.call_watch(request, false).map(|(r, _)| r)
     }
 
+    /// Like `call`, but gives up at `deadline` too (whichever comes first):
+    /// for the layers above, whose callers have deadlines of their own.
+    pub(crate) fn call_by(&self, request: Request, deadline: Option<Instant>) -> Result<Response> {
+        self.call_until(request, false, deadline).map(|(r, _)| r)
+    }
+
     fn call_watch(&self, request: Request, watch: bool) -> Result<(Response, Option<Watch>)> {
+        self.call_until(request, watch, None)
+    }
+
+    fn call_until(
+        &self,
+        request: Request,
+        watch: bool,
+        deadline: Option<Instant>,
+    ) -> Result<(Response, Option<Watch>)> {
         let (tx, rx) = crossbeam_channel::bounded(1);
         let (watcher, watch) = if watch {
             let (wtx, w) = self.new_watch();
@@ -609,7 +624,11 @@ impl Client {
         }) {
             return Err(Error::Closed);
         }
-        match rx.recv_timeout(self.inner.request_timeout) {
+        let mut until = Instant::now() + self.inner.request_timeout;
+        if let Some(d) = deadline {
+            until = until.min(d);
+        }
+        match rx.recv_deadline(until) {
             Ok(Ok(resp)) => Ok((resp, watch)),
             Ok(Err(e)) => Err(e.into()),
             Err(RecvTimeoutError::Timeout) => Err(Error::Timeout),

@@ -80,6 +80,10 @@ impl MutexOptions {
         self
     }
 
+    pub(crate) fn parent_acl_or_open(&self) -> Vec<Acl> {
+        self.parent_acl.clone().unwrap_or_else(Acl::open_unsafe)
+    }
+
     pub(crate) fn holder_data(&self) -> Vec<u8> {
         self.data.clone().unwrap_or_else(default_holder_data)
     }

@@ -11,7 +11,9 @@ use super::error::LockError;
 use super::guard::LockGuard;
 use super::mutex::{lock_calls, MutexOptions, QueueLock};
 use super::registry::Side;
-use crate::{Client, CreateMode, CreateOptions, ErrorCode};
+use jute::{CreateRequest, PathWatch, Request, Response, SetDataRequest};
+
+use crate::{Acl, Client, CreateMode, Error, ErrorCode};
 
 /// At most `max_leases` holders at once.
 ///
@@ -33,6 +35,8 @@ pub struct Semaphore {
     /// The semaphore path, which stores the number of leases (as kazoo's).
     path: String,
     max_leases: usize,
+    /// ACL of the semaphore path, when this object creates it.
+    acl: Vec<Acl>,
     /// The stored number was found to agree (checked once per object).
     checked: AtomicBool,
 }
@@ -55,6 +59,7 @@ impl Semaphore {
         Ok(Semaphore {
             path: base.to_owned(),
             max_leases: max_leases.max(1),
+            acl: options.parent_acl_or_open(),
             checked: AtomicBool::new(false),
             gate: QueueLock::new(
                 client,
@@ -91,7 +96,16 @@ impl Semaphore {
         deadline: Option<Instant>,
         cancel: Option<&CancelToken>,
     ) -> Result<LockGuard, LockError> {
-        self.check_max_leases()?;
+        // A deadline already past (try_acquire) still gets its round trips.
+        let bound = deadline.filter(|d| *d > Instant::now());
+        match self.check_max_leases(bound) {
+            Err(LockError::Client(Error::Timeout))
+                if bound.is_some_and(|d| Instant::now() >= d) =>
+            {
+                return Err(LockError::Timeout)
+            }
+            other => other?,
+        }
         let gate = self.gate.lock_with(deadline, cancel)?;
         let lease = self.leases.lock_with(deadline, cancel);
         drop(gate);
@@ -101,25 +115,38 @@ impl Semaphore {
     /// The number of leases is stored on the semaphore path: the first user
     /// writes it, later users must agree (kazoo does the same), or two
     /// kinds of users would admit different numbers of holders.
-    fn check_max_leases(&self) -> Result<(), LockError> {
+    fn check_max_leases(&self, deadline: Option<Instant>) -> Result<(), LockError> {
         if self.checked.load(Ordering::Acquire) {
             return Ok(());
         }
         let client = &self.gate.client;
         let asked = self.max_leases;
-        let ours = asked.to_string();
+        let ours = asked.to_string().into_bytes();
+        let server_path = client.to_server_path(&self.path, false)?;
+        // Every call bounded by the caller's deadline, not only the client's.
+        let call = |request| client.call_by(request, deadline);
         for _ in 0..5 {
-            let (data, stat) = match client.get_data(&self.path) {
-                Ok(found) => found,
+            let read = call(Request::GetData(PathWatch {
+                path: server_path.clone(),
+                watch: false,
+            }));
+            let (data, stat) = match read {
+                Ok(Response::Data { data, stat }) => (data, stat),
+                Ok(other) => return Err(Error::Protocol(format!("{other:?}")).into()),
                 Err(e) if e.is_no_node() => {
-                    for path in crate::path::ancestors(&self.path) {
-                        let data = if path == self.path {
-                            ours.as_bytes()
+                    for path in crate::path::ancestors(&server_path) {
+                        let data = if path == server_path {
+                            ours.clone()
                         } else {
-                            b""
+                            Vec::new()
                         };
-                        let container = CreateOptions::new(CreateMode::Container);
-                        match client.create_with(&path, data, &container) {
+                        let create = Request::CreateContainer(CreateRequest {
+                            path,
+                            data,
+                            acl: self.acl.clone(),
+                            mode: CreateMode::Container,
+                        });
+                        match call(create) {
                             Ok(_) => {}
                             Err(e) if e.is_node_exists() => {}
                             Err(e) => return Err(e.into()),
@@ -130,7 +157,12 @@ impl Semaphore {
                 Err(e) => return Err(e.into()),
             };
             if data.is_empty() {
-                match client.set_data(&self.path, ours.as_bytes(), Some(stat.version)) {
+                let write = Request::SetData(SetDataRequest {
+                    path: server_path.clone(),
+                    data: ours.clone(),
+                    version: stat.version,
+                });
+                match call(write) {
                     Ok(_) => break,
                     Err(e) if e.code() == Some(ErrorCode::BadVersion) => continue,
                     Err(e) => return Err(e.into()),
