@@ -86,6 +86,28 @@ fn children(names: &[&str]) -> Response {
     Response::Children(names.iter().map(|s| s.to_string()).collect())
 }
 
+/// A getData reply carrying `czxid`.
+fn data(czxid: i64) -> Result<Response, RequestError> {
+    Ok(Response::Data {
+        data: vec![],
+        stat: stat(czxid),
+    })
+}
+
+const HEAD: &str = "_c_other-lock-0000000004";
+
+/// Attempt 1 (our node, sequence 5) queued behind `HEAD`, its watch set;
+/// returns that watch's request.
+fn queued_behind_head(h: &mut Harness, watch_node: bool) -> Outgoing {
+    h.m.acquire(h.now, 1, spec(watch_node), UUID.into(), None, false);
+    let sent = h.sent();
+    h.reply(&sent[0], Ok(created(5)));
+    h.reply(&sent[1], Ok(children(&[&ours(5), HEAD])));
+    let watch = h.sent().remove(0);
+    h.reply(&watch, data(1));
+    watch
+}
+
 #[test]
 fn a_free_lock_is_one_round_trip_then_a_watch_on_our_node() {
     let mut h = Harness::new();
@@ -104,13 +126,7 @@ fn a_free_lock_is_one_round_trip_then_a_watch_on_our_node() {
     let confirm = h.sent();
     assert_eq!(confirm.len(), 1);
     assert!(matches!(&confirm[0].request, Request::GetData(p) if p.watch));
-    h.reply(
-        &confirm[0],
-        Ok(Response::Data {
-            data: vec![],
-            stat: stat(103),
-        }),
-    );
+    h.reply(&confirm[0], data(103));
     // Someone deletes our node: Lost at once, nothing left to delete.
     h.fire(&confirm[0], EventType::NodeDeleted, "/l/x");
     assert_eq!(
@@ -128,41 +144,17 @@ fn a_free_lock_is_one_round_trip_then_a_watch_on_our_node() {
 #[test]
 fn the_head_leaving_grants_without_listing_again() {
     let mut h = Harness::new();
-    h.m.acquire(h.now, 1, spec(false), UUID.into(), None, false);
-    let sent = h.sent();
-    h.reply(&sent[0], Ok(created(5)));
-    h.reply(
-        &sent[1],
-        Ok(children(&[&ours(5), "_c_other-lock-0000000004"])),
-    );
-    let watch = h.sent();
+    let watch = queued_behind_head(&mut h, false);
     assert!(
-        matches!(&watch[..], [o] if matches!(&o.request, Request::GetData(p) if p.watch && p.path.ends_with("0000000004")))
+        matches!(&watch.request, Request::GetData(p) if p.watch && p.path.ends_with("0000000004"))
     );
-    h.reply(
-        &watch[0],
-        Ok(Response::Data {
-            data: vec![],
-            stat: stat(1),
-        }),
-    );
-    h.fire(
-        &watch[0],
-        EventType::NodeDeleted,
-        "/l/_c_other-lock-0000000004",
-    );
+    h.fire(&watch, EventType::NodeDeleted, &format!("/l/{HEAD}"));
     // One read of our own node proves it is still there; no listing.
     let check = h.sent();
     assert!(
         matches!(&check[..], [o] if matches!(&o.request, Request::GetData(p) if !p.watch && p.path.ends_with(&ours(5))))
     );
-    h.reply(
-        &check[0],
-        Ok(Response::Data {
-            data: vec![],
-            stat: stat(105),
-        }),
-    );
+    h.reply(&check[0], data(105));
     assert!(matches!(
         &h.events()[..],
         [LockEvent::Acquired { id: 1, .. }]
@@ -173,26 +165,8 @@ fn the_head_leaving_grants_without_listing_again() {
 #[test]
 fn a_waiter_whose_node_was_deleted_queues_again_instead_of_holding() {
     let mut h = Harness::new();
-    h.m.acquire(h.now, 1, spec(true), UUID.into(), None, false);
-    let sent = h.sent();
-    h.reply(&sent[0], Ok(created(5)));
-    h.reply(
-        &sent[1],
-        Ok(children(&[&ours(5), "_c_other-lock-0000000004"])),
-    );
-    let watch = h.sent();
-    h.reply(
-        &watch[0],
-        Ok(Response::Data {
-            data: vec![],
-            stat: stat(1),
-        }),
-    );
-    h.fire(
-        &watch[0],
-        EventType::NodeDeleted,
-        "/l/_c_other-lock-0000000004",
-    );
+    let watch = queued_behind_head(&mut h, true);
+    h.fire(&watch, EventType::NodeDeleted, &format!("/l/{HEAD}"));
     let check = h.sent();
     assert!(matches!(&check[..], [o] if matches!(&o.request, Request::GetData(p) if p.watch)));
     h.reply(&check[0], Err(RequestError::Server(ErrorCode::NoNode)));
@@ -294,13 +268,7 @@ fn a_holder_is_suspended_at_once_and_lost_with_the_session() {
     h.m.handle_session(h.now, SessionState::Connected, SESSION);
     let confirm = h.sent();
     assert!(matches!(&confirm[..], [o] if matches!(o.request, Request::GetData(_))));
-    h.reply(
-        &confirm[0],
-        Ok(Response::Data {
-            data: vec![],
-            stat: stat(101),
-        }),
-    );
+    h.reply(&confirm[0], data(101));
     assert_eq!(
         h.events(),
         vec![
@@ -419,13 +387,7 @@ fn a_holder_hears_its_node_deleted_through_another_attempts_watch() {
         .expect("attempt 2 watches attempt 1's node")
         .clone();
     for w in &watches {
-        h.reply(
-            w,
-            Ok(Response::Data {
-                data: vec![],
-                stat: stat(1),
-            }),
-        );
+        h.reply(w, data(1));
     }
     h.m.cancel(h.now, 2);
     h.events();
@@ -445,13 +407,7 @@ fn a_holder_hears_its_node_deleted_through_another_attempts_watch() {
         .into_iter()
         .filter(|o| matches!(&o.request, Request::GetData(p) if p.path.ends_with(&ours(5))))
         .collect();
-    h.reply(
-        &check[0],
-        Ok(Response::Data {
-            data: vec![],
-            stat: stat(105),
-        }),
-    );
+    h.reply(&check[0], data(105));
     assert!(matches!(
         &h.events()[..],
         [LockEvent::Acquired { id: 1, .. }]
