@@ -40,7 +40,7 @@ impl CreateOptions {
     }
 }
 
-/// One operation of a [`Client::multi`] transaction.
+/// One operation of a [`Client::multi`](super::Client::multi) transaction.
 #[derive(Debug, Clone)]
 pub enum Op {
     /// Creates a node; its result carries the actual path and Stat.
@@ -113,7 +113,7 @@ impl Op {
     }
 }
 
-/// The outcome of one op of a successful [`Client::multi`].
+/// The outcome of one op of a successful [`Client::multi`](super::Client::multi).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum OpResult {
     /// The node was created.

@@ -85,7 +85,7 @@ impl Watch {
     }
 }
 
-/// A persistent watch from [`Client::add_watch`]: many events, until dropped.
+/// A persistent watch from [`Client::add_watch`](super::Client::add_watch): many events, until dropped.
 #[derive(Debug)]
 pub struct PersistentWatch {
     pub(super) watch: Watch,
