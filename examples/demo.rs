@@ -12,13 +12,6 @@
 //! session expired on purpose and its holder told that it lost the lock
 //! (exit 75); and the fencing token rising with every holder.
 
-#[allow(dead_code)]
-#[path = "../tests/support/proxy.rs"]
-mod proxy;
-#[allow(dead_code)]
-#[path = "../tests/support/zk.rs"]
-mod zk;
-
 use std::collections::{HashMap, VecDeque};
 use std::io::{BufRead, BufReader, Read};
 use std::os::unix::process::ExitStatusExt;
@@ -29,6 +22,7 @@ use std::sync::OnceLock;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use testkit::{poll_until, proxy, zk};
 use zklock::recipes::{inspect, LockState, Mutex};
 use zklock::Client;
 
@@ -316,13 +310,10 @@ impl Drop for Cli {
     }
 }
 
-fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + PATIENCE;
-    while !cond() {
-        if Instant::now() >= deadline {
-            fail(format!("timed out waiting for {what}"));
-        }
-        thread::sleep(POLL);
+/// Waits for `cond`, ending the demo with a message after [`PATIENCE`].
+fn wait_until(what: &str, cond: impl FnMut() -> bool) {
+    if !poll_until(PATIENCE, cond) {
+        fail(format!("timed out waiting for {what}"));
     }
 }
 

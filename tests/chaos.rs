@@ -2,14 +2,12 @@
 //! with fenced writes while a chaos thread cuts, stalls and black-holes their
 //! connections (long enough, at times, to expire sessions). Bounded in time.
 
-mod support;
-
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use support::proxy::{Direction, Proxy};
-use support::zk::ZkServer;
+use testkit::proxy::{Direction, Proxy};
+use testkit::zk::ZkServer;
 use zklock::recipes::{LockError, Mutex};
 use zklock::{Client, CreateMode, Error, ErrorCode, Op};
 

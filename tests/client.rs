@@ -1,13 +1,11 @@
 //! The blocking client against a real standalone ZooKeeper.
 
-mod support;
-
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use support::proxy::{Direction, Proxy};
-use support::zk;
+use testkit::proxy::{Direction, Proxy};
+use testkit::zk;
 use zklock::{
     Acl, Client, CreateMode, CreateOptions, Error, ErrorCode, EventType, Op, OpResult, SessionState,
 };
@@ -15,7 +13,7 @@ use zklock::{
 const T: Duration = Duration::from_secs(10);
 
 fn client() -> Client {
-    support::shared_client(T)
+    testkit::shared_client(T)
 }
 
 /// A fresh persistent root for one test, removed by nobody (the server is per-binary).

@@ -1,12 +1,10 @@
 //! A server that is behind the zxid we have seen refuses our session; the
 //! client must skip it, keep its session and find a server that has it.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
-use support::proxy::Proxy;
-use support::zk::ZkServer;
+use testkit::proxy::Proxy;
+use testkit::zk::ZkServer;
 use zklock::{Client, CreateMode, SessionState};
 
 const WAIT: Duration = Duration::from_secs(20);

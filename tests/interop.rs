@@ -8,15 +8,14 @@
 //! `[acquired, released]` intervals that never overlap. "Still waiting" is a
 //! short bounded wait that must see nothing.
 
-mod support;
-
 use std::cell::Cell;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use support::peers::{acquired_node, line_millis, now_millis, Peer, PeerKind};
-use support::zk;
+use testkit::peers::{acquired_node, line_millis, now_millis, Peer, PeerKind};
+use testkit::zk;
+use testkit::{children, poll_until};
 use zklock::recipes::{
     inspect, Election, LockError, LockGuard, Mutex, NodeKind, NodeOrigin, QueueEntry, RwLock,
     Semaphore,
@@ -43,32 +42,19 @@ fn lock_path(name: &str) -> String {
     format!("/interop-{name}-{}", std::process::id())
 }
 
-fn children(c: &Client, path: &str) -> Vec<String> {
-    match c.get_children(path) {
-        Ok(mut names) => {
-            names.sort();
-            names
-        }
-        Err(e) if e.is_no_node() => Vec::new(),
-        Err(e) => panic!("listing {path}: {e}"),
-    }
-}
-
 /// Waits (bounded) until `path` has exactly `n` children: a contender we
 /// just started has created its node and so has joined the queue.
 fn wait_for_queue(c: &Client, path: &str, n: usize) -> Vec<String> {
-    let deadline = Instant::now() + QUEUE_WAIT;
-    loop {
-        let names = children(c, path);
-        if names.len() == n {
-            return names;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{path}: expected {n} children within {QUEUE_WAIT:?}, have {names:?}"
-        );
-        thread::sleep(Duration::from_millis(20));
-    }
+    let mut names = Vec::new();
+    let reached = poll_until(QUEUE_WAIT, || {
+        names = children(c, path);
+        names.len() == n
+    });
+    assert!(
+        reached,
+        "{path}: expected {n} children within {QUEUE_WAIT:?}, have {names:?}"
+    );
+    names
 }
 
 fn last_segment(path: &str) -> &str {

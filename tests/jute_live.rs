@@ -1,8 +1,6 @@
 //! The codec alone against a real server: a plain blocking TcpStream, the
 //! handshake and a few ops encoded and decoded with `jute` only.
 
-mod support;
-
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
@@ -46,7 +44,7 @@ impl Raw {
 
 #[test]
 fn handshake_and_basic_ops_with_the_codec_only() {
-    let server = support::zk::shared();
+    let server = testkit::zk::shared();
     let stream = TcpStream::connect(server.addr()).unwrap();
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))

@@ -2,13 +2,11 @@
 //! the fault proxy: one regression test for each failure issue 9 measured
 //! on the blocking, thread-per-wait recipes.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
-use support::children;
-use support::proxy::{Direction, Proxy};
-use support::zk::{self, ZkServer};
+use testkit::proxy::{Direction, Proxy};
+use testkit::zk::{self, ZkServer};
+use testkit::{children, wait_until};
 use zklock::recipes::{LockError, LockGuard, LockState, LossReason, Mutex, MutexOptions};
 use zklock::{Client, CreateMode};
 
@@ -18,14 +16,6 @@ const SLACK: Duration = Duration::from_millis(250);
 
 fn lock_path(name: &str) -> String {
     format!("/faults-{name}-{}", std::process::id())
-}
-
-fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + WAIT;
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::yield_now();
-    }
 }
 
 fn total_watches(server: &ZkServer) -> u64 {
@@ -98,7 +88,7 @@ fn lock_timeout_returns_by_its_deadline_whatever_the_network_does() {
     let path = lock_path("deadline");
     let proxy = Proxy::start(zk::shared().addr());
     let c = Client::connect(&proxy.connect_string(), Duration::from_secs(10)).unwrap();
-    let holder_client = support::shared_client(Duration::from_secs(10));
+    let holder_client = testkit::shared_client(Duration::from_secs(10));
     let holder = Mutex::new(&holder_client, &path).unwrap().lock().unwrap();
     let m = Mutex::new(&c, &path).unwrap();
     for (i, timeout) in [1000u64, 300, 50].into_iter().enumerate() {
@@ -119,7 +109,7 @@ fn lock_timeout_returns_by_its_deadline_whatever_the_network_does() {
     }
     proxy.clear();
     // The given-up attempts leave nothing behind once the network heals.
-    wait_for("only the holder's node to remain", || {
+    wait_until("only the holder's node to remain", WAIT, || {
         children(&holder_client, &path).len() == 1
     });
     drop(holder);
@@ -134,7 +124,7 @@ fn an_attempt_given_up_after_a_double_fault_leaves_no_node() {
     let path = lock_path("double");
     let proxy = Proxy::start(zk::shared().addr());
     let c = Client::connect(&proxy.connect_string(), Duration::from_secs(10)).unwrap();
-    let other = support::shared_client(Duration::from_secs(10));
+    let other = testkit::shared_client(Duration::from_secs(10));
     other.create(&path, b"", CreateMode::Persistent).unwrap();
     let holder = Mutex::new(&other, &path).unwrap().lock().unwrap();
     proxy.drop_reply_of_next(15); // create2
@@ -153,11 +143,11 @@ fn an_attempt_given_up_after_a_double_fault_leaves_no_node() {
     proxy.blackhole(Direction::Both);
     assert_eq!(waiter.join().unwrap().unwrap_err(), LockError::Timeout);
     proxy.clear();
-    wait_for("the attempt's nodes to go", || {
+    wait_until("the attempt's nodes to go", WAIT, || {
         children(&other, &path).len() == 1
     });
     drop(holder);
-    support::wait_no_children(&other, &path, WAIT);
+    testkit::wait_no_children(&other, &path, WAIT);
     // And the lock is free for anyone.
     let m = Mutex::new(&other, &path).unwrap();
     assert!(m.try_lock().unwrap().is_some());
@@ -189,7 +179,7 @@ fn unwatched_holders_hear_of_the_session_ending() {
         .lock()
         .unwrap();
     c2.close().unwrap();
-    wait_for("the closed client's holder to say Lost", || {
+    wait_until("the closed client's holder to say Lost", WAIT, || {
         g2.state() == LockState::Lost
     });
     assert_eq!(g2.lost_reason(), Some(LossReason::ClientClosed));
@@ -222,7 +212,7 @@ fn short_attempts_leave_no_watches_on_the_server() {
         .collect();
     let clients: Vec<Client> = threads.into_iter().map(|t| t.join().unwrap()).collect();
     drop(holder);
-    support::wait_no_children(&holder_client, "/churn", WAIT);
+    testkit::wait_no_children(&holder_client, "/churn", WAIT);
     for c in &clients {
         c.sync("/").unwrap();
     }

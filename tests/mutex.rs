@@ -1,14 +1,12 @@
 //! The exclusive lock against a real ZooKeeper, with faults from the proxy.
 
-mod support;
-
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, Mutex as StdMutex};
 use std::time::{Duration, Instant};
 
-use support::children;
-use support::proxy::{Direction, Proxy};
-use support::zk::{self, ZkServer};
+use testkit::children;
+use testkit::proxy::{Direction, Proxy};
+use testkit::zk::{self, ZkServer};
 use zklock::recipes::{CancelToken, LockError, LockState, LossReason, Mutex, MutexOptions};
 use zklock::{Client, CreateMode, Op, SessionState};
 
@@ -16,7 +14,7 @@ const T: Duration = Duration::from_secs(10);
 const WAIT: Duration = Duration::from_secs(20);
 
 fn client() -> Client {
-    support::shared_client(T)
+    testkit::shared_client(T)
 }
 
 fn lock_path(name: &str) -> String {
@@ -60,7 +58,7 @@ fn mutual_exclusion_across_threads_and_clients() {
         t.join().unwrap();
     }
     assert_eq!(entries.load(Ordering::SeqCst), 60);
-    support::wait_no_children(&clients[0], &path, WAIT);
+    testkit::wait_no_children(&clients[0], &path, WAIT);
 }
 
 #[test]
@@ -131,7 +129,7 @@ fn try_lock_timeout_and_cancel_leave_no_node() {
     assert_eq!(children(&c, &path).len(), 1);
     drop(g);
     // The holder's release goes out on its own session, in the background.
-    support::wait_no_children(&c, &path, WAIT);
+    testkit::wait_no_children(&c, &path, WAIT);
     assert!(m.try_lock().unwrap().is_some());
 }
 
@@ -302,7 +300,7 @@ fn lost_create_reply_leaves_exactly_one_node() {
     assert!(g.node_path().ends_with(&kids[0]));
     assert_eq!(g.state(), LockState::Held);
     drop(g);
-    support::wait_no_children(&client(), &path, WAIT);
+    testkit::wait_no_children(&client(), &path, WAIT);
 }
 
 #[test]

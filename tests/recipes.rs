@@ -1,12 +1,10 @@
 //! Read/write lock, election, semaphore and multi-lock against a real ZooKeeper.
 
-mod support;
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use support::children;
+use testkit::children;
 use zklock::recipes::{
     CancelToken, Election, LockError, LockState, MultiLock, NodeKind, RwLock, Semaphore,
 };
@@ -17,7 +15,7 @@ const WAIT: Duration = Duration::from_secs(20);
 const BRIEF: Duration = Duration::from_millis(300);
 
 fn client() -> Client {
-    support::shared_client(T)
+    testkit::shared_client(T)
 }
 
 fn path(name: &str) -> String {
@@ -25,7 +23,7 @@ fn path(name: &str) -> String {
 }
 
 fn wait_children(c: &Client, p: &str, n: usize) {
-    support::wait_children(c, p, n, WAIT);
+    testkit::wait_children(c, p, n, WAIT);
 }
 
 #[test]
@@ -58,7 +56,7 @@ fn readers_share_and_writers_exclude() {
         .iter()
         .all(|n| n.contains("-__READ__") || n.contains("-__WRIT__")));
     drop(r3);
-    support::wait_no_children(&a, &p, WAIT);
+    testkit::wait_no_children(&a, &p, WAIT);
 }
 
 #[test]
@@ -143,7 +141,7 @@ fn semaphore_admits_at_most_n() {
     let mut kids = children(&c, &p);
     kids.sort();
     assert_eq!(kids, vec!["leases".to_string(), "locks".to_string()]);
-    support::wait_no_children(&c, &format!("{p}/leases"), WAIT);
+    testkit::wait_no_children(&c, &format!("{p}/leases"), WAIT);
     // With all leases held, another waits and then times out cleanly.
     let p = path("sem-one");
     let s = Semaphore::new(&c, &p, 1).unwrap();
@@ -174,9 +172,9 @@ fn multilock_takes_all_or_none() {
     // b holds y; a's multi-lock takes x, then times out on y and gives x back.
     let hold_y = zklock::recipes::Mutex::new(&b, &y).unwrap().lock().unwrap();
     assert_eq!(both.lock_timeout(BRIEF).unwrap_err(), LockError::Timeout);
-    support::wait_no_children(&a, &x, WAIT);
+    testkit::wait_no_children(&a, &x, WAIT);
     drop(hold_y);
-    support::wait_no_children(&a, &y, WAIT);
+    testkit::wait_no_children(&a, &y, WAIT);
     let token = CancelToken::new();
     token.cancel();
     assert_eq!(
@@ -266,7 +264,7 @@ fn batch_mutex_excludes_other_processes() {
     for t in threads {
         t.join().unwrap();
     }
-    support::wait_no_children(&client(), &p, WAIT);
+    testkit::wait_no_children(&client(), &p, WAIT);
 }
 
 /// Regression (issue 9, scenario 5): the holder drops its guard while a
@@ -345,7 +343,7 @@ fn creator_only_lock_nodes_refuse_other_identities() {
         .unwrap()
         .is_none());
     drop(held);
-    support::wait_no_children(&alice, &p, WAIT);
+    testkit::wait_no_children(&alice, &p, WAIT);
 }
 
 /// The number of leases is stored on the semaphore path (as kazoo does): a
@@ -415,5 +413,5 @@ fn leader_latch_requeues_after_a_loss() {
         "{again:?}"
     );
     drop(latch_a);
-    support::wait_no_children(&a, &p, WAIT);
+    testkit::wait_no_children(&a, &p, WAIT);
 }

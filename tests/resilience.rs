@@ -6,27 +6,27 @@
 //! Every wait is bounded and waits for a condition or an event, never for a
 //! fixed time (the only fixed pauses pace a writer or are the measuring
 //! window of a CPU or attempt-rate check). Servers use a 500 ms tick so
-//! 1–10 s sessions are allowed. Malformed bytes come from two fakes defined
-//! here: `Mangler`, a frame-aware proxy in front of a real server that
+//! 1–10 s sessions are allowed. Malformed bytes come from two fakes in
+//! testkit: `Mangler`, a frame-aware proxy in front of a real server that
 //! spoils one server frame per armed fault, and `GarbageServer`.
 //!
 //! Set `RESILIENCE_LOG=1` to see the client's log on stderr.
 
-mod support;
-
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet};
 use std::fs;
-use std::io::{self, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{Shutdown, TcpListener};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, Once, OnceLock};
+use std::sync::{Arc, Mutex, Once, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use crossbeam_channel::{Receiver, RecvTimeoutError};
-use support::proxy::{Direction, Proxy};
-use support::zk::{self, ZkEnsemble, ZkServer};
+use testkit::garbage::GarbageServer;
+use testkit::mangler::{Mangle, Mangler};
+use testkit::proxy::{Direction, Proxy};
+use testkit::wait_until;
+use testkit::zk::{ZkEnsemble, ZkServer};
 use zklock::{Client, CreateMode, Error, EventType, Op, SessionState, Watch};
 
 /// tickTime of every server these tests start: sessions of 1–10 s are allowed.
@@ -120,21 +120,6 @@ fn root(c: &Client, name: &str) -> String {
     c.create(&path, b"", CreateMode::Persistent)
         .unwrap_or_else(|e| panic!("creating test root {path}: {e:?}"));
     path
-}
-
-/// Polls `cond` every 10 ms until it holds; panics after `timeout`.
-fn wait_until(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if cond() {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        thread::sleep(Duration::from_millis(10));
-    }
 }
 
 /// A client's stream of session states, with everything seen so far.
@@ -718,227 +703,13 @@ fn session_expired_while_blackholed_is_reported_and_never_replaced() {
 // 4. Malformed bytes from a server
 // ---------------------------------------------------------------------------
 
-/// One way to spoil the byte stream a client receives.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Mangle {
-    /// The ConnectResponse is replaced by 5 bytes that do not decode.
-    HandshakeGarbage,
-    /// Before the next reply: a frame header announcing a negative length.
-    NegativeLength,
-    /// Before the next reply: a frame header announcing 64 MiB.
-    HugeLength,
-    /// Before the next reply: a well-formed reply for an xid nobody sent.
-    UnknownXid,
-    /// Before the next reply: a 3-byte frame, too short for a reply header.
-    ShortFrame,
-    /// The next reply with a body loses its body (header only).
-    TruncatedBody,
-    /// Before the next reply: a watch notification whose path is not UTF-8.
-    BadWatchEvent,
-}
-
-/// A proxy in front of a real server that spoils the server's stream once
-/// per armed [`Mangle`]; otherwise it passes frames through unchanged.
-struct Mangler {
-    addr: SocketAddr,
-    shared: Arc<MangleShared>,
-}
-
-struct MangleShared {
-    upstream: SocketAddr,
-    plan: Mutex<VecDeque<Mangle>>,
-    done: Mutex<Vec<Mangle>>,
-    changed: Condvar,
-    conns: Mutex<Vec<TcpStream>>,
-    accepted: AtomicU64,
-    stopping: AtomicBool,
-}
-
-impl Mangler {
-    fn start(upstream: SocketAddr) -> Mangler {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
-        let shared = Arc::new(MangleShared {
-            upstream,
-            plan: Mutex::new(VecDeque::new()),
-            done: Mutex::new(Vec::new()),
-            changed: Condvar::new(),
-            conns: Mutex::new(Vec::new()),
-            accepted: AtomicU64::new(0),
-            stopping: AtomicBool::new(false),
-        });
-        let s = shared.clone();
-        thread::spawn(move || {
-            for client in listener.incoming() {
-                if s.stopping.load(Ordering::SeqCst) {
-                    break;
-                }
-                let Ok(client) = client else { continue };
-                s.accepted.fetch_add(1, Ordering::SeqCst);
-                let s = s.clone();
-                thread::spawn(move || mangle_connection(client, &s));
-            }
-        });
-        Mangler { addr, shared }
-    }
-
-    fn arm(&self, m: Mangle) {
-        self.shared.plan.lock().unwrap().push_back(m);
-    }
-
-    /// Waits until `n` mangles have been applied in all.
-    fn wait_done(&self, n: usize, timeout: Duration) -> Vec<Mangle> {
-        let deadline = Instant::now() + timeout;
-        let mut done = self.shared.done.lock().unwrap();
-        while done.len() < n {
-            let left = deadline.saturating_duration_since(Instant::now());
-            assert!(
-                !left.is_zero(),
-                "only {:?} applied within {timeout:?}",
-                *done
-            );
-            done = self.shared.changed.wait_timeout(done, left).unwrap().0;
-        }
-        done.clone()
-    }
-
-    fn cut_all(&self) {
-        for s in self.shared.conns.lock().unwrap().drain(..) {
-            let _ = s.shutdown(Shutdown::Both);
-        }
-    }
-
-    fn accepted(&self) -> u64 {
-        self.shared.accepted.load(Ordering::SeqCst)
-    }
-}
-
-impl Drop for Mangler {
-    fn drop(&mut self) {
-        self.shared.stopping.store(true, Ordering::SeqCst);
-        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_secs(1));
-        self.cut_all();
-    }
-}
-
-fn frame(out: &mut Vec<u8>, body: &[u8]) {
-    out.extend_from_slice(&(body.len() as i32).to_be_bytes());
-    out.extend_from_slice(body);
-}
-
-fn reply_header(xid: i32, zxid: i64, err: i32) -> Vec<u8> {
-    let mut h = Vec::new();
-    h.extend_from_slice(&xid.to_be_bytes());
-    h.extend_from_slice(&zxid.to_be_bytes());
-    h.extend_from_slice(&err.to_be_bytes());
-    h
-}
-
-fn mangle_connection(client: TcpStream, s: &MangleShared) {
-    let Ok(server) = TcpStream::connect_timeout(&s.upstream, Duration::from_secs(2)) else {
-        let _ = client.shutdown(Shutdown::Both);
-        return;
-    };
-    {
-        let mut conns = s.conns.lock().unwrap();
-        conns.extend(client.try_clone().ok());
-        conns.extend(server.try_clone().ok());
-    }
-    let (Ok(mut c_read), Ok(mut s_write)) = (client.try_clone(), server.try_clone()) else {
-        return;
-    };
-    thread::spawn(move || {
-        let _ = io::copy(&mut c_read, &mut s_write);
-        let _ = s_write.shutdown(Shutdown::Both);
-    });
-    let (mut s_read, mut c_write) = (server, client);
-    let mut first = true;
-    loop {
-        let mut len = [0u8; 4];
-        if s_read.read_exact(&mut len).is_err() {
-            break;
-        }
-        let n = i32::from_be_bytes(len);
-        if !(0..=16 << 20).contains(&n) {
-            break;
-        }
-        let mut body = vec![0u8; n as usize];
-        if s_read.read_exact(&mut body).is_err() {
-            break;
-        }
-        let xid = if !first && body.len() >= 16 {
-            i32::from_be_bytes([body[0], body[1], body[2], body[3]])
-        } else {
-            0
-        };
-        let err_ok = body.len() >= 16 && body[12..16] == [0, 0, 0, 0];
-        let chosen = {
-            let mut plan = s.plan.lock().unwrap();
-            let fits = match plan.front() {
-                None => false,
-                Some(Mangle::HandshakeGarbage) => first,
-                Some(Mangle::TruncatedBody) => xid > 0 && err_ok && body.len() > 16,
-                Some(_) => xid > 0,
-            };
-            if fits {
-                plan.pop_front()
-            } else {
-                None
-            }
-        };
-        let mut out = Vec::new();
-        match chosen {
-            None => frame(&mut out, &body),
-            Some(m) => {
-                match m {
-                    Mangle::HandshakeGarbage => frame(&mut out, &[0xde, 0xad, 0xbe, 0xef, 1]),
-                    Mangle::NegativeLength => {
-                        out.extend_from_slice(&(-16i32).to_be_bytes());
-                        frame(&mut out, &body);
-                    }
-                    Mangle::HugeLength => {
-                        out.extend_from_slice(&(64i32 << 20).to_be_bytes());
-                        frame(&mut out, &body);
-                    }
-                    Mangle::UnknownXid => {
-                        frame(&mut out, &reply_header(0x3fff_0000, 1, 0));
-                        frame(&mut out, &body);
-                    }
-                    Mangle::ShortFrame => {
-                        frame(&mut out, &[1, 2, 3]);
-                        frame(&mut out, &body);
-                    }
-                    Mangle::TruncatedBody => frame(&mut out, &body[..16]),
-                    Mangle::BadWatchEvent => {
-                        let mut ev = reply_header(-1, -1, 0);
-                        ev.extend_from_slice(&3i32.to_be_bytes()); // NodeDataChanged
-                        ev.extend_from_slice(&3i32.to_be_bytes()); // SyncConnected
-                        ev.extend_from_slice(&2i32.to_be_bytes());
-                        ev.extend_from_slice(&[0xff, 0xfe]); // not UTF-8
-                        frame(&mut out, &ev);
-                        frame(&mut out, &body);
-                    }
-                }
-                s.done.lock().unwrap().push(m);
-                s.changed.notify_all();
-            }
-        }
-        first = false;
-        if c_write.write_all(&out).is_err() {
-            break;
-        }
-    }
-    let _ = c_write.shutdown(Shutdown::Both);
-    let _ = s_read.shutdown(Shutdown::Both);
-}
-
 #[test]
 fn malformed_server_bytes_drop_the_connection_and_the_client_recovers() {
     init();
     let server = fast();
     let mangler = Mangler::start(server.addr());
     let t = Duration::from_secs(6);
-    let c = Client::connect(&mangler.addr.to_string(), t).unwrap();
+    let c = Client::connect(&mangler.addr().to_string(), t).unwrap();
     let id = c.session_id();
     let node = root(&c, "mangle");
     c.set_data(&node, b"intact", None).unwrap();
@@ -1001,53 +772,6 @@ fn malformed_server_bytes_drop_the_connection_and_the_client_recovers() {
     assert_no_io_panic();
 }
 
-/// A "server" that answers every connection with junk, cycling through kinds.
-struct GarbageServer {
-    addr: SocketAddr,
-    accepted: Arc<AtomicU64>,
-}
-
-impl GarbageServer {
-    fn start() -> GarbageServer {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
-        let accepted = Arc::new(AtomicU64::new(0));
-        let count = accepted.clone();
-        thread::spawn(move || {
-            for conn in listener.incoming() {
-                let Ok(mut conn) = conn else { continue };
-                let n = count.fetch_add(1, Ordering::SeqCst);
-                thread::spawn(move || {
-                    let junk: Vec<u8> = match n % 4 {
-                        0 => b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n".to_vec(),
-                        1 => vec![0x80, 0, 0, 0, 1, 2, 3],
-                        2 => {
-                            // A ConnectResponse whose password claims 1000 bytes.
-                            let mut b = Vec::new();
-                            b.extend_from_slice(&0i32.to_be_bytes());
-                            b.extend_from_slice(&4000i32.to_be_bytes());
-                            b.extend_from_slice(&0x42i64.to_be_bytes());
-                            b.extend_from_slice(&1000i32.to_be_bytes());
-                            let mut out = Vec::new();
-                            frame(&mut out, &b);
-                            out
-                        }
-                        _ => Vec::new(), // close at once
-                    };
-                    let _ = conn.write_all(&junk);
-                    if junk.is_empty() {
-                        return;
-                    }
-                    let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
-                    let mut sink = [0u8; 1024];
-                    while matches!(conn.read(&mut sink), Ok(n) if n > 0) {}
-                });
-            }
-        });
-        GarbageServer { addr, accepted }
-    }
-}
-
 #[test]
 fn garbage_speaking_hosts_in_the_list_are_skipped() {
     init();
@@ -1057,26 +781,26 @@ fn garbage_speaking_hosts_in_the_list_are_skipped() {
     // Only garbage: never connected, keeps retrying (every kind of junk), no panic.
     let t = Duration::from_secs(2);
     let start = Instant::now();
-    let r = Client::connect(&garbage.addr.to_string(), t);
+    let r = Client::connect(&garbage.addr().to_string(), t);
     assert!(matches!(r, Err(Error::Timeout)), "{r:?}");
     assert!(start.elapsed() < t + Duration::from_secs(2));
-    let c = Client::builder(&garbage.addr.to_string())
+    let c = Client::builder(&garbage.addr().to_string())
         .session_timeout(t)
         .wait_connected(false)
         .connect()
         .unwrap();
-    let before = garbage.accepted.load(Ordering::SeqCst);
+    let before = garbage.accepted();
     wait_until(
         "four more attempts on the garbage host",
         Duration::from_secs(15),
-        || garbage.accepted.load(Ordering::SeqCst) >= before + 4,
+        || garbage.accepted() >= before + 4,
     );
     assert_eq!(c.state(), SessionState::Connecting);
     assert_eq!(c.session_id(), 0);
     drop(c);
 
     // Garbage plus a real server: every client ends up on the real one.
-    let cs = format!("{},{}", garbage.addr, server.addr());
+    let cs = format!("{},{}", garbage.addr(), server.addr());
     for i in 0..4 {
         let c = Client::connect(&cs, Duration::from_secs(4))
             .unwrap_or_else(|e| panic!("client {i}: {e:?}"));
@@ -1211,7 +935,7 @@ fn an_unanswered_handshake_does_not_cost_the_session() {
 fn dead_and_silent_hosts_are_skipped_and_all_dead_fails_in_bounded_time_without_spinning() {
     init();
     let server = fast();
-    let dead = zk::free_ports(2);
+    let dead = testkit::free_ports(2);
     // Listens (the kernel completes TCP handshakes) but never answers.
     let silent = TcpListener::bind("127.0.0.1:0").unwrap();
     let silent_addr = silent.local_addr().unwrap();

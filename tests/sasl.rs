@@ -2,13 +2,11 @@
 //! logins accepted and refused, re-authentication after a reconnect, and
 //! creator-only nodes another identity (SASL or digest) cannot delete.
 
-mod support;
-
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use support::proxy::Proxy;
-use support::zk::{ZkOptions, ZkServer};
+use testkit::proxy::Proxy;
+use testkit::zk::{ZkOptions, ZkServer};
 use zklock::{perms, Acl, Client, CreateMode, CreateOptions, Error, ErrorCode, Id, SaslConfig};
 
 const T: Duration = Duration::from_secs(10);

@@ -1,13 +1,11 @@
 //! Differential check: the same request script, byte for byte, against the
-//! real ZooKeeper 3.8 (a fresh standalone JVM from `tests/support`) and
+//! real ZooKeeper 3.8 (a fresh standalone JVM from testkit) and
 //! against `SimZooKeeper`. Replies and notifications are decoded and
 //! normalized (zxids relative to the script's first one, times zeroed,
 //! session ids replaced by the client's index, child lists sorted), then
 //! must be equal.
 
 mod sim;
-mod support;
-
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
@@ -515,7 +513,7 @@ fn run(server: &mut dyn Server, steps: Vec<(usize, Request)>) -> Vec<String> {
 /// Runs `steps` on a fresh real server and a fresh SimZooKeeper; returns
 /// the differing transcript lines (empty when they agree).
 fn compare(steps: Vec<(usize, Request)>) -> Vec<String> {
-    let real_server = support::zk::ZkServer::start_with(TICK_MS);
+    let real_server = testkit::zk::ZkServer::start_with(TICK_MS);
     let socks: Vec<TcpStream> = (0..2)
         .map(|_| {
             let s = TcpStream::connect(real_server.addr()).unwrap();
@@ -953,7 +951,7 @@ fn run_connections(net: &mut dyn Net) -> Vec<String> {
 
 #[test]
 fn connection_handling_matches_real_zookeeper() {
-    let real_server = support::zk::ZkServer::start_with(TICK_MS);
+    let real_server = testkit::zk::ZkServer::start_with(TICK_MS);
     let mut real = RealNet {
         addr: real_server.addr(),
         socks: Vec::new(),

@@ -4,14 +4,12 @@
 //! gives, reconnects, and a 3-node TLS ensemble losing its leader.
 #![cfg(feature = "tls")]
 
-mod support;
-
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use support::certs;
-use support::proxy::Proxy;
-use support::zk::{ZkEnsemble, ZkServer};
+use testkit::certs;
+use testkit::proxy::Proxy;
+use testkit::zk::{ZkEnsemble, ZkServer};
 use zklock::{
     Client, ConnectError, CreateMode, Error, EventType, Op, SessionState, TlsError, TlsOptions,
 };
@@ -274,7 +272,7 @@ fn a_tls_ensemble_survives_a_leader_kill_with_the_same_session() {
 
 #[test]
 fn curator_over_tls_and_zklock_exclude_each_other() {
-    use support::peers::{Peer, PeerKind};
+    use testkit::peers::{Peer, PeerKind};
     use zklock::recipes::{LockError, Mutex};
 
     let c = certs::shared();

@@ -5,12 +5,6 @@
 //! bench/results.svg). `zklock-bench worker <mode> ...` is zklock's worker.
 //! See bench/README.md. A measurement, not a test: nothing asserts on timings.
 
-#[path = "../../tests/support/peers.rs"]
-mod peers;
-#[path = "../../tests/support/zk.rs"]
-#[allow(dead_code)]
-mod zk;
-
 mod footprint;
 mod json;
 mod modes;

@@ -10,7 +10,8 @@ use zklock::Client;
 
 use crate::modes::{ensure, warm_server, Bench};
 use crate::run::Server;
-use crate::{footprint, peers, report, zk, BoxResult};
+use crate::{footprint, report, BoxResult};
+use testkit::{peers, zk};
 
 const SESSION_TIMEOUT: Duration = Duration::from_secs(30);
 

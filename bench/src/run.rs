@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::json::Json;
-use crate::zk;
 use crate::BoxResult;
+use testkit::zk;
 
 /// A worker whose stdout lines arrive on a channel and whose stderr tail is
 /// kept for error messages. Killed when dropped unfinished.

@@ -5,21 +5,18 @@
 //! Every wait between processes is a bounded poll for a condition (a line on
 //! stdout, a queue length, a file); no sleep stands in for synchronisation.
 
-#[path = "../../tests/support/mod.rs"]
-mod support;
-
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
-use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{self, Receiver};
 use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
-use support::peers::{Peer, PeerKind};
-use support::proxy::{Direction, Proxy};
-use support::zk::{self, ZkServer};
+use testkit::peers::{Peer, PeerKind};
+use testkit::proxy::{Direction, Proxy};
+use testkit::zk::{self, ZkServer};
+use testkit::{scratch_dir, wait_until};
 
 const BIN: &str = env!("CARGO_BIN_EXE_zklock");
 /// Bound for anything that should happen promptly.
@@ -37,29 +34,6 @@ fn zklock(connect: &str, args: &[&str]) -> Command {
         .arg(connect)
         .args(args);
     cmd
-}
-
-/// A scratch directory for marker files.
-fn scratch(name: &str) -> PathBuf {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    let dir =
-        std::env::temp_dir().join(format!("zklock-cli-{name}-{}-{nanos}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn wait_until(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !cond() {
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        thread::sleep(POLL);
-    }
 }
 
 /// A running zklock with its stdout lines and stderr collected.
@@ -322,7 +296,7 @@ fn queue_len(connect: &str, path: &str) -> usize {
 #[test]
 fn concurrent_execs_exclude_each_other_and_tokens_rise() {
     let c = shared();
-    let dir = scratch("excl");
+    let dir = scratch_dir("cli-excl");
     let script = r#"set -C
 : > "$1/marker" || { echo OVERLAP >&2; exit 99; }
 echo "$ZKLOCK_FENCING_TOKEN" >> "$1/tokens"
@@ -494,7 +468,7 @@ sleep 60 & wait"#;
 #[test]
 fn sigkill_of_the_holder_frees_the_lock_and_stops_its_command() {
     let c = shared();
-    let dir = scratch("kill");
+    let dir = scratch_dir("cli-kill");
     let d = dir.to_str().unwrap();
     let script = trapping_script("stopped", 0);
     let mut holder = exec_script(&c, &[], "/cli-kill", &script, d);
@@ -587,7 +561,7 @@ fn sigstop_past_the_session_timeout_ends_in_75_with_the_command_terminated() {
     // Short ticks so that a 1 s session is allowed and expires quickly.
     let server = ZkServer::start_with(250);
     let connect = server.connect_string();
-    let dir = scratch("stop");
+    let dir = scratch_dir("cli-stop");
     let d = dir.to_str().unwrap();
     let script = trapping_script("terminated", 143);
     let mut holder = exec_script(
@@ -627,7 +601,7 @@ fn lost_lock_stops_the_command_and_exits_75() {
     // A private server with short ticks, so that sessions expire fast.
     let server = ZkServer::start_with(250);
     let proxy = Proxy::start(server.addr());
-    let dir = scratch("lost");
+    let dir = scratch_dir("cli-lost");
     let d = dir.to_str().unwrap();
     // CMD leaves a child behind that ignores SIGTERM: SIGKILL after -k.
     let script = r#"trap 'echo terminated > "$1/terminated"; kill $! 2>/dev/null; exit 143' TERM
@@ -888,7 +862,7 @@ impl Json {
 #[cfg(feature = "tls")]
 #[test]
 fn exec_and_status_over_tls() {
-    let certs = support::certs::shared();
+    let certs = testkit::certs::shared();
     let server = ZkServer::start_with_options(&certs.server_options(true));
     let c = server.secure_addr().to_string();
     let ca = certs.ca_pem.to_string_lossy().into_owned();
@@ -934,7 +908,7 @@ fn exec_and_status_over_tls() {
 #[test]
 fn status_with_a_sasl_login() {
     let server = ZkServer::start_with_options(
-        &support::zk::ZkOptions::new().sasl_digest(&[("alice", "alice-secret")]),
+        &testkit::zk::ZkOptions::new().sasl_digest(&[("alice", "alice-secret")]),
     );
     let c = server.connect_string();
     let status = |password: Option<&str>| {

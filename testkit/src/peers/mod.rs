@@ -1,7 +1,7 @@
 //! Interoperability peers: real Apache Curator (Java) and real kazoo (Python)
 //! processes that contend for ZooKeeper locks, driven over a line protocol.
 //!
-//! Peer programs live in `tests/peers/`; both speak the same protocol:
+//! Peer programs live in `testkit/peers/`; both speak the same protocol:
 //!
 //! * started as `<connect_string> <lock_path> <kind> <id>`; kinds:
 //!   Curator: `mutex`, `read`, `write`, `semaphore:<n>`, `leader`;
@@ -15,19 +15,21 @@
 //!   that really exclude each other never overlap.
 //! * stdin commands: `acquire`, `acquire <timeout_ms>`, `release`,
 //!   `children`, `quit`. `quit` or EOF releases, closes the session, exits 0.
-#![allow(dead_code)]
 
-use std::collections::hash_map::DefaultHasher;
-use std::ffi::OsString;
+mod curator;
+mod kazoo;
+
 use std::fmt;
-use std::hash::{Hash, Hasher};
 use std::io::{BufRead, BufReader, Read, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::process::{Child, ChildStdin, ExitStatus, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crate::scratch::testkit_dir;
+pub use curator::curator_classpath;
+pub use kazoo::ensure_kazoo;
 
 /// How long a peer may take to start (JVM/interpreter start + ZooKeeper connect).
 pub const READY_TIMEOUT: Duration = Duration::from_secs(60);
@@ -66,9 +68,9 @@ const TRANSCRIPT_LINES: usize = 40;
 /// Which real client library a peer runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PeerKind {
-    /// Apache Curator 5.x recipes on the JVM (`tests/peers/CuratorPeer.java`).
+    /// Apache Curator 5.x recipes on the JVM (`testkit/peers/CuratorPeer.java`).
     Curator,
-    /// kazoo on CPython (`tests/peers/kazoo_peer.py`).
+    /// kazoo on CPython (`testkit/peers/kazoo_peer.py`).
     Kazoo,
 }
 
@@ -120,11 +122,11 @@ impl Peer {
         id: &str,
     ) -> Peer {
         let mut cmd = match kind {
-            PeerKind::Curator => curator_command(jvm_args, extra_classpath),
-            PeerKind::Kazoo => kazoo_command(),
+            PeerKind::Curator => curator::command(jvm_args, extra_classpath),
+            PeerKind::Kazoo => kazoo::command(),
         };
         cmd.args([connect, lock_path, lock_kind, id])
-            .current_dir(manifest_dir())
+            .current_dir(testkit_dir())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -425,6 +427,7 @@ pub fn now_millis() -> u64 {
     u64::try_from(since.as_millis()).expect("millis fit in u64")
 }
 
+/// Keeps the last [`STDERR_TAIL_BYTES`] of a peer's stderr for failure messages.
 fn drain_stderr(mut stderr: impl Read, tail: &Mutex<String>) {
     let mut buf = [0u8; 4096];
     loop {
@@ -442,225 +445,5 @@ fn drain_stderr(mut stderr: impl Read, tail: &Mutex<String>) {
                 }
             }
         }
-    }
-}
-
-/// The repository root: the compiling crate's directory, or the nearest one
-/// above it that holds `tests/peers` (crates such as `cli/` share this
-/// support code through `#[path]`).
-fn manifest_dir() -> PathBuf {
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    manifest
-        .ancestors()
-        .find(|dir| dir.join("tests/peers").is_dir())
-        .unwrap_or(manifest)
-        .to_path_buf()
-}
-
-/// The cargo target directory, derived from the running test binary
-/// (`<target>/<profile>/deps/<bin>`), falling back to `<manifest>/target`.
-fn target_dir() -> PathBuf {
-    if let Ok(exe) = std::env::current_exe() {
-        if let Some(deps) = exe.parent() {
-            if deps.file_name().is_some_and(|n| n == "deps") {
-                if let Some(target) = deps.parent().and_then(Path::parent) {
-                    return target.to_path_buf();
-                }
-            }
-        }
-    }
-    manifest_dir().join("target")
-}
-
-// ---------------------------------------------------------------- Curator
-
-fn curator_command(jvm_args: &[String], extra_classpath: &[&str]) -> Command {
-    let classes = curator_classes();
-    let mut entries: Vec<PathBuf> = vec![classes.to_path_buf()];
-    entries.extend(std::env::split_paths(curator_classpath()));
-    entries.extend(extra_classpath.iter().map(PathBuf::from));
-    let classpath = std::env::join_paths(entries).expect("classpath entries contain no separator");
-    let mut cmd = Command::new("java");
-    cmd.args(JVM_FLAGS)
-        .args(jvm_args)
-        .arg("-cp")
-        .arg(classpath)
-        .arg("CuratorPeer");
-    cmd
-}
-
-/// Classpath for Curator: `CURATOR_CLASSPATH` if set (a directory holding
-/// the [`CURATOR_JARS`], or else a verbatim classpath), otherwise the jars in
-/// [`DEFAULT_JAR_DIR`]. Panics naming any jar that cannot be found.
-pub fn curator_classpath() -> &'static OsString {
-    static CP: OnceLock<Result<OsString, String>> = OnceLock::new();
-    let result = CP.get_or_init(|| match std::env::var_os("CURATOR_CLASSPATH") {
-        Some(value) if Path::new(&value).is_dir() => jars_in(Path::new(&value)),
-        Some(value) => Ok(value),
-        None => jars_in(Path::new(DEFAULT_JAR_DIR)),
-    });
-    match result {
-        Ok(cp) => cp,
-        Err(e) => panic!("{e}"),
-    }
-}
-
-fn jars_in(dir: &Path) -> Result<OsString, String> {
-    let mut jars = Vec::new();
-    let mut missing = Vec::new();
-    for base in CURATOR_JARS {
-        match find_jar(dir, base) {
-            Some(jar) => jars.push(jar),
-            None => missing.push(*base),
-        }
-    }
-    if !missing.is_empty() {
-        return Err(format!(
-            "Curator peer: jars {missing:?} not found in {} (install Debian's \
-             libcurator-recipes-java, libzookeeper-java, libslf4j-java, or point \
-             CURATOR_CLASSPATH at a directory of jars or at a full classpath)",
-            dir.display()
-        ));
-    }
-    std::env::join_paths(jars).map_err(|e| format!("Curator peer: bad jar path: {e}"))
-}
-
-/// `<dir>/<base>.jar`, or else the last-sorted `<dir>/<base>-<digit>...jar`.
-fn find_jar(dir: &Path, base: &str) -> Option<PathBuf> {
-    let plain = dir.join(format!("{base}.jar"));
-    if plain.is_file() {
-        return Some(plain);
-    }
-    let prefix = format!("{base}-");
-    let mut versioned: Vec<PathBuf> = std::fs::read_dir(dir)
-        .ok()?
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| {
-            p.file_name().and_then(|n| n.to_str()).is_some_and(|name| {
-                name.ends_with(".jar")
-                    && name
-                        .strip_prefix(&prefix)
-                        .is_some_and(|v| v.starts_with(|c: char| c.is_ascii_digit()))
-            })
-        })
-        .collect();
-    versioned.sort();
-    versioned.pop()
-}
-
-/// Compiles `tests/peers/CuratorPeer.java` once per test binary into
-/// `<target>/peers/curator-<source hash>/`, skipping javac when that
-/// directory already exists. The directory is built under a temporary name
-/// and renamed into place, so concurrent test processes never see a partial
-/// build.
-fn curator_classes() -> &'static Path {
-    static DIR: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    match DIR.get_or_init(compile_curator_peer) {
-        Ok(dir) => dir,
-        Err(e) => panic!("{e}"),
-    }
-}
-
-fn compile_curator_peer() -> Result<PathBuf, String> {
-    let source = manifest_dir().join("tests/peers/CuratorPeer.java");
-    let text = std::fs::read(&source)
-        .map_err(|e| format!("Curator peer: cannot read {}: {e}", source.display()))?;
-    let mut hasher = DefaultHasher::new();
-    text.hash(&mut hasher);
-    let root = target_dir().join("peers");
-    let dir = root.join(format!("curator-{:016x}", hasher.finish()));
-    if dir.join("CuratorPeer.class").is_file() {
-        return Ok(dir);
-    }
-
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    let tmp = root.join(format!(".tmp-curator-{}-{nanos}", std::process::id()));
-    std::fs::create_dir_all(&tmp)
-        .map_err(|e| format!("Curator peer: cannot create {}: {e}", tmp.display()))?;
-    let output = Command::new("javac")
-        .args(["-nowarn", "-encoding", "UTF-8", "-d"])
-        .arg(&tmp)
-        .arg("-cp")
-        .arg(curator_classpath())
-        .arg(&source)
-        .output();
-    let output = match output {
-        Ok(o) => o,
-        Err(e) => {
-            let _ = std::fs::remove_dir_all(&tmp);
-            return Err(format!(
-                "Curator peer: cannot run `javac` ({e}); a JDK (17+) is needed for Curator interop tests"
-            ));
-        }
-    };
-    if !output.status.success() {
-        let _ = std::fs::remove_dir_all(&tmp);
-        return Err(format!(
-            "Curator peer: javac failed ({}):\n{}{}",
-            output.status,
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        ));
-    }
-    if let Err(e) = std::fs::rename(&tmp, &dir) {
-        let _ = std::fs::remove_dir_all(&tmp);
-        // Another test process may have won the race; that is fine.
-        if !dir.join("CuratorPeer.class").is_file() {
-            return Err(format!(
-                "Curator peer: cannot move classes to {}: {e}",
-                dir.display()
-            ));
-        }
-    }
-    Ok(dir)
-}
-
-// ------------------------------------------------------------------ kazoo
-
-fn python() -> OsString {
-    std::env::var_os("PYTHON").unwrap_or_else(|| OsString::from("python3"))
-}
-
-fn kazoo_command() -> Command {
-    ensure_kazoo();
-    let mut cmd = Command::new(python());
-    cmd.arg("-u")
-        .arg(manifest_dir().join("tests/peers/kazoo_peer.py"));
-    cmd
-}
-
-/// Panics with install instructions unless `import kazoo` works (checked
-/// once per test binary). Returns kazoo's version.
-pub fn ensure_kazoo() -> &'static str {
-    static CHECK: OnceLock<Result<String, String>> = OnceLock::new();
-    let result = CHECK.get_or_init(|| {
-        let py = python();
-        let output = Command::new(&py)
-            .args([
-                "-c",
-                "import kazoo, kazoo.version; print(kazoo.version.__version__)",
-            ])
-            .output()
-            .map_err(|e| {
-                format!("kazoo peer: cannot run {py:?} ({e}); set PYTHON to a python3 with kazoo")
-            })?;
-        if output.status.success() {
-            Ok(String::from_utf8_lossy(&output.stdout).trim().to_string())
-        } else {
-            Err(format!(
-                "kazoo peer: `import kazoo` failed for {py:?}; install it with \
-                 `{} -m pip install kazoo` (or set PYTHON to an interpreter that has it):\n{}",
-                py.to_string_lossy(),
-                String::from_utf8_lossy(&output.stderr)
-            ))
-        }
-    });
-    match result {
-        Ok(version) => version,
-        Err(e) => panic!("{e}"),
     }
 }

@@ -1,16 +1,10 @@
-//! Tests of the integration-test support code itself: real ZooKeeper servers
-//! (standalone and ensemble), their cleanup when the test process dies, and
-//! the fault-injecting proxy.
+//! Tests of the test kit itself: real ZooKeeper servers (standalone and
+//! ensemble), their cleanup when the test process dies, and the
+//! fault-injecting proxy, checked with a raw client made of the codec's
+//! records (so that they do not depend on the client under test).
 //!
-//! Run with `cargo test --test support_selftest -- --nocapture` to see start times.
-
-// Not every helper is exercised here; the other test binaries use the rest.
-#[allow(dead_code)]
-#[path = "support/proxy.rs"]
-mod proxy;
-#[allow(dead_code)]
-#[path = "support/zk.rs"]
-mod zk;
+//! Run with `cargo test -p zklock-testkit --test servers_and_proxy -- --nocapture`
+//! to see start times.
 
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -21,8 +15,14 @@ use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use proxy::{Direction, Proxy};
-use zk::{try_four_letter, ZkEnsemble, ZkServer};
+use bytes::BytesMut;
+use jute::{
+    Acl, ConnectRequest, ConnectResponse, CreateMode, CreateRequest, Decode, ErrorCode, OpCode,
+    PathWatch, Request, ServerMessage,
+};
+use testkit::poll_until;
+use testkit::proxy::{Direction, Proxy};
+use testkit::zk::{self, try_four_letter, ZkEnsemble, ZkServer};
 
 /// Generous bound for anything that should happen "now".
 const PROMPT: Duration = Duration::from_secs(5);
@@ -53,7 +53,7 @@ fn standalone_answers_four_letter_words_and_restarts_on_same_port() {
     // Write something so we can tell the data directory survives a restart.
     let path = unique_path("restart");
     let mut client = RawZk::connect(server.addr());
-    assert_eq!(client.create(1, &path, b"kept"), ZOK);
+    assert_eq!(client.create(1, &path, b"kept"), ErrorCode::Ok);
     drop(client);
 
     let addr = server.addr();
@@ -73,7 +73,7 @@ fn standalone_answers_four_letter_words_and_restarts_on_same_port() {
     let mut client = RawZk::connect(server.addr());
     assert_eq!(
         client.exists(1, &path),
-        ZOK,
+        ErrorCode::Ok,
         "znode written before the restart is gone"
     );
 }
@@ -209,16 +209,15 @@ fn check_orphaned_jvm_dies(mode: &str) {
     let status = child.wait().expect("waiting for the helper");
     eprintln!("orphan helper ({mode}) exited: {status}");
 
-    let gone_by = Instant::now() + Duration::from_secs(15);
-    while process_alive(pid) || Path::new(&dir).exists() {
-        assert!(
-            Instant::now() < gone_by,
-            "JVM {pid} alive: {}, dir {dir} exists: {} after the test process died",
-            process_alive(pid),
-            Path::new(&dir).exists()
-        );
-        thread::sleep(Duration::from_millis(50));
-    }
+    let gone = poll_until(Duration::from_secs(15), || {
+        !process_alive(pid) && !Path::new(&dir).exists()
+    });
+    assert!(
+        gone,
+        "JVM {pid} alive: {}, dir {dir} exists: {} after the test process died",
+        process_alive(pid),
+        Path::new(&dir).exists()
+    );
 }
 
 fn parse_orphan_report(report: &str) -> (u32, String) {
@@ -282,7 +281,7 @@ fn proxy_cut_all_closes_live_connections() {
     proxy.cut_all();
     assert_closed(&mut a);
     assert_closed(&mut b);
-    assert!(wait_until(PROMPT, || proxy.active_connections() == 0));
+    assert!(poll_until(PROMPT, || proxy.active_connections() == 0));
 
     // The proxy itself keeps working.
     let mut c = connect(proxy.addr());
@@ -429,19 +428,13 @@ fn proxy_drop_closes_everything_and_returns() {
 // Proxy with ZooKeeper framing: drop_reply_of_next
 // ---------------------------------------------------------------------------
 
-const OP_CREATE: i32 = 1;
-const OP_EXISTS: i32 = 3;
-const OP_PING: i32 = 11;
-const ZOK: i32 = 0;
-const ZNONODE: i32 = -101;
-
 #[test]
 fn proxy_passes_zookeeper_sessions_through() {
     let server = zk::shared();
     let proxy = Proxy::start(server.addr());
     let mut client = RawZk::connect(proxy.addr());
-    assert_eq!(client.exists(1, "/"), ZOK);
-    assert_eq!(client.exists(2, &unique_path("absent")), ZNONODE);
+    assert_eq!(client.exists(1, "/"), ErrorCode::Ok);
+    assert_eq!(client.exists(2, &unique_path("absent")), ErrorCode::NoNode);
     client.ping();
     assert_eq!(proxy.replies_dropped(), 0);
 }
@@ -453,13 +446,13 @@ fn drop_reply_of_next_loses_the_reply_but_the_request_executes() {
     let path = unique_path("lost-reply");
 
     let mut client = RawZk::connect(proxy.addr());
-    assert_eq!(client.exists(1, &path), ZNONODE);
+    assert_eq!(client.exists(1, &path), ErrorCode::NoNode);
     // An exists for another op type must not trigger the armed drop.
-    proxy.drop_reply_of_next(OP_CREATE);
-    assert_eq!(client.exists(2, &path), ZNONODE);
+    proxy.drop_reply_of_next(OpCode::Create.code());
+    assert_eq!(client.exists(2, &path), ErrorCode::NoNode);
 
     // Send the create in small pieces so the proxy has to reassemble the frame.
-    let request = frame(&create_body(3, &path, b"data"));
+    let request = encode(3, &create(&path, b"data"));
     for piece in request.chunks(5) {
         client
             .stream
@@ -477,13 +470,17 @@ fn drop_reply_of_next_loses_the_reply_but_the_request_executes() {
 
     // The server did execute it.
     let mut direct = RawZk::connect(server.addr());
-    assert_eq!(direct.exists(1, &path), ZOK, "the create was not executed");
+    assert_eq!(
+        direct.exists(1, &path),
+        ErrorCode::Ok,
+        "the create was not executed"
+    );
 
     // Pings work the same way, and the proxy keeps serving new connections.
     let mut client = RawZk::connect(proxy.addr());
-    assert_eq!(client.exists(1, &path), ZOK);
-    proxy.drop_reply_of_next(OP_PING);
-    client.send(&ping_body());
+    assert_eq!(client.exists(1, &path), ErrorCode::Ok);
+    proxy.drop_reply_of_next(OpCode::Ping.code());
+    client.send(jute::xid::PING, &Request::Ping);
     assert!(
         proxy.wait_reply_dropped(PROMPT),
         "the ping's reply was never seen"
@@ -496,14 +493,14 @@ fn drop_reply_of_next_loses_the_reply_but_the_request_executes() {
 fn clear_disarms_drop_reply_of_next() {
     let server = zk::shared();
     let proxy = Proxy::start(server.addr());
-    proxy.drop_reply_of_next(OP_EXISTS);
+    proxy.drop_reply_of_next(OpCode::Exists.code());
     proxy.clear();
     assert!(
         proxy.wait_reply_dropped(Duration::ZERO),
         "nothing is armed any more"
     );
     let mut client = RawZk::connect(proxy.addr());
-    assert_eq!(client.exists(1, "/"), ZOK);
+    assert_eq!(client.exists(1, "/"), ErrorCode::Ok);
 }
 
 // ---------------------------------------------------------------------------
@@ -517,26 +514,33 @@ struct RawZk {
 impl RawZk {
     /// Connects and completes the session handshake.
     fn connect(addr: SocketAddr) -> RawZk {
-        let stream = connect(addr);
-        let mut client = RawZk { stream };
-        client.send(&connect_request_body());
-        let response = client
+        let mut client = RawZk {
+            stream: connect(addr),
+        };
+        let mut handshake = BytesMut::new();
+        jute::encode_connect(
+            &mut handshake,
+            &ConnectRequest {
+                protocol_version: jute::PROTOCOL_VERSION,
+                last_zxid_seen: 0,
+                timeout_ms: 10_000,
+                session_id: 0,
+                passwd: vec![0; 16],
+                read_only: false,
+            },
+        );
+        write(&mut client.stream, &handshake);
+        let frame = client
             .read_frame()
             .unwrap_or_else(|e| panic!("no ConnectResponse from {addr}: {e}"));
-        // protocolVersion i32, timeOut i32, sessionId i64, passwd (i32 len + bytes), readOnly
-        assert!(
-            response.len() >= 16 + 4 + 16,
-            "short ConnectResponse {response:?}"
-        );
-        let session_id = i64::from_be_bytes(response[8..16].try_into().expect("8 bytes"));
-        assert_ne!(session_id, 0, "the server refused the session");
+        let response = ConnectResponse::decode_exact(&frame)
+            .unwrap_or_else(|e| panic!("bad ConnectResponse from {addr}: {e}"));
+        assert_ne!(response.session_id, 0, "the server refused the session");
         client
     }
 
-    fn send(&mut self, body: &[u8]) {
-        self.stream
-            .write_all(&frame(body))
-            .expect("sending a frame to ZooKeeper");
+    fn send(&mut self, xid: i32, request: &Request) {
+        write(&mut self.stream, &encode(xid, request));
     }
 
     fn read_frame(&mut self) -> io::Result<Vec<u8>> {
@@ -547,82 +551,53 @@ impl RawZk {
         Ok(body)
     }
 
-    /// Reads the reply to `xid` (skipping watch events) and returns its err code.
-    fn reply_err(&mut self, xid: i32) -> i32 {
+    /// Reads the reply to `xid` (skipping watch events) and returns its error code.
+    fn reply_err(&mut self, xid: i32) -> ErrorCode {
         loop {
-            let body = self.read_frame().expect("reading a reply from ZooKeeper");
-            assert!(body.len() >= 16, "short reply {body:?}");
-            let reply_xid = i32::from_be_bytes(body[0..4].try_into().expect("4 bytes"));
-            if reply_xid == xid {
-                return i32::from_be_bytes(body[12..16].try_into().expect("4 bytes"));
+            let frame = self.read_frame().expect("reading a reply from ZooKeeper");
+            match jute::decode_server_message(&frame) {
+                Ok(ServerMessage::Reply { header, .. }) if header.xid == xid => return header.err,
+                Ok(_) => {}
+                Err(e) => panic!("bad reply {frame:?}: {e}"),
             }
         }
     }
 
-    fn exists(&mut self, xid: i32, path: &str) -> i32 {
-        let mut body = request_header(xid, OP_EXISTS);
-        put_string(&mut body, path);
-        body.push(0); // watch = false
-        self.send(&body);
+    fn exists(&mut self, xid: i32, path: &str) -> ErrorCode {
+        let request = Request::Exists(PathWatch {
+            path: path.to_owned(),
+            watch: false,
+        });
+        self.send(xid, &request);
         self.reply_err(xid)
     }
 
-    fn create(&mut self, xid: i32, path: &str, data: &[u8]) -> i32 {
-        self.send(&create_body(xid, path, data));
+    fn create(&mut self, xid: i32, path: &str, data: &[u8]) -> ErrorCode {
+        self.send(xid, &create(path, data));
         self.reply_err(xid)
     }
 
     fn ping(&mut self) {
-        self.send(&ping_body());
-        assert_eq!(self.reply_err(-2), ZOK);
+        self.send(jute::xid::PING, &Request::Ping);
+        assert_eq!(self.reply_err(jute::xid::PING), ErrorCode::Ok);
     }
 }
 
-fn connect_request_body() -> Vec<u8> {
-    let mut body = Vec::new();
-    body.extend_from_slice(&0i32.to_be_bytes()); // protocolVersion
-    body.extend_from_slice(&0i64.to_be_bytes()); // lastZxidSeen
-    body.extend_from_slice(&10_000i32.to_be_bytes()); // timeOut (ms)
-    body.extend_from_slice(&0i64.to_be_bytes()); // sessionId
-    body.extend_from_slice(&16i32.to_be_bytes()); // passwd length
-    body.extend_from_slice(&[0u8; 16]); // passwd
-    body.push(0); // readOnly
-    body
+/// A persistent node open to anyone.
+fn create(path: &str, data: &[u8]) -> Request {
+    Request::Create(CreateRequest {
+        path: path.to_owned(),
+        data: data.to_vec(),
+        acl: Acl::open_unsafe(),
+        mode: CreateMode::Persistent,
+    })
 }
 
-fn request_header(xid: i32, op: i32) -> Vec<u8> {
-    let mut body = Vec::new();
-    body.extend_from_slice(&xid.to_be_bytes());
-    body.extend_from_slice(&op.to_be_bytes());
-    body
-}
-
-fn create_body(xid: i32, path: &str, data: &[u8]) -> Vec<u8> {
-    let mut body = request_header(xid, OP_CREATE);
-    put_string(&mut body, path);
-    body.extend_from_slice(&(data.len() as i32).to_be_bytes());
-    body.extend_from_slice(data);
-    body.extend_from_slice(&1i32.to_be_bytes()); // one ACL: world:anyone, all perms
-    body.extend_from_slice(&31i32.to_be_bytes());
-    put_string(&mut body, "world");
-    put_string(&mut body, "anyone");
-    body.extend_from_slice(&0i32.to_be_bytes()); // flags: persistent
-    body
-}
-
-fn ping_body() -> Vec<u8> {
-    request_header(-2, OP_PING)
-}
-
-fn put_string(body: &mut Vec<u8>, s: &str) {
-    body.extend_from_slice(&(s.len() as i32).to_be_bytes());
-    body.extend_from_slice(s.as_bytes());
-}
-
-fn frame(body: &[u8]) -> Vec<u8> {
-    let mut framed = (body.len() as u32).to_be_bytes().to_vec();
-    framed.extend_from_slice(body);
-    framed
+/// One framed request, as it goes on the wire.
+fn encode(xid: i32, request: &Request) -> BytesMut {
+    let mut buf = BytesMut::new();
+    jute::encode_request(&mut buf, xid, request);
+    buf
 }
 
 /// A znode path no other test (or earlier run against the shared server) uses.
@@ -753,15 +728,4 @@ fn assert_closed(stream: &mut TcpStream) {
         Err(_) => {} // reset: closed too
         Ok(n) => panic!("received {:?}, expected the connection to close", &buf[..n]),
     }
-}
-
-fn wait_until(timeout: Duration, mut condition: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + timeout;
-    while !condition() {
-        if Instant::now() >= deadline {
-            return false;
-        }
-        thread::sleep(Duration::from_millis(10));
-    }
-    true
 }

@@ -1,107 +1,16 @@
-//! Self-test of the interop peers (tests/support/peers.rs) against a real
+//! Self-test of the interop peers (`testkit::peers`) against a real
 //! ZooKeeper server: proves real Curator and real kazoo exclude each other
 //! (where they actually do) before zklock joins the contention.
 
-#[path = "support/peers.rs"]
-mod peers;
+use std::time::{Duration, Instant};
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::thread;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-use peers::{acquired_node, line_millis, Peer, PeerKind};
+use testkit::peers::{acquired_node, line_millis, Peer, PeerKind};
+use testkit::zk::ZkServer;
 
 /// Long enough for any lock hand-over on a local server.
 const HANDOVER: Duration = Duration::from_secs(20);
 /// Short bounded wait used to check that a contender is still waiting.
 const STILL_WAITING: Duration = Duration::from_millis(700);
-
-/// A private standalone ZooKeeper server for one test; killed on drop.
-struct Zk {
-    child: Child,
-    dir: PathBuf,
-    port: u16,
-}
-
-impl Zk {
-    fn start() -> Zk {
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
-        let dir = std::env::temp_dir().join(format!(
-            "zklock-peers-selftest-{}-{nanos}",
-            std::process::id()
-        ));
-        let data = dir.join("data");
-        std::fs::create_dir_all(&data).expect("create ZooKeeper data dir");
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("pick a free port")
-            .port();
-        let cfg = dir.join("zoo.cfg");
-        std::fs::write(
-            &cfg,
-            format!(
-                "tickTime=2000\ndataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\n\
-                 maxClientCnxns=0\n4lw.commands.whitelist=*\nadmin.enableServer=false\n",
-                data.display()
-            ),
-        )
-        .expect("write zoo.cfg");
-        let log = std::fs::File::create(dir.join("server.log")).expect("create server.log");
-        let child = Command::new("java")
-            .args(["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"])
-            .args(["-cp", "/usr/share/java/zookeeper.jar"])
-            .arg("org.apache.zookeeper.server.ZooKeeperServerMain")
-            .arg(&cfg)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("clone log handle"))
-            .stderr(log)
-            .spawn()
-            .expect("spawn ZooKeeper server (java)");
-        let mut zk = Zk { child, dir, port };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !zk.ruok() {
-            if let Ok(Some(status)) = zk.child.try_wait() {
-                panic!("ZooKeeper exited early ({status}); log:\n{}", zk.log());
-            }
-            if Instant::now() > deadline {
-                panic!("ZooKeeper not serving within 30 s; log:\n{}", zk.log());
-            }
-            thread::sleep(Duration::from_millis(100));
-        }
-        zk
-    }
-
-    fn ruok(&self) -> bool {
-        let Ok(mut s) = TcpStream::connect(("127.0.0.1", self.port)) else {
-            return false;
-        };
-        let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-        let mut reply = String::new();
-        s.write_all(b"ruok").is_ok() && s.read_to_string(&mut reply).is_ok() && reply == "imok"
-    }
-
-    fn connect(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
-    }
-}
-
-impl Drop for Zk {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
 
 fn acquired(peer: &mut Peer) -> String {
     match peer.wait_acquired(HANDOVER) {
@@ -121,10 +30,22 @@ fn still_waiting(peer: &mut Peer) {
 /// closing stdin makes a holder release promptly.
 #[test]
 fn curator_and_kazoo_mutexes_exclude_each_other() {
-    let zk = Zk::start();
+    let zk = ZkServer::start();
     let path = "/selftest/mutex";
-    let mut cur = Peer::start(PeerKind::Curator, &zk.connect(), path, "mutex", "cur");
-    let mut kaz = Peer::start(PeerKind::Kazoo, &zk.connect(), path, "mutex-curator", "kaz");
+    let mut cur = Peer::start(
+        PeerKind::Curator,
+        &zk.connect_string(),
+        path,
+        "mutex",
+        "cur",
+    );
+    let mut kaz = Peer::start(
+        PeerKind::Kazoo,
+        &zk.connect_string(),
+        path,
+        "mutex-curator",
+        "kaz",
+    );
     eprintln!(
         "startup: curator {:?}, kazoo {:?}",
         cur.startup_time(),
@@ -192,10 +113,16 @@ fn curator_and_kazoo_mutexes_exclude_each_other() {
 /// upstream asymmetry so tests don't expect Curator to respect kazoo-named nodes.
 #[test]
 fn curator_ignores_kazoo_native_lock_nodes() {
-    let zk = Zk::start();
+    let zk = ZkServer::start();
     let path = "/selftest/asym";
-    let mut kaz = Peer::start(PeerKind::Kazoo, &zk.connect(), path, "mutex", "kaz");
-    let mut cur = Peer::start(PeerKind::Curator, &zk.connect(), path, "mutex", "cur");
+    let mut kaz = Peer::start(PeerKind::Kazoo, &zk.connect_string(), path, "mutex", "kaz");
+    let mut cur = Peer::start(
+        PeerKind::Curator,
+        &zk.connect_string(),
+        path,
+        "mutex",
+        "cur",
+    );
 
     let k1 = kaz.try_acquire(5_000).expect("kazoo acquires a free lock");
     assert!(acquired_node(&k1).contains("__lock__"), "{k1}");
@@ -220,11 +147,11 @@ fn curator_ignores_kazoo_native_lock_nodes() {
 /// Curator read/write lock: two readers share, a writer waits for both.
 #[test]
 fn curator_read_write_lock() {
-    let zk = Zk::start();
+    let zk = ZkServer::start();
     let path = "/selftest/rw";
-    let mut r1 = Peer::start(PeerKind::Curator, &zk.connect(), path, "read", "r1");
-    let mut r2 = Peer::start(PeerKind::Curator, &zk.connect(), path, "read", "r2");
-    let mut w = Peer::start(PeerKind::Curator, &zk.connect(), path, "write", "w");
+    let mut r1 = Peer::start(PeerKind::Curator, &zk.connect_string(), path, "read", "r1");
+    let mut r2 = Peer::start(PeerKind::Curator, &zk.connect_string(), path, "read", "r2");
+    let mut w = Peer::start(PeerKind::Curator, &zk.connect_string(), path, "write", "w");
 
     r1.acquire();
     let a1 = acquired(&mut r1);
@@ -257,11 +184,19 @@ fn curator_read_write_lock() {
 /// Curator semaphore with 2 leases and Curator leader latch.
 #[test]
 fn curator_semaphore_and_leader_latch() {
-    let zk = Zk::start();
+    let zk = ZkServer::start();
     let sem = "/selftest/sem";
     let mut s: Vec<Peer> = ["s1", "s2", "s3"]
         .iter()
-        .map(|id| Peer::start(PeerKind::Curator, &zk.connect(), sem, "semaphore:2", id))
+        .map(|id| {
+            Peer::start(
+                PeerKind::Curator,
+                &zk.connect_string(),
+                sem,
+                "semaphore:2",
+                id,
+            )
+        })
         .collect();
     let l1 = s[0].try_acquire(5_000).expect("first lease");
     s[1].try_acquire(5_000).expect("second lease");
@@ -282,8 +217,8 @@ fn curator_semaphore_and_leader_latch() {
     }
 
     let path = "/selftest/leader";
-    let mut a = Peer::start(PeerKind::Curator, &zk.connect(), path, "leader", "a");
-    let mut b = Peer::start(PeerKind::Curator, &zk.connect(), path, "leader", "b");
+    let mut a = Peer::start(PeerKind::Curator, &zk.connect_string(), path, "leader", "a");
+    let mut b = Peer::start(PeerKind::Curator, &zk.connect_string(), path, "leader", "b");
     let la = a.try_acquire(5_000).expect("a leads");
     assert!(acquired_node(&la).contains("-latch-"), "{la}");
     assert_eq!(b.try_acquire(300), None, "two leaders");
@@ -299,11 +234,11 @@ fn curator_semaphore_and_leader_latch() {
 /// kazoo's own read/write lock (kazoo-native naming).
 #[test]
 fn kazoo_read_write_lock() {
-    let zk = Zk::start();
+    let zk = ZkServer::start();
     let path = "/selftest/krw";
-    let mut r = Peer::start(PeerKind::Kazoo, &zk.connect(), path, "read", "r");
-    let mut r2 = Peer::start(PeerKind::Kazoo, &zk.connect(), path, "read", "r2");
-    let mut w = Peer::start(PeerKind::Kazoo, &zk.connect(), path, "write", "w");
+    let mut r = Peer::start(PeerKind::Kazoo, &zk.connect_string(), path, "read", "r");
+    let mut r2 = Peer::start(PeerKind::Kazoo, &zk.connect_string(), path, "read", "r2");
+    let mut w = Peer::start(PeerKind::Kazoo, &zk.connect_string(), path, "write", "w");
     let a = r.try_acquire(5_000).expect("reader 1");
     r2.try_acquire(5_000).expect("reader 2 shares");
     assert!(acquired_node(&a).contains("__rlock__"), "{a}");

@@ -9,6 +9,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
+use crate::scratch::{subsec_nanos, target_dir};
+use crate::zk::ZkOptions;
+
 /// Password of both PKCS12 stores.
 pub const STORE_PASSWORD: &str = "zklock-test";
 
@@ -32,8 +35,8 @@ pub struct Certs {
 
 impl Certs {
     /// Server options with a TLS port using these stores.
-    pub fn server_options(&self, need_client_cert: bool) -> super::zk::ZkOptions {
-        super::zk::ZkOptions::new().tls(
+    pub fn server_options(&self, need_client_cert: bool) -> ZkOptions {
+        ZkOptions::new().tls(
             &self.server_keystore,
             &self.truststore,
             STORE_PASSWORD,
@@ -143,15 +146,12 @@ fn make_leaf(dir: &Path, name: &str, ca: &str, extensions: &str) {
 
 #[rustfmt::skip]
 fn generate() -> Certs {
-    // Under cargo's per-target scratch directory (cleaned by `cargo clean`),
-    // not the system temp dir, where every run would leave one behind.
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
+    // Under cargo's scratch directory (`target/tmp`, cleaned by `cargo
+    // clean`), not the system temp dir, where every run would leave one behind.
+    let dir = target_dir().join("tmp").join(format!(
         "zklock-certs-{}-{}",
         std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0)
+        subsec_nanos()
     ));
     fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("creating {}: {e}", dir.display()));
     make_ca(&dir, "ca");

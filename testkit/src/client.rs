@@ -1,0 +1,54 @@
+//! Small helpers over a zklock [`Client`]: a client of the binary's shared
+//! server, and the children of a lock path, now or once they are what a test
+//! expects.
+
+use std::time::Duration;
+
+use zklock::Client;
+
+use crate::{poll_until, zk};
+
+/// A client of the binary's shared server ([`zk::shared`]).
+pub fn shared_client(session_timeout: Duration) -> Client {
+    Client::connect(&zk::shared().connect_string(), session_timeout)
+        .expect("connect to the test server")
+}
+
+/// The children of `path`, sorted (the server lists them in no particular
+/// order); none if it does not exist.
+pub fn children(c: &Client, path: &str) -> Vec<String> {
+    match c.get_children(path) {
+        Ok(mut names) => {
+            names.sort();
+            names
+        }
+        Err(e) if e.is_no_node() => vec![],
+        Err(e) => panic!("listing {path}: {e}"),
+    }
+}
+
+/// Waits (bounded) until `path` has at least `n` children: contenders
+/// started elsewhere have joined the queue.
+pub fn wait_children(c: &Client, path: &str, n: usize, timeout: Duration) {
+    let mut seen = Vec::new();
+    let reached = poll_until(timeout, || {
+        seen = children(c, path);
+        seen.len() >= n
+    });
+    assert!(
+        reached,
+        "{path} never reached {n} children in {timeout:?}; has {seen:?}"
+    );
+}
+
+/// Waits (bounded) until `path` has no children. A dropped guard releases
+/// without blocking: its own session's later calls see the node gone, but
+/// another session may look before the delete is applied.
+pub fn wait_no_children(c: &Client, path: &str, timeout: Duration) {
+    let mut left = Vec::new();
+    let gone = poll_until(timeout, || {
+        left = children(c, path);
+        left.is_empty()
+    });
+    assert!(gone, "{path} still has {left:?} after {timeout:?}");
+}

@@ -1,0 +1,102 @@
+//! A "server" that answers every connection with junk, cycling through four
+//! kinds: a host in the list that speaks something else must be skipped,
+//! never trusted and never a reason to spin.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+use bytes::{BufMut, BytesMut};
+use jute::{ConnectResponse, Encode};
+
+/// The junk server on `127.0.0.1:<free port>`; dropping it stops accepting.
+pub struct GarbageServer {
+    addr: SocketAddr,
+    accepted: Arc<AtomicU64>,
+    stopping: Arc<AtomicBool>,
+}
+
+impl GarbageServer {
+    /// Starts the server: connection `n` gets junk of kind `n % 4`.
+    pub fn start() -> GarbageServer {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("garbage server: binding");
+        let addr = listener.local_addr().expect("garbage server: its address");
+        let accepted = Arc::new(AtomicU64::new(0));
+        let stopping = Arc::new(AtomicBool::new(false));
+        let (count, stop) = (accepted.clone(), stopping.clone());
+        thread::spawn(move || {
+            for conn in listener.incoming() {
+                if stop.load(Ordering::SeqCst) {
+                    break;
+                }
+                let Ok(conn) = conn else { continue };
+                let n = count.fetch_add(1, Ordering::SeqCst);
+                thread::spawn(move || answer(conn, &junk(n)));
+            }
+        });
+        GarbageServer {
+            addr,
+            accepted,
+            stopping,
+        }
+    }
+
+    /// The address to put in a connect string.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Connections accepted so far.
+    pub fn accepted(&self) -> u64 {
+        self.accepted.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for GarbageServer {
+    fn drop(&mut self) {
+        self.stopping.store(true, Ordering::SeqCst);
+        // Wake the blocking accept() with a throwaway connection.
+        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_secs(1));
+    }
+}
+
+/// Sends `junk`, then (unless there was none: close at once) reads whatever
+/// the client says until it gives up.
+fn answer(mut conn: TcpStream, junk: &[u8]) {
+    let _ = conn.write_all(junk);
+    if junk.is_empty() {
+        return;
+    }
+    let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
+    let mut sink = [0u8; 1024];
+    while matches!(conn.read(&mut sink), Ok(n) if n > 0) {}
+}
+
+/// What connection `n` is sent.
+fn junk(n: u64) -> Vec<u8> {
+    match n % 4 {
+        0 => b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n".to_vec(),
+        1 => vec![0x80, 0, 0, 0, 1, 2, 3],
+        2 => {
+            // A ConnectResponse cut inside its password: the length says
+            // 1000 bytes follow, the frame ends right after it.
+            let mut record = BytesMut::new();
+            ConnectResponse {
+                protocol_version: jute::PROTOCOL_VERSION,
+                timeout_ms: 4000,
+                session_id: 0x42,
+                passwd: vec![0; 1000],
+                read_only: false,
+            }
+            .encode(&mut record);
+            record.truncate(4 + 4 + 8 + 4);
+            let mut out = BytesMut::new();
+            jute::encode_frame(&mut out, |b| b.put_slice(&record));
+            out.to_vec()
+        }
+        _ => Vec::new(),
+    }
+}

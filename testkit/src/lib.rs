@@ -1,0 +1,31 @@
+//! What zklock's tests, examples and benchmark run against, written once:
+//!
+//! - [`zk`]: real ZooKeeper 3.8 servers, standalone or in ensembles, plain,
+//!   TLS or SASL, each a JVM on free loopback ports with a directory of its own;
+//! - [`certs`]: the certificates and key stores for the TLS servers and clients;
+//! - [`proxy`]: a fault-injecting TCP proxy (cut, blackhole, stall, delay,
+//!   refuse, lose the reply to one request);
+//! - [`mangler`] and [`garbage`]: fake servers that send malformed bytes;
+//! - [`peers`]: real Curator (Java) and kazoo (Python) processes contending
+//!   for the same locks;
+//! - bounded waits ([`wait_until`]), scratch directories, free ports, and
+//!   helpers over a zklock client ([`children`], [`wait_no_children`], ...).
+//!
+//! Everything listens on 127.0.0.1 only. Nothing here skips: a server or
+//! peer that cannot start panics and says why (and what to install).
+
+pub mod certs;
+mod client;
+pub mod garbage;
+pub mod mangler;
+pub mod peers;
+mod ports;
+pub mod proxy;
+mod scratch;
+mod wait;
+pub mod zk;
+
+pub use client::{children, shared_client, wait_children, wait_no_children};
+pub use ports::free_ports;
+pub use scratch::{scratch_dir, target_dir};
+pub use wait::{poll_until, wait_until};

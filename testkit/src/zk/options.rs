@@ -1,0 +1,128 @@
+//! What a test may change about its servers: tick, extra `zoo.cfg` lines,
+//! a TLS port, SASL users.
+
+use std::path::Path;
+
+/// Settings shared by standalone servers and ensembles.
+#[derive(Clone, Debug)]
+pub struct ZkOptions {
+    tick_ms: u64,
+    extra: Vec<(String, String)>,
+    /// A TLS client port besides the plaintext one.
+    pub(super) secure: bool,
+    /// Extra JVM flags (`-D...`).
+    pub(super) jvm: Vec<String>,
+    /// A JAAS configuration, written into each server's directory.
+    pub(super) jaas: Option<String>,
+}
+
+impl Default for ZkOptions {
+    fn default() -> Self {
+        ZkOptions {
+            tick_ms: 2000,
+            extra: Vec::new(),
+            secure: false,
+            jvm: Vec::new(),
+            jaas: None,
+        }
+    }
+}
+
+impl ZkOptions {
+    /// Defaults: `tickTime=2000`, nothing extra.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// `tickTime` in milliseconds. Session timeouts are clamped by the server to
+    /// `[2 * tick, 20 * tick]` unless `minSessionTimeout`/`maxSessionTimeout` are set.
+    pub fn tick_ms(mut self, tick_ms: u64) -> Self {
+        self.tick_ms = tick_ms;
+        self
+    }
+
+    /// An extra `key=value` line for `zoo.cfg` (e.g. `minSessionTimeout`); it
+    /// comes after the defaults, so it overrides them.
+    pub fn config(mut self, key: &str, value: &str) -> Self {
+        self.extra.push((key.to_string(), value.to_string()));
+        self
+    }
+
+    /// Adds a TLS client port (Netty connection factory) with these PKCS12
+    /// stores (see [`crate::certs`]); `need_client_cert`:
+    /// `ssl.clientAuth=need`, else `none`.
+    pub fn tls(
+        mut self,
+        keystore: &Path,
+        truststore: &Path,
+        password: &str,
+        need_client_cert: bool,
+    ) -> Self {
+        self.secure = true;
+        let auth = if need_client_cert { "need" } else { "none" };
+        for (key, value) in [
+            (
+                "serverCnxnFactory",
+                "org.apache.zookeeper.server.NettyServerCnxnFactory",
+            ),
+            ("ssl.keyStore.location", &keystore.display().to_string()),
+            ("ssl.keyStore.password", password),
+            ("ssl.keyStore.type", "PKCS12"),
+            ("ssl.trustStore.location", &truststore.display().to_string()),
+            ("ssl.trustStore.password", password),
+            ("ssl.trustStore.type", "PKCS12"),
+            ("ssl.clientAuth", auth),
+            // The server would check our client certificate against the
+            // reverse DNS of 127.0.0.1; the rustls side is what is tested.
+            ("ssl.hostnameVerification", "false"),
+        ] {
+            self.extra.push((key.to_owned(), value.to_owned()));
+        }
+        self
+    }
+
+    /// SASL with a JAAS `DigestLoginModule` serving `users` (name, password).
+    pub fn sasl_digest(mut self, users: &[(&str, &str)]) -> Self {
+        let mut jaas =
+            String::from("Server {\n  org.apache.zookeeper.server.auth.DigestLoginModule required");
+        for (user, password) in users {
+            jaas.push_str(&format!("\n  user_{user}=\"{password}\""));
+        }
+        jaas.push_str(";\n};\n");
+        self.jaas = Some(jaas);
+        self.extra.push((
+            "authProvider.1".to_owned(),
+            "org.apache.zookeeper.server.auth.SASLAuthenticationProvider".to_owned(),
+        ));
+        self
+    }
+
+    pub(super) fn secure_config(&self, secure_port: Option<u16>) -> String {
+        match secure_port {
+            Some(port) => format!("secureClientPort={port}\nsecureClientPortAddress=127.0.0.1\n"),
+            None => String::new(),
+        }
+    }
+
+    pub(super) fn common_config(&self, data_dir: &Path, client_port: u16) -> String {
+        let mut cfg = format!(
+            "tickTime={tick}\n\
+             dataDir={data}\n\
+             clientPort={client_port}\n\
+             clientPortAddress=127.0.0.1\n\
+             maxClientCnxns=0\n\
+             4lw.commands.whitelist=*\n\
+             admin.enableServer=false\n\
+             # Tests kill JVMs, not machines: the page cache survives, so skipping\n\
+             # fsync loses nothing and makes every write much cheaper.\n\
+             forceSync=no\n\
+             preAllocSize=1024\n",
+            tick = self.tick_ms,
+            data = data_dir.display(),
+        );
+        for (key, value) in &self.extra {
+            cfg.push_str(&format!("{key}={value}\n"));
+        }
+        cfg
+    }
+}
