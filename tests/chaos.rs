@@ -168,13 +168,5 @@ fn fenced_increments_stay_exclusive_under_faults() {
         "counter {counter}, confirmed {done}, unknown {unknown}"
     );
     // Every session is closed or expired: no lock node may remain.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let left = admin.get_children("/chaos/lock").unwrap_or_default();
-        if left.is_empty() {
-            break;
-        }
-        assert!(Instant::now() < deadline, "lock nodes left: {left:?}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    testkit::wait_no_children(&admin, "/chaos/lock", Duration::from_secs(10));
 }

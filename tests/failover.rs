@@ -1,7 +1,7 @@
 //! A server that is behind the zxid we have seen refuses our session; the
 //! client must skip it, keep its session and find a server that has it.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use testkit::proxy::Proxy;
 use testkit::zk::ZkServer;
@@ -35,14 +35,9 @@ fn a_server_behind_our_zxid_is_skipped_and_the_session_kept() {
     to_stale.refuse(false);
     let attempts_before = to_stale.connections_accepted();
     to_ours.cut_all();
-    let deadline = Instant::now() + WAIT;
-    while to_stale.connections_accepted() < attempts_before + 2 {
-        assert!(
-            Instant::now() < deadline,
-            "the stale server was never tried"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    testkit::wait_until("the stale server to be tried", WAIT, || {
+        to_stale.connections_accepted() >= attempts_before + 2
+    });
     assert_ne!(c.state(), SessionState::Connected);
     assert_eq!(c.session_id(), id);
     // Our server comes back: same session, our data.

@@ -140,16 +140,11 @@ fn max_overlap(intervals: &[(&str, u64, u64)]) -> usize {
 // ------------------------------------------------------------------- peers
 
 fn peer_acquired(peer: &mut Peer) -> String {
-    match peer.wait_acquired(HANDOVER) {
-        Some(line) => line,
-        None => panic!("{}: no `acquired` within {HANDOVER:?}", peer.label()),
-    }
+    peer.expect_acquired(HANDOVER)
 }
 
 fn peer_still_waiting(peer: &mut Peer) {
-    if let Some(line) = peer.wait_acquired(STILL_WAITING) {
-        panic!("{}: acquired while it should wait: {line}", peer.label());
-    }
+    peer.expect_waiting(STILL_WAITING);
 }
 
 // ------------------------------------------------------- our own holders

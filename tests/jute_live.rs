@@ -1,74 +1,20 @@
-//! The codec alone against a real server: a plain blocking TcpStream, the
-//! handshake and a few ops encoded and decoded with `jute` only.
+//! The codec alone against a real server: the handshake and a few ops
+//! encoded and decoded with `jute` only (testkit's `RawClient`, a blocking
+//! TcpStream), never through zklock's client.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::time::Duration;
-
-use bytes::BytesMut;
 use jute::*;
-
-struct Raw {
-    stream: TcpStream,
-    xid: i32,
-}
-
-impl Raw {
-    fn read_frame(&mut self) -> Vec<u8> {
-        let mut len = [0u8; 4];
-        self.stream.read_exact(&mut len).expect("frame length");
-        let len = frame_len(&len, DEFAULT_MAX_FRAME).unwrap().unwrap();
-        let mut body = vec![0; len];
-        self.stream.read_exact(&mut body).expect("frame body");
-        body
-    }
-
-    fn call(&mut self, req: Request) -> (ReplyHeader, ReplyResult) {
-        self.xid += 1;
-        let mut buf = BytesMut::new();
-        encode_request(&mut buf, self.xid, &req);
-        self.stream.write_all(&buf).unwrap();
-        loop {
-            let frame = self.read_frame();
-            match decode_server_message(&frame).unwrap() {
-                ServerMessage::WatchEvent { .. } => continue,
-                ServerMessage::Reply { header, body } => {
-                    assert_eq!(header.xid, self.xid, "replies come in request order");
-                    let result = decode_reply(req.op_code(), &header, body).unwrap();
-                    return (header, result);
-                }
-            }
-        }
-    }
-}
+use testkit::raw::RawClient;
 
 #[test]
 fn handshake_and_basic_ops_with_the_codec_only() {
     let server = testkit::zk::shared();
-    let stream = TcpStream::connect(server.addr()).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    let mut raw = Raw { stream, xid: 0 };
-    let mut buf = BytesMut::new();
-    encode_connect(
-        &mut buf,
-        &ConnectRequest {
-            protocol_version: 0,
-            last_zxid_seen: 0,
-            timeout_ms: 6000,
-            session_id: 0,
-            passwd: vec![0; 16],
-            read_only: false,
-        },
-    );
-    raw.stream.write_all(&buf).unwrap();
-    let resp = ConnectResponse::decode_exact(&raw.read_frame()).unwrap();
+    let mut raw = RawClient::connect(server.addr(), 6000);
+    let resp = raw.session().clone();
     assert_eq!(resp.timeout_ms, 6000);
     assert_ne!(resp.session_id, 0);
 
     let root = format!("/jute-live-{}", std::process::id());
-    let (h, r) = raw.call(Request::Create2(CreateRequest {
+    let (h, r) = raw.call(&Request::Create2(CreateRequest {
         path: root.clone(),
         data: b"root".to_vec(),
         acl: Acl::open_unsafe(),
@@ -80,7 +26,7 @@ fn handshake_and_basic_ops_with_the_codec_only() {
     assert_eq!(path, root);
     assert_eq!((stat.czxid, stat.data_length, stat.version), (h.zxid, 4, 0));
 
-    let (_, again) = raw.call(Request::Create2(CreateRequest {
+    let (_, again) = raw.call(&Request::Create2(CreateRequest {
         path: root.clone(),
         data: vec![],
         acl: Acl::open_unsafe(),
@@ -90,7 +36,7 @@ fn handshake_and_basic_ops_with_the_codec_only() {
 
     let mut created = Vec::new();
     for _ in 0..3 {
-        let (_, r) = raw.call(Request::Create2(CreateRequest {
+        let (_, r) = raw.call(&Request::Create2(CreateRequest {
             path: format!("{root}/seq-"),
             data: vec![],
             acl: Acl::open_unsafe(),
@@ -102,7 +48,7 @@ fn handshake_and_basic_ops_with_the_codec_only() {
         assert_eq!(stat.ephemeral_owner, resp.session_id);
         created.push(path.rsplit('/').next().unwrap().to_owned());
     }
-    let (_, r) = raw.call(Request::GetChildren2(PathWatch {
+    let (_, r) = raw.call(&Request::GetChildren2(PathWatch {
         path: root.clone(),
         watch: false,
     }));
@@ -113,39 +59,37 @@ fn handshake_and_basic_ops_with_the_codec_only() {
     assert_eq!(children, created);
     assert_eq!(stat.num_children, 3);
 
-    let (_, r) = raw.call(Request::Exists(PathWatch {
+    let (_, r) = raw.call(&Request::Exists(PathWatch {
         path: format!("{root}/missing"),
         watch: false,
     }));
     assert_eq!(r, Err(ErrorCode::NoNode));
-    let (_, r) = raw.call(Request::Delete(PathVersion {
+    let (_, r) = raw.call(&Request::Delete(PathVersion {
         path: root.clone(),
         version: -1,
     }));
     assert_eq!(r, Err(ErrorCode::NotEmpty));
     for c in &created {
-        let (_, r) = raw.call(Request::Delete(PathVersion {
+        let (_, r) = raw.call(&Request::Delete(PathVersion {
             path: format!("{root}/{c}"),
             version: -1,
         }));
         assert_eq!(r, Ok(Response::Empty));
     }
-    let (_, r) = raw.call(Request::Delete(PathVersion {
+    let (_, r) = raw.call(&Request::Delete(PathVersion {
         path: root.clone(),
         version: 5,
     }));
     assert_eq!(r, Err(ErrorCode::BadVersion));
-    let (_, r) = raw.call(Request::Delete(PathVersion {
+    let (_, r) = raw.call(&Request::Delete(PathVersion {
         path: root,
         version: 0,
     }));
     assert_eq!(r, Ok(Response::Empty));
 
     // Ping uses its reserved xid and answers with an empty body.
-    let mut buf = BytesMut::new();
-    encode_request(&mut buf, xid::PING, &Request::Ping);
-    raw.stream.write_all(&buf).unwrap();
-    let frame = raw.read_frame();
+    raw.send(xid::PING, &Request::Ping);
+    let frame = raw.read_frame().unwrap();
     let ServerMessage::Reply { header, body } = decode_server_message(&frame).unwrap() else {
         panic!("ping answered with a watch event")
     };

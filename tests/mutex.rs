@@ -2,7 +2,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, Mutex as StdMutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use testkit::children;
 use testkit::proxy::{Direction, Proxy};
@@ -79,11 +79,7 @@ fn waiters_acquire_in_arrival_order() {
             g.unlock().unwrap();
         }));
         // Wait until waiter i has its node in the queue before starting i+1.
-        let deadline = Instant::now() + WAIT;
-        while children(&c, &path).len() < i + 2 {
-            assert!(Instant::now() < deadline, "waiter {i} never queued");
-            std::thread::yield_now();
-        }
+        testkit::wait_children(&c, &path, i + 2, WAIT);
     }
     drop(first);
     for h in handles {
@@ -114,10 +110,7 @@ fn try_lock_timeout_and_cancel_leave_no_node() {
         let path = path.clone();
         std::thread::spawn(move || {
             // Cancel once our waiter's node is in the queue.
-            let deadline = Instant::now() + WAIT;
-            while children(&c, &path).len() < 2 && Instant::now() < deadline {
-                std::thread::yield_now();
-            }
+            testkit::poll_until(WAIT, || children(&c, &path).len() >= 2);
             token.cancel();
         })
     };
@@ -265,11 +258,7 @@ fn each_release_wakes_exactly_one_waiter() {
         })
         .collect();
     barrier.wait();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while children(&c, &path).len() < WAITERS + 1 {
-        assert!(Instant::now() < deadline, "waiters did not all queue");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    testkit::wait_children(&c, &path, WAITERS + 1, Duration::from_secs(120));
     let events_before = c.watch_events_received();
     drop(first);
     for t in threads {
@@ -345,21 +334,10 @@ fn expiry_while_holding_reports_lost_and_while_waiting_fails() {
                 .lock_timeout(Duration::from_secs(60))
         }
     });
-    let deadline = Instant::now() + WAIT;
-    while children(&other, path).len() < 2 {
-        assert!(Instant::now() < deadline, "waiter never queued");
-        std::thread::yield_now();
-    }
+    testkit::wait_children(&other, path, 2, WAIT);
     // Silence both sessions past their timeout; the server expires them.
     proxy.blackhole(Direction::Both);
-    let deadline = Instant::now() + WAIT;
-    while !children(&other, path).is_empty() {
-        assert!(
-            Instant::now() < deadline,
-            "server never expired the sessions"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    testkit::wait_no_children(&other, path, WAIT);
     assert_eq!(changes.recv_timeout(WAIT).unwrap(), LockState::Suspended);
     assert_eq!(changes.recv_timeout(WAIT).unwrap(), LockState::Lost);
     proxy.clear();

@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use testkit::children;
+use testkit::{children, wait_until};
 use zklock::recipes::{
     CancelToken, Election, LockError, LockState, MultiLock, NodeKind, RwLock, Semaphore,
 };
@@ -149,11 +149,9 @@ fn semaphore_admits_at_most_n() {
     let s2 = Semaphore::new(&client(), &p, 1).unwrap();
     assert_eq!(s2.acquire_timeout(BRIEF).unwrap_err(), LockError::Timeout);
     // The timed-out waiter's lease node goes in the background.
-    let deadline = Instant::now() + WAIT;
-    while s.lease_count().unwrap() != 1 {
-        assert!(Instant::now() < deadline, "the waiter's lease node stayed");
-        std::thread::yield_now();
-    }
+    wait_until("the waiter's lease node to go", WAIT, || {
+        s.lease_count().unwrap() == 1
+    });
     drop(held);
 }
 
@@ -219,11 +217,7 @@ fn batch_mutex_hands_off_locally_within_a_bounded_batch() {
             })
         })
         .collect();
-    let deadline = Instant::now() + WAIT;
-    while lock.local_waiters() < 2 {
-        assert!(Instant::now() < deadline, "waiters never arrived");
-        std::thread::yield_now();
-    }
+    wait_until("the waiters", WAIT, || lock.local_waiters() >= 2);
     assert_eq!(lock.lock().unwrap_err(), LockError::WouldDeadlock);
     // Another process (session) queues behind the batch.
     let outsider = zklock::recipes::Mutex::new(&client(), &p).unwrap();
@@ -283,11 +277,7 @@ fn batch_mutex_gives_back_a_hold_kept_for_a_waiter_that_left() {
         let (lock, token) = (lock.clone(), token.clone());
         std::thread::spawn(move || lock.lock_with(None, Some(&token)).map(drop))
     };
-    let deadline = Instant::now() + WAIT;
-    while lock.local_waiters() < 1 {
-        assert!(Instant::now() < deadline, "the waiter never arrived");
-        std::thread::yield_now();
-    }
+    wait_until("the waiter", WAIT, || lock.local_waiters() >= 1);
     token.cancel();
     drop(held);
     let left = waiter.join().unwrap();

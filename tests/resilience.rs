@@ -12,8 +12,7 @@
 //!
 //! Set `RESILIENCE_LOG=1` to see the client's log on stderr.
 
-use std::collections::{HashMap, HashSet};
-use std::fs;
+use std::collections::HashMap;
 use std::net::{Shutdown, TcpListener};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Once, OnceLock};
@@ -25,8 +24,8 @@ use crossbeam_channel::{Receiver, RecvTimeoutError};
 use testkit::garbage::GarbageServer;
 use testkit::mangler::{Mangle, Mangler};
 use testkit::proxy::{Direction, Proxy};
-use testkit::wait_until;
 use testkit::zk::{ZkEnsemble, ZkServer};
+use testkit::{io_thread_ids, thread_cpu, wait_until};
 use zklock::{Client, CreateMode, Error, EventType, Op, SessionState, Watch};
 
 /// tickTime of every server these tests start: sessions of 1–10 s are allowed.
@@ -217,31 +216,6 @@ fn frame_len(req: &jute::Request) -> u64 {
     let mut buf = BytesMut::new();
     jute::encode_request(&mut buf, 1, req);
     buf.len() as u64
-}
-
-/// Ids of this process's threads named `zklock-io`.
-fn io_thread_ids() -> HashSet<u32> {
-    let Ok(dir) = fs::read_dir("/proc/self/task") else {
-        return HashSet::new();
-    };
-    dir.flatten()
-        .filter_map(|e| {
-            let tid: u32 = e.file_name().to_str()?.parse().ok()?;
-            let comm = fs::read_to_string(e.path().join("comm")).ok()?;
-            (comm.trim() == "zklock-io").then_some(tid)
-        })
-        .collect()
-}
-
-/// CPU time (user + system) a thread of this process has used.
-fn thread_cpu(tid: u32) -> Option<Duration> {
-    let stat = fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // Fields 14 and 15 of stat(5); `rest` starts at field 3.
-    let ticks = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
-    // CLK_TCK is 100 on Linux.
-    Some(Duration::from_millis(ticks * 10))
 }
 
 // ---------------------------------------------------------------------------

@@ -2,18 +2,10 @@
 //! doing at that moment. (Its own binary: it counts this process's threads.)
 
 use std::net::TcpListener;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use testkit::{io_thread_ids, poll_until};
 use zklock::Client;
-
-/// Threads of this process named like the client's I/O thread.
-fn io_threads() -> usize {
-    std::fs::read_dir("/proc/self/task")
-        .expect("/proc/self/task")
-        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
-        .filter(|name| name.trim() == "zklock-io")
-        .count()
-}
 
 #[test]
 fn dropped_clients_leave_no_io_thread_behind() {
@@ -34,13 +26,10 @@ fn dropped_clients_leave_no_io_thread_behind() {
         }
         drop(c);
     }
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while io_threads() > 0 {
-        assert!(
-            Instant::now() < deadline,
-            "{} I/O threads outlived their clients",
-            io_threads()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let ended = poll_until(Duration::from_secs(10), || io_thread_ids().is_empty());
+    assert!(
+        ended,
+        "{} I/O threads outlived their clients",
+        io_thread_ids().len()
+    );
 }

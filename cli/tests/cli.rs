@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use testkit::peers::{Peer, PeerKind};
 use testkit::proxy::{Direction, Proxy};
 use testkit::zk::{self, ZkServer};
-use testkit::{scratch_dir, wait_until};
+use testkit::{process_alive, scratch_dir, wait_until};
 
 const BIN: &str = env!("CARGO_BIN_EXE_zklock");
 /// Bound for anything that should happen promptly.
@@ -227,16 +227,6 @@ fn one_line(err: &str) -> &str {
         "expected one line on stderr, got {err:?}"
     );
     t
-}
-
-/// Whether a process has exited (a zombie counts as gone).
-fn gone(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
-        Err(_) => true,
-    }
 }
 
 /// The pid a command wrote to `file`.
@@ -488,7 +478,10 @@ fn sigkill_of_the_holder_frees_the_lock_and_stops_its_command() {
     // The lock node was deleted, not left to the session's expiry (10 s).
     assert!(took < Duration::from_secs(1), "takeover took {took:?}");
     // The old command ended before the successor got the lock.
-    assert!(gone(cmd_pid), "the killed holder's command still runs");
+    assert!(
+        !process_alive(cmd_pid),
+        "the killed holder's command still runs"
+    );
     assert!(dir.join("stopped").exists(), "the command got no SIGTERM");
     let (status, _, err) = waiter.finish(PROMPT);
     assert_eq!(status.code(), Some(0), "{err}");
@@ -580,7 +573,7 @@ fn sigstop_past_the_session_timeout_ends_in_75_with_the_command_terminated() {
         queue_len(&connect, "/cli-stop") == 0
     });
     assert!(
-        !gone(cmd_pid),
+        process_alive(cmd_pid),
         "the command runs on while zklock is stopped"
     );
     // ... and on resume it learns the lock is lost, stops CMD and exits 75.
@@ -592,7 +585,7 @@ fn sigstop_past_the_session_timeout_ends_in_75_with_the_command_terminated() {
         dir.join("terminated").exists(),
         "the command got no SIGTERM"
     );
-    wait_until("the command to end", PROMPT, || gone(cmd_pid));
+    wait_until("the command to end", PROMPT, || !process_alive(cmd_pid));
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -634,7 +627,7 @@ sleep 60 & wait"#;
         cut.elapsed()
     );
     wait_until("CMD's leftover child to be killed", PROMPT, || {
-        gone(stubborn)
+        !process_alive(stubborn)
     });
     // The server expired the session: the lock is free for others.
     let (code, _, err) = run(

@@ -8,8 +8,11 @@
 //! - [`mangler`] and [`garbage`]: fake servers that send malformed bytes;
 //! - [`peers`]: real Curator (Java) and kazoo (Python) processes contending
 //!   for the same locks;
-//! - bounded waits ([`wait_until`]), scratch directories, free ports, and
-//!   helpers over a zklock client ([`children`], [`wait_no_children`], ...).
+//! - [`raw`]: a client made of the codec alone, for tests that must not
+//!   lean on the client under test;
+//! - bounded waits ([`wait_until`]), scratch directories, free ports,
+//!   processes and the client's I/O threads, and helpers over a zklock
+//!   client ([`children`], [`wait_no_children`], ...).
 //!
 //! Everything listens on 127.0.0.1 only. Nothing here skips: a server or
 //! peer that cannot start panics and says why (and what to install).
@@ -20,12 +23,15 @@ pub mod garbage;
 pub mod mangler;
 pub mod peers;
 mod ports;
+mod procfs;
 pub mod proxy;
+pub mod raw;
 mod scratch;
 mod wait;
 pub mod zk;
 
 pub use client::{children, shared_client, wait_children, wait_no_children};
 pub use ports::free_ports;
+pub use procfs::{io_thread_ids, process_alive, thread_cpu};
 pub use scratch::{scratch_dir, target_dir};
 pub use wait::{poll_until, wait_until};

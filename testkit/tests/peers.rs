@@ -5,47 +5,22 @@
 use std::time::{Duration, Instant};
 
 use testkit::peers::{acquired_node, line_millis, Peer, PeerKind};
-use testkit::zk::ZkServer;
+use testkit::zk;
 
 /// Long enough for any lock hand-over on a local server.
 const HANDOVER: Duration = Duration::from_secs(20);
 /// Short bounded wait used to check that a contender is still waiting.
 const STILL_WAITING: Duration = Duration::from_millis(700);
 
-fn acquired(peer: &mut Peer) -> String {
-    match peer.wait_acquired(HANDOVER) {
-        Some(line) => line,
-        None => panic!("{}: no `acquired` within {HANDOVER:?}", peer.label()),
-    }
-}
-
-fn still_waiting(peer: &mut Peer) {
-    if let Some(line) = peer.wait_acquired(STILL_WAITING) {
-        panic!("{}: acquired while the lock was held: {line}", peer.label());
-    }
-}
-
 /// Curator holds -> kazoo is excluded and gets the lock only after Curator's
 /// release; kazoo (with Curator-style node names) holds -> Curator waits;
 /// closing stdin makes a holder release promptly.
 #[test]
 fn curator_and_kazoo_mutexes_exclude_each_other() {
-    let zk = ZkServer::start();
+    let cs = zk::shared().connect_string();
     let path = "/selftest/mutex";
-    let mut cur = Peer::start(
-        PeerKind::Curator,
-        &zk.connect_string(),
-        path,
-        "mutex",
-        "cur",
-    );
-    let mut kaz = Peer::start(
-        PeerKind::Kazoo,
-        &zk.connect_string(),
-        path,
-        "mutex-curator",
-        "kaz",
-    );
+    let mut cur = Peer::start(PeerKind::Curator, &cs, path, "mutex", "cur");
+    let mut kaz = Peer::start(PeerKind::Kazoo, &cs, path, "mutex-curator", "kaz");
     eprintln!(
         "startup: curator {:?}, kazoo {:?}",
         cur.startup_time(),
@@ -54,7 +29,7 @@ fn curator_and_kazoo_mutexes_exclude_each_other() {
 
     // Curator first.
     cur.acquire();
-    let c1 = acquired(&mut cur);
+    let c1 = cur.expect_acquired(HANDOVER);
     assert!(acquired_node(&c1).contains("-lock-"), "{c1}");
     assert_eq!(
         kaz.try_acquire(300),
@@ -62,12 +37,12 @@ fn curator_and_kazoo_mutexes_exclude_each_other() {
         "kazoo acquired while Curator held"
     );
     kaz.acquire();
-    still_waiting(&mut kaz);
+    kaz.expect_waiting(STILL_WAITING);
     let children = kaz.children();
     eprintln!("curator holds, kazoo waits: {children:?}");
     assert_eq!(children.len(), 2, "{children:?}");
     let r1 = cur.release();
-    let k1 = acquired(&mut kaz);
+    let k1 = kaz.expect_acquired(HANDOVER);
     assert!(
         line_millis(&c1) <= r1 && r1 <= line_millis(&k1),
         "{c1} / {r1} / {k1}"
@@ -80,10 +55,10 @@ fn curator_and_kazoo_mutexes_exclude_each_other() {
         "Curator acquired while kazoo held"
     );
     cur.acquire();
-    still_waiting(&mut cur);
+    cur.expect_waiting(STILL_WAITING);
     eprintln!("kazoo holds, curator waits: {:?}", cur.children());
     let r2 = kaz.release();
-    let c2 = acquired(&mut cur);
+    let c2 = cur.expect_acquired(HANDOVER);
     assert!(
         line_millis(&k1) <= r2 && r2 <= line_millis(&c2),
         "{k1} / {r2} / {c2}"
@@ -92,7 +67,7 @@ fn curator_and_kazoo_mutexes_exclude_each_other() {
     // A holder whose stdin closes releases and closes its session: the
     // waiter gets the lock well before the 10 s session timeout.
     kaz.acquire();
-    still_waiting(&mut kaz);
+    kaz.expect_waiting(STILL_WAITING);
     let closed_at = Instant::now();
     cur.close_stdin();
     cur.expect_clean_exit();
@@ -113,16 +88,10 @@ fn curator_and_kazoo_mutexes_exclude_each_other() {
 /// upstream asymmetry so tests don't expect Curator to respect kazoo-named nodes.
 #[test]
 fn curator_ignores_kazoo_native_lock_nodes() {
-    let zk = ZkServer::start();
+    let cs = zk::shared().connect_string();
     let path = "/selftest/asym";
-    let mut kaz = Peer::start(PeerKind::Kazoo, &zk.connect_string(), path, "mutex", "kaz");
-    let mut cur = Peer::start(
-        PeerKind::Curator,
-        &zk.connect_string(),
-        path,
-        "mutex",
-        "cur",
-    );
+    let mut kaz = Peer::start(PeerKind::Kazoo, &cs, path, "mutex", "kaz");
+    let mut cur = Peer::start(PeerKind::Curator, &cs, path, "mutex", "cur");
 
     let k1 = kaz.try_acquire(5_000).expect("kazoo acquires a free lock");
     assert!(acquired_node(&k1).contains("__lock__"), "{k1}");
@@ -138,7 +107,7 @@ fn curator_ignores_kazoo_native_lock_nodes() {
 
     // The other direction holds: kazoo (with the -lock- pattern) waits.
     cur.acquire();
-    acquired(&mut cur);
+    cur.expect_acquired(HANDOVER);
     assert_eq!(kaz.try_acquire(300), None);
     cur.quit();
     kaz.quit();
@@ -147,33 +116,33 @@ fn curator_ignores_kazoo_native_lock_nodes() {
 /// Curator read/write lock: two readers share, a writer waits for both.
 #[test]
 fn curator_read_write_lock() {
-    let zk = ZkServer::start();
+    let cs = zk::shared().connect_string();
     let path = "/selftest/rw";
-    let mut r1 = Peer::start(PeerKind::Curator, &zk.connect_string(), path, "read", "r1");
-    let mut r2 = Peer::start(PeerKind::Curator, &zk.connect_string(), path, "read", "r2");
-    let mut w = Peer::start(PeerKind::Curator, &zk.connect_string(), path, "write", "w");
+    let mut r1 = Peer::start(PeerKind::Curator, &cs, path, "read", "r1");
+    let mut r2 = Peer::start(PeerKind::Curator, &cs, path, "read", "r2");
+    let mut w = Peer::start(PeerKind::Curator, &cs, path, "write", "w");
 
     r1.acquire();
-    let a1 = acquired(&mut r1);
+    let a1 = r1.expect_acquired(HANDOVER);
     r2.acquire();
-    let a2 = acquired(&mut r2);
+    let a2 = r2.expect_acquired(HANDOVER);
     assert!(acquired_node(&a1).contains("__READ__"), "{a1}");
     assert!(acquired_node(&a2).contains("__READ__"), "{a2}");
     w.acquire();
-    still_waiting(&mut w);
+    w.expect_waiting(STILL_WAITING);
     let rel1 = r1.release();
-    still_waiting(&mut w);
+    w.expect_waiting(STILL_WAITING);
     let rel2 = r2.release();
-    let aw = acquired(&mut w);
+    let aw = w.expect_acquired(HANDOVER);
     assert!(acquired_node(&aw).contains("__WRIT__"), "{aw}");
     assert!(line_millis(&aw) >= rel1.max(rel2), "{aw} vs {rel1}/{rel2}");
 
     // A reader now waits for the writer.
     r1.acquire();
-    still_waiting(&mut r1);
+    r1.expect_waiting(STILL_WAITING);
     eprintln!("writer holds, reader waits: {:?}", w.children());
     let relw = w.release();
-    let a3 = acquired(&mut r1);
+    let a3 = r1.expect_acquired(HANDOVER);
     assert!(line_millis(&a3) >= relw, "{a3} vs {relw}");
     r1.release();
     for p in [&mut r1, &mut r2, &mut w] {
@@ -184,19 +153,11 @@ fn curator_read_write_lock() {
 /// Curator semaphore with 2 leases and Curator leader latch.
 #[test]
 fn curator_semaphore_and_leader_latch() {
-    let zk = ZkServer::start();
+    let cs = zk::shared().connect_string();
     let sem = "/selftest/sem";
     let mut s: Vec<Peer> = ["s1", "s2", "s3"]
         .iter()
-        .map(|id| {
-            Peer::start(
-                PeerKind::Curator,
-                &zk.connect_string(),
-                sem,
-                "semaphore:2",
-                id,
-            )
-        })
+        .map(|id| Peer::start(PeerKind::Curator, &cs, sem, "semaphore:2", id))
         .collect();
     let l1 = s[0].try_acquire(5_000).expect("first lease");
     s[1].try_acquire(5_000).expect("second lease");
@@ -207,25 +168,25 @@ fn curator_semaphore_and_leader_latch() {
         "third lease granted with 2 leases"
     );
     s[2].acquire();
-    still_waiting(&mut s[2]);
+    s[2].expect_waiting(STILL_WAITING);
     eprintln!("semaphore children: {:?}", s[2].children());
     let rel = s[0].release();
-    let l3 = acquired(&mut s[2]);
+    let l3 = s[2].expect_acquired(HANDOVER);
     assert!(line_millis(&l3) >= rel, "{l3} vs {rel}");
     for p in &mut s {
         p.quit();
     }
 
     let path = "/selftest/leader";
-    let mut a = Peer::start(PeerKind::Curator, &zk.connect_string(), path, "leader", "a");
-    let mut b = Peer::start(PeerKind::Curator, &zk.connect_string(), path, "leader", "b");
+    let mut a = Peer::start(PeerKind::Curator, &cs, path, "leader", "a");
+    let mut b = Peer::start(PeerKind::Curator, &cs, path, "leader", "b");
     let la = a.try_acquire(5_000).expect("a leads");
     assert!(acquired_node(&la).contains("-latch-"), "{la}");
     assert_eq!(b.try_acquire(300), None, "two leaders");
     b.acquire();
-    still_waiting(&mut b);
+    b.expect_waiting(STILL_WAITING);
     let rel = a.release();
-    let lb = acquired(&mut b);
+    let lb = b.expect_acquired(HANDOVER);
     assert!(line_millis(&lb) >= rel, "{lb} vs {rel}");
     b.quit();
     a.quit();
@@ -234,20 +195,20 @@ fn curator_semaphore_and_leader_latch() {
 /// kazoo's own read/write lock (kazoo-native naming).
 #[test]
 fn kazoo_read_write_lock() {
-    let zk = ZkServer::start();
+    let cs = zk::shared().connect_string();
     let path = "/selftest/krw";
-    let mut r = Peer::start(PeerKind::Kazoo, &zk.connect_string(), path, "read", "r");
-    let mut r2 = Peer::start(PeerKind::Kazoo, &zk.connect_string(), path, "read", "r2");
-    let mut w = Peer::start(PeerKind::Kazoo, &zk.connect_string(), path, "write", "w");
+    let mut r = Peer::start(PeerKind::Kazoo, &cs, path, "read", "r");
+    let mut r2 = Peer::start(PeerKind::Kazoo, &cs, path, "read", "r2");
+    let mut w = Peer::start(PeerKind::Kazoo, &cs, path, "write", "w");
     let a = r.try_acquire(5_000).expect("reader 1");
     r2.try_acquire(5_000).expect("reader 2 shares");
     assert!(acquired_node(&a).contains("__rlock__"), "{a}");
     w.acquire();
-    still_waiting(&mut w);
+    w.expect_waiting(STILL_WAITING);
     eprintln!("kazoo readers hold, writer waits: {:?}", w.children());
     let t1 = r.release();
     let t2 = r2.release();
-    let aw = acquired(&mut w);
+    let aw = w.expect_acquired(HANDOVER);
     assert!(acquired_node(&aw).contains("__lock__"), "{aw}");
     assert!(line_millis(&aw) >= t1.max(t2));
     w.release();

@@ -16,13 +16,11 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
-use jute::{
-    Acl, ConnectRequest, ConnectResponse, CreateMode, CreateRequest, Decode, ErrorCode, OpCode,
-    PathWatch, Request, ServerMessage,
-};
-use testkit::poll_until;
+use jute::{Acl, CreateMode, CreateRequest, ErrorCode, OpCode, PathWatch, Request};
 use testkit::proxy::{Direction, Proxy};
+use testkit::raw::RawClient;
 use testkit::zk::{self, try_four_letter, ZkEnsemble, ZkServer};
+use testkit::{poll_until, process_alive};
 
 /// Generous bound for anything that should happen "now".
 const PROMPT: Duration = Duration::from_secs(5);
@@ -52,8 +50,8 @@ fn standalone_answers_four_letter_words_and_restarts_on_same_port() {
 
     // Write something so we can tell the data directory survives a restart.
     let path = unique_path("restart");
-    let mut client = RawZk::connect(server.addr());
-    assert_eq!(client.create(1, &path, b"kept"), ErrorCode::Ok);
+    let mut client = RawClient::connect(server.addr(), 10_000);
+    assert_eq!(create(&mut client, &path, b"kept"), ErrorCode::Ok);
     drop(client);
 
     let addr = server.addr();
@@ -70,9 +68,9 @@ fn standalone_answers_four_letter_words_and_restarts_on_same_port() {
     assert!(server.is_running());
     assert_eq!(server.addr(), addr, "restart must reuse the port");
     assert_eq!(server.four_letter("ruok"), "imok");
-    let mut client = RawZk::connect(server.addr());
+    let mut client = RawClient::connect(server.addr(), 10_000);
     assert_eq!(
-        client.exists(1, &path),
+        exists(&mut client, &path),
         ErrorCode::Ok,
         "znode written before the restart is gone"
     );
@@ -234,18 +232,6 @@ fn parse_orphan_report(report: &str) -> (u32, String) {
         pid.unwrap_or_else(|| panic!("no java_pid in {report:?}")),
         dir.unwrap_or_else(|| panic!("no dir in {report:?}")),
     )
-}
-
-/// True if `pid` exists and is not a zombie.
-fn process_alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        // Format: "pid (comm) state ..."; comm may contain spaces, so split after ')'.
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .map(|(_, rest)| !rest.trim_start().starts_with('Z'))
-            .unwrap_or(true),
-        Err(_) => false,
-    }
 }
 
 // ---------------------------------------------------------------------------
@@ -432,10 +418,13 @@ fn proxy_drop_closes_everything_and_returns() {
 fn proxy_passes_zookeeper_sessions_through() {
     let server = zk::shared();
     let proxy = Proxy::start(server.addr());
-    let mut client = RawZk::connect(proxy.addr());
-    assert_eq!(client.exists(1, "/"), ErrorCode::Ok);
-    assert_eq!(client.exists(2, &unique_path("absent")), ErrorCode::NoNode);
-    client.ping();
+    let mut client = RawClient::connect(proxy.addr(), 10_000);
+    assert_eq!(exists(&mut client, "/"), ErrorCode::Ok);
+    assert_eq!(
+        exists(&mut client, &unique_path("absent")),
+        ErrorCode::NoNode
+    );
+    ping(&mut client);
     assert_eq!(proxy.replies_dropped(), 0);
 }
 
@@ -445,47 +434,47 @@ fn drop_reply_of_next_loses_the_reply_but_the_request_executes() {
     let proxy = Proxy::start(server.addr());
     let path = unique_path("lost-reply");
 
-    let mut client = RawZk::connect(proxy.addr());
-    assert_eq!(client.exists(1, &path), ErrorCode::NoNode);
+    let mut client = RawClient::connect(proxy.addr(), 10_000);
+    assert_eq!(exists(&mut client, &path), ErrorCode::NoNode);
     // An exists for another op type must not trigger the armed drop.
     proxy.drop_reply_of_next(OpCode::Create.code());
-    assert_eq!(client.exists(2, &path), ErrorCode::NoNode);
+    assert_eq!(exists(&mut client, &path), ErrorCode::NoNode);
 
     // Send the create in small pieces so the proxy has to reassemble the frame.
-    let request = encode(3, &create(&path, b"data"));
+    let request = encode(3, &create_request(&path, b"data"));
     for piece in request.chunks(5) {
         client
-            .stream
+            .stream()
             .write_all(piece)
             .expect("sending a create piece");
-        client.stream.flush().expect("flush");
+        client.stream().flush().expect("flush");
         thread::sleep(Duration::from_millis(5)); // pacing, to split TCP segments
     }
     assert!(
         proxy.wait_reply_dropped(PROMPT),
         "the create's reply was never seen"
     );
-    assert_closed(&mut client.stream);
+    assert_closed(client.stream());
     assert_eq!(proxy.replies_dropped(), 1);
 
     // The server did execute it.
-    let mut direct = RawZk::connect(server.addr());
+    let mut direct = RawClient::connect(server.addr(), 10_000);
     assert_eq!(
-        direct.exists(1, &path),
+        exists(&mut direct, &path),
         ErrorCode::Ok,
         "the create was not executed"
     );
 
     // Pings work the same way, and the proxy keeps serving new connections.
-    let mut client = RawZk::connect(proxy.addr());
-    assert_eq!(client.exists(1, &path), ErrorCode::Ok);
+    let mut client = RawClient::connect(proxy.addr(), 10_000);
+    assert_eq!(exists(&mut client, &path), ErrorCode::Ok);
     proxy.drop_reply_of_next(OpCode::Ping.code());
     client.send(jute::xid::PING, &Request::Ping);
     assert!(
         proxy.wait_reply_dropped(PROMPT),
         "the ping's reply was never seen"
     );
-    assert_closed(&mut client.stream);
+    assert_closed(client.stream());
     assert_eq!(proxy.replies_dropped(), 2);
 }
 
@@ -499,92 +488,35 @@ fn clear_disarms_drop_reply_of_next() {
         proxy.wait_reply_dropped(Duration::ZERO),
         "nothing is armed any more"
     );
-    let mut client = RawZk::connect(proxy.addr());
-    assert_eq!(client.exists(1, "/"), ErrorCode::Ok);
+    let mut client = RawClient::connect(proxy.addr(), 10_000);
+    assert_eq!(exists(&mut client, "/"), ErrorCode::Ok);
 }
 
 // ---------------------------------------------------------------------------
 // A minimal raw ZooKeeper client (just enough for these tests)
 // ---------------------------------------------------------------------------
 
-struct RawZk {
-    stream: TcpStream,
+/// The error code of `exists(path)`.
+fn exists(client: &mut RawClient, path: &str) -> ErrorCode {
+    let request = Request::Exists(PathWatch {
+        path: path.to_owned(),
+        watch: false,
+    });
+    client.call(&request).0.err
 }
 
-impl RawZk {
-    /// Connects and completes the session handshake.
-    fn connect(addr: SocketAddr) -> RawZk {
-        let mut client = RawZk {
-            stream: connect(addr),
-        };
-        let mut handshake = BytesMut::new();
-        jute::encode_connect(
-            &mut handshake,
-            &ConnectRequest {
-                protocol_version: jute::PROTOCOL_VERSION,
-                last_zxid_seen: 0,
-                timeout_ms: 10_000,
-                session_id: 0,
-                passwd: vec![0; 16],
-                read_only: false,
-            },
-        );
-        write(&mut client.stream, &handshake);
-        let frame = client
-            .read_frame()
-            .unwrap_or_else(|e| panic!("no ConnectResponse from {addr}: {e}"));
-        let response = ConnectResponse::decode_exact(&frame)
-            .unwrap_or_else(|e| panic!("bad ConnectResponse from {addr}: {e}"));
-        assert_ne!(response.session_id, 0, "the server refused the session");
-        client
-    }
+/// The error code of creating `path`.
+fn create(client: &mut RawClient, path: &str, data: &[u8]) -> ErrorCode {
+    client.call(&create_request(path, data)).0.err
+}
 
-    fn send(&mut self, xid: i32, request: &Request) {
-        write(&mut self.stream, &encode(xid, request));
-    }
-
-    fn read_frame(&mut self) -> io::Result<Vec<u8>> {
-        let mut len = [0u8; 4];
-        self.stream.read_exact(&mut len)?;
-        let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
-        self.stream.read_exact(&mut body)?;
-        Ok(body)
-    }
-
-    /// Reads the reply to `xid` (skipping watch events) and returns its error code.
-    fn reply_err(&mut self, xid: i32) -> ErrorCode {
-        loop {
-            let frame = self.read_frame().expect("reading a reply from ZooKeeper");
-            match jute::decode_server_message(&frame) {
-                Ok(ServerMessage::Reply { header, .. }) if header.xid == xid => return header.err,
-                Ok(_) => {}
-                Err(e) => panic!("bad reply {frame:?}: {e}"),
-            }
-        }
-    }
-
-    fn exists(&mut self, xid: i32, path: &str) -> ErrorCode {
-        let request = Request::Exists(PathWatch {
-            path: path.to_owned(),
-            watch: false,
-        });
-        self.send(xid, &request);
-        self.reply_err(xid)
-    }
-
-    fn create(&mut self, xid: i32, path: &str, data: &[u8]) -> ErrorCode {
-        self.send(xid, &create(path, data));
-        self.reply_err(xid)
-    }
-
-    fn ping(&mut self) {
-        self.send(jute::xid::PING, &Request::Ping);
-        assert_eq!(self.reply_err(jute::xid::PING), ErrorCode::Ok);
-    }
+fn ping(client: &mut RawClient) {
+    let (header, _) = client.call_with(jute::xid::PING, &Request::Ping);
+    assert_eq!(header.err, ErrorCode::Ok);
 }
 
 /// A persistent node open to anyone.
-fn create(path: &str, data: &[u8]) -> Request {
+fn create_request(path: &str, data: &[u8]) -> Request {
     Request::Create(CreateRequest {
         path: path.to_owned(),
         data: data.to_vec(),

@@ -252,6 +252,23 @@ impl Peer {
         }
     }
 
+    /// The `acquired` line of a pending acquire, which must come within
+    /// `timeout` (a hand-over); panics with the transcript otherwise.
+    pub fn expect_acquired(&mut self, timeout: Duration) -> String {
+        match self.wait_acquired(timeout) {
+            Some(line) => line,
+            None => self.fail(&format!("no `acquired` within {timeout:?}")),
+        }
+    }
+
+    /// Checks that a pending acquire is still waiting: nothing arrives
+    /// within `window` (a bounded wait for an absence).
+    pub fn expect_waiting(&mut self, window: Duration) {
+        if let Some(line) = self.wait_acquired(window) {
+            self.fail(&format!("acquired while it should wait: {line}"));
+        }
+    }
+
     /// `acquire <timeout_ms>`: `Some(acquired line)` or `None` if the peer
     /// reported `timeout` (in which case it holds and queues nothing).
     pub fn try_acquire(&mut self, timeout_ms: u64) -> Option<String> {

@@ -1,0 +1,48 @@
+//! What Linux's `/proc` says about processes and the client's I/O threads:
+//! how a test sees that a killed command is gone, that a dropped client's
+//! thread ended, or that a waiting one stays idle.
+
+use std::collections::HashSet;
+use std::fs;
+use std::time::Duration;
+
+/// The name zklock gives each client's I/O thread.
+const IO_THREAD: &str = "zklock-io";
+
+/// Ids of this process's threads named like a client's I/O thread.
+pub fn io_thread_ids() -> HashSet<u32> {
+    let Ok(dir) = fs::read_dir("/proc/self/task") else {
+        return HashSet::new();
+    };
+    dir.flatten()
+        .filter_map(|e| {
+            let tid: u32 = e.file_name().to_str()?.parse().ok()?;
+            let comm = fs::read_to_string(e.path().join("comm")).ok()?;
+            (comm.trim() == IO_THREAD).then_some(tid)
+        })
+        .collect()
+}
+
+/// CPU time (user + system) a thread of this process has used; `None`
+/// once it has ended.
+pub fn thread_cpu(tid: u32) -> Option<Duration> {
+    let stat = fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // Fields 14 and 15 of stat(5); `rest` starts at field 3.
+    let ticks = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    // CLK_TCK is 100 on Linux.
+    Some(Duration::from_millis(ticks * 10))
+}
+
+/// Whether `pid` exists and is not a zombie (one that exited and awaits its
+/// parent counts as gone).
+pub fn process_alive(pid: u32) -> bool {
+    match fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // "pid (comm) state ...": comm may hold spaces, so look after the ')'.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_none_or(|(_, rest)| !rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
