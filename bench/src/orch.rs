@@ -6,12 +6,12 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use testkit::{peers, zk};
 use zklock::Client;
 
 use crate::modes::{ensure, warm_server, Bench};
 use crate::run::Server;
 use crate::{footprint, report, BoxResult};
-use testkit::{peers, zk};
 
 const SESSION_TIMEOUT: Duration = Duration::from_secs(30);
 

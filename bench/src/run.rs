@@ -9,9 +9,10 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use testkit::zk;
+
 use crate::json::Json;
 use crate::BoxResult;
-use testkit::zk;
 
 /// A worker whose stdout lines arrive on a channel and whose stderr tail is
 /// kept for error messages. Killed when dropped unfinished.
