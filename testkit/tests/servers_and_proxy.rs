@@ -145,26 +145,22 @@ fn count_leaders(ensemble: &ZkEnsemble) -> usize {
 const ORPHAN_MODE_VAR: &str = "ZKLOCK_SELFTEST_ORPHAN_MODE";
 
 /// Not a test on its own: run in a child process by the two tests below.
-/// Starts a server, reports the JVM's pid and directory, then either exits
-/// without running any destructor or waits to be SIGKILLed.
+/// Starts a server, reports the JVM's pid and directory, and waits for the
+/// parent to have seen the JVM alive: then either it is SIGKILLed, or its
+/// stdin closes and it exits without running any destructor.
 #[test]
 #[ignore = "helper process for the jvm_dies_* tests"]
 fn orphan_helper() {
-    let Ok(mode) = std::env::var(ORPHAN_MODE_VAR) else {
+    if std::env::var_os(ORPHAN_MODE_VAR).is_none() {
         return;
-    };
+    }
     let server = ZkServer::start();
     let pid = server.java_pid().expect("java pid file written at start");
     println!("ORPHAN java_pid={pid} dir={}", server.dir().display());
     io::stdout().flush().expect("flushing stdout");
-    match mode.as_str() {
-        "exit" => std::process::exit(0),
-        _ => {
-            // Wait for the parent to SIGKILL us; bounded in case it never does.
-            thread::sleep(Duration::from_secs(60));
-            std::process::exit(1);
-        }
-    }
+    // Returns at EOF: the parent's go, or the parent gone.
+    let _ = io::stdin().read_to_end(&mut Vec::new());
+    std::process::exit(0);
 }
 
 #[test]
@@ -183,6 +179,7 @@ fn check_orphaned_jvm_dies(mode: &str) {
         .args(["orphan_helper", "--exact", "--ignored", "--nocapture"])
         .args(["--test-threads", "1"])
         .env(ORPHAN_MODE_VAR, mode)
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -203,6 +200,8 @@ fn check_orphaned_jvm_dies(mode: &str) {
 
     if mode == "kill" {
         child.kill().expect("SIGKILL the helper");
+    } else {
+        drop(child.stdin.take());
     }
     let status = child.wait().expect("waiting for the helper");
     eprintln!("orphan helper ({mode}) exited: {status}");
