@@ -187,7 +187,7 @@ fn fencing_token_rises_and_fenced_writes_stop_after_loss() {
     let c = client();
     let data = format!("{path}-data");
     c.create(&data, b"0", CreateMode::Persistent).unwrap();
-    let m = Mutex::new(&c, &path).unwrap();
+    let m = Mutex::with_options(&c, &path, MutexOptions::default().watch_node(true)).unwrap();
     let mut last = 0;
     for i in 0..3 {
         let g = m.lock().unwrap();

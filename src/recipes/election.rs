@@ -47,7 +47,7 @@ pub struct Leader {
 impl Election {
     /// A candidate that will announce itself as `id` (stored in its node).
     pub fn new(client: &Client, path: &str, id: &[u8]) -> Result<Election, LockError> {
-        let options = MutexOptions::default().data(id);
+        let options = MutexOptions::default().data(id).watch_node(true);
         Ok(Election {
             inner: QueueLock::new(
                 client,

@@ -36,7 +36,7 @@ fn default_holder_data() -> Vec<u8> {
 pub struct MutexOptions {
     data: Option<Vec<u8>>,
     reentrant: bool,
-    unwatched: bool,
+    watch_node: bool,
     acl: Option<Vec<Acl>>,
     parent_acl: Option<Vec<Acl>>,
 }
@@ -55,12 +55,16 @@ impl MutexOptions {
         self
     }
 
-    /// Whether a guard watches its own node (default: yes), so that it
-    /// reports `Lost` the moment someone deletes the node. Without the watch,
-    /// loss is still reported on session expiry, after reconnects and by
-    /// fenced writes, and each acquisition costs one request less.
+    /// Whether a guard watches its own node, so that it reports `Lost` the
+    /// moment a third party deletes the node (an operator breaking the
+    /// lock). Off by default, as in Curator and kazoo: the watch costs one
+    /// read per acquisition and one more notification per release. Without
+    /// it, loss is still reported at once on session expiry or loss of
+    /// contact, re-checked after every reconnect, and caught by
+    /// [`LockGuard::fenced`](super::LockGuard::fenced) writes. Elections
+    /// watch their leader's node always.
     pub fn watch_node(mut self, yes: bool) -> Self {
-        self.unwatched = !yes;
+        self.watch_node = yes;
         self
     }
 
@@ -122,7 +126,7 @@ impl QueueLock {
                 acl: options.acl.clone().unwrap_or_else(Acl::open_unsafe),
                 parent_acl: options.parent_acl.clone().unwrap_or_else(Acl::open_unsafe),
                 rule,
-                watch_node: !options.unwatched,
+                watch_node: options.watch_node,
             }),
             side,
             reentrant: options.reentrant,

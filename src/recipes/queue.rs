@@ -64,15 +64,7 @@ pub struct Contender {
 impl Contender {
     /// Parses a child name; `None` for children that are not contenders.
     pub fn parse(name: &str) -> Option<Contender> {
-        let (seq_text, kind) = match MARKERS
-            .iter()
-            .filter_map(|(m, k)| name.rfind(m).map(|i| (i + m.len(), *k)))
-            .max_by_key(|(end, _)| *end)
-        {
-            Some((end, kind)) => (&name[end..], kind),
-            None => (trailing_sequence(name)?, NodeKind::Exclusive),
-        };
-        let sequence = parse_sequence(seq_text)?;
+        let (sequence, kind) = Contender::classify(name)?;
         let origin = if name.starts_with("_c_") {
             NodeOrigin::Protected
         } else if name.contains("__lock__") || name.contains("__rlock__") {
@@ -86,6 +78,19 @@ impl Contender {
             kind,
             origin,
         })
+    }
+
+    /// A contender's sequence and kind, without copying its name.
+    pub(crate) fn classify(name: &str) -> Option<(i32, NodeKind)> {
+        let (seq_text, kind) = match MARKERS
+            .iter()
+            .filter_map(|(m, k)| name.rfind(m).map(|i| (i + m.len(), *k)))
+            .max_by_key(|(end, _)| *end)
+        {
+            Some((end, kind)) => (&name[end..], kind),
+            None => (trailing_sequence(name)?, NodeKind::Exclusive),
+        };
+        Some((parse_sequence(seq_text)?, kind))
     }
 
     /// The attempt id in a protected name (`_c_<uuid>-...`).
