@@ -303,6 +303,7 @@ pub(crate) fn spawn(config: DriverConfig) -> io::Result<DriverHandle> {
         subscribers: Vec::new(),
         status: status.clone(),
         commands_open: true,
+        read_buf: vec![0; 64 * 1024].into_boxed_slice(),
     };
     let thread = std::thread::Builder::new()
         .name("zklock-io".into())
@@ -406,6 +407,8 @@ struct Driver {
     asleep: Arc<AtomicBool>,
     commands_open: bool,
     links: link::Links,
+    /// Where socket reads land: allocated once, not zeroed per event.
+    read_buf: Box<[u8]>,
 }
 
 impl Driver {
@@ -777,15 +780,14 @@ impl Driver {
     }
 
     fn read(&mut self, now: Instant, peer_closed: bool) {
-        let mut buf = [0u8; 64 * 1024];
         loop {
             let Some(conn) = self.conn.as_mut() else {
                 return;
             };
-            match conn.link.read(&mut conn.stream, &mut buf) {
+            match conn.link.read(&mut conn.stream, &mut self.read_buf) {
                 Ok(0) => return self.closed_by_server(now),
                 Ok(n) => {
-                    self.session.handle_input(now, &buf[..n]);
+                    self.session.handle_input(now, &self.read_buf[..n]);
                     // The core may have asked for the connection to go.
                     self.deliver();
                     if self.session.is_finished() {
@@ -796,7 +798,7 @@ impl Driver {
                     // readiness, more data brings a new event. Saves the
                     // read that would only say WouldBlock (unless the peer
                     // closed too: no event would come for that again).
-                    if n < buf.len()
+                    if n < self.read_buf.len()
                         && !peer_closed
                         && self.conn.as_ref().is_some_and(|c| c.link.drained())
                     {

@@ -12,9 +12,11 @@ use super::cancel::CancelToken;
 use super::error::LockError;
 use super::guard::{Holding, LockGuard};
 use super::inspect::{inspect, QueueEntry};
+use super::machine::AttemptId;
 use super::pending::PendingLock;
 use super::registry::{self, Key, Side};
-use super::runner::LockService;
+use super::runner::{LockService, Outcome};
+use crate::driver::TaskSender;
 use crate::{Acl, Client, Error};
 
 /// The default data of a lock node, naming who holds or waits:
@@ -154,6 +156,18 @@ impl QueueLock {
         }
     }
 
+    /// Starts an acquisition whose outcome goes to `outcome`; what it
+    /// takes to give it up, or the error that stopped it from starting.
+    pub(crate) fn start_to(
+        &self,
+        deadline: Option<Instant>,
+        outcome: Outcome,
+    ) -> Result<(AttemptId, TaskSender), LockError> {
+        let service = LockService::of(&self.client)?;
+        let id = service.start_to(self.spec.clone(), deadline, false, outcome);
+        Ok((id, service.sender().clone()))
+    }
+
     /// Blocks until held, `deadline` (a deadline already past: one round
     /// trip, as a try-lock) or cancellation. The wait is bounded here, by
     /// the caller's clock, whatever the network does.
@@ -281,6 +295,10 @@ impl Mutex {
     /// The lock path.
     pub fn path(&self) -> &str {
         &self.inner.path
+    }
+
+    pub(crate) fn queue_lock(&self) -> &QueueLock {
+        &self.inner
     }
 
     /// Starts taking the lock and returns at once; see [`PendingLock`].

@@ -118,6 +118,14 @@ impl RwLock {
         self.write.lock_with(deadline, cancel)
     }
 
+    pub(crate) fn read_side(&self) -> &QueueLock {
+        &self.read
+    }
+
+    pub(crate) fn write_side(&self) -> &QueueLock {
+        &self.write
+    }
+
     /// Starts taking a read lock and returns at once; see [`PendingLock`].
     /// No downgrade: each call queues a read node of its own.
     pub fn start_read(&self, deadline: Option<Instant>) -> PendingLock {

@@ -403,7 +403,15 @@ impl<R, W: Clone> Session<R, W> {
         loop {
             let frame = match split_frame(&mut self.input, self.config.max_frame) {
                 Ok(Some(frame)) => frame,
-                Ok(None) => return,
+                Ok(None) => {
+                    if self.input.is_empty() {
+                        // A long reply (a listing of thousands) grew the
+                        // buffer: let it go rather than keep its size for
+                        // the life of the session.
+                        self.input = BytesMut::new();
+                    }
+                    return;
+                }
                 Err(e) => return self.protocol_error(now, format!("bad frame: {e}")),
             };
             let result = if matches!(self.phase, Phase::Handshaking { .. }) {
