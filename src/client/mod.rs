@@ -339,7 +339,7 @@ impl Client {
 
     /// Like [`Client::exists`], leaving a watch that fires on creation,
     /// deletion or data change.
-    pub fn exists_w(&self, path: &str) -> Result<(Option<Stat>, Watch)> {
+    pub fn exists_and_watch(&self, path: &str) -> Result<(Option<Stat>, Watch)> {
         let (stat, w) = self.exists_inner(path, true)?;
         w.map(|w| (stat, w)).ok_or(Error::Closed)
     }
@@ -358,7 +358,7 @@ impl Client {
     }
 
     /// Like [`Client::get_data`], leaving a watch for data change or deletion.
-    pub fn get_data_w(&self, path: &str) -> Result<(Vec<u8>, Stat, Watch)> {
+    pub fn get_data_and_watch(&self, path: &str) -> Result<(Vec<u8>, Stat, Watch)> {
         let (d, s, w) = self.get_data_inner(path, true)?;
         w.map(|w| (d, s, w)).ok_or(Error::Closed)
     }
@@ -381,12 +381,12 @@ impl Client {
     }
 
     /// Child names and the parent's Stat.
-    pub fn get_children2(&self, path: &str) -> Result<(Vec<String>, Stat)> {
+    pub fn get_children_with_stat(&self, path: &str) -> Result<(Vec<String>, Stat)> {
         self.get_children_inner(path, false).map(|(c, s, _)| (c, s))
     }
 
-    /// Like [`Client::get_children2`], leaving a watch for child changes or deletion.
-    pub fn get_children_w(&self, path: &str) -> Result<(Vec<String>, Stat, Watch)> {
+    /// Like [`Client::get_children_with_stat`], leaving a watch for child changes or deletion.
+    pub fn get_children_and_watch(&self, path: &str) -> Result<(Vec<String>, Stat, Watch)> {
         let (c, s, w) = self.get_children_inner(path, true)?;
         w.map(|w| (c, s, w)).ok_or(Error::Closed)
     }

@@ -109,11 +109,11 @@ impl Election {
         let parent = &self.inner.path;
         loop {
             let Some(leader) = self.leader()? else {
-                let watch = match client.get_children_w(parent) {
+                let watch = match client.get_children_and_watch(parent) {
                     Ok((children, _, w)) if sorted_contenders(&children).is_empty() => w,
                     // A candidate arrived in between: look again.
                     Ok(_) => continue,
-                    Err(e) if e.is_no_node() => match client.exists_w(parent)? {
+                    Err(e) if e.is_no_node() => match client.exists_and_watch(parent)? {
                         (None, w) => w,
                         (Some(_), _) => continue,
                     },
@@ -122,7 +122,7 @@ impl Election {
                 return Ok((None, watch));
             };
             let path = format!("{}/{}", self.inner.path.trim_end_matches('/'), leader.node);
-            match client.exists_w(&path)? {
+            match client.exists_and_watch(&path)? {
                 (Some(_), w) => return Ok((Some(leader), w)),
                 // Stepped down between the two calls: look again.
                 (None, _) => continue,
