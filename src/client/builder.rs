@@ -103,7 +103,7 @@ impl ClientBuilder {
             connector,
             sasl: self.sasl.clone(),
         };
-        let driver = driver::spawn(config).map_err(|e| Error::Io(e.to_string()))?;
+        let driver = driver::spawn(config)?;
         let client = Client {
             inner: Arc::new(Inner {
                 driver,
