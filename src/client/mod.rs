@@ -22,7 +22,7 @@ mod watch;
 
 pub use builder::ClientBuilder;
 pub use ops::{CreateOptions, Op, OpResult};
-pub use watch::{PersistentWatch, Watch, WatchEvent};
+pub use watch::{PersistentWatch, Watch};
 
 /// A ZooKeeper client: one session, one connection, one I/O thread.
 ///
@@ -245,13 +245,7 @@ impl Client {
     }
 
     fn new_watch(&self) -> (WatchSender, Watch) {
-        let (tx, rx, wanted) = WatchSender::pair(false);
-        let watch = Watch {
-            rx,
-            chroot: self.inner.chroot.clone(),
-            wanted: Some(wanted),
-        };
-        (tx, watch)
+        Watch::channel(self.inner.chroot.clone(), false)
     }
 
     fn unexpected(resp: Response) -> Error {
@@ -510,7 +504,7 @@ impl Client {
     /// `EventType::None` for its path, meaning "re-read what you follow".
     pub fn add_watch(&self, path: &str, mode: AddWatchMode) -> Result<PersistentWatch> {
         let server_path = self.server_path(path, false)?;
-        let (wtx, rx, wanted) = WatchSender::pair(true);
+        let (wtx, watch) = Watch::channel(self.inner.chroot.clone(), true);
         let (tx, reply) = crossbeam_channel::bounded(1);
         let sent = self.inner.driver.send(Command::Submit {
             request: Request::AddWatch(AddWatchRequest {
@@ -525,11 +519,7 @@ impl Client {
         }
         match reply.recv_timeout(self.inner.request_timeout) {
             Ok(Ok(_)) => Ok(PersistentWatch {
-                watch: Watch {
-                    rx,
-                    chroot: self.inner.chroot.clone(),
-                    wanted: Some(wanted),
-                },
+                watch,
                 client: self.downgrade(),
                 server_path,
             }),
