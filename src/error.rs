@@ -61,8 +61,10 @@ pub enum Error {
         /// The client's frame limit, in bytes.
         max: usize,
     },
-    /// The operating system refused us (thread or poll creation). Shared,
-    /// so that the error stays `Clone`.
+    /// The operating system refused us (thread or poll creation). The
+    /// `io::Error` is shared, so that the error stays `Clone`; it is also the
+    /// [`source`](std::error::Error::source) (downcast to
+    /// `Arc<std::io::Error>`).
     #[error("I/O error: {0}")]
     Io(#[source] Arc<std::io::Error>),
     /// An argument the server would refuse; nothing was sent.
@@ -206,3 +208,39 @@ impl Eq for Error {}
 
 /// `Result` with this crate's [`Error`](enum@Error) as the default error.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error as _;
+
+    use super::*;
+
+    #[test]
+    fn io_keeps_its_source_and_stays_clone_and_comparable() {
+        let e = Error::from(std::io::Error::other("no threads"));
+        let source = e.source().expect("Io keeps its source");
+        let io = source
+            .downcast_ref::<Arc<std::io::Error>>()
+            .expect("the source is the shared io::Error");
+        assert_eq!(io.kind(), std::io::ErrorKind::Other);
+        assert_eq!(e.clone(), e);
+        assert_ne!(e, Error::from(std::io::Error::other("other")));
+        assert_ne!(e, Error::Closed);
+        assert_eq!(
+            Error::Server(ErrorCode::NoNode),
+            Error::Server(ErrorCode::NoNode)
+        );
+        assert_ne!(
+            Error::Server(ErrorCode::NoNode),
+            Error::Server(ErrorCode::NodeExists)
+        );
+    }
+
+    #[test]
+    fn lock_error_passes_the_source_on() {
+        let e = crate::recipes::LockError::from(Error::from(std::io::Error::other("spawn")));
+        // Transparent: the client error's Display and source.
+        assert_eq!(e.to_string(), "I/O error: spawn");
+        assert!(std::error::Error::source(&e).is_some());
+    }
+}
