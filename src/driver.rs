@@ -20,7 +20,7 @@ use mio::{Events, Interest, Poll, Token, Waker};
 
 use crate::session::{
     DropReason, RequestError, SaslConfig, Session, SessionConfig, SessionEvent, SessionState,
-    WatchedEvent,
+    WatchEvent,
 };
 
 mod link;
@@ -33,32 +33,32 @@ const HEALTHY_CONNECTION: Duration = Duration::from_secs(1);
 
 /// Where a caller waits for its reply.
 pub(crate) type ReplySender = Sender<Result<Response, RequestError>>;
-/// Where a watcher waits for its one event (or the reason it will never
-/// come), and whether anyone still waits there.
+/// What a watch hands on: an event, or why no (further) event will come.
+pub(crate) type WatchOutcome = Result<WatchEvent, RequestError>;
+
+/// Where a watcher's events go (for a one-shot watch: its one event, or the
+/// reason it will never come), and whether anyone still waits there. The
+/// layer above says how an outcome is delivered (its own channel, in its
+/// own types); the I/O thread only calls it.
 #[derive(Clone)]
 pub(crate) struct WatchSender {
-    tx: Sender<Result<WatchedEvent, RequestError>>,
+    deliver: Arc<dyn Fn(WatchOutcome) + Send + Sync>,
     wanted: Weak<()>,
 }
 
 impl WatchSender {
-    /// The sender, and the receiver with the token that keeps it wanted.
-    /// `persistent`: room for any number of events, not just one.
-    pub(crate) fn pair(
-        persistent: bool,
-    ) -> (
-        WatchSender,
-        Receiver<Result<WatchedEvent, RequestError>>,
-        Arc<()>,
-    ) {
-        let (tx, rx) = if persistent {
-            crossbeam_channel::unbounded()
-        } else {
-            crossbeam_channel::bounded(1)
-        };
+    /// A watcher that hands each outcome to `deliver`, and is wanted while
+    /// the returned token lives. Dropping the last clone of the sender drops
+    /// `deliver` (and so the channel it sends on).
+    pub(crate) fn new(
+        deliver: impl Fn(WatchOutcome) + Send + Sync + 'static,
+    ) -> (WatchSender, Arc<()>) {
         let token = Arc::new(());
-        let wanted = Arc::downgrade(&token);
-        (WatchSender { tx, wanted }, rx, token)
+        let sender = WatchSender {
+            deliver: Arc::new(deliver),
+            wanted: Arc::downgrade(&token),
+        };
+        (sender, token)
     }
 
     pub(crate) fn is_wanted(&self) -> bool {
@@ -100,7 +100,7 @@ pub(crate) trait IoTask: Send {
     /// The reply to the request sent under `token`.
     fn handle_reply(&mut self, now: Instant, token: u64, result: Result<Response, RequestError>);
     /// The watch set under `token` fired, or never will.
-    fn handle_watch(&mut self, now: Instant, token: u64, event: Result<WatchedEvent, RequestError>);
+    fn handle_watch(&mut self, now: Instant, token: u64, event: WatchOutcome);
     /// The session changed state.
     fn handle_session(&mut self, now: Instant, state: SessionState, session_id: i64);
     /// Time passed.
@@ -624,16 +624,9 @@ impl Driver {
         }
     }
 
-    fn deliver_watch(
-        &mut self,
-        now: Instant,
-        watcher: WatchTo,
-        event: Result<WatchedEvent, RequestError>,
-    ) {
+    fn deliver_watch(&mut self, now: Instant, watcher: WatchTo, event: WatchOutcome) {
         match watcher {
-            WatchTo::Caller(w) => {
-                let _ = w.tx.send(event);
-            }
+            WatchTo::Caller(w) => (w.deliver)(event),
             WatchTo::Task(token) => {
                 if let Some(task) = self.task.as_mut() {
                     task.handle_watch(now, token, event);

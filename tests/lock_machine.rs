@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use jute::{ErrorCode, EventType, Request, Response, Stat};
 use zklock::recipes::machine::{LockEvent, LockMachine, Outgoing};
 use zklock::recipes::{LockError, LockSpec, LockState, LossReason, Rule};
-use zklock::session::{RequestError, SessionState, WatchedEvent};
+use zklock::session::{RequestError, SessionState, WatchEvent};
 use zklock::Acl;
 
 const UUID: &str = "00000000-0000-4000-8000-000000000001";
@@ -55,7 +55,7 @@ impl Harness {
         self.m.handle_watch(
             self.now,
             o.token,
-            Ok(WatchedEvent {
+            Ok(WatchEvent {
                 kind,
                 path: path.into(),
             }),

@@ -276,7 +276,7 @@ fn run_command(
             "{sub}: lost {} while {program:?} was finishing (it exited with {code})",
             h.path
         ));
-        std::mem::forget(guard);
+        guard.abandon();
         return exit::LOST;
     }
     release(client, guard);
@@ -312,7 +312,7 @@ fn lost(
     let status = cmd.stop(h.kill_after, signals);
     log::info!("CMD ended after the loss: {status}");
     // Nothing to release; do not wait on an unreachable server.
-    std::mem::forget(guard);
+    guard.abandon();
     if client.state() == SessionState::Connected {
         let _ = client.close();
     }

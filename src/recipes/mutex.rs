@@ -223,11 +223,17 @@ impl QueueLock {
 macro_rules! lock_calls {
     ($with:ident, $block:ident, $try:ident, $timeout:ident, $guard:ty, $what:literal) => {
         #[doc = concat!("Blocks until ", $what, " is ours.")]
+        ///
+        /// # Errors
+        #[doc = concat!("As [`Self::", stringify!($with), "`], with no deadline and no cancel.")]
         pub fn $block(&self) -> Result<$guard, LockError> {
             self.$with(None, None)
         }
 
-        #[doc = concat!("Takes ", $what, " only if that needs no waiting.")]
+        #[doc = concat!("Takes ", $what, " only if that needs no waiting (one round trip).")]
+        ///
+        /// # Errors
+        #[doc = concat!("As [`Self::", stringify!($with), "`]; where it would have to wait, `Ok(None)`.")]
         pub fn $try(&self) -> Result<Option<$guard>, LockError> {
             match self.$with(Some(Instant::now()), None) {
                 Ok(g) => Ok(Some(g)),
@@ -237,6 +243,9 @@ macro_rules! lock_calls {
         }
 
         #[doc = concat!("Waits at most `timeout` for ", $what, " (one deadline for every retry inside).")]
+        ///
+        /// # Errors
+        #[doc = concat!("[`LockError::Timeout`] if `timeout` passes first; else as [`Self::", stringify!($with), "`].")]
         pub fn $timeout(&self, timeout: Duration) -> Result<$guard, LockError> {
             self.$with(Some(Instant::now() + timeout), None)
         }
@@ -270,11 +279,19 @@ pub struct Mutex {
 
 impl Mutex {
     /// A mutex on `path` with default options. Nothing is sent until a lock call.
+    ///
+    /// # Errors
+    /// [`LockError::Client`] with [`Error::InvalidPath`](crate::Error::InvalidPath)
+    /// if `path` is not a valid ZooKeeper path.
     pub fn new(client: &Client, path: &str) -> Result<Mutex, LockError> {
         Mutex::with_options(client, path, MutexOptions::default())
     }
 
     /// A mutex on `path` with the given options.
+    ///
+    /// # Errors
+    /// [`LockError::Client`] with [`Error::InvalidPath`](crate::Error::InvalidPath)
+    /// if `path` is not a valid ZooKeeper path.
     pub fn with_options(
         client: &Client,
         path: &str,
@@ -318,6 +335,18 @@ impl Mutex {
     );
 
     /// Waits until `deadline` (if any) or until `cancel` (if any) is cancelled.
+    /// A connection lost meanwhile is no error: the wait goes on across
+    /// reconnects, for as long as the session lives.
+    ///
+    /// # Errors
+    /// * [`LockError::Timeout`] at `deadline`, [`LockError::Cancelled`] on
+    ///   `cancel`: our node has been removed (in the background);
+    /// * [`LockError::WouldDeadlock`]: this thread holds the lock already, and
+    ///   it is not [re-entrant](MutexOptions::reentrant);
+    /// * [`LockError::SessionExpired`], or [`LockError::Client`] with
+    ///   [`Error::Closed`] or [`Error::AuthFailed`]: the session ended;
+    /// * [`LockError::Client`] with the server's refusal (an ACL:
+    ///   [`ErrorCode::NoAuth`](crate::ErrorCode::NoAuth)).
     pub fn lock_with(
         &self,
         deadline: Option<Instant>,
@@ -327,6 +356,11 @@ impl Mutex {
     }
 
     /// The queue as it stands: holder first, then waiters in order.
+    ///
+    /// # Errors
+    /// [`LockError::Client`] with the client's error (see
+    /// [`Client`](crate::Client#errors)); a lock path that does not exist
+    /// has an empty queue.
     pub fn queue(&self) -> Result<Vec<QueueEntry>, LockError> {
         self.inner.queue()
     }

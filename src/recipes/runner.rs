@@ -19,7 +19,7 @@ use super::machine::{AttemptId, LockEvent, LockMachine};
 use super::pending::PendingLock;
 use crate::client::WeakClient;
 use crate::driver::{IoTask, TaskRequest, TaskSender};
-use crate::session::{RequestError, SessionState, WatchedEvent};
+use crate::session::{RequestError, SessionState, WatchEvent};
 use crate::{Client, Error};
 
 /// Where an acquisition's outcome goes.
@@ -165,12 +165,7 @@ impl IoTask for Runner {
         self.dispatch(now);
     }
 
-    fn handle_watch(
-        &mut self,
-        now: Instant,
-        token: u64,
-        event: Result<WatchedEvent, RequestError>,
-    ) {
+    fn handle_watch(&mut self, now: Instant, token: u64, event: Result<WatchEvent, RequestError>) {
         self.machine.handle_watch(now, token, event);
         self.dispatch(now);
     }

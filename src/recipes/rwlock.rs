@@ -44,11 +44,19 @@ pub struct RwLock {
 
 impl RwLock {
     /// A read/write lock on `path` with default options.
+    ///
+    /// # Errors
+    /// [`LockError::Client`] with [`Error::InvalidPath`](crate::Error::InvalidPath)
+    /// if `path` is not a valid ZooKeeper path.
     pub fn new(client: &Client, path: &str) -> Result<RwLock, LockError> {
         RwLock::with_options(client, path, MutexOptions::default())
     }
 
     /// A read/write lock on `path`; the options apply to both sides.
+    ///
+    /// # Errors
+    /// [`LockError::Client`] with [`Error::InvalidPath`](crate::Error::InvalidPath)
+    /// if `path` is not a valid ZooKeeper path.
     pub fn with_options(
         client: &Client,
         path: &str,
@@ -93,6 +101,9 @@ impl RwLock {
 
     /// A read lock, waiting until `deadline` or cancellation for the
     /// nearest writer below us to go.
+    ///
+    /// # Errors
+    /// As [`Mutex::lock_with`](super::Mutex::lock_with).
     pub fn read_with(
         &self,
         deadline: Option<Instant>,
@@ -107,6 +118,10 @@ impl RwLock {
 
     /// The write lock, waiting until `deadline` or cancellation for every
     /// node below us to go.
+    ///
+    /// # Errors
+    /// [`LockError::UpgradeRefused`] if this thread holds a read lock; else
+    /// as [`Mutex::lock_with`](super::Mutex::lock_with).
     pub fn write_with(
         &self,
         deadline: Option<Instant>,
@@ -138,6 +153,11 @@ impl RwLock {
     }
 
     /// The queue: holders first, then waiters, readers and writers together.
+    ///
+    /// # Errors
+    /// [`LockError::Client`] with the client's error (see
+    /// [`Client`](crate::Client#errors)); a lock path that does not exist
+    /// has an empty queue.
     pub fn queue(&self) -> Result<Vec<QueueEntry>, LockError> {
         self.write.queue()
     }

@@ -30,7 +30,7 @@ use super::attempt::{Attempt, Goal, LockSpec, Purpose, Rule};
 use super::error::LockError;
 use super::held::{LockState, LossReason};
 use super::queue::protected_id;
-use crate::session::{RequestError, SessionState, WatchedEvent};
+use crate::session::{RequestError, SessionState, WatchEvent};
 use crate::Error;
 
 /// Names one acquisition; chosen by the caller, unique per machine.
@@ -396,7 +396,7 @@ impl LockMachine {
         &mut self,
         _now: Instant,
         token: u64,
-        event: Result<WatchedEvent, RequestError>,
+        event: Result<WatchEvent, RequestError>,
     ) {
         if let Ok(e) = &event {
             if e.kind == EventType::NodeDeleted {
