@@ -587,6 +587,11 @@ impl Driver {
             match event {
                 SessionEvent::Reply { handle, result } => match handle {
                     ReplyTo::Caller(tx) => {
+                        // A caller that reads the zxid after its reply
+                        // must see the reply's.
+                        self.status
+                            .last_zxid
+                            .store(self.session.last_zxid(), Ordering::Release);
                         let _ = tx.send(result);
                     }
                     ReplyTo::Task(token) => {
