@@ -97,9 +97,12 @@ pub fn main(args: &[String]) -> BoxResult<()> {
     Ok(())
 }
 
+/// One lock and release. zklock's own way to release is dropping the guard:
+/// it returns at once, and the delete travels ahead of whatever the session
+/// sends next (the next create, in a loop), so another session can take the
+/// lock as soon as the server applies it, as with a waited-for unlock.
 fn cycle(mutex: &Mutex) -> BoxResult<()> {
-    let guard = mutex.lock()?;
-    guard.unlock()?;
+    drop(mutex.lock()?);
     Ok(())
 }
 
@@ -160,7 +163,8 @@ fn contended(connect_string: &str, path: &str, p: &Params, out: &mut ObjWriter) 
                 }
                 inside.fetch_sub(1, Ordering::SeqCst);
                 record.push([id as u64, acquired, ns(t0)]);
-                guard.unlock()?;
+                // Released as in `cycle`: the guard drops.
+                drop(guard);
                 Ok(())
             };
             let mut scratch = Vec::new();
