@@ -20,7 +20,7 @@ use mio::{Events, Interest, Poll, Token, Waker};
 
 use crate::session::{
     DropReason, RequestError, SaslConfig, Session, SessionConfig, SessionEvent, SessionState,
-    WatchedEvent,
+    WatchEvent,
 };
 
 mod link;
@@ -33,32 +33,32 @@ const HEALTHY_CONNECTION: Duration = Duration::from_secs(1);
 
 /// Where a caller waits for its reply.
 pub(crate) type ReplySender = Sender<Result<Response, RequestError>>;
-/// Where a watcher waits for its one event (or the reason it will never
-/// come), and whether anyone still waits there.
+/// What a watch hands on: an event, or why no (further) event will come.
+pub(crate) type WatchOutcome = Result<WatchEvent, RequestError>;
+
+/// Where a watcher's events go (for a one-shot watch: its one event, or the
+/// reason it will never come), and whether anyone still waits there. The
+/// layer above says how an outcome is delivered (its own channel, in its
+/// own types); the I/O thread only calls it.
 #[derive(Clone)]
 pub(crate) struct WatchSender {
-    tx: Sender<Result<WatchedEvent, RequestError>>,
+    deliver: Arc<dyn Fn(WatchOutcome) + Send + Sync>,
     wanted: Weak<()>,
 }
 
 impl WatchSender {
-    /// The sender, and the receiver with the token that keeps it wanted.
-    /// `persistent`: room for any number of events, not just one.
-    pub(crate) fn pair(
-        persistent: bool,
-    ) -> (
-        WatchSender,
-        Receiver<Result<WatchedEvent, RequestError>>,
-        Arc<()>,
-    ) {
-        let (tx, rx) = if persistent {
-            crossbeam_channel::unbounded()
-        } else {
-            crossbeam_channel::bounded(1)
-        };
+    /// A watcher that hands each outcome to `deliver`, and is wanted while
+    /// the returned token lives. Dropping the last clone of the sender drops
+    /// `deliver` (and so the channel it sends on).
+    pub(crate) fn new(
+        deliver: impl Fn(WatchOutcome) + Send + Sync + 'static,
+    ) -> (WatchSender, Arc<()>) {
         let token = Arc::new(());
-        let wanted = Arc::downgrade(&token);
-        (WatchSender { tx, wanted }, rx, token)
+        let sender = WatchSender {
+            deliver: Arc::new(deliver),
+            wanted: Arc::downgrade(&token),
+        };
+        (sender, token)
     }
 
     pub(crate) fn is_wanted(&self) -> bool {
@@ -100,7 +100,7 @@ pub(crate) trait IoTask: Send {
     /// The reply to the request sent under `token`.
     fn handle_reply(&mut self, now: Instant, token: u64, result: Result<Response, RequestError>);
     /// The watch set under `token` fired, or never will.
-    fn handle_watch(&mut self, now: Instant, token: u64, event: Result<WatchedEvent, RequestError>);
+    fn handle_watch(&mut self, now: Instant, token: u64, event: WatchOutcome);
     /// The session changed state.
     fn handle_session(&mut self, now: Instant, state: SessionState, session_id: i64);
     /// Time passed.
@@ -303,6 +303,7 @@ pub(crate) fn spawn(config: DriverConfig) -> io::Result<DriverHandle> {
         subscribers: Vec::new(),
         status: status.clone(),
         commands_open: true,
+        read_buf: vec![0; 64 * 1024].into_boxed_slice(),
     };
     let thread = std::thread::Builder::new()
         .name("zklock-io".into())
@@ -406,6 +407,8 @@ struct Driver {
     asleep: Arc<AtomicBool>,
     commands_open: bool,
     links: link::Links,
+    /// Where socket reads land: allocated once, not zeroed per event.
+    read_buf: Box<[u8]>,
 }
 
 impl Driver {
@@ -584,6 +587,11 @@ impl Driver {
             match event {
                 SessionEvent::Reply { handle, result } => match handle {
                     ReplyTo::Caller(tx) => {
+                        // A caller that reads the zxid after its reply
+                        // must see the reply's.
+                        self.status
+                            .last_zxid
+                            .store(self.session.last_zxid(), Ordering::Release);
                         let _ = tx.send(result);
                     }
                     ReplyTo::Task(token) => {
@@ -621,16 +629,9 @@ impl Driver {
         }
     }
 
-    fn deliver_watch(
-        &mut self,
-        now: Instant,
-        watcher: WatchTo,
-        event: Result<WatchedEvent, RequestError>,
-    ) {
+    fn deliver_watch(&mut self, now: Instant, watcher: WatchTo, event: WatchOutcome) {
         match watcher {
-            WatchTo::Caller(w) => {
-                let _ = w.tx.send(event);
-            }
+            WatchTo::Caller(w) => (w.deliver)(event),
             WatchTo::Task(token) => {
                 if let Some(task) = self.task.as_mut() {
                     task.handle_watch(now, token, event);
@@ -777,15 +778,14 @@ impl Driver {
     }
 
     fn read(&mut self, now: Instant, peer_closed: bool) {
-        let mut buf = [0u8; 64 * 1024];
         loop {
             let Some(conn) = self.conn.as_mut() else {
                 return;
             };
-            match conn.link.read(&mut conn.stream, &mut buf) {
+            match conn.link.read(&mut conn.stream, &mut self.read_buf) {
                 Ok(0) => return self.closed_by_server(now),
                 Ok(n) => {
-                    self.session.handle_input(now, &buf[..n]);
+                    self.session.handle_input(now, &self.read_buf[..n]);
                     // The core may have asked for the connection to go.
                     self.deliver();
                     if self.session.is_finished() {
@@ -796,7 +796,7 @@ impl Driver {
                     // readiness, more data brings a new event. Saves the
                     // read that would only say WouldBlock (unless the peer
                     // closed too: no event would come for that again).
-                    if n < buf.len()
+                    if n < self.read_buf.len()
                         && !peer_closed
                         && self.conn.as_ref().is_some_and(|c| c.link.drained())
                     {

@@ -1,12 +1,18 @@
 //! The client's one error type.
 
-use jute::{DecodeError, ErrorCode};
+use std::sync::Arc;
+
+use jute::ErrorCode;
 use thiserror::Error;
 
 use crate::session::RequestError;
 
 /// Everything a client call can fail with.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
+///
+/// Errors compare equal when they are the same variant with equal fields;
+/// two [`Error::Io`] are equal when their [`std::io::ErrorKind`] and message
+/// are.
+#[derive(Debug, Clone, Error)]
 #[non_exhaustive]
 pub enum Error {
     /// The server refused the request with this code (NoNode, NodeExists, ...).
@@ -55,12 +61,12 @@ pub enum Error {
         /// The client's frame limit, in bytes.
         max: usize,
     },
-    /// The server sent something we could not decode.
-    #[error("malformed reply: {0}")]
-    Decode(DecodeError),
-    /// The operating system refused us (thread or poll creation).
+    /// The operating system refused us (thread or poll creation). The
+    /// `io::Error` is shared, so that the error stays `Clone`; it is also the
+    /// [`source`](std::error::Error::source) (downcast to
+    /// `Arc<std::io::Error>`).
     #[error("I/O error: {0}")]
-    Io(String),
+    Io(#[source] Arc<std::io::Error>),
     /// An argument the server would refuse; nothing was sent.
     #[error("invalid argument: {0}")]
     InvalidArgument(&'static str),
@@ -157,10 +163,84 @@ impl From<RequestError> for Error {
             RequestError::Closed => Error::Closed,
             RequestError::AuthFailed => Error::AuthFailed,
             RequestError::TooLarge { len, max } => Error::TooLarge { len, max },
-            RequestError::Decode(d) => Error::Decode(d),
         }
     }
 }
 
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Self {
+        Error::Io(Arc::new(e))
+    }
+}
+
+impl PartialEq for Error {
+    fn eq(&self, other: &Self) -> bool {
+        use Error::*;
+        // By `self`'s variant, so that a new variant must be added here.
+        match self {
+            Server(a) => matches!(other, Server(b) if a == b),
+            MultiFailed { index, code } => {
+                matches!(other, MultiFailed { index: i, code: c } if index == i && code == c)
+            }
+            ConnectionLoss => matches!(other, ConnectionLoss),
+            SessionExpired => matches!(other, SessionExpired),
+            Timeout => matches!(other, Timeout),
+            Closed => matches!(other, Closed),
+            AuthFailed => matches!(other, AuthFailed),
+            InvalidPath { path, reason } => {
+                matches!(other, InvalidPath { path: p, reason: r } if path == p && reason == r)
+            }
+            InvalidConnectString(a) => matches!(other, InvalidConnectString(b) if a == b),
+            TooLarge { len, max } => {
+                matches!(other, TooLarge { len: l, max: m } if len == l && max == m)
+            }
+            Io(a) => {
+                matches!(other, Io(b) if a.kind() == b.kind() && a.to_string() == b.to_string())
+            }
+            InvalidArgument(a) => matches!(other, InvalidArgument(b) if a == b),
+            Protocol(a) => matches!(other, Protocol(b) if a == b),
+            Connect(a) => matches!(other, Connect(b) if a == b),
+        }
+    }
+}
+
+impl Eq for Error {}
+
 /// `Result` with this crate's [`Error`](enum@Error) as the default error.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error as _;
+
+    use super::*;
+
+    #[test]
+    fn io_keeps_its_source_and_stays_clone_and_comparable() {
+        let e = Error::from(std::io::Error::other("no threads"));
+        let source = e.source().expect("Io keeps its source");
+        let io = source
+            .downcast_ref::<Arc<std::io::Error>>()
+            .expect("the source is the shared io::Error");
+        assert_eq!(io.kind(), std::io::ErrorKind::Other);
+        assert_eq!(e.clone(), e);
+        assert_ne!(e, Error::from(std::io::Error::other("other")));
+        assert_ne!(e, Error::Closed);
+        assert_eq!(
+            Error::Server(ErrorCode::NoNode),
+            Error::Server(ErrorCode::NoNode)
+        );
+        assert_ne!(
+            Error::Server(ErrorCode::NoNode),
+            Error::Server(ErrorCode::NodeExists)
+        );
+    }
+
+    #[test]
+    fn lock_error_passes_the_source_on() {
+        let e = crate::recipes::LockError::from(Error::from(std::io::Error::other("spawn")));
+        // Transparent: the client error's Display and source.
+        assert_eq!(e.to_string(), "I/O error: spawn");
+        assert!(std::error::Error::source(&e).is_some());
+    }
+}

@@ -30,12 +30,10 @@ pub mod session;
 #[cfg(feature = "tls")]
 mod tls;
 
-pub use client::{
-    Client, ClientBuilder, CreateOptions, Op, OpResult, PersistentWatch, Watch, WatchEvent,
-};
+pub use client::{Client, ClientBuilder, CreateOptions, Op, OpResult, PersistentWatch, Watch};
 pub use error::{ConnectError, Error, Result};
 pub use jute::{perms, Acl, AddWatchMode, CreateMode, ErrorCode, EventType, Id, Stat};
 pub use path::validate_path;
-pub use session::{SaslConfig, SaslError, SaslMechanism, SessionState};
+pub use session::{SaslConfig, SaslError, SaslMechanism, SessionState, WatchEvent};
 #[cfg(feature = "tls")]
 pub use tls::{TlsError, TlsOptions};

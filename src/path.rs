@@ -26,6 +26,9 @@ pub(crate) fn ancestors(path: &str) -> Vec<String> {
 /// Checks a path the way the server would, before anything is sent.
 /// `sequential` allows a trailing `/` (the server appends the suffix).
 ///
+/// # Errors
+/// [`Error::InvalidPath`] with the rule the path breaks.
+///
 /// ```
 /// use zklock::validate_path;
 /// assert!(validate_path("/locks/job", false).is_ok());

@@ -102,7 +102,7 @@ fn create_modes() {
         &CreateOptions::new(CreateMode::PersistentWithTtl).ttl(Duration::from_secs(60)),
     );
     assert_eq!(ttl.unwrap_err().code(), Some(ErrorCode::Unimplemented));
-    let (children, stat) = c.get_children2(&r).unwrap();
+    let (children, stat) = c.get_children_with_stat(&r).unwrap();
     assert_eq!(children.len(), stat.num_children as usize);
     let names: HashSet<_> = children.into_iter().collect();
     assert!(names.contains("e") && names.contains("container"));
@@ -122,7 +122,7 @@ fn watches_fire_exactly_once() {
     let p = format!("{r}/w");
 
     // exists on a missing node fires on creation.
-    let (none, created) = c.exists_w(&p).unwrap();
+    let (none, created) = c.exists_and_watch(&p).unwrap();
     assert!(none.is_none());
     assert_eq!(created.try_recv().unwrap(), None);
     other.create(&p, b"", CreateMode::Persistent).unwrap();
@@ -133,7 +133,7 @@ fn watches_fire_exactly_once() {
     );
 
     // getData fires on data change, once, though the node changes twice.
-    let (_, _, changed) = c.get_data_w(&p).unwrap();
+    let (_, _, changed) = c.get_data_and_watch(&p).unwrap();
     other.set_data(&p, b"1", None).unwrap();
     other.set_data(&p, b"2", None).unwrap();
     assert_eq!(
@@ -141,7 +141,7 @@ fn watches_fire_exactly_once() {
         EventType::NodeDataChanged
     );
     // exists on an existing node, and children, both fire on deletion / child change.
-    let (_, _, children) = c.get_children_w(&p).unwrap();
+    let (_, _, children) = c.get_children_and_watch(&p).unwrap();
     other
         .create(&format!("{p}/kid"), b"", CreateMode::Ephemeral)
         .unwrap();
@@ -150,7 +150,7 @@ fn watches_fire_exactly_once() {
         EventType::NodeChildrenChanged
     );
     other.delete(&format!("{p}/kid"), None).unwrap();
-    let (some, deleted) = c.exists_w(&p).unwrap();
+    let (some, deleted) = c.exists_and_watch(&p).unwrap();
     assert!(some.is_some());
     other.delete(&p, None).unwrap();
     assert_eq!(
@@ -257,7 +257,7 @@ fn chroot_is_applied_and_stripped() {
     let mut kids = rooted.get_children("/").unwrap();
     kids.sort();
     assert_eq!(kids[1], "x");
-    let (_, w) = rooted.exists_w("/x").unwrap();
+    let (_, w) = rooted.exists_and_watch("/x").unwrap();
     c.delete(&format!("{r}/x"), None).unwrap();
     assert_eq!(w.recv_timeout(T).unwrap().path, "/x");
     let results = rooted
@@ -344,8 +344,8 @@ fn close_removes_ephemerals_and_ends_the_session() {
     let e = c
         .create(&format!("{r}/e"), b"", CreateMode::Ephemeral)
         .unwrap();
-    let (_, w) = watcher.exists_w(&e).unwrap();
-    let (_, _, pending) = c.get_data_w(&r).unwrap();
+    let (_, w) = watcher.exists_and_watch(&e).unwrap();
+    let (_, _, pending) = c.get_data_and_watch(&r).unwrap();
     c.close().unwrap();
     assert_eq!(c.state(), SessionState::Closed);
     assert_eq!(w.recv_timeout(T).unwrap().kind, EventType::NodeDeleted);

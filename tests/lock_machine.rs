@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use jute::{ErrorCode, EventType, Request, Response, Stat};
 use zklock::recipes::machine::{LockEvent, LockMachine, Outgoing};
 use zklock::recipes::{LockError, LockSpec, LockState, LossReason, Rule};
-use zklock::session::{RequestError, SessionState, WatchedEvent};
+use zklock::session::{RequestError, SessionState, WatchEvent};
 use zklock::Acl;
 
 const UUID: &str = "00000000-0000-4000-8000-000000000001";
@@ -55,7 +55,7 @@ impl Harness {
         self.m.handle_watch(
             self.now,
             o.token,
-            Ok(WatchedEvent {
+            Ok(WatchEvent {
                 kind,
                 path: path.into(),
             }),
@@ -193,6 +193,44 @@ fn a_blocker_gone_before_its_watch_means_listing_again_at_once() {
     h.reply(&watch[0], Err(RequestError::Server(ErrorCode::NoNode)));
     let relist = h.sent();
     assert!(matches!(&relist[..], [o] if matches!(o.request, Request::GetChildren(_))));
+}
+
+#[test]
+fn deep_in_the_queue_a_deletion_means_one_listing_then_the_lock() {
+    let mut h = Harness::new();
+    h.m.acquire(h.now, 1, spec(false), UUID.into(), None, false);
+    let sent = h.sent();
+    h.reply(&sent[0], Ok(created(9)));
+    // Listed out of order, as a server may: the nearest below is 7.
+    let queue = [
+        "_c_c-lock-0000000007",
+        &ours(9),
+        "_c_a-lock-0000000002",
+        "_c_d-lock-0000000010",
+        "_c_b-lock-0000000005",
+    ];
+    h.reply(&sent[1], Ok(children(&queue)));
+    let watch = h.sent();
+    assert!(
+        matches!(&watch[..], [o] if matches!(&o.request, Request::GetData(p) if p.watch && p.path.ends_with("0000000007"))),
+        "{watch:?}"
+    );
+    h.reply(&watch[0], data(1));
+    // Others were below the one we watched: its deletion is not enough.
+    h.fire(&watch[0], EventType::NodeDeleted, "/l/_c_c-lock-0000000007");
+    let relist = h.sent();
+    assert!(matches!(&relist[..], [o] if matches!(o.request, Request::GetChildren(_))));
+    assert!(h.events().is_empty());
+    h.reply(
+        &relist[0],
+        Ok(children(&["_c_d-lock-0000000010", &ours(9)])),
+    );
+    // The listing shows our node at the head: held, nothing more to send.
+    assert!(matches!(
+        &h.events()[..],
+        [LockEvent::Acquired { id: 1, .. }]
+    ));
+    assert!(h.sent().is_empty());
 }
 
 #[test]

@@ -7,7 +7,9 @@ use std::time::Duration;
 use testkit::children;
 use testkit::proxy::{Direction, Proxy};
 use testkit::zk::{self, ZkServer};
-use zklock::recipes::{CancelToken, LockError, LockState, LossReason, Mutex, MutexOptions};
+use zklock::recipes::{
+    CancelToken, LockError, LockState, LossReason, Mutex, MutexOptions, PendingSet,
+};
 use zklock::{Client, CreateMode, Op, SessionState};
 
 const T: Duration = Duration::from_secs(10);
@@ -178,7 +180,7 @@ fn fencing_token_rises_and_fenced_writes_stop_after_loss() {
     let c = client();
     let data = format!("{path}-data");
     c.create(&data, b"0", CreateMode::Persistent).unwrap();
-    let m = Mutex::new(&c, &path).unwrap();
+    let m = Mutex::with_options(&c, &path, MutexOptions::default().watch_node(true)).unwrap();
     let mut last = 0;
     for i in 0..3 {
         let g = m.lock().unwrap();
@@ -367,4 +369,44 @@ fn lock_cycles_leave_no_watches_on_the_server() {
         .and_then(|n| n.trim().parse().ok())
         .unwrap_or_else(|| panic!("no watch total in {wchs:?}"));
     assert_eq!(total, 0, "watches left behind: {wchs}");
+}
+
+#[test]
+fn a_pending_set_delivers_each_outcome_once_and_gives_up_the_rest_on_drop() {
+    let path = lock_path("pending-set");
+    let c = client();
+    let free: Vec<Mutex> = (0..3)
+        .map(|i| Mutex::new(&c, &format!("{path}/free-{i}")).unwrap())
+        .collect();
+    let busy = Mutex::new(&c, &format!("{path}/busy")).unwrap();
+    let holder = busy.lock().unwrap();
+    let mut set = PendingSet::new();
+    let keys: Vec<u64> = free.iter().map(|m| set.start_lock(m, None)).collect();
+    let waiting = set.start_lock(&busy, None);
+    let cancelled = set.start_lock(&busy, None);
+    assert_eq!(set.len(), 5);
+    let mut got = Vec::new();
+    for _ in 0..3 {
+        let (key, outcome) = set.recv_timeout(WAIT).expect("a free lock's outcome");
+        outcome.unwrap().unlock().unwrap();
+        got.push(key);
+    }
+    got.sort_unstable();
+    assert_eq!(got, keys);
+    assert!(set.try_recv().is_none(), "the busy lock is not ours yet");
+    assert!(set.cancel(cancelled));
+    assert!(!set.cancel(cancelled));
+    drop(holder);
+    let (key, outcome) = set.recv_timeout(WAIT).expect("the busy lock after release");
+    assert_eq!(key, waiting);
+    let guard = outcome.unwrap();
+    assert!(set.is_empty());
+    assert!(set.recv().is_none(), "an empty set does not block");
+    // Dropping a set with an open acquisition removes its node.
+    let mut set = PendingSet::new();
+    set.start_lock(&busy, None);
+    testkit::wait_children(&c, &format!("{path}/busy"), 2, WAIT);
+    drop(set);
+    drop(guard);
+    testkit::wait_no_children(&c, &format!("{path}/busy"), WAIT);
 }

@@ -417,12 +417,12 @@ fn cut_fails_in_flight_requests_and_watches_fire_for_changes_made_while_away() {
     for p in [&a, &kids, &d, &e] {
         other.create(p, b"0", CreateMode::Persistent).unwrap();
     }
-    let (_, _, wa) = c.get_data_w(&a).unwrap();
-    let (none, wb) = c.exists_w(&b).unwrap();
+    let (_, _, wa) = c.get_data_and_watch(&a).unwrap();
+    let (none, wb) = c.exists_and_watch(&b).unwrap();
     assert!(none.is_none());
-    let (_, _, wc) = c.get_children_w(&kids).unwrap();
-    let (_, _, wd) = c.get_data_w(&d).unwrap();
-    let (_, _, we) = c.get_data_w(&e).unwrap();
+    let (_, _, wc) = c.get_children_and_watch(&kids).unwrap();
+    let (_, _, wd) = c.get_data_and_watch(&d).unwrap();
+    let (_, _, we) = c.get_data_and_watch(&e).unwrap();
     let id = c.session_id();
     let mut states = States::of(&c);
     assert_eq!(states.current(), SessionState::Connected);
@@ -453,7 +453,7 @@ fn cut_fails_in_flight_requests_and_watches_fire_for_changes_made_while_away() {
     };
     let get_w = {
         let (c, a) = (c.clone(), a.clone());
-        thread::spawn(move || c.get_data_w(&a).map(|_| ()))
+        thread::spawn(move || c.get_data_and_watch(&a).map(|_| ()))
     };
     let ex = {
         let (c, r) = (c.clone(), r.clone());
@@ -549,10 +549,10 @@ fn session_expired_while_blackholed_is_reported_and_never_replaced() {
     let eph = c
         .create(&format!("{r}/eph"), b"", CreateMode::Ephemeral)
         .unwrap();
-    let (_, gone) = other.exists_w(&eph).unwrap();
+    let (_, gone) = other.exists_and_watch(&eph).unwrap();
     let never = format!("{r}/never");
-    let (_, pending_watch) = c.exists_w(&never).unwrap();
-    let (_, _, pending_data_watch) = c.get_data_w(&r).unwrap();
+    let (_, pending_watch) = c.exists_and_watch(&never).unwrap();
+    let (_, _, pending_data_watch) = c.get_data_and_watch(&r).unwrap();
     let id = c.session_id();
     let mut states = States::of(&c);
 
@@ -636,7 +636,7 @@ fn session_expired_while_blackholed_is_reported_and_never_replaced() {
             c.create(&format!("{r}/after"), b"", CreateMode::Persistent)
                 .map(drop),
         ),
-        ("exists_w", c.exists_w(&r).map(drop)),
+        ("exists_and_watch", c.exists_and_watch(&r).map(drop)),
         ("get_data", c.get_data(&r).map(drop)),
     ];
     let first_state_of_new_subscription = c.subscribe().recv_timeout(Duration::from_secs(5));
@@ -802,9 +802,9 @@ fn server_restart_within_the_session_timeout_keeps_session_and_watches() {
     let eph = c
         .create(&format!("{r}/eph"), b"", CreateMode::Ephemeral)
         .unwrap();
-    let (_, _, wa) = c.get_data_w(&a).unwrap();
-    let (_, wb) = c.exists_w(&b).unwrap();
-    let (_, _, wc) = c.get_children_w(&kids).unwrap();
+    let (_, _, wa) = c.get_data_and_watch(&a).unwrap();
+    let (_, wb) = c.exists_and_watch(&b).unwrap();
+    let (_, _, wc) = c.get_children_and_watch(&kids).unwrap();
     let mut states = States::of(&c);
 
     let down = Instant::now();
@@ -1061,14 +1061,16 @@ fn set_watches_after_reconnect_rearms_thousands_of_watches() {
             .flat_map(|h| h.join().unwrap())
             .collect::<Vec<_>>()
     };
-    let data_watches = register(data_paths.clone(), |c, p| c.get_data_w(p).unwrap().2);
+    let data_watches = register(data_paths.clone(), |c, p| {
+        c.get_data_and_watch(p).unwrap().2
+    });
     let exist_watches = register(missing_paths.clone(), |c, p| {
-        let (s, w) = c.exists_w(p).unwrap();
+        let (s, w) = c.exists_and_watch(p).unwrap();
         assert!(s.is_none());
         w
     });
     let child_watches = register(data_paths[..CHILD].to_vec(), |c, p| {
-        c.get_children_w(p).unwrap().2
+        c.get_children_and_watch(p).unwrap().2
     });
     let rearm_bytes: usize = data_paths
         .iter()

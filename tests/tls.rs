@@ -230,7 +230,7 @@ fn a_cut_tls_connection_resumes_the_session_and_rearms_watches() {
     let other = connect(&secure("127.0.0.1"), mtls()).unwrap();
     let session = c.session_id();
     let node = c.create("/tls-cut", b"", CreateMode::Ephemeral).unwrap();
-    let (_, _, watch) = c.get_data_w(&node).unwrap();
+    let (_, _, watch) = c.get_data_and_watch(&node).unwrap();
     proxy.cut_all();
     wait_reconnected(&c, session, T);
     other.set_data(&node, b"changed", None).unwrap();

@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use zklock::recipes::Mutex;
+use zklock::recipes::{Mutex, PendingSet};
 use zklock::Client;
 
 use crate::json::ObjWriter;
@@ -97,9 +97,12 @@ pub fn main(args: &[String]) -> BoxResult<()> {
     Ok(())
 }
 
+/// One lock and release. zklock's own way to release is dropping the guard:
+/// it returns at once, and the delete travels ahead of whatever the session
+/// sends next (the next create, in a loop), so another session can take the
+/// lock as soon as the server applies it, as with a waited-for unlock.
 fn cycle(mutex: &Mutex) -> BoxResult<()> {
-    let guard = mutex.lock()?;
-    guard.unlock()?;
+    drop(mutex.lock()?);
     Ok(())
 }
 
@@ -160,7 +163,8 @@ fn contended(connect_string: &str, path: &str, p: &Params, out: &mut ObjWriter) 
                 }
                 inside.fetch_sub(1, Ordering::SeqCst);
                 record.push([id as u64, acquired, ns(t0)]);
-                guard.unlock()?;
+                // Released as in `cycle`: the guard drops.
+                drop(guard);
                 Ok(())
             };
             let mut scratch = Vec::new();
@@ -255,36 +259,31 @@ fn waiters(connect_string: &str, path: &str, p: &Params, out: &mut ObjWriter) ->
             let mutexes = (0..n)
                 .map(|i| Mutex::new(&clients[i % sessions], path))
                 .collect::<Result<Vec<_>, _>>()?;
-            let pending: Vec<_> = mutexes.iter().map(|m| m.start_lock(None)).collect();
+            // One channel for every outcome: a Select over thousands of
+            // receivers would cost the harness O(n) per hand-off.
+            let mut pending = PendingSet::new();
+            for m in &mutexes {
+                let _ = pending.start_lock(m, None);
+            }
             stage("queued")?;
             let released = ns(t0);
             guard.unlock()?;
-            let mut select = crossbeam_channel::Select::new();
-            for p in &pending {
-                select.recv(p.receiver());
-            }
             let mut errors = 0;
             let mut first_error = None;
             for _ in 0..n {
-                let ready = select
-                    .select_timeout(Duration::from_secs(600))
-                    .map_err(|_| "no hand-off within 600 s")?;
-                let i = ready.index();
-                match ready.recv(pending[i].receiver()) {
-                    Ok(Ok(g)) => {
+                let (_, outcome) = pending
+                    .recv_timeout(Duration::from_secs(600))
+                    .ok_or("no hand-off within 600 s")?;
+                match outcome {
+                    Ok(g) => {
                         drop(g);
                         passed.fetch_add(1, Ordering::SeqCst);
-                    }
-                    Ok(Err(e)) => {
-                        errors += 1;
-                        first_error.get_or_insert(e.to_string());
                     }
                     Err(e) => {
                         errors += 1;
                         first_error.get_or_insert(e.to_string());
                     }
                 }
-                select.remove(i);
             }
             out.num("pass_ns", ns(t0).saturating_sub(released) as f64)
                 .num("errors", errors as f64);

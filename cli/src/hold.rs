@@ -116,19 +116,16 @@ fn work(
         .data
         .clone()
         .unwrap_or_else(|| zklock::recipes::holder_identity(std::process::id()));
+    // A held lock outlives many commands: watch its node so that an
+    // operator breaking it ends the hold at once.
+    let options = MutexOptions::default()
+        .data(data.as_bytes())
+        .watch_node(true);
     let acquired = match &h.kind {
-        HoldKind::Exclusive => Mutex::with_options(
-            &client,
-            &h.path,
-            MutexOptions::default().data(data.as_bytes()),
-        )
-        .and_then(|m| m.lock_with(deadline, Some(&cancel))),
-        HoldKind::Shared => RwLock::with_options(
-            &client,
-            &h.path,
-            MutexOptions::default().data(data.as_bytes()),
-        )
-        .and_then(|l| l.read_with(deadline, Some(&cancel))),
+        HoldKind::Exclusive => Mutex::with_options(&client, &h.path, options)
+            .and_then(|m| m.lock_with(deadline, Some(&cancel))),
+        HoldKind::Shared => RwLock::with_options(&client, &h.path, options)
+            .and_then(|l| l.read_with(deadline, Some(&cancel))),
         HoldKind::Leader { id } => Election::new(&client, &h.path, id.as_bytes())
             .and_then(|e| e.campaign_with(deadline, Some(&cancel))),
     };
@@ -279,7 +276,7 @@ fn run_command(
             "{sub}: lost {} while {program:?} was finishing (it exited with {code})",
             h.path
         ));
-        std::mem::forget(guard);
+        guard.abandon();
         return exit::LOST;
     }
     release(client, guard);
@@ -315,7 +312,7 @@ fn lost(
     let status = cmd.stop(h.kill_after, signals);
     log::info!("CMD ended after the loss: {status}");
     // Nothing to release; do not wait on an unreachable server.
-    std::mem::forget(guard);
+    guard.abandon();
     if client.state() == SessionState::Connected {
         let _ = client.close();
     }

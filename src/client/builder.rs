@@ -74,6 +74,17 @@ impl ClientBuilder {
     /// Resolves the hosts, starts the I/O thread and, unless
     /// `wait_connected(false)`, waits up to the session timeout (at least 1 s)
     /// for the first session.
+    ///
+    /// # Errors
+    /// * [`Error::InvalidConnectString`]: no hosts, or a host that does not
+    ///   resolve; [`Error::InvalidPath`]: a bad chroot;
+    /// * [`Error::Io`]: the I/O thread could not be started;
+    /// * [`Error::Connect`]: the servers said why no session can be had (TLS
+    ///   refused, or every server closed the connection before answering),
+    ///   or a TLS file could not be loaded;
+    /// * [`Error::Timeout`]: no session within the wait, for no reason a
+    ///   server gave (none reachable, say);
+    /// * [`Error::AuthFailed`]: the SASL login was refused.
     pub fn connect(self) -> Result<Client> {
         let (named, chroot) = parse_connect_string(&self.connect_string)?;
         let hosts: Vec<SocketAddr> = named.iter().map(|(_, a)| *a).collect();
@@ -103,7 +114,7 @@ impl ClientBuilder {
             connector,
             sasl: self.sasl.clone(),
         };
-        let driver = driver::spawn(config).map_err(|e| Error::Io(e.to_string()))?;
+        let driver = driver::spawn(config)?;
         let client = Client {
             inner: Arc::new(Inner {
                 driver,

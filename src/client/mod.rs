@@ -22,7 +22,7 @@ mod watch;
 
 pub use builder::ClientBuilder;
 pub use ops::{CreateOptions, Op, OpResult};
-pub use watch::{PersistentWatch, Watch, WatchEvent};
+pub use watch::{PersistentWatch, Watch};
 
 /// A ZooKeeper client: one session, one connection, one I/O thread.
 ///
@@ -40,6 +40,21 @@ pub use watch::{PersistentWatch, Watch, WatchEvent};
 /// client.delete(&path, Some(stat.version))?;
 /// # Ok::<(), zklock::Error>(())
 /// ```
+///
+/// # Errors
+///
+/// Each call lists the errors worth handling in its own terms (the server's
+/// codes it commonly gets, mostly). Besides those, every call that talks to
+/// the server can fail with:
+/// * [`Error::InvalidPath`], [`Error::InvalidArgument`], [`Error::TooLarge`]:
+///   refused by the client; nothing was sent;
+/// * [`Error::ConnectionLoss`], [`Error::Timeout`]: the request may or may
+///   not have been applied ([`Error::is_outcome_unknown`]); the session may
+///   well live on;
+/// * [`Error::SessionExpired`], [`Error::Closed`], [`Error::AuthFailed`]: the
+///   session is over ([`Error::is_session_ended`]); open a new client;
+/// * [`Error::Server`] with [`ErrorCode::NoAuth`]: an ACL refused us;
+/// * [`Error::Protocol`]: the server's reply made no sense.
 #[derive(Clone)]
 pub struct Client {
     inner: Arc<Inner>,
@@ -100,7 +115,11 @@ fn version_or_any(v: Option<i32>) -> i32 {
 }
 
 impl Client {
-    /// Connects and waits until the session is established.
+    /// Connects and waits until the session is established (up to
+    /// `session_timeout`, at least 1 s).
+    ///
+    /// # Errors
+    /// As [`ClientBuilder::connect`].
     pub fn connect(connect_string: &str, session_timeout: Duration) -> Result<Client> {
         Client::builder(connect_string)
             .session_timeout(session_timeout)
@@ -125,7 +144,12 @@ impl Client {
         }
     }
 
-    /// Blocks until connected, or fails with the terminal state or Timeout.
+    /// Blocks until connected.
+    ///
+    /// # Errors
+    /// [`Error::Timeout`] if not connected within `timeout`;
+    /// [`Error::SessionExpired`], [`Error::AuthFailed`] or [`Error::Closed`]
+    /// if the session ended.
     pub fn wait_connected(&self, timeout: Duration) -> Result<()> {
         let (states, _token) = self.subscribe_scoped();
         let deadline = Instant::now() + timeout;
@@ -245,13 +269,7 @@ impl Client {
     }
 
     fn new_watch(&self) -> (WatchSender, Watch) {
-        let (tx, rx, wanted) = WatchSender::pair(false);
-        let watch = Watch {
-            rx,
-            chroot: self.inner.chroot.clone(),
-            wanted: Some(wanted),
-        };
-        (tx, watch)
+        Watch::channel(self.inner.chroot.clone(), false)
     }
 
     fn unexpected(resp: Response) -> Error {
@@ -261,12 +279,25 @@ impl Client {
 
     /// Creates a node with an open ACL; returns its path (with the sequence
     /// suffix for sequential modes).
+    ///
+    /// # Errors
+    /// [`ErrorCode::NodeExists`] (see [`Error::is_node_exists`]);
+    /// [`ErrorCode::NoNode`] if the parent is missing;
+    /// [`ErrorCode::NoChildrenForEphemerals`] under an ephemeral parent;
+    /// [`Error::InvalidArgument`] for a TTL mode (use
+    /// [`Client::create_with`]); and [those of every call](Client#errors).
     pub fn create(&self, path: &str, data: &[u8], mode: CreateMode) -> Result<String> {
         self.create_with(path, data, &CreateOptions::new(mode))
             .map(|(p, _)| p)
     }
 
-    /// Creates a node; returns its path and Stat (one round trip, via create2).
+    /// Creates a node; returns its path and Stat (one round trip).
+    ///
+    /// # Errors
+    /// As [`Client::create`]; besides, [`Error::InvalidArgument`] for a TTL
+    /// mode without [`CreateOptions::ttl`], and [`ErrorCode::Unimplemented`]
+    /// for a TTL mode on a server that does not allow TTL nodes
+    /// (`zookeeper.extendedTypesEnabled`).
     pub fn create_with(
         &self,
         path: &str,
@@ -300,6 +331,12 @@ impl Client {
     }
 
     /// Deletes a node (at `version`, if given).
+    ///
+    /// # Errors
+    /// [`ErrorCode::NoNode`] (see [`Error::is_no_node`]);
+    /// [`ErrorCode::BadVersion`] if `version` is not the node's;
+    /// [`ErrorCode::NotEmpty`] if it has children; and
+    /// [those of every call](Client#errors).
     pub fn delete(&self, path: &str, version: Option<i32>) -> Result<()> {
         let path = self.server_path(path, false)?;
         self.call(Request::Delete(PathVersion {
@@ -333,13 +370,19 @@ impl Client {
     }
 
     /// The node's Stat, or `None` if it does not exist.
+    ///
+    /// # Errors
+    /// [Those of every call](Client#errors) (a missing node is `Ok(None)`).
     pub fn exists(&self, path: &str) -> Result<Option<Stat>> {
         self.exists_inner(path, false).map(|(s, _)| s)
     }
 
     /// Like [`Client::exists`], leaving a watch that fires on creation,
     /// deletion or data change.
-    pub fn exists_w(&self, path: &str) -> Result<(Option<Stat>, Watch)> {
+    ///
+    /// # Errors
+    /// As [`Client::exists`]; the watch is set only if the call succeeds.
+    pub fn exists_and_watch(&self, path: &str) -> Result<(Option<Stat>, Watch)> {
         let (stat, w) = self.exists_inner(path, true)?;
         w.map(|w| (stat, w)).ok_or(Error::Closed)
     }
@@ -353,12 +396,19 @@ impl Client {
     }
 
     /// The node's data and Stat.
+    ///
+    /// # Errors
+    /// [`ErrorCode::NoNode`] (see [`Error::is_no_node`]); and
+    /// [those of every call](Client#errors).
     pub fn get_data(&self, path: &str) -> Result<(Vec<u8>, Stat)> {
         self.get_data_inner(path, false).map(|(d, s, _)| (d, s))
     }
 
     /// Like [`Client::get_data`], leaving a watch for data change or deletion.
-    pub fn get_data_w(&self, path: &str) -> Result<(Vec<u8>, Stat, Watch)> {
+    ///
+    /// # Errors
+    /// As [`Client::get_data`]; the watch is set only if the call succeeds.
+    pub fn get_data_and_watch(&self, path: &str) -> Result<(Vec<u8>, Stat, Watch)> {
         let (d, s, w) = self.get_data_inner(path, true)?;
         w.map(|w| (d, s, w)).ok_or(Error::Closed)
     }
@@ -376,22 +426,38 @@ impl Client {
     }
 
     /// Child names (not full paths), in the server's order.
+    ///
+    /// # Errors
+    /// [`ErrorCode::NoNode`] (see [`Error::is_no_node`]); and
+    /// [those of every call](Client#errors).
     pub fn get_children(&self, path: &str) -> Result<Vec<String>> {
         self.get_children_inner(path, false).map(|(c, _, _)| c)
     }
 
     /// Child names and the parent's Stat.
-    pub fn get_children2(&self, path: &str) -> Result<(Vec<String>, Stat)> {
+    ///
+    /// # Errors
+    /// As [`Client::get_children`].
+    pub fn get_children_with_stat(&self, path: &str) -> Result<(Vec<String>, Stat)> {
         self.get_children_inner(path, false).map(|(c, s, _)| (c, s))
     }
 
-    /// Like [`Client::get_children2`], leaving a watch for child changes or deletion.
-    pub fn get_children_w(&self, path: &str) -> Result<(Vec<String>, Stat, Watch)> {
+    /// Like [`Client::get_children_with_stat`], leaving a watch for child
+    /// changes or deletion.
+    ///
+    /// # Errors
+    /// As [`Client::get_children`]; the watch is set only if the call
+    /// succeeds.
+    pub fn get_children_and_watch(&self, path: &str) -> Result<(Vec<String>, Stat, Watch)> {
         let (c, s, w) = self.get_children_inner(path, true)?;
         w.map(|w| (c, s, w)).ok_or(Error::Closed)
     }
 
     /// Replaces the node's data (if at `version`, when given); returns the new Stat.
+    ///
+    /// # Errors
+    /// [`ErrorCode::NoNode`]; [`ErrorCode::BadVersion`] if `version` is not
+    /// the node's; and [those of every call](Client#errors).
     pub fn set_data(&self, path: &str, data: &[u8], version: Option<i32>) -> Result<Stat> {
         let path = self.server_path(path, false)?;
         match self.call(Request::SetData(SetDataRequest {
@@ -405,6 +471,9 @@ impl Client {
     }
 
     /// The node's ACL and Stat.
+    ///
+    /// # Errors
+    /// [`ErrorCode::NoNode`]; and [those of every call](Client#errors).
     pub fn get_acl(&self, path: &str) -> Result<(Vec<Acl>, Stat)> {
         let path = self.server_path(path, false)?;
         match self.call(Request::GetAcl(path))? {
@@ -415,6 +484,12 @@ impl Client {
 
     /// Replaces the node's ACL (if its `Stat::aversion` is `version`, when
     /// given); returns the new Stat.
+    ///
+    /// # Errors
+    /// [`ErrorCode::NoNode`]; [`ErrorCode::BadVersion`] if `version` is not
+    /// the node's `aversion`; [`ErrorCode::InvalidAcl`] for an ACL the server
+    /// cannot apply (e.g. `auth` with no credentials added); and
+    /// [those of every call](Client#errors).
     pub fn set_acl(&self, path: &str, acl: Vec<Acl>, version: Option<i32>) -> Result<Stat> {
         let path = self.server_path(path, false)?;
         match self.call(Request::SetAcl(SetAclRequest {
@@ -428,12 +503,20 @@ impl Client {
     }
 
     /// Waits until the server we talk to has caught up with the leader.
+    ///
+    /// # Errors
+    /// [Those of every call](Client#errors).
     pub fn sync(&self, path: &str) -> Result<()> {
         let path = self.server_path(path, false)?;
         self.call(Request::Sync(path)).map(drop)
     }
 
     /// Applies every op or none. On failure, says which op failed and why.
+    ///
+    /// # Errors
+    /// [`Error::MultiFailed`] with the index and code of the op the server
+    /// refused (nothing was applied); [`Error::InvalidPath`] if any op's path
+    /// is invalid (nothing was sent); and [those of every call](Client#errors).
     pub fn multi(&self, ops: &[Op]) -> Result<Vec<OpResult>> {
         let mut wire = Vec::with_capacity(ops.len());
         for op in ops {
@@ -508,9 +591,14 @@ impl Client {
     /// The server does not replay changes made while the connection was
     /// down: after each reconnect the watch yields one event of kind
     /// `EventType::None` for its path, meaning "re-read what you follow".
+    ///
+    /// # Errors
+    /// [`ErrorCode::Unimplemented`] from a server older than 3.6; and
+    /// [those of every call](Client#errors). A missing node is no error: the
+    /// watch reports its creation.
     pub fn add_watch(&self, path: &str, mode: AddWatchMode) -> Result<PersistentWatch> {
         let server_path = self.server_path(path, false)?;
-        let (wtx, rx, wanted) = WatchSender::pair(true);
+        let (wtx, watch) = Watch::channel(self.inner.chroot.clone(), true);
         let (tx, reply) = crossbeam_channel::bounded(1);
         let sent = self.inner.driver.send(Command::Submit {
             request: Request::AddWatch(AddWatchRequest {
@@ -525,11 +613,7 @@ impl Client {
         }
         match reply.recv_timeout(self.inner.request_timeout) {
             Ok(Ok(_)) => Ok(PersistentWatch {
-                watch: Watch {
-                    rx,
-                    chroot: self.inner.chroot.clone(),
-                    wanted: Some(wanted),
-                },
+                watch,
                 client: self.downgrade(),
                 server_path,
             }),
@@ -541,6 +625,10 @@ impl Client {
 
     /// Adds credentials to the session (e.g. scheme "digest", auth "user:password").
     /// They are sent again after every reconnect.
+    ///
+    /// # Errors
+    /// [`Error::AuthFailed`] if the server refuses them (an unknown scheme):
+    /// the session ends. And [those of every call](Client#errors).
     pub fn add_auth(&self, scheme: &str, auth: &[u8]) -> Result<()> {
         self.call(Request::Auth(AuthPacket {
             kind: 0,
@@ -550,7 +638,14 @@ impl Client {
         .map(drop)
     }
 
-    /// Ends the session: its ephemeral nodes are deleted at once.
+    /// Ends the session: its ephemeral nodes are deleted at once. The
+    /// client is `Closed` as soon as the close is sent; closing a closed
+    /// client does nothing.
+    ///
+    /// # Errors
+    /// [`Error::Timeout`] if the server's answer did not come within the
+    /// request timeout: the client is closed all the same, but the server
+    /// may keep the session (and its ephemeral nodes) until it expires.
     pub fn close(&self) -> Result<()> {
         let (tx, rx) = crossbeam_channel::bounded(1);
         if !self.inner.driver.send(Command::Close { reply: tx }) {

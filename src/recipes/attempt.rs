@@ -7,7 +7,7 @@ use std::time::Instant;
 use jute::{Acl, Stat};
 
 use super::held::LockState;
-use super::queue::Contender;
+use super::queue::{sequence_order, Contender};
 
 /// Which contender a node waits for: the rule of a recipe.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,25 +21,84 @@ pub enum Rule {
 }
 
 impl Rule {
-    /// The index of the contender `me` must wait for, `None` if `me` holds.
-    /// For [`Rule::FirstN`], `Some(me)` stands for "the whole queue".
-    pub(crate) fn blocker(self, queue: &[Contender], me: usize) -> Option<usize> {
-        match self {
-            Rule::Predecessor => me.checked_sub(1),
-            Rule::NearestWriter => queue[..me].iter().rposition(|c| c.kind.blocks_readers()),
-            Rule::FirstN(n) => (me >= n.max(1)).then_some(me),
+    /// Where `our_name` stands among `children` (a listing, in any order),
+    /// found in one pass that copies no names: a long queue costs each
+    /// waiter one scan, not a sorted copy. `None` if our node is not there.
+    pub(crate) fn standing<'a>(
+        self,
+        children: &'a [String],
+        our_name: &str,
+    ) -> Option<Standing<'a>> {
+        let (our_sequence, _) = Contender::classify(our_name)?;
+        let below = |seq: i32, name: &str| {
+            sequence_order(seq, our_sequence)
+                .then_with(|| name.cmp(our_name))
+                .is_lt()
+        };
+        let mut found = false;
+        // Contenders below us that block us, and the nearest of them.
+        let mut blocking = 0usize;
+        let mut nearest: Option<(i32, &'a str)> = None;
+        let mut below_us = 0usize;
+        for name in children {
+            if name == our_name {
+                found = true;
+                continue;
+            }
+            let Some((seq, kind)) = Contender::classify(name) else {
+                continue;
+            };
+            if !below(seq, name) {
+                continue;
+            }
+            below_us += 1;
+            let blocks = match self {
+                Rule::Predecessor | Rule::FirstN(_) => true,
+                Rule::NearestWriter => kind.blocks_readers(),
+            };
+            if !blocks {
+                continue;
+            }
+            blocking += 1;
+            let nearer = nearest.is_none_or(|(s, n)| {
+                sequence_order(seq, s)
+                    .then_with(|| name.as_str().cmp(n))
+                    .is_gt()
+            });
+            if nearer {
+                nearest = Some((seq, name));
+            }
         }
+        if !found {
+            return None;
+        }
+        let blocker = match self {
+            Rule::FirstN(n) if below_us < n.max(1) => None,
+            Rule::FirstN(_) => Some(Blocker::Queue),
+            _ => nearest.map(|(_, name)| Blocker::Node {
+                name,
+                alone: blocking == 1,
+            }),
+        };
+        Some(Standing { blocker })
     }
+}
 
-    /// Whether the blocker at `b` is the only thing between `me` and the
-    /// lock, so that its deletion alone grants it (no listing needed).
-    pub(crate) fn blocker_is_alone(self, queue: &[Contender], b: usize) -> bool {
-        match self {
-            Rule::Predecessor => b == 0,
-            Rule::NearestWriter => !queue[..b].iter().any(|c| c.kind.blocks_readers()),
-            Rule::FirstN(_) => false,
-        }
-    }
+/// What stands between an attempt and the lock, from one listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Standing<'a> {
+    /// `None`: the lock is ours.
+    pub blocker: Option<Blocker<'a>>,
+}
+
+/// Whom to wait for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Blocker<'a> {
+    /// The node to watch; `alone`: nothing else below us blocks us, so its
+    /// deletion alone grants the lock (later nodes sort after ours).
+    Node { name: &'a str, alone: bool },
+    /// Not among the first n: any change to the queue may let us in.
+    Queue,
 }
 
 /// What a recipe asks the machine for: where to queue and how.

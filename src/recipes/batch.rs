@@ -83,6 +83,10 @@ pub struct BatchGuard {
 impl BatchMutex {
     /// Up to `max_batch` threads of this process hold the lock in turn
     /// before it goes back to the queue (1: no hand-off at all).
+    ///
+    /// # Errors
+    /// [`LockError::Client`] with [`Error::InvalidPath`](crate::Error::InvalidPath)
+    /// if `path` is not a valid ZooKeeper path.
     pub fn new(client: &Client, path: &str, max_batch: usize) -> Result<BatchMutex, LockError> {
         let options = MutexOptions::default().reentrant(false);
         Ok(BatchMutex {
@@ -106,6 +110,10 @@ impl BatchMutex {
 
     /// Waits until `deadline` (if any) or cancellation: for a local hand-off,
     /// or, if none is coming, for the process's turn in the queue.
+    ///
+    /// # Errors
+    /// [`LockError::WouldDeadlock`] if this thread holds the lock already;
+    /// else as [`Mutex::lock_with`](super::Mutex::lock_with).
     pub fn lock_with(
         &self,
         deadline: Option<Instant>,

@@ -46,8 +46,12 @@ pub struct Leader {
 
 impl Election {
     /// A candidate that will announce itself as `id` (stored in its node).
+    ///
+    /// # Errors
+    /// [`LockError::Client`] with [`Error::InvalidPath`](crate::Error::InvalidPath)
+    /// if `path` is not a valid ZooKeeper path.
     pub fn new(client: &Client, path: &str, id: &[u8]) -> Result<Election, LockError> {
-        let options = MutexOptions::default().data(id);
+        let options = MutexOptions::default().data(id).watch_node(true);
         Ok(Election {
             inner: QueueLock::new(
                 client,
@@ -71,6 +75,11 @@ impl Election {
 
     /// Campaigns until leader, `deadline` or cancellation. The guard reports
     /// `Lost` if our session expires or our node disappears.
+    ///
+    /// # Errors
+    /// [`LockError::Lost`] if the node that won is not our session's
+    /// (campaign again); else as
+    /// [`Mutex::lock_with`](super::Mutex::lock_with).
     pub fn campaign_with(
         &self,
         deadline: Option<Instant>,
@@ -92,6 +101,11 @@ impl Election {
     }
 
     /// The current leader, if any.
+    ///
+    /// # Errors
+    /// [`LockError::Client`] with the client's error (see
+    /// [`Client`](crate::Client#errors)); a lock path that does not exist
+    /// has no leader.
     pub fn leader(&self) -> Result<Option<Leader>, LockError> {
         let queue = inspect(&self.inner.client, &self.inner.path)?;
         Ok(queue.into_iter().next().map(|e| Leader {
@@ -104,16 +118,20 @@ impl Election {
     /// The current leader and a watch that fires when leadership may have
     /// changed: the leader's node is deleted, or, with no leader, a
     /// candidate appears. Look again after it fires.
+    ///
+    /// # Errors
+    /// [`LockError::Client`] with the client's error (see
+    /// [`Client`](crate::Client#errors)).
     pub fn watch_leader(&self) -> Result<(Option<Leader>, Watch), LockError> {
         let client = &self.inner.client;
         let parent = &self.inner.path;
         loop {
             let Some(leader) = self.leader()? else {
-                let watch = match client.get_children_w(parent) {
+                let watch = match client.get_children_and_watch(parent) {
                     Ok((children, _, w)) if sorted_contenders(&children).is_empty() => w,
                     // A candidate arrived in between: look again.
                     Ok(_) => continue,
-                    Err(e) if e.is_no_node() => match client.exists_w(parent)? {
+                    Err(e) if e.is_no_node() => match client.exists_and_watch(parent)? {
                         (None, w) => w,
                         (Some(_), _) => continue,
                     },
@@ -122,7 +140,7 @@ impl Election {
                 return Ok((None, watch));
             };
             let path = format!("{}/{}", self.inner.path.trim_end_matches('/'), leader.node);
-            match client.exists_w(&path)? {
+            match client.exists_and_watch(&path)? {
                 (Some(_), w) => return Ok((Some(leader), w)),
                 // Stepped down between the two calls: look again.
                 (None, _) => continue,

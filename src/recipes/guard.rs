@@ -1,6 +1,7 @@
 //! The guard every lock recipe hands out: proof of holding, the holder's
 //! state, fencing, and release on drop without blocking.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::ThreadId;
 use std::time::Duration;
@@ -28,18 +29,24 @@ pub(crate) struct Holding {
     /// The thread that took it through a blocking call, for re-entrancy and
     /// deadlock checks.
     owner: Option<(Key, ThreadId)>,
-    released: bool,
+    /// Released, or abandoned: no guard of this acquisition releases it.
+    released: AtomicBool,
 }
 
 impl Holding {
     /// Asks the runner to remove our node; `done` hears when it is gone.
-    fn release(&mut self, done: Option<crossbeam_channel::Sender<()>>) -> bool {
-        if std::mem::replace(&mut self.released, true) {
+    fn release(&self, done: Option<crossbeam_channel::Sender<()>>) -> bool {
+        if self.released.swap(true, Ordering::SeqCst) {
             return false;
         }
         self.state.mark_released();
         self.sender
             .send(Box::new(Message::Release { id: self.id, done }))
+    }
+
+    /// Gives up releasing: nothing asks the runner to remove our node.
+    fn abandon(&self) {
+        self.released.store(true, Ordering::SeqCst);
     }
 }
 
@@ -84,7 +91,7 @@ impl LockGuard {
                 client,
                 sender,
                 owner: None,
-                released: false,
+                released: AtomicBool::new(false),
             }),
         }
     }
@@ -170,7 +177,7 @@ impl LockGuard {
     /// confirm in time; the delete goes on in the background while the
     /// session lives.
     pub fn unlock(self) -> Result<(), LockError> {
-        let Ok(mut holding) = Arc::try_unwrap(self.holding) else {
+        let Ok(holding) = Arc::try_unwrap(self.holding) else {
             return Ok(());
         };
         let (done, rx) = crossbeam_channel::bounded(1);
@@ -184,5 +191,22 @@ impl LockGuard {
             Ok(()) | Err(RecvTimeoutError::Disconnected) => Ok(()),
             Err(RecvTimeoutError::Timeout) => Err(LockError::Client(Error::Timeout)),
         }
+    }
+
+    /// Gives up releasing: our node is not deleted, now or later, by this
+    /// guard or by the I/O thread. It stays until our session ends (closed,
+    /// or expired) or someone deletes it; until then the lock stays taken,
+    /// by us as far as anyone else can tell, and a later acquisition of the
+    /// same lock by this session queues behind it.
+    ///
+    /// For a holder that knows releasing is pointless or must not happen:
+    /// the lock is [`Lost`](LockState::Lost) already (no request is sent to
+    /// a server that may be unreachable), or the process is about to exit
+    /// and its session's end removes the node anyway. Re-entrant guards share
+    /// one acquisition: abandoning one abandons it for all of them, and none
+    /// deletes the node when it drops. [`LockGuard::state_changes`] channels
+    /// taken before go on reporting.
+    pub fn abandon(self) {
+        self.holding.abandon();
     }
 }

@@ -26,6 +26,10 @@ pub struct QueueEntry {
 
 /// Lists `path`'s contenders in queue order with owner, data and czxid;
 /// one round trip for the list, one for all the nodes together.
+///
+/// # Errors
+/// The client's error (see [`Client`](crate::Client#errors)); a path that
+/// does not exist has an empty queue.
 pub fn inspect(client: &Client, path: &str) -> Result<Vec<QueueEntry>, Error> {
     let children = match client.get_children(path) {
         Ok(c) => c,

@@ -75,9 +75,7 @@ impl LeaderLatch {
                 move || campaign_forever(&election, &tx, &leading, &stop)
             });
         if let Err(e) = spawned {
-            let _ = tx.send(LatchEvent::Stopped(LockError::Client(Error::Io(
-                e.to_string(),
-            ))));
+            let _ = tx.send(LatchEvent::Stopped(LockError::Client(Error::from(e))));
         }
         LeaderLatch {
             events,

@@ -50,6 +50,10 @@ impl MultiGuard {
     }
 
     /// Releases every lock; reports the first failure.
+    ///
+    /// # Errors
+    /// The first error of [`LockGuard::unlock`] (every lock is released all
+    /// the same).
     pub fn unlock(mut self) -> Result<(), LockError> {
         let mut first = Ok(());
         while let Some(g) = self.guards.pop() {
@@ -71,11 +75,19 @@ impl Drop for MultiGuard {
 
 impl MultiLock {
     /// A multi-lock over `paths` (duplicates ignored), with default options.
+    ///
+    /// # Errors
+    /// [`LockError::Client`] with [`Error::InvalidPath`](crate::Error::InvalidPath)
+    /// if a path is not a valid ZooKeeper path.
     pub fn new(client: &Client, paths: &[&str]) -> Result<MultiLock, LockError> {
         MultiLock::with_options(client, paths, MutexOptions::default())
     }
 
     /// Like [`MultiLock::new`], with options applied to every lock.
+    ///
+    /// # Errors
+    /// [`LockError::Client`] with [`Error::InvalidPath`](crate::Error::InvalidPath)
+    /// if a path is not a valid ZooKeeper path.
     pub fn with_options(
         client: &Client,
         paths: &[&str],
@@ -102,6 +114,9 @@ impl MultiLock {
 
     /// Takes every lock before `deadline`; on any failure releases those
     /// already taken and returns the error.
+    ///
+    /// # Errors
+    /// The first failure, as [`Mutex::lock_with`](super::Mutex::lock_with).
     pub fn lock_with(
         &self,
         deadline: Option<Instant>,

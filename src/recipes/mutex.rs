@@ -12,9 +12,11 @@ use super::cancel::CancelToken;
 use super::error::LockError;
 use super::guard::{Holding, LockGuard};
 use super::inspect::{inspect, QueueEntry};
+use super::machine::AttemptId;
 use super::pending::PendingLock;
 use super::registry::{self, Key, Side};
-use super::runner::LockService;
+use super::runner::{LockService, Outcome};
+use crate::driver::TaskSender;
 use crate::{Acl, Client, Error};
 
 /// The default data of a lock node, naming who holds or waits:
@@ -36,7 +38,7 @@ fn default_holder_data() -> Vec<u8> {
 pub struct MutexOptions {
     data: Option<Vec<u8>>,
     reentrant: bool,
-    unwatched: bool,
+    watch_node: bool,
     acl: Option<Vec<Acl>>,
     parent_acl: Option<Vec<Acl>>,
 }
@@ -55,12 +57,16 @@ impl MutexOptions {
         self
     }
 
-    /// Whether a guard watches its own node (default: yes), so that it
-    /// reports `Lost` the moment someone deletes the node. Without the watch,
-    /// loss is still reported on session expiry, after reconnects and by
-    /// fenced writes, and each acquisition costs one request less.
+    /// Whether a guard watches its own node, so that it reports `Lost` the
+    /// moment a third party deletes the node (an operator breaking the
+    /// lock). Off by default, as in Curator and kazoo: the watch costs one
+    /// read per acquisition and one more notification per release. Without
+    /// it, loss is still reported at once on session expiry or loss of
+    /// contact, re-checked after every reconnect, and caught by
+    /// [`LockGuard::fenced`](super::LockGuard::fenced) writes. Elections
+    /// watch their leader's node always.
     pub fn watch_node(mut self, yes: bool) -> Self {
-        self.unwatched = !yes;
+        self.watch_node = yes;
         self
     }
 
@@ -122,7 +128,7 @@ impl QueueLock {
                 acl: options.acl.clone().unwrap_or_else(Acl::open_unsafe),
                 parent_acl: options.parent_acl.clone().unwrap_or_else(Acl::open_unsafe),
                 rule,
-                watch_node: !options.unwatched,
+                watch_node: options.watch_node,
             }),
             side,
             reentrant: options.reentrant,
@@ -148,6 +154,18 @@ impl QueueLock {
             Ok(service) => service.start(self.spec.clone(), deadline, false),
             Err(e) => PendingLock::failed(e),
         }
+    }
+
+    /// Starts an acquisition whose outcome goes to `outcome`; what it
+    /// takes to give it up, or the error that stopped it from starting.
+    pub(crate) fn start_to(
+        &self,
+        deadline: Option<Instant>,
+        outcome: Outcome,
+    ) -> Result<(AttemptId, TaskSender), LockError> {
+        let service = LockService::of(&self.client)?;
+        let id = service.start_to(self.spec.clone(), deadline, false, outcome);
+        Ok((id, service.sender().clone()))
     }
 
     /// Blocks until held, `deadline` (a deadline already past: one round
@@ -205,11 +223,17 @@ impl QueueLock {
 macro_rules! lock_calls {
     ($with:ident, $block:ident, $try:ident, $timeout:ident, $guard:ty, $what:literal) => {
         #[doc = concat!("Blocks until ", $what, " is ours.")]
+        ///
+        /// # Errors
+        #[doc = concat!("As [`Self::", stringify!($with), "`], with no deadline and no cancel.")]
         pub fn $block(&self) -> Result<$guard, LockError> {
             self.$with(None, None)
         }
 
-        #[doc = concat!("Takes ", $what, " only if that needs no waiting.")]
+        #[doc = concat!("Takes ", $what, " only if that needs no waiting (one round trip).")]
+        ///
+        /// # Errors
+        #[doc = concat!("As [`Self::", stringify!($with), "`]; where it would have to wait, `Ok(None)`.")]
         pub fn $try(&self) -> Result<Option<$guard>, LockError> {
             match self.$with(Some(Instant::now()), None) {
                 Ok(g) => Ok(Some(g)),
@@ -219,6 +243,9 @@ macro_rules! lock_calls {
         }
 
         #[doc = concat!("Waits at most `timeout` for ", $what, " (one deadline for every retry inside).")]
+        ///
+        /// # Errors
+        #[doc = concat!("[`LockError::Timeout`] if `timeout` passes first; else as [`Self::", stringify!($with), "`].")]
         pub fn $timeout(&self, timeout: Duration) -> Result<$guard, LockError> {
             self.$with(Some(Instant::now() + timeout), None)
         }
@@ -252,11 +279,19 @@ pub struct Mutex {
 
 impl Mutex {
     /// A mutex on `path` with default options. Nothing is sent until a lock call.
+    ///
+    /// # Errors
+    /// [`LockError::Client`] with [`Error::InvalidPath`](crate::Error::InvalidPath)
+    /// if `path` is not a valid ZooKeeper path.
     pub fn new(client: &Client, path: &str) -> Result<Mutex, LockError> {
         Mutex::with_options(client, path, MutexOptions::default())
     }
 
     /// A mutex on `path` with the given options.
+    ///
+    /// # Errors
+    /// [`LockError::Client`] with [`Error::InvalidPath`](crate::Error::InvalidPath)
+    /// if `path` is not a valid ZooKeeper path.
     pub fn with_options(
         client: &Client,
         path: &str,
@@ -279,6 +314,10 @@ impl Mutex {
         &self.inner.path
     }
 
+    pub(crate) fn queue_lock(&self) -> &QueueLock {
+        &self.inner
+    }
+
     /// Starts taking the lock and returns at once; see [`PendingLock`].
     /// `deadline`: when to give up with [`LockError::Timeout`]. Not
     /// re-entrant: each call queues a node of its own.
@@ -296,6 +335,18 @@ impl Mutex {
     );
 
     /// Waits until `deadline` (if any) or until `cancel` (if any) is cancelled.
+    /// A connection lost meanwhile is no error: the wait goes on across
+    /// reconnects, for as long as the session lives.
+    ///
+    /// # Errors
+    /// * [`LockError::Timeout`] at `deadline`, [`LockError::Cancelled`] on
+    ///   `cancel`: our node has been removed (in the background);
+    /// * [`LockError::WouldDeadlock`]: this thread holds the lock already, and
+    ///   it is not [re-entrant](MutexOptions::reentrant);
+    /// * [`LockError::SessionExpired`], or [`LockError::Client`] with
+    ///   [`Error::Closed`] or [`Error::AuthFailed`]: the session ended;
+    /// * [`LockError::Client`] with the server's refusal (an ACL:
+    ///   [`ErrorCode::NoAuth`](crate::ErrorCode::NoAuth)).
     pub fn lock_with(
         &self,
         deadline: Option<Instant>,
@@ -305,6 +356,11 @@ impl Mutex {
     }
 
     /// The queue as it stands: holder first, then waiters in order.
+    ///
+    /// # Errors
+    /// [`LockError::Client`] with the client's error (see
+    /// [`Client`](crate::Client#errors)); a lock path that does not exist
+    /// has an empty queue.
     pub fn queue(&self) -> Result<Vec<QueueEntry>, LockError> {
         self.inner.queue()
     }

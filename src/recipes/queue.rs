@@ -64,15 +64,7 @@ pub struct Contender {
 impl Contender {
     /// Parses a child name; `None` for children that are not contenders.
     pub fn parse(name: &str) -> Option<Contender> {
-        let (seq_text, kind) = match MARKERS
-            .iter()
-            .filter_map(|(m, k)| name.rfind(m).map(|i| (i + m.len(), *k)))
-            .max_by_key(|(end, _)| *end)
-        {
-            Some((end, kind)) => (&name[end..], kind),
-            None => (trailing_sequence(name)?, NodeKind::Exclusive),
-        };
-        let sequence = parse_sequence(seq_text)?;
+        let (sequence, kind) = Contender::classify(name)?;
         let origin = if name.starts_with("_c_") {
             NodeOrigin::Protected
         } else if name.contains("__lock__") || name.contains("__rlock__") {
@@ -86,6 +78,35 @@ impl Contender {
             kind,
             origin,
         })
+    }
+
+    /// A contender's sequence and kind, without copying its name. The
+    /// sequence is the last 10 characters (11 for `-2147483648`); the
+    /// marker, when there is one, ends right before it.
+    pub(crate) fn classify(name: &str) -> Option<(i32, NodeKind)> {
+        for len in [10, 11] {
+            let Some(split) = name.len().checked_sub(len) else {
+                continue;
+            };
+            let (Some(head), Some(tail)) = (name.get(..split), name.get(split..)) else {
+                continue;
+            };
+            let Some(sequence) = parse_sequence(tail) else {
+                continue;
+            };
+            if let Some((_, kind)) = MARKERS.iter().find(|(m, _)| head.ends_with(m)) {
+                return Some((sequence, *kind));
+            }
+        }
+        // A marker anywhere else means a name that is not a contender;
+        // no marker at all: a sequence at the end makes it an exclusive one.
+        if MARKERS.iter().any(|(m, _)| name.contains(m)) {
+            return None;
+        }
+        Some((
+            parse_sequence(trailing_sequence(name)?)?,
+            NodeKind::Exclusive,
+        ))
     }
 
     /// The attempt id in a protected name (`_c_<uuid>-...`).

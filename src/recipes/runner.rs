@@ -19,11 +19,28 @@ use super::machine::{AttemptId, LockEvent, LockMachine};
 use super::pending::PendingLock;
 use crate::client::WeakClient;
 use crate::driver::{IoTask, TaskRequest, TaskSender};
-use crate::session::{RequestError, SessionState, WatchedEvent};
+use crate::session::{RequestError, SessionState, WatchEvent};
 use crate::{Client, Error};
 
 /// Where an acquisition's outcome goes.
-pub(crate) type OutcomeSender = Sender<Result<LockGuard, LockError>>;
+#[derive(Clone)]
+pub(crate) enum Outcome {
+    /// The channel of its own [`PendingLock`].
+    Alone(Sender<Result<LockGuard, LockError>>),
+    /// A [`PendingSet`](super::PendingSet)'s channel, with the set's key.
+    InSet(Sender<(u64, Result<LockGuard, LockError>)>, u64),
+}
+
+impl Outcome {
+    /// Hands the outcome over. If nobody waits any more, it is dropped
+    /// here: a guard then releases itself.
+    fn send(self, outcome: Result<LockGuard, LockError>) {
+        let _ = match self {
+            Outcome::Alone(tx) => tx.send(outcome).map_err(drop),
+            Outcome::InSet(tx, key) => tx.send((key, outcome)).map_err(drop),
+        };
+    }
+}
 
 /// What API threads ask of the runner.
 pub(crate) enum Message {
@@ -33,7 +50,7 @@ pub(crate) enum Message {
         uuid: String,
         deadline: Option<Instant>,
         no_wait: bool,
-        outcome: OutcomeSender,
+        outcome: Outcome,
     },
     /// The waiter gave up; a guard already sent releases itself on drop.
     Cancel(AttemptId),
@@ -48,7 +65,7 @@ struct Runner {
     machine: LockMachine,
     client: WeakClient,
     sender: TaskSender,
-    waiting: HashMap<AttemptId, OutcomeSender>,
+    waiting: HashMap<AttemptId, Outcome>,
     held: HashMap<AttemptId, Arc<HolderState>>,
     releasing: HashMap<AttemptId, Vec<Sender<()>>>,
 }
@@ -80,11 +97,11 @@ impl Runner {
                     );
                     // If the waiter left meanwhile, the guard comes back
                     // with the error and releases itself as it drops.
-                    let _ = outcome.send(Ok(guard));
+                    outcome.send(Ok(guard));
                 }
                 LockEvent::Failed { id, error } => {
                     if let Some(outcome) = self.waiting.remove(&id) {
-                        let _ = outcome.send(Err(error));
+                        outcome.send(Err(error));
                     }
                 }
                 LockEvent::State { id, state, reason } => {
@@ -148,12 +165,7 @@ impl IoTask for Runner {
         self.dispatch(now);
     }
 
-    fn handle_watch(
-        &mut self,
-        now: Instant,
-        token: u64,
-        event: Result<WatchedEvent, RequestError>,
-    ) {
+    fn handle_watch(&mut self, now: Instant, token: u64, event: Result<WatchEvent, RequestError>) {
         self.machine.handle_watch(now, token, event);
         self.dispatch(now);
     }
@@ -237,8 +249,21 @@ impl LockService {
         deadline: Option<Instant>,
         no_wait: bool,
     ) -> PendingLock {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let id = self.start_to(spec, deadline, no_wait, Outcome::Alone(tx));
+        PendingLock::new(id, rx, self.sender.clone())
+    }
+
+    /// Starts an acquisition whose outcome goes to `outcome`; if the I/O
+    /// thread is gone, `outcome` hears so at once.
+    pub(crate) fn start_to(
+        &self,
+        spec: Arc<LockSpec>,
+        deadline: Option<Instant>,
+        no_wait: bool,
+        outcome: Outcome,
+    ) -> AttemptId {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let (outcome, rx) = crossbeam_channel::bounded(1);
         let sent = self.sender.send(Box::new(Message::Acquire {
             id,
             spec,
@@ -248,9 +273,14 @@ impl LockService {
             outcome: outcome.clone(),
         }));
         if !sent {
-            let _ = outcome.send(Err(LockError::Client(Error::Closed)));
+            outcome.send(Err(LockError::Client(Error::Closed)));
         }
-        PendingLock::new(id, rx, self.sender.clone())
+        id
+    }
+
+    /// The door to this client's runner.
+    pub(crate) fn sender(&self) -> &TaskSender {
+        &self.sender
     }
 }
 

@@ -44,11 +44,19 @@ pub struct RwLock {
 
 impl RwLock {
     /// A read/write lock on `path` with default options.
+    ///
+    /// # Errors
+    /// [`LockError::Client`] with [`Error::InvalidPath`](crate::Error::InvalidPath)
+    /// if `path` is not a valid ZooKeeper path.
     pub fn new(client: &Client, path: &str) -> Result<RwLock, LockError> {
         RwLock::with_options(client, path, MutexOptions::default())
     }
 
     /// A read/write lock on `path`; the options apply to both sides.
+    ///
+    /// # Errors
+    /// [`LockError::Client`] with [`Error::InvalidPath`](crate::Error::InvalidPath)
+    /// if `path` is not a valid ZooKeeper path.
     pub fn with_options(
         client: &Client,
         path: &str,
@@ -93,6 +101,9 @@ impl RwLock {
 
     /// A read lock, waiting until `deadline` or cancellation for the
     /// nearest writer below us to go.
+    ///
+    /// # Errors
+    /// As [`Mutex::lock_with`](super::Mutex::lock_with).
     pub fn read_with(
         &self,
         deadline: Option<Instant>,
@@ -107,6 +118,10 @@ impl RwLock {
 
     /// The write lock, waiting until `deadline` or cancellation for every
     /// node below us to go.
+    ///
+    /// # Errors
+    /// [`LockError::UpgradeRefused`] if this thread holds a read lock; else
+    /// as [`Mutex::lock_with`](super::Mutex::lock_with).
     pub fn write_with(
         &self,
         deadline: Option<Instant>,
@@ -116,6 +131,14 @@ impl RwLock {
             return Err(LockError::UpgradeRefused);
         }
         self.write.lock_with(deadline, cancel)
+    }
+
+    pub(crate) fn read_side(&self) -> &QueueLock {
+        &self.read
+    }
+
+    pub(crate) fn write_side(&self) -> &QueueLock {
+        &self.write
     }
 
     /// Starts taking a read lock and returns at once; see [`PendingLock`].
@@ -130,6 +153,11 @@ impl RwLock {
     }
 
     /// The queue: holders first, then waiters, readers and writers together.
+    ///
+    /// # Errors
+    /// [`LockError::Client`] with the client's error (see
+    /// [`Client`](crate::Client#errors)); a lock path that does not exist
+    /// has an empty queue.
     pub fn queue(&self) -> Result<Vec<QueueEntry>, LockError> {
         self.write.queue()
     }
@@ -138,31 +166,59 @@ impl RwLock {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::recipes::queue::Contender;
+    use crate::recipes::attempt::{Blocker, Standing};
 
-    fn q(kinds: &str) -> Vec<Contender> {
-        kinds
+    /// Names of a read/write queue, `r` and `w` in sequence order, listed
+    /// out of order as a server may.
+    fn q(kinds: &str) -> Vec<String> {
+        let mut names: Vec<String> = kinds
             .chars()
             .enumerate()
             .map(|(i, k)| {
                 let marker = if k == 'r' { "-__READ__" } else { "-__WRIT__" };
-                Contender::parse(&format!("_c_x{marker}{i:010}")).unwrap()
+                format!("_c_x{marker}{i:010}")
             })
-            .collect()
+            .collect();
+        names.reverse();
+        names
+    }
+
+    fn blocker<'a>(rule: Rule, queue: &'a [String], me: usize) -> Option<Blocker<'a>> {
+        let me = &queue[queue.len() - 1 - me];
+        let Standing { blocker } = rule.standing(queue, me).unwrap();
+        blocker
+    }
+
+    fn node(queue: &[String], i: usize, alone: bool) -> Option<Blocker<'_>> {
+        let name = &queue[queue.len() - 1 - i];
+        Some(Blocker::Node { name, alone })
     }
 
     #[test]
     fn readers_wait_for_the_nearest_writer_only() {
         let queue = q("rrwrrw");
         let reader = Rule::NearestWriter;
-        assert_eq!(reader.blocker(&queue, 0), None);
-        assert_eq!(reader.blocker(&queue, 1), None);
-        assert_eq!(reader.blocker(&queue, 3), Some(2));
-        assert_eq!(reader.blocker(&queue, 4), Some(2));
+        assert_eq!(blocker(reader, &queue, 0), None);
+        assert_eq!(blocker(reader, &queue, 1), None);
         // Only one writer below: its deletion alone lets the reader in.
-        assert!(reader.blocker_is_alone(&queue, 2));
-        assert!(!reader.blocker_is_alone(&queue, 5));
+        assert_eq!(blocker(reader, &queue, 3), node(&queue, 2, true));
+        assert_eq!(blocker(reader, &queue, 4), node(&queue, 2, true));
         // Writers wait for whatever is just below.
-        assert_eq!(Rule::Predecessor.blocker(&queue, 5), Some(4));
+        assert_eq!(
+            blocker(Rule::Predecessor, &queue, 5),
+            node(&queue, 4, false)
+        );
+        assert_eq!(blocker(Rule::Predecessor, &queue, 1), node(&queue, 0, true));
+        let queue = q("rwrwr");
+        assert_eq!(blocker(reader, &queue, 4), node(&queue, 3, false));
+        // A node missing from the listing stands nowhere.
+        assert_eq!(reader.standing(&queue, "_c_x-__READ__0000000009"), None);
+    }
+
+    #[test]
+    fn leases_hold_among_the_first_n() {
+        let queue = q("wwww");
+        assert_eq!(blocker(Rule::FirstN(2), &queue, 1), None);
+        assert_eq!(blocker(Rule::FirstN(2), &queue, 2), Some(Blocker::Queue));
     }
 }

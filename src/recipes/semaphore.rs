@@ -43,11 +43,19 @@ pub struct Semaphore {
 
 impl Semaphore {
     /// A semaphore on `path` granting at most `max_leases` leases (at least 1).
+    ///
+    /// # Errors
+    /// [`LockError::Client`] with [`Error::InvalidPath`](crate::Error::InvalidPath)
+    /// if `path` is not a valid ZooKeeper path.
     pub fn new(client: &Client, path: &str, max_leases: usize) -> Result<Semaphore, LockError> {
         Semaphore::with_options(client, path, max_leases, MutexOptions::default())
     }
 
     /// Like [`Semaphore::new`]; the options' data names each lease holder.
+    ///
+    /// # Errors
+    /// [`LockError::Client`] with [`Error::InvalidPath`](crate::Error::InvalidPath)
+    /// if `path` is not a valid ZooKeeper path.
     pub fn with_options(
         client: &Client,
         path: &str,
@@ -91,6 +99,12 @@ impl Semaphore {
 
     /// Waits for a lease until `deadline` or cancellation. The gate mutex is
     /// held only while waiting, so one process at a time watches the leases.
+    ///
+    /// # Errors
+    /// [`LockError::MaxLeasesMismatch`] if the semaphore path stores another
+    /// number of leases; [`LockError::Client`] if the path could not be read
+    /// or created; else as [`Mutex::lock_with`](super::Mutex::lock_with)
+    /// (a thread may hold several leases: never `WouldDeadlock`).
     pub fn acquire_with(
         &self,
         deadline: Option<Instant>,
@@ -184,6 +198,11 @@ impl Semaphore {
     }
 
     /// Leases currently held or waited for.
+    ///
+    /// # Errors
+    /// [`LockError::Client`] with the client's error (see
+    /// [`Client`](crate::Client#errors)); a semaphore path that does not
+    /// exist has none.
     pub fn lease_count(&self) -> Result<usize, LockError> {
         Ok(self.leases.queue()?.len())
     }

@@ -1,8 +1,9 @@
-use jute::{DecodeError, ErrorCode};
+use jute::ErrorCode;
 use thiserror::Error;
 
 /// Why a request submitted to the session core did not succeed.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum RequestError {
     /// The server executed the request and refused it.
     #[error("server answered {0:?}")]
@@ -28,7 +29,4 @@ pub enum RequestError {
         /// The configured frame limit, in bytes.
         max: usize,
     },
-    /// The server's reply could not be decoded (the connection was dropped).
-    #[error("malformed reply: {0}")]
-    Decode(DecodeError),
 }

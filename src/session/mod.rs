@@ -88,13 +88,21 @@ impl SessionState {
     }
 }
 
-/// A watch notification, with the server's path (chroot included).
+/// A watch notification: what happened, and to which node. The crate's one
+/// event type, re-exported as [`zklock::WatchEvent`](crate::WatchEvent).
+///
+/// Where it comes from says which path it carries: from the session core
+/// ([`SessionEvent::Watch`]) and the lock machine, the server's path (chroot
+/// included); from a client's [`Watch`](crate::Watch) or
+/// [`PersistentWatch`](crate::PersistentWatch), the path as the caller
+/// names it (chroot removed).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WatchedEvent {
-    /// What happened; `None` for the "look again" sent to persistent
-    /// watches after a reconnect.
+pub struct WatchEvent {
+    /// What happened. [`EventType::None`] from a persistent watch, after a
+    /// reconnect, means "re-read what you follow": the server does not
+    /// replay what changed while the connection was down.
     pub kind: EventType,
-    /// The server path the event concerns.
+    /// The node concerned.
     pub path: String,
 }
 
@@ -128,7 +136,7 @@ pub enum SessionEvent<R, W> {
         /// The watcher given to [`Session::submit`].
         watcher: W,
         /// What fired it.
-        event: WatchedEvent,
+        event: WatchEvent,
     },
     /// A watch will never fire: the session ended first.
     WatchAbandoned {
@@ -403,7 +411,15 @@ impl<R, W: Clone> Session<R, W> {
         loop {
             let frame = match split_frame(&mut self.input, self.config.max_frame) {
                 Ok(Some(frame)) => frame,
-                Ok(None) => return,
+                Ok(None) => {
+                    if self.input.is_empty() {
+                        // A long reply (a listing of thousands) grew the
+                        // buffer: let it go rather than keep its size for
+                        // the life of the session.
+                        self.input = BytesMut::new();
+                    }
+                    return;
+                }
                 Err(e) => return self.protocol_error(now, format!("bad frame: {e}")),
             };
             let result = if matches!(self.phase, Phase::Handshaking { .. }) {
@@ -768,7 +784,7 @@ impl<R, W: Clone> Session<R, W> {
             for (path, watcher) in self.watches.persistent_roots() {
                 self.events.push_back(SessionEvent::Watch {
                     watcher,
-                    event: WatchedEvent {
+                    event: WatchEvent {
                         kind: EventType::None,
                         path,
                     },
@@ -942,7 +958,7 @@ impl<R, W: Clone> Session<R, W> {
         for watcher in once.into_iter().chain(persistent) {
             self.events.push_back(SessionEvent::Watch {
                 watcher,
-                event: WatchedEvent {
+                event: WatchEvent {
                     kind: event.kind,
                     path: event.path.clone(),
                 },

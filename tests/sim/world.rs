@@ -239,7 +239,9 @@ impl World {
                     acl: Acl::open_unsafe(),
                     parent_acl: Acl::open_unsafe(),
                     rule: Rule::Predecessor,
-                    watch_node: true,
+                    // Holders watch their node on locks 0 and 2; lock 1
+                    // has the default (unwatched). No draw: seeds replay.
+                    watch_node: l % 2 == 0,
                 })
             })
             .collect();

@@ -7,11 +7,12 @@
 //! ```
 //!
 //! Locks are the crate's own recipe, `Client::lock` with Curator-compatible
-//! node names (`LockPrefix::new_curator(dir, "lock-")`). A lock is released
-//! with an awaited `delete` of its node, like the other clients' release
-//! calls, rather than by dropping the `LockClient` (which deletes in a
-//! background task); the guard is forgotten, leaking its path string
-//! (about 70 bytes per acquisition).
+//! node names (`LockPrefix::new_curator(dir, "lock-")`). In the timed loops
+//! (uncontended, contended, waiters) a lock is released as dropping the
+//! crate's `LockClient` does it: its node's `delete` runs in a task of its
+//! own and the loop goes on, as zklock's worker drops its guard. The `held`
+//! mode awaits each `delete`. The guard is forgotten, leaking its path
+//! string (about 70 bytes per acquisition).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -66,6 +67,16 @@ async fn take(client: &zk::Client, dir: &str) -> BoxResult<String> {
 async fn release(client: &zk::Client, node: &str) -> BoxResult<()> {
     client.delete(node, None).await?;
     Ok(())
+}
+
+/// Releases without waiting: the delete goes on in a task of its own.
+fn release_in_background(client: &zk::Client, node: String) {
+    let client = client.clone();
+    tokio::spawn(async move {
+        if let Err(e) = client.delete(&node, None).await {
+            eprintln!("zkrs-bench: releasing {node}: {e}");
+        }
+    });
 }
 
 fn ns(t0: Instant) -> u64 {
@@ -123,7 +134,8 @@ async fn run(args: &[String]) -> BoxResult<String> {
 
 async fn cycle(client: &zk::Client, dir: &str) -> BoxResult<()> {
     let node = take(client, dir).await?;
-    release(client, &node).await
+    release_in_background(client, node);
+    Ok(())
 }
 
 async fn uncontended(cluster: &str, path: &str, p: &Params, out: &mut String) -> BoxResult<()> {
@@ -197,7 +209,8 @@ async fn contended(cluster: &str, path: &str, p: &Params, out: &mut String) -> B
                     if round == 1 {
                         record.push([id as u64, acquired, ns(t0)]);
                     }
-                    result = release(&client, &node).await;
+                    release_in_background(&client, node);
+                    result = Ok(());
                 }
                 if round == 0 {
                     warmed.wait().await;

@@ -29,8 +29,8 @@ use jute::{ErrorCode, EventType, PathWatch, Request, Response, Stat};
 use super::attempt::{Attempt, Goal, LockSpec, Purpose, Rule};
 use super::error::LockError;
 use super::held::{LockState, LossReason};
-use super::queue::{protected_id, sorted_contenders};
-use crate::session::{RequestError, SessionState, WatchedEvent};
+use super::queue::protected_id;
+use crate::session::{RequestError, SessionState, WatchEvent};
 use crate::Error;
 
 /// Names one acquisition; chosen by the caller, unique per machine.
@@ -341,7 +341,7 @@ impl LockMachine {
             Purpose::List => match result {
                 Ok(Response::Children(children)) => {
                     let watch = (a.spec.rule.is_first_n()).then_some(token);
-                    self.evaluate(now, id, &sorted_contenders(&children), watch)
+                    self.evaluate(now, id, &children, watch)
                 }
                 Err(RequestError::Server(ErrorCode::NoNode)) => self.node_vanished(id),
                 Ok(_) | Err(_) => self.step(id),
@@ -396,7 +396,7 @@ impl LockMachine {
         &mut self,
         _now: Instant,
         token: u64,
-        event: Result<WatchedEvent, RequestError>,
+        event: Result<WatchEvent, RequestError>,
     ) {
         if let Ok(e) = &event {
             if e.kind == EventType::NodeDeleted {

@@ -6,10 +6,10 @@ use std::time::Instant;
 use jute::{CreateMode, CreateRequest, ErrorCode, PathVersion, PathWatch, Request, Response};
 
 use super::{list, AttemptId, LockEvent, LockMachine, Regression};
-use crate::recipes::attempt::{Goal, Node, Purpose};
+use crate::recipes::attempt::{Blocker, Goal, Node, Purpose};
 use crate::recipes::error::LockError;
 use crate::recipes::held::LockState;
-use crate::recipes::queue::{sorted_contenders, Contender};
+use crate::recipes::queue::{protected_id, sorted_contenders};
 use crate::session::RequestError;
 use crate::Error;
 
@@ -258,8 +258,8 @@ impl LockMachine {
         ids: &[AttemptId],
         result: Result<Response, RequestError>,
     ) {
-        let queue = match &result {
-            Ok(Response::Children(children)) => Some(sorted_contenders(children)),
+        let children = match &result {
+            Ok(Response::Children(children)) => Some(children.as_slice()),
             _ => None,
         };
         for &id in ids {
@@ -271,8 +271,8 @@ impl LockMachine {
                 continue;
             }
             a.busy = None;
-            match &queue {
-                Some(queue) => self.evaluate(now, id, queue, None),
+            match children {
+                Some(children) => self.evaluate(now, id, children, None),
                 None => self.step(id),
             }
         }
@@ -284,7 +284,7 @@ impl LockMachine {
         &mut self,
         now: Instant,
         id: AttemptId,
-        queue: &[Contender],
+        children: &[String],
         watch: Option<u64>,
     ) {
         let Some(a) = self.attempts.get_mut(&id) else {
@@ -298,18 +298,18 @@ impl LockMachine {
         };
         // A create whose reply was lost can show up late, after we created
         // again: another node with our attempt id would block us forever.
-        for c in queue {
-            if c.protected_id() == Some(a.uuid.as_str()) && c.name != our_name {
-                a.add_stray(&c.name);
+        for name in children {
+            if protected_id(name) == Some(a.uuid.as_str()) && *name != our_name {
+                a.add_stray(name);
             }
         }
-        let Some(me) = queue.iter().position(|c| c.name == our_name) else {
+        let rule = a.spec.rule;
+        let Some(standing) = rule.standing(children, &our_name) else {
             // Our node is gone: deleted by someone. Queue again.
             a.node = None;
             return self.step(id);
         };
-        let rule = a.spec.rule;
-        let blocker = rule.blocker(queue, me);
+        let blocker = standing.blocker;
         if blocker.is_some() && matches!(a.goal, Goal::Acquire { no_wait: true, .. }) {
             if let Some(t) = watch {
                 self.watches.remove(&t);
@@ -327,10 +327,10 @@ impl LockMachine {
         match blocker {
             None => self.grant(now, id, None),
             // Listed without a watch (with the create): list again with one.
-            Some(_) if rule.is_first_n() => self.step(id),
-            Some(b) => {
-                a.blocker_alone = rule.blocker_is_alone(queue, b);
-                let path = a.spec.child(&queue[b].name);
+            Some(Blocker::Queue) => self.step(id),
+            Some(Blocker::Node { name, alone }) => {
+                a.blocker_alone = alone;
+                let path = a.spec.child(name);
                 // getData, not exists: on a node already gone it leaves no
                 // watch behind.
                 let read = PathWatch { path, watch: true };

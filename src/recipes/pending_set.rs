@@ -1,0 +1,189 @@
+//! Many acquisitions under way, their outcomes on one channel.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+
+use super::error::LockError;
+use super::guard::LockGuard;
+use super::machine::AttemptId;
+use super::mutex::{Mutex, QueueLock};
+use super::runner::{Message, Outcome};
+use super::rwlock::RwLock;
+use crate::driver::TaskSender;
+
+/// One outcome of a [`PendingSet`]: the key its start returned, and the
+/// guard or why there is none.
+pub type SetOutcome = (u64, Result<LockGuard, LockError>);
+
+/// Acquisitions started together whose outcomes arrive on one channel, in
+/// the order they come, each with the key its start returned.
+///
+/// For one thread that waits on thousands of locks: each outcome costs the
+/// same however many are open, where a `Select` over as many
+/// [`PendingLock`](super::PendingLock) receivers registers with every one of
+/// them each time it waits. Dropping the set gives up every acquisition
+/// whose outcome was not taken; guards already taken are unaffected.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use zklock::{Client, recipes::{Mutex, PendingSet}};
+///
+/// let client = Client::connect("127.0.0.1:2181", Duration::from_secs(10))?;
+/// let jobs: Vec<Mutex> = (0..1000)
+///     .map(|i| Mutex::new(&client, &format!("/locks/job-{i}")))
+///     .collect::<Result<_, _>>()?;
+/// let mut set = PendingSet::new();
+/// for job in &jobs {
+///     set.start_lock(job, None);
+/// }
+/// while let Some((key, outcome)) = set.recv() {
+///     let guard = outcome?;
+///     println!("job {key}: {}", guard.node_path());
+/// }
+/// # Ok::<(), zklock::recipes::LockError>(())
+/// ```
+#[derive(Debug)]
+#[must_use = "dropping the set gives up every acquisition in it"]
+pub struct PendingSet {
+    tx: Sender<SetOutcome>,
+    rx: Receiver<SetOutcome>,
+    /// Key → the attempt and its runner's door, to give it up (`None`:
+    /// it never started; its error waits in the channel).
+    open: HashMap<u64, Option<(AttemptId, TaskSender)>>,
+    next_key: u64,
+}
+
+impl Default for PendingSet {
+    fn default() -> Self {
+        PendingSet::new()
+    }
+}
+
+impl PendingSet {
+    /// An empty set.
+    pub fn new() -> Self {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        PendingSet {
+            tx,
+            rx,
+            open: HashMap::new(),
+            next_key: 0,
+        }
+    }
+
+    /// Starts taking `mutex`; returns the key its outcome will carry.
+    /// `deadline`: when to give up with [`LockError::Timeout`].
+    pub fn start_lock(&mut self, mutex: &Mutex, deadline: Option<Instant>) -> u64 {
+        self.start(mutex.queue_lock(), deadline)
+    }
+
+    /// Starts taking a read lock on `lock`; returns the key.
+    pub fn start_read(&mut self, lock: &RwLock, deadline: Option<Instant>) -> u64 {
+        self.start(lock.read_side(), deadline)
+    }
+
+    /// Starts taking the write lock on `lock`; returns the key.
+    pub fn start_write(&mut self, lock: &RwLock, deadline: Option<Instant>) -> u64 {
+        self.start(lock.write_side(), deadline)
+    }
+
+    fn start(&mut self, lock: &QueueLock, deadline: Option<Instant>) -> u64 {
+        let key = self.next_key;
+        self.next_key += 1;
+        match lock.start_to(deadline, Outcome::InSet(self.tx.clone(), key)) {
+            Ok(attempt) => {
+                self.open.insert(key, Some(attempt));
+            }
+            Err(e) => {
+                // Could not start: the outcome says so, in order.
+                self.open.insert(key, None);
+                let _ = self.tx.send((key, Err(e)));
+            }
+        }
+        key
+    }
+
+    /// Acquisitions whose outcome has not been taken from the set.
+    pub fn len(&self) -> usize {
+        self.open.len()
+    }
+
+    /// Whether every outcome has been taken.
+    pub fn is_empty(&self) -> bool {
+        self.open.is_empty()
+    }
+
+    /// Blocks for the next outcome; `None` once the set is empty.
+    ///
+    /// # Errors
+    /// Each outcome carries its acquisition's error, if any
+    /// ([`LockError::Timeout`] at its deadline, ...).
+    pub fn recv(&mut self) -> Option<SetOutcome> {
+        while !self.open.is_empty() {
+            // The set holds a sender: the channel never disconnects.
+            let outcome = self.rx.recv().ok()?;
+            if let Some(taken) = self.take(outcome) {
+                return Some(taken);
+            }
+        }
+        None
+    }
+
+    /// Like [`PendingSet::recv`], waiting at most `timeout`; `None` if
+    /// nothing came in time or the set is empty.
+    pub fn recv_timeout(&mut self, timeout: Duration) -> Option<SetOutcome> {
+        let deadline = Instant::now() + timeout;
+        while !self.open.is_empty() {
+            match self.rx.recv_deadline(deadline) {
+                Ok(outcome) => {
+                    if let Some(taken) = self.take(outcome) {
+                        return Some(taken);
+                    }
+                }
+                Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => return None,
+            }
+        }
+        None
+    }
+
+    /// The next outcome if one has come.
+    pub fn try_recv(&mut self) -> Option<SetOutcome> {
+        while let Ok(outcome) = self.rx.try_recv() {
+            if let Some(taken) = self.take(outcome) {
+                return Some(taken);
+            }
+        }
+        None
+    }
+
+    /// Gives up the acquisition with `key` if its outcome has not been
+    /// taken (a guard that came meanwhile releases itself). Whether it was
+    /// open.
+    pub fn cancel(&mut self, key: u64) -> bool {
+        match self.open.remove(&key) {
+            Some(attempt) => {
+                if let Some((id, sender)) = attempt {
+                    sender.send(Box::new(Message::Cancel(id)));
+                }
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// An outcome for a key still open; outcomes of cancelled keys are
+    /// dropped (their guards release themselves).
+    fn take(&mut self, (key, outcome): SetOutcome) -> Option<SetOutcome> {
+        self.open.remove(&key).map(|_| (key, outcome))
+    }
+}
+
+impl Drop for PendingSet {
+    fn drop(&mut self) {
+        for (id, sender) in self.open.drain().filter_map(|(_, attempt)| attempt) {
+            sender.send(Box::new(Message::Cancel(id)));
+        }
+    }
+}
