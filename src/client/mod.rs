@@ -420,7 +420,7 @@ impl Client {
     ) -> Result<(Vec<String>, Stat, Option<Watch>)> {
         let path = self.server_path(path, false)?;
         match self.call_watch(Request::GetChildren2(PathWatch { path, watch }), watch)? {
-            (Response::Children2 { children, stat }, w) => Ok((children, stat, w)),
+            (Response::Children2 { children, stat }, w) => Ok((children.to_vec(), stat, w)),
             (other, _) => Err(Self::unexpected(other)),
         }
     }
