@@ -19,8 +19,8 @@ use crate::DecodeError;
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct Names {
     text: String,
-    /// Where each name ends in `text`.
-    ends: Vec<usize>,
+    /// Where each name ends in `text` (a frame is far below 4 GiB).
+    ends: Vec<u32>,
 }
 
 impl Names {
@@ -32,7 +32,8 @@ impl Names {
     /// Appends a name.
     pub fn push(&mut self, name: &str) {
         self.text.push_str(name);
-        self.ends.push(self.text.len());
+        self.ends
+            .push(u32::try_from(self.text.len()).unwrap_or(u32::MAX));
     }
 
     /// How many names.
@@ -47,8 +48,11 @@ impl Names {
 
     /// The `i`th name.
     pub fn get(&self, i: usize) -> Option<&str> {
-        let end = *self.ends.get(i)?;
-        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        let end = *self.ends.get(i)? as usize;
+        let start = match i {
+            0 => 0,
+            _ => self.ends[i - 1] as usize,
+        };
         self.text.get(start..end)
     }
 
