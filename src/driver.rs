@@ -9,126 +9,33 @@
 use std::any::Any;
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
-use jute::{Request, Response};
+use jute::Request;
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token, Waker};
 
-use crate::session::{
-    DropReason, RequestError, SaslConfig, Session, SessionConfig, SessionEvent, SessionState,
-    WatchEvent,
-};
+use crate::session::{DropReason, SaslConfig, Session, SessionConfig, SessionEvent, SessionState};
 
+mod hosts;
 mod link;
+mod recipient;
+mod status;
+mod task;
+use hosts::HostList;
 pub(crate) use link::{ConnectFailure, Connector};
+pub(crate) use recipient::WatchSender;
+use recipient::{ReplySender, ReplyTo, WatchOutcome, WatchTo};
+use status::Status;
+pub(crate) use task::{IoTask, TaskRequest, TaskSender};
 
 const SOCKET: Token = Token(0);
 const WAKER: Token = Token(1);
 /// A connection that lasted this long was not a failure.
 const HEALTHY_CONNECTION: Duration = Duration::from_secs(1);
-
-/// Where a caller waits for its reply.
-pub(crate) type ReplySender = Sender<Result<Response, RequestError>>;
-/// What a watch hands on: an event, or why no (further) event will come.
-pub(crate) type WatchOutcome = Result<WatchEvent, RequestError>;
-
-/// Where a watcher's events go (for a one-shot watch: its one event, or the
-/// reason it will never come), and whether anyone still waits there. The
-/// layer above says how an outcome is delivered (its own channel, in its
-/// own types); the I/O thread only calls it.
-#[derive(Clone)]
-pub(crate) struct WatchSender {
-    deliver: Arc<dyn Fn(WatchOutcome) + Send + Sync>,
-    wanted: Weak<()>,
-}
-
-impl WatchSender {
-    /// A watcher that hands each outcome to `deliver`, and is wanted while
-    /// the returned token lives. Dropping the last clone of the sender drops
-    /// `deliver` (and so the channel it sends on).
-    pub(crate) fn new(
-        deliver: impl Fn(WatchOutcome) + Send + Sync + 'static,
-    ) -> (WatchSender, Arc<()>) {
-        let token = Arc::new(());
-        let sender = WatchSender {
-            deliver: Arc::new(deliver),
-            wanted: Arc::downgrade(&token),
-        };
-        (sender, token)
-    }
-
-    pub(crate) fn is_wanted(&self) -> bool {
-        self.wanted.strong_count() > 0
-    }
-}
-
-/// Where the session core's answer to a request goes.
-pub(crate) enum ReplyTo {
-    /// A caller blocked on a channel.
-    Caller(ReplySender),
-    /// The I/O task, under its token.
-    Task(u64),
-}
-
-/// Where a watch's event goes.
-#[derive(Clone)]
-pub(crate) enum WatchTo {
-    /// A watcher's channel.
-    Caller(WatchSender),
-    /// The I/O task, under the token of the request that set the watch.
-    Task(u64),
-}
-
-/// A request an I/O task wants sent; its reply and watch come back to the
-/// task under `token`.
-pub(crate) struct TaskRequest {
-    pub token: u64,
-    pub request: Request,
-    pub watch: bool,
-}
-
-/// A state machine of a layer above that runs on the I/O thread, fed in the
-/// same loop turn as the session core: a session change reaches it before
-/// any caller can act on it. It never blocks.
-pub(crate) trait IoTask: Send {
-    /// A message from an API thread (the task knows its type).
-    fn handle_message(&mut self, now: Instant, message: Box<dyn Any + Send>);
-    /// The reply to the request sent under `token`.
-    fn handle_reply(&mut self, now: Instant, token: u64, result: Result<Response, RequestError>);
-    /// The watch set under `token` fired, or never will.
-    fn handle_watch(&mut self, now: Instant, token: u64, event: WatchOutcome);
-    /// The session changed state.
-    fn handle_session(&mut self, now: Instant, state: SessionState, session_id: i64);
-    /// Time passed.
-    fn handle_timeout(&mut self, now: Instant);
-    /// The next request to send.
-    fn poll_request(&mut self) -> Option<TaskRequest>;
-    /// When `handle_timeout` is next due.
-    fn poll_timeout(&self) -> Option<Instant>;
-    /// Whether the watch under `token` is still wanted (else it is not
-    /// re-armed after a reconnect).
-    fn wants_watch(&self, token: u64) -> bool;
-}
-
-/// Sends messages to the I/O task from API threads; does not keep the
-/// session open.
-#[derive(Clone, Debug)]
-pub(crate) struct TaskSender(CommandSender);
-
-impl TaskSender {
-    pub(crate) fn new(sender: CommandSender) -> Self {
-        TaskSender(sender)
-    }
-
-    /// `false` if the I/O thread is gone.
-    pub(crate) fn send(&self, message: Box<dyn Any + Send>) -> bool {
-        self.0.send(Command::TaskMessage(message))
-    }
-}
 
 /// What API threads ask of the I/O thread.
 pub(crate) enum Command {
@@ -157,67 +64,6 @@ pub(crate) enum Command {
     /// listener is forgotten as soon as the token is dropped; without one,
     /// at the first state change after its receiver is gone.
     Subscribe(Sender<SessionState>, Option<Weak<()>>),
-}
-
-/// What the I/O thread publishes for API threads to read at any time.
-/// Atomics, not a lock: a reader never waits for the I/O thread, nor the
-/// I/O thread for a reader.
-#[derive(Debug, Default)]
-pub(crate) struct Status {
-    state: AtomicU8,
-    session_id: AtomicI64,
-    /// Milliseconds; 0 until a timeout was granted.
-    negotiated_ms: AtomicU64,
-    last_zxid: AtomicI64,
-}
-
-const STATES: [SessionState; 7] = [
-    SessionState::Connecting,
-    SessionState::Connected,
-    SessionState::Suspended,
-    SessionState::Lost,
-    SessionState::Expired,
-    SessionState::AuthFailed,
-    SessionState::Closed,
-];
-
-impl Status {
-    pub(crate) fn state(&self) -> SessionState {
-        STATES[usize::from(self.state.load(Ordering::Acquire)) % STATES.len()]
-    }
-
-    pub(crate) fn session_id(&self) -> i64 {
-        self.session_id.load(Ordering::Acquire)
-    }
-
-    pub(crate) fn negotiated(&self) -> Option<Duration> {
-        match self.negotiated_ms.load(Ordering::Acquire) {
-            0 => None,
-            ms => Some(Duration::from_millis(ms)),
-        }
-    }
-
-    pub(crate) fn last_zxid(&self) -> i64 {
-        self.last_zxid.load(Ordering::Acquire)
-    }
-
-    fn store<R, W: Clone>(&self, session: &Session<R, W>) {
-        let state = STATES
-            .iter()
-            .position(|s| *s == session.state())
-            .unwrap_or(0);
-        self.session_id
-            .store(session.session_id(), Ordering::Release);
-        self.negotiated_ms.store(
-            session
-                .negotiated_timeout()
-                .map_or(0, |t| t.as_millis().max(1) as u64),
-            Ordering::Release,
-        );
-        self.last_zxid.store(session.last_zxid(), Ordering::Release);
-        // Last: whoever sees the new state sees the rest with it.
-        self.state.store(state as u8, Ordering::Release);
-    }
 }
 
 pub(crate) struct DriverConfig {
@@ -329,67 +175,6 @@ struct Connection {
     opened: Instant,
     writable_interest: bool,
     link: link::Link,
-}
-
-/// The servers, shuffled once, tried in turn; a pause with jitter after a
-/// whole round failed.
-struct HostList {
-    hosts: Vec<SocketAddr>,
-    next: usize,
-    failures_in_round: usize,
-    backoff: Duration,
-    not_before: Instant,
-    rng: u64,
-}
-
-impl HostList {
-    fn new(mut hosts: Vec<SocketAddr>, now: Instant) -> Self {
-        let mut rng = u64::from_le_bytes(
-            uuid::Uuid::new_v4().as_bytes()[..8]
-                .try_into()
-                .unwrap_or([7; 8]),
-        ) | 1;
-        for i in (1..hosts.len()).rev() {
-            let j = (xorshift(&mut rng) % (i as u64 + 1)) as usize;
-            hosts.swap(i, j);
-        }
-        HostList {
-            hosts,
-            next: 0,
-            failures_in_round: 0,
-            backoff: Duration::from_millis(50),
-            not_before: now,
-            rng,
-        }
-    }
-
-    fn take(&mut self) -> SocketAddr {
-        let addr = self.hosts[self.next % self.hosts.len()];
-        self.next = (self.next + 1) % self.hosts.len();
-        addr
-    }
-
-    fn succeeded(&mut self) {
-        self.failures_in_round = 0;
-        self.backoff = Duration::from_millis(50);
-    }
-
-    fn failed(&mut self, now: Instant) {
-        self.failures_in_round += 1;
-        if self.failures_in_round >= self.hosts.len() {
-            self.failures_in_round = 0;
-            let jitter = xorshift(&mut self.rng) % (self.backoff.as_millis() as u64 + 1);
-            self.not_before = now + self.backoff + Duration::from_millis(jitter);
-            self.backoff = (self.backoff * 2).min(Duration::from_secs(1));
-        }
-    }
-}
-
-fn xorshift(s: &mut u64) -> u64 {
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    *s
 }
 
 struct Driver {

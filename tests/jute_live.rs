@@ -52,9 +52,10 @@ fn handshake_and_basic_ops_with_the_codec_only() {
         path: root.clone(),
         watch: false,
     }));
-    let Ok(Response::Children2 { mut children, stat }) = r else {
+    let Ok(Response::Children2 { children, stat }) = r else {
         panic!("{r:?}")
     };
+    let mut children = children.to_vec();
     children.sort();
     assert_eq!(children, created);
     assert_eq!(stat.num_children, 3);

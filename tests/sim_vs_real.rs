@@ -395,14 +395,16 @@ fn norm(resp: Response, base: i64, sessions: &[i64]) -> Response {
             data,
             stat: st(stat),
         },
-        Response::Children(mut c) => {
+        Response::Children(c) => {
+            let mut c = c.to_vec();
             c.sort();
-            Response::Children(c)
+            Response::Children(c.into())
         }
-        Response::Children2 { mut children, stat } => {
+        Response::Children2 { children, stat } => {
+            let mut children = children.to_vec();
             children.sort();
             Response::Children2 {
-                children,
+                children: children.into(),
                 stat: st(stat),
             }
         }

@@ -38,6 +38,7 @@ pub use records::connect::{ConnectRequest, ConnectResponse};
 pub use records::data::{Acl, Id, Stat, STAT_LEN};
 pub use records::header::{ReplyHeader, RequestHeader};
 pub use records::multi::{MultiOp, MultiResult};
+pub use records::names::{Names, NamesIter};
 pub use records::request::{
     AddWatchRequest, AuthPacket, CreateRequest, CreateTtlRequest, PathVersion, PathWatch, Request,
     SetAclRequest, SetDataRequest, SetWatches, WatchesRequest,

@@ -65,6 +65,15 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// A flag that peers older than ZooKeeper 3.4 leave off the end of a
+    /// record (the connect handshake's read-only flag): absent is `false`.
+    pub fn read_trailing_bool(&mut self) -> Result<bool, DecodeError> {
+        if self.remaining() == 0 {
+            return Ok(false);
+        }
+        self.read_bool()
+    }
+
     /// A length prefix: `None` for null (-1), an error below -1 or past the end.
     /// `unit` is the least number of bytes one element occupies.
     fn read_len(&mut self, unit: usize) -> Result<Option<usize>, DecodeError> {

@@ -104,7 +104,7 @@ fn get_children2() {
     let Ok(Response::Children2 { children, stat }) = result else {
         panic!("{result:?}")
     };
-    assert_eq!(children, vec!["n-0000000000".to_string()]);
+    assert_eq!(children.to_vec(), vec!["n-0000000000".to_string()]);
     assert_eq!(
         (stat.cversion, stat.num_children, stat.data_length),
         (1, 1, 2)

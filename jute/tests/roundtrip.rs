@@ -201,11 +201,14 @@ impl Gen {
                     stat: self.stat(),
                 },
             ),
-            5 => (OpCode::GetChildren, Response::Children(self.strings())),
+            5 => (
+                OpCode::GetChildren,
+                Response::Children(self.strings().into()),
+            ),
             6 => (
                 OpCode::GetChildren2,
                 Response::Children2 {
-                    children: self.strings(),
+                    children: self.strings().into(),
                     stat: self.stat(),
                 },
             ),

@@ -123,13 +123,13 @@ pub enum OpResult {
         /// The new node's Stat.
         stat: Stat,
     },
-    /// The node was deleted.
+    /// [`Op::Delete`] removed its node.
     Delete,
-    /// The data was replaced.
+    /// [`Op::SetData`] wrote; the node as it is now.
     SetData {
-        /// The node's Stat after the write.
+        /// Version, mzxid and length after the write.
         stat: Stat,
     },
-    /// The check passed.
+    /// [`Op::Check`] found the version it asked for.
     Check,
 }

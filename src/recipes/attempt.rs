@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use jute::{Acl, Stat};
+use jute::{Acl, Names, Stat};
 
 use super::held::LockState;
 use super::queue::{sequence_order, Contender};
@@ -24,11 +24,7 @@ impl Rule {
     /// Where `our_name` stands among `children` (a listing, in any order),
     /// found in one pass that copies no names: a long queue costs each
     /// waiter one scan, not a sorted copy. `None` if our node is not there.
-    pub(crate) fn standing<'a>(
-        self,
-        children: &'a [String],
-        our_name: &str,
-    ) -> Option<Standing<'a>> {
+    pub(crate) fn standing<'a>(self, children: &'a Names, our_name: &str) -> Option<Standing<'a>> {
         let (our_sequence, _) = Contender::classify(our_name)?;
         let below = |seq: i32, name: &str| {
             sequence_order(seq, our_sequence)
@@ -40,7 +36,7 @@ impl Rule {
         let mut blocking = 0usize;
         let mut nearest: Option<(i32, &'a str)> = None;
         let mut below_us = 0usize;
-        for name in children {
+        for name in children.iter() {
             if name == our_name {
                 found = true;
                 continue;
@@ -60,11 +56,8 @@ impl Rule {
                 continue;
             }
             blocking += 1;
-            let nearer = nearest.is_none_or(|(s, n)| {
-                sequence_order(seq, s)
-                    .then_with(|| name.as_str().cmp(n))
-                    .is_gt()
-            });
+            let nearer = nearest
+                .is_none_or(|(s, n)| sequence_order(seq, s).then_with(|| name.cmp(n)).is_gt());
             if nearer {
                 nearest = Some((seq, name));
             }

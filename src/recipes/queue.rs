@@ -154,10 +154,10 @@ pub fn sequence_order(a: i32, b: i32) -> Ordering {
 }
 
 /// The contenders among `children`, in queue order.
-pub fn sorted_contenders<'a>(children: impl IntoIterator<Item = &'a String>) -> Vec<Contender> {
+pub fn sorted_contenders<S: AsRef<str>>(children: impl IntoIterator<Item = S>) -> Vec<Contender> {
     let mut out: Vec<Contender> = children
         .into_iter()
-        .filter_map(|c| Contender::parse(c))
+        .filter_map(|c| Contender::parse(c.as_ref()))
         .collect();
     out.sort_by(|a, b| sequence_order(a.sequence, b.sequence).then_with(|| a.name.cmp(&b.name)));
     out

@@ -167,10 +167,11 @@ impl RwLock {
 mod tests {
     use super::*;
     use crate::recipes::attempt::{Blocker, Standing};
+    use jute::Names;
 
     /// Names of a read/write queue, `r` and `w` in sequence order, listed
     /// out of order as a server may.
-    fn q(kinds: &str) -> Vec<String> {
+    fn q(kinds: &str) -> Names {
         let mut names: Vec<String> = kinds
             .chars()
             .enumerate()
@@ -180,17 +181,17 @@ mod tests {
             })
             .collect();
         names.reverse();
-        names
+        names.into()
     }
 
-    fn blocker<'a>(rule: Rule, queue: &'a [String], me: usize) -> Option<Blocker<'a>> {
-        let me = &queue[queue.len() - 1 - me];
+    fn blocker(rule: Rule, queue: &Names, me: usize) -> Option<Blocker<'_>> {
+        let me = queue.get(queue.len() - 1 - me).unwrap();
         let Standing { blocker } = rule.standing(queue, me).unwrap();
         blocker
     }
 
-    fn node(queue: &[String], i: usize, alone: bool) -> Option<Blocker<'_>> {
-        let name = &queue[queue.len() - 1 - i];
+    fn node(queue: &Names, i: usize, alone: bool) -> Option<Blocker<'_>> {
+        let name = queue.get(queue.len() - 1 - i).unwrap();
         Some(Blocker::Node { name, alone })
     }
 

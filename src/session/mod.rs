@@ -24,8 +24,8 @@ use std::time::{Duration, Instant};
 
 use bytes::{Buf, BytesMut};
 use jute::{
-    decode_reply, decode_server_message, encode_connect, encode_request, split_frame, xid,
-    AddWatchMode, AuthPacket, ConnectRequest, ConnectResponse, Decode, ErrorCode, EventType,
+    decode_reply, decode_server_message, encode_connect, encode_request, frame_len, split_frame,
+    xid, AddWatchMode, AuthPacket, ConnectRequest, ConnectResponse, Decode, ErrorCode, EventType,
     KeeperState, OpCode, Request, Response, ServerMessage, WatcherEvent, WatcherType,
 };
 
@@ -407,6 +407,12 @@ impl<R, W: Clone> Session<R, W> {
             return;
         }
         self.input.extend_from_slice(bytes);
+        if let Ok(Some(len)) = frame_len(&self.input, self.config.max_frame) {
+            // A long reply arriving in pieces: room for all of it at once,
+            // not a doubling (and a copy) per piece.
+            self.input
+                .reserve((4 + len).saturating_sub(self.input.len()));
+        }
         self.last_heard = Some(now);
         loop {
             let frame = match split_frame(&mut self.input, self.config.max_frame) {

@@ -5,8 +5,8 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 use jute::{
     decode_request_header, encode_frame, split_frame, ConnectRequest, ConnectResponse, Decode,
-    Encode, ErrorCode, EventType, KeeperState, OpCode, PathWatch, ReplyHeader, Request, Response,
-    Stat, WatcherEvent,
+    Encode, ErrorCode, EventType, KeeperState, Names, OpCode, PathWatch, ReplyHeader, Request,
+    Response, Stat, WatcherEvent,
 };
 
 use super::*;
@@ -275,7 +275,7 @@ fn reconnect_resumes_the_session_and_rearms_watches() {
     );
     h.sent();
     h.reply(1, 40, ErrorCode::NoNode, Response::Empty);
-    h.reply(2, 41, ErrorCode::Ok, Response::Children(vec![]));
+    h.reply(2, 41, ErrorCode::Ok, Response::Children(Names::new()));
     h.events();
     assert_eq!(h.s.watch_count(), 2);
     h.s.handle_disconnected(h.now);
@@ -325,7 +325,7 @@ fn node_deleted_fires_data_and_child_watches_once() {
         2,
         ErrorCode::Ok,
         Response::Children2 {
-            children: vec![],
+            children: Names::new(),
             stat: Stat::default(),
         },
     );

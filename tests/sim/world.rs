@@ -632,7 +632,7 @@ impl World {
             Fault::AdminDelete { lock, head } => {
                 let parent = self.specs[lock].parent.clone();
                 let names: Vec<String> =
-                    zklock::recipes::sorted_contenders(&self.server.children(&parent))
+                    zklock::recipes::sorted_contenders(self.server.children(&parent))
                         .into_iter()
                         .map(|c| c.name)
                         .collect();

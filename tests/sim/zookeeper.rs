@@ -1693,6 +1693,7 @@ impl SimZooKeeper {
         if p.watch {
             self.add_watch(Table::Child, &p.path, conn, Mode::Standard);
         }
+        let children = children.into();
         Ok(if two {
             Response::Children2 { children, stat }
         } else {

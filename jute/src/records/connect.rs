@@ -42,12 +42,7 @@ impl Decode for ConnectRequest {
             timeout_ms: r.read_i32()?,
             session_id: r.read_i64()?,
             passwd: r.read_buffer()?,
-            // Clients older than 3.4 omit the flag.
-            read_only: if r.remaining() > 0 {
-                r.read_bool()?
-            } else {
-                false
-            },
+            read_only: r.read_trailing_bool()?,
         })
     }
 }
@@ -93,11 +88,7 @@ impl Decode for ConnectResponse {
             timeout_ms: r.read_i32()?,
             session_id: r.read_i64()?,
             passwd: r.read_buffer()?,
-            read_only: if r.remaining() > 0 {
-                r.read_bool()?
-            } else {
-                false
-            },
+            read_only: r.read_trailing_bool()?,
         })
     }
 }

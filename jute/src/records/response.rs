@@ -3,9 +3,10 @@
 
 use bytes::BytesMut;
 
-use crate::primitives::{write_buffer, write_string, write_string_vec, Reader};
+use crate::primitives::{write_buffer, write_string, Reader};
 use crate::records::data::{read_acls, write_acls};
 use crate::records::multi::{read_multi_results, write_multi_results, MultiResult};
+use crate::records::names::Names;
 use crate::{Acl, Decode, DecodeError, Encode, ErrorCode, OpCode, ReplyHeader, Stat};
 
 /// A successful reply's body.
@@ -33,11 +34,11 @@ pub enum Response {
         stat: Stat,
     },
     /// getChildren (child names) and getEphemerals (node paths).
-    Children(Vec<String>),
+    Children(Names),
     /// getChildren2.
     Children2 {
         /// Child names, not full paths, in no guaranteed order.
-        children: Vec<String>,
+        children: Names,
         /// The parent's Stat.
         stat: Stat,
     },
@@ -75,10 +76,10 @@ impl Response {
                 stat: Stat::decode(&mut r)?,
             },
             OpCode::GetChildren | OpCode::GetEphemerals => {
-                Response::Children(r.read_string_vec("child")?)
+                Response::Children(Names::decode(&mut r)?)
             }
             OpCode::GetChildren2 => Response::Children2 {
-                children: r.read_string_vec("child")?,
+                children: Names::decode(&mut r)?,
                 stat: Stat::decode(&mut r)?,
             },
             OpCode::GetAcl => Response::Acl {
@@ -117,9 +118,9 @@ impl Response {
                 write_buffer(buf, data);
                 stat.encode(buf);
             }
-            Response::Children(c) => write_string_vec(buf, c),
+            Response::Children(c) => c.encode(buf),
             Response::Children2 { children, stat } => {
-                write_string_vec(buf, children);
+                children.encode(buf);
                 stat.encode(buf);
             }
             Response::Acl { acl, stat } => {

@@ -3,7 +3,9 @@
 
 use std::time::Instant;
 
-use jute::{CreateMode, CreateRequest, ErrorCode, PathVersion, PathWatch, Request, Response};
+use jute::{
+    CreateMode, CreateRequest, ErrorCode, Names, PathVersion, PathWatch, Request, Response,
+};
 
 use super::{list, AttemptId, LockEvent, LockMachine, Regression};
 use crate::recipes::attempt::{Blocker, Goal, Node, Purpose};
@@ -259,7 +261,7 @@ impl LockMachine {
         result: Result<Response, RequestError>,
     ) {
         let children = match &result {
-            Ok(Response::Children(children)) => Some(children.as_slice()),
+            Ok(Response::Children(children)) => Some(children),
             _ => None,
         };
         for &id in ids {
@@ -284,7 +286,7 @@ impl LockMachine {
         &mut self,
         now: Instant,
         id: AttemptId,
-        children: &[String],
+        children: &Names,
         watch: Option<u64>,
     ) {
         let Some(a) = self.attempts.get_mut(&id) else {
@@ -299,7 +301,7 @@ impl LockMachine {
         // A create whose reply was lost can show up late, after we created
         // again: another node with our attempt id would block us forever.
         for name in children {
-            if protected_id(name) == Some(a.uuid.as_str()) && *name != our_name {
+            if protected_id(name) == Some(a.uuid.as_str()) && name != our_name {
                 a.add_stray(name);
             }
         }

@@ -1,0 +1,61 @@
+//! Who receives what the session core answers: a blocked caller's channel,
+//! a watcher, or the I/O task under a token.
+
+use std::sync::{Arc, Weak};
+
+use crossbeam_channel::Sender;
+use jute::Response;
+
+use crate::session::{RequestError, WatchEvent};
+
+/// Where a caller waits for its reply.
+pub(crate) type ReplySender = Sender<Result<Response, RequestError>>;
+/// What a watch hands on: an event, or why no (further) event will come.
+pub(crate) type WatchOutcome = Result<WatchEvent, RequestError>;
+
+/// Where a watcher's events go (for a one-shot watch: its one event, or the
+/// reason it will never come), and whether anyone still waits there. The
+/// layer above says how an outcome is delivered (its own channel, in its
+/// own types); the I/O thread only calls it.
+#[derive(Clone)]
+pub(crate) struct WatchSender {
+    pub(super) deliver: Arc<dyn Fn(WatchOutcome) + Send + Sync>,
+    wanted: Weak<()>,
+}
+
+impl WatchSender {
+    /// A watcher that hands each outcome to `deliver`, and is wanted while
+    /// the returned token lives. Dropping the last clone of the sender drops
+    /// `deliver` (and so the channel it sends on).
+    pub(crate) fn new(
+        deliver: impl Fn(WatchOutcome) + Send + Sync + 'static,
+    ) -> (WatchSender, Arc<()>) {
+        let token = Arc::new(());
+        let sender = WatchSender {
+            deliver: Arc::new(deliver),
+            wanted: Arc::downgrade(&token),
+        };
+        (sender, token)
+    }
+
+    pub(crate) fn is_wanted(&self) -> bool {
+        self.wanted.strong_count() > 0
+    }
+}
+
+/// Where the session core's answer to a request goes.
+pub(crate) enum ReplyTo {
+    /// A caller blocked on a channel.
+    Caller(ReplySender),
+    /// The I/O task, under its token.
+    Task(u64),
+}
+
+/// Where a watch's event goes.
+#[derive(Clone)]
+pub(crate) enum WatchTo {
+    /// A watcher's channel.
+    Caller(WatchSender),
+    /// The I/O task, under the token of the request that set the watch.
+    Task(u64),
+}
