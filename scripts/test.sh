@@ -20,6 +20,10 @@ cargo test --workspace --doc --all-features
 # of a given version as immutable, so an older build of the unpublished
 # zklock 0.1.0 would otherwise be reused for zklock-cli's check.
 rm -rf target/publish-check
+# Cargo also keeps the unpacked .crate of each unpublished crate under its
+# registry cache (the local registry's folder starts with "-"), and would
+# check zklock-cli against a zklock unpacked by an earlier run.
+rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/zklock-*
 CARGO_TARGET_DIR=target/publish-check cargo publish --dry-run --workspace --allow-dirty
 # The documentation as docs.rs builds it: all features, --cfg docsrs.
 RUSTDOCFLAGS="-D warnings --cfg docsrs" cargo doc --workspace --all-features --no-deps

@@ -82,24 +82,17 @@ impl Bench<'_> {
         let path = self.fresh_path(&format!("unc-{}-{round}", imp.key()))?;
         let w = self.start(imp, "uncontended", &path, &[format!("cycles={k}")])?;
         let pid = w.pid();
-        let (mut rest, mut p0, mut p1) = (Proc::default(), Proc::default(), Proc::default());
-        let (mut m0, mut m1) = (Mntr::default(), Mntr::default());
+        let mut rest = Proc::default();
+        let mut span = Span::default();
         let server = &self.server;
         let j = w.drive(|stage, _| {
-            match stage {
-                "rest" => rest = Proc::of(pid),
-                "ready" => {
-                    m0 = server.mntr();
-                    p0 = Proc::of(pid);
-                }
-                "done" => {
-                    p1 = Proc::of(pid);
-                    m1 = server.mntr();
-                }
-                _ => {}
+            if stage == "rest" {
+                rest = Proc::of(pid);
             }
+            span.read(stage, server, pid);
             Ok(())
         })?;
+        let Span { p0, p1, m0, m1 } = span;
         let lat: Vec<f64> = j.arr("latencies_ns").iter().map(Json::as_f64).collect();
         let ops = lat.len().max(1) as f64;
         let (mean, p50, p99) = stats_us(lat);
@@ -128,23 +121,13 @@ impl Bench<'_> {
         ];
         let w = self.start(imp, "contended", &path, &params)?;
         let pid = w.pid();
-        let (mut p0, mut p1) = (Proc::default(), Proc::default());
-        let (mut m0, mut m1) = (Mntr::default(), Mntr::default());
+        let mut span = Span::default();
         let server = &self.server;
         let j = w.drive(|stage, _| {
-            match stage {
-                "ready" => {
-                    m0 = server.mntr();
-                    p0 = Proc::of(pid);
-                }
-                "done" => {
-                    p1 = Proc::of(pid);
-                    m1 = server.mntr();
-                }
-                _ => {}
-            }
+            span.read(stage, server, pid);
             Ok(())
         })?;
+        let Span { p0, p1, m0, m1 } = span;
         // [session, acquired, released] in acquisition order.
         let mut t: Vec<[f64; 3]> = j
             .arr("timeline")
@@ -343,4 +326,30 @@ pub fn warm_server(b: &Bench) -> BoxResult<()> {
         mutex.lock()?.unlock()?;
     }
     Ok(())
+}
+
+/// The worker's `/proc` and the server's `mntr` read at the `ready` and
+/// `done` stages: what a timed loop cost between them.
+#[derive(Default)]
+struct Span {
+    p0: Proc,
+    p1: Proc,
+    m0: Mntr,
+    m1: Mntr,
+}
+
+impl Span {
+    fn read(&mut self, stage: &str, server: &Server, pid: u32) {
+        match stage {
+            "ready" => {
+                self.m0 = server.mntr();
+                self.p0 = Proc::of(pid);
+            }
+            "done" => {
+                self.p1 = Proc::of(pid);
+                self.m1 = server.mntr();
+            }
+            _ => {}
+        }
+    }
 }
