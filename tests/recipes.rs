@@ -70,7 +70,9 @@ fn downgrade_allowed_upgrade_refused() {
     // Still excluded: the downgraded read keeps the write node.
     let other = RwLock::new(&client(), &p).unwrap();
     assert!(other.try_write().unwrap().is_none());
-    drop(r);
+    // Waits for the delete: a dropped guard's delete may still be on its
+    // way when another session looks.
+    r.unlock().unwrap();
     assert!(other.try_write().unwrap().is_some());
     let r = rw.read().unwrap();
     assert_eq!(rw.write().unwrap_err(), LockError::UpgradeRefused);
