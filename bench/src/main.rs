@@ -5,6 +5,7 @@
 //! bench/results.svg). `zklock-bench worker <mode> ...` is zklock's worker.
 //! See bench/README.md. A measurement, not a test: nothing asserts on timings.
 
+mod floor;
 mod footprint;
 mod json;
 mod modes;

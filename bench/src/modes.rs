@@ -109,6 +109,28 @@ impl Bench<'_> {
             let key = self.key(k);
             self.results.put(&key, imp, v);
         }
+        if imp == Impl::Zklock {
+            self.floor(round, p50)?;
+        }
+        Ok(())
+    }
+
+    /// The raw pipelined floor (src/floor.rs) on the same server, right
+    /// after zklock's own loop, and zklock's p50 over it.
+    fn floor(&mut self, round: usize, zklock_p50: f64) -> BoxResult<()> {
+        let path = self.fresh_path(&format!("floor-{round}"))?;
+        let cycles = format!("cycles={}", self.sizes.cycles);
+        let w = self.start(Impl::Zklock, "floor", &path, &[cycles])?;
+        let j = w.drive(|_, _| Ok(()))?;
+        let lat: Vec<f64> = j.arr("latencies_ns").iter().map(Json::as_f64).collect();
+        let (_, p50, _) = stats_us(lat);
+        for (k, v) in [
+            ("unc.floor_p50_us", p50),
+            ("unc.over_floor", zklock_p50 / p50),
+        ] {
+            let key = self.key(k);
+            self.results.put(&key, Impl::Zklock, v);
+        }
         Ok(())
     }
 

@@ -40,6 +40,16 @@ fn rows(s: &Sizes, r: &Results, fs: &str, full: bool) -> Vec<Row> {
             &k("unc.p50_us"),
             Lower,
         ),
+        row(
+            "uncontended: p50 µs of a raw client (codec only; create2+getChildren in one write, delete overlapped)".into(),
+            &k("unc.floor_p50_us"),
+            Lower,
+        ),
+        row(
+            "uncontended: zklock's p50 ÷ that raw floor".into(),
+            &k("unc.over_floor"),
+            Neither,
+        ),
         row("uncontended: p99 µs".into(), &k("unc.p99_us"), Lower),
         row(
             "uncontended: client CPU µs per lock+unlock".into(),

@@ -23,12 +23,12 @@ use zklock::Client;
 
 use crate::json::ObjWriter;
 
-type BoxResult<T> = Result<T, Box<dyn Error + Send + Sync>>;
+pub(crate) type BoxResult<T> = Result<T, Box<dyn Error + Send + Sync>>;
 
 const SESSION_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The `name=value` parameters after the fixed arguments.
-struct Params(BTreeMap<String, String>);
+pub(crate) struct Params(BTreeMap<String, String>);
 
 impl Params {
     fn parse(args: &[String]) -> BoxResult<Params> {
@@ -42,7 +42,7 @@ impl Params {
         Ok(Params(m))
     }
 
-    fn usize(&self, key: &str, default: usize) -> BoxResult<usize> {
+    pub(crate) fn usize(&self, key: &str, default: usize) -> BoxResult<usize> {
         match self.0.get(key) {
             None => Ok(default),
             Some(v) => Ok(v.parse().map_err(|_| format!("{key}={v} is not a count"))?),
@@ -55,7 +55,7 @@ impl Params {
 }
 
 /// Prints `S <name>` and waits for the orchestrator's answer.
-fn stage(name: &str) -> BoxResult<()> {
+pub(crate) fn stage(name: &str) -> BoxResult<()> {
     let mut out = std::io::stdout().lock();
     writeln!(out, "S {name}")?;
     out.flush()?;
@@ -89,6 +89,7 @@ pub fn main(args: &[String]) -> BoxResult<()> {
         "contended" => contended(connect_string, path, &p, &mut out)?,
         "waiters" => waiters(connect_string, path, &p, &mut out)?,
         "held" => held(connect_string, path, &p, &mut out)?,
+        "floor" => crate::floor::uncontended(connect_string, path, &p, &mut out)?,
         other => return Err(format!("unknown mode {other:?}").into()),
     }
     let mut stdout = std::io::stdout().lock();
