@@ -35,6 +35,11 @@ pub(crate) use task::{IoTask, TaskRequest, TaskSender};
 const SOCKET: Token = Token(0);
 const WAKER: Token = Token(1);
 /// A connection that lasted this long was not a failure.
+/// One socket read. Replies are small but for listings; a long listing
+/// takes a few more reads rather than every client keeping a large buffer
+/// (a process with a hundred sessions).
+const READ_CHUNK: usize = 16 * 1024;
+
 const HEALTHY_CONNECTION: Duration = Duration::from_secs(1);
 
 /// What API threads ask of the I/O thread.
@@ -149,7 +154,7 @@ pub(crate) fn spawn(config: DriverConfig) -> io::Result<DriverHandle> {
         subscribers: Vec::new(),
         status: status.clone(),
         commands_open: true,
-        read_buf: vec![0; 64 * 1024].into_boxed_slice(),
+        read_buf: vec![0; READ_CHUNK].into_boxed_slice(),
     };
     let thread = std::thread::Builder::new()
         .name("zklock-io".into())
