@@ -43,7 +43,7 @@ pub use records::request::{
     AddWatchRequest, AuthPacket, CreateRequest, CreateTtlRequest, PathVersion, PathWatch, Request,
     SetAclRequest, SetDataRequest, SetWatches, WatchesRequest,
 };
-pub use records::response::{decode_reply, ReplyResult, Response};
+pub use records::response::{decode_reply, decode_reply_in, ReplyResult, Response};
 pub use records::watch::WatcherEvent;
 
 /// A record that can be written to the wire.

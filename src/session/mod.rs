@@ -22,9 +22,9 @@ mod tests;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use bytes::{Buf, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use jute::{
-    decode_reply, decode_server_message, encode_connect, encode_request, frame_len, split_frame,
+    decode_reply_in, decode_server_message, encode_connect, encode_request, frame_len, split_frame,
     xid, AddWatchMode, AuthPacket, ConnectRequest, ConnectResponse, Decode, ErrorCode, EventType,
     KeeperState, OpCode, Request, Response, ServerMessage, WatcherEvent, WatcherType,
 };
@@ -802,7 +802,7 @@ impl<R, W: Clone> Session<R, W> {
         }
     }
 
-    fn on_message(&mut self, frame: &[u8]) -> Result<(), String> {
+    fn on_message(&mut self, frame: &Bytes) -> Result<(), String> {
         let msg = decode_server_message(frame).map_err(|e| format!("reply: {e}"))?;
         let (header, body) = match msg {
             ServerMessage::WatchEvent { event, .. } => {
@@ -876,7 +876,7 @@ impl<R, W: Clone> Session<R, W> {
             return Err("in-flight queue emptied under us".into());
         };
         self.answered(p.sent);
-        let result = match decode_reply(p.op, &header, body) {
+        let result = match decode_reply_in(p.op, &header, body, Some(frame)) {
             Ok(r) => r,
             Err(e) => {
                 // Put the caller back so the disconnect answers it.

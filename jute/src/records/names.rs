@@ -2,13 +2,17 @@
 
 use std::fmt;
 
-use bytes::BytesMut;
+use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::primitives::{write_i32, write_string, Reader};
 use crate::DecodeError;
 
-/// Names as a reply lists them, all in one string: a listing of thousands
-/// of children costs two allocations, not one per name. Order is kept.
+/// Names as a reply lists them, in one buffer: a listing of thousands of
+/// children costs one small allocation for their places, and none for the
+/// names when decoded from a shared frame ([`decode_reply_in`]), where they
+/// stay. Order is kept.
+///
+/// [`decode_reply_in`]: crate::decode_reply_in
 ///
 /// ```
 /// use zklock_jute::Names;
@@ -16,11 +20,12 @@ use crate::DecodeError;
 /// assert_eq!(names.iter().collect::<Vec<_>>(), ["a", "b"]);
 /// assert_eq!(names.to_vec(), vec!["a".to_string(), "b".to_string()]);
 /// ```
-#[derive(Clone, Default, PartialEq, Eq)]
+#[derive(Clone, Default)]
 pub struct Names {
-    text: String,
-    /// Where each name ends in `text` (a frame is far below 4 GiB).
-    ends: Vec<u32>,
+    /// The bytes the names lie in (UTF-8 checked when decoded or built).
+    buf: Bytes,
+    /// Where each name starts and ends in `buf` (a frame is far below 4 GiB).
+    spans: Vec<(u32, u32)>,
 }
 
 impl Names {
@@ -29,31 +34,21 @@ impl Names {
         Names::default()
     }
 
-    /// Appends a name.
-    pub fn push(&mut self, name: &str) {
-        self.text.push_str(name);
-        self.ends
-            .push(u32::try_from(self.text.len()).unwrap_or(u32::MAX));
-    }
-
     /// How many names.
     pub fn len(&self) -> usize {
-        self.ends.len()
+        self.spans.len()
     }
 
     /// Whether there are none.
     pub fn is_empty(&self) -> bool {
-        self.ends.is_empty()
+        self.spans.is_empty()
     }
 
     /// The `i`th name.
     pub fn get(&self, i: usize) -> Option<&str> {
-        let end = *self.ends.get(i)? as usize;
-        let start = match i {
-            0 => 0,
-            _ => self.ends[i - 1] as usize,
-        };
-        self.text.get(start..end)
+        let (start, end) = *self.spans.get(i)?;
+        let bytes = self.buf.get(start as usize..end as usize)?;
+        std::str::from_utf8(bytes).ok()
     }
 
     /// The names in order.
@@ -69,9 +64,10 @@ impl Names {
         self.iter().map(str::to_owned).collect()
     }
 
-    /// Decodes a vector of strings; null reads as empty. Each name is
-    /// checked as UTF-8 where it lies in the frame.
-    pub fn decode(r: &mut Reader<'_>) -> Result<Names, DecodeError> {
+    /// Decodes a vector of strings; null reads as empty. With `shared`,
+    /// the buffer the reader's bytes lie in, the names stay there;
+    /// without, they are copied once, all together.
+    pub fn decode(r: &mut Reader<'_>, shared: Option<&Bytes>) -> Result<Names, DecodeError> {
         let count = r.read_i32()?;
         if count == -1 {
             return Ok(Names::new());
@@ -89,18 +85,22 @@ impl Names {
                 remaining: r.remaining(),
             });
         }
-        let mut names = Names {
-            text: String::with_capacity(r.remaining() - needed),
-            ends: Vec::with_capacity(count),
-        };
+        let region = r.rest();
+        let mut spans = Vec::with_capacity(count);
         for _ in 0..count {
             let len = r.read_i32()?;
             let len = usize::try_from(len).map_err(|_| DecodeError::InvalidLength(len))?;
+            let start = region.len() - r.remaining();
             let bytes = r.take(len)?;
-            let name = std::str::from_utf8(bytes).map_err(|_| DecodeError::InvalidUtf8)?;
-            names.push(name);
+            std::str::from_utf8(bytes).map_err(|_| DecodeError::InvalidUtf8)?;
+            spans.push((offset(start), offset(start + len)));
         }
-        Ok(names)
+        let used = &region[..region.len() - r.remaining()];
+        let buf = match shared {
+            Some(frame) if within(frame, used) => frame.slice_ref(used),
+            _ => Bytes::copy_from_slice(used),
+        };
+        Ok(Names { buf, spans })
     }
 
     /// Encodes as a vector of strings.
@@ -112,6 +112,25 @@ impl Names {
     }
 }
 
+fn offset(at: usize) -> u32 {
+    u32::try_from(at).unwrap_or(u32::MAX)
+}
+
+/// Whether `part` lies inside `whole`'s bytes (`Bytes::slice_ref` panics
+/// otherwise).
+fn within(whole: &Bytes, part: &[u8]) -> bool {
+    let (w, p) = (whole.as_ptr() as usize, part.as_ptr() as usize);
+    p >= w && p + part.len() <= w + whole.len()
+}
+
+impl PartialEq for Names {
+    fn eq(&self, other: &Names) -> bool {
+        self.len() == other.len() && self.iter().eq(other.iter())
+    }
+}
+
+impl Eq for Names {}
+
 impl fmt::Debug for Names {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_list().entries(self.iter()).finish()
@@ -120,27 +139,30 @@ impl fmt::Debug for Names {
 
 impl From<Vec<String>> for Names {
     fn from(names: Vec<String>) -> Self {
-        names.into_iter().collect()
+        names.iter().map(String::as_str).collect()
     }
 }
 
 impl<'a> FromIterator<&'a str> for Names {
     fn from_iter<I: IntoIterator<Item = &'a str>>(iter: I) -> Self {
-        let mut names = Names::new();
+        let mut buf = BytesMut::new();
+        let mut spans = Vec::new();
         for name in iter {
-            names.push(name);
+            let start = buf.len();
+            buf.put_slice(name.as_bytes());
+            spans.push((offset(start), offset(buf.len())));
         }
-        names
+        Names {
+            buf: buf.freeze(),
+            spans,
+        }
     }
 }
 
 impl FromIterator<String> for Names {
     fn from_iter<I: IntoIterator<Item = String>>(iter: I) -> Self {
-        let mut names = Names::new();
-        for name in iter {
-            names.push(&name);
-        }
-        names
+        let names: Vec<String> = iter.into_iter().collect();
+        names.into()
     }
 }
 
@@ -182,21 +204,30 @@ mod tests {
     use super::*;
 
     #[test]
-    fn round_trips_and_refuses_short_input() {
+    fn round_trips_shared_or_copied_and_refuses_short_input() {
         let names: Names = ["x", "", "żółw"].into_iter().collect();
         let mut buf = BytesMut::new();
         names.encode(&mut buf);
-        let mut r = Reader::new(&buf);
-        assert_eq!(Names::decode(&mut r).unwrap(), names);
+        let frame = buf.freeze();
+        let mut r = Reader::new(&frame);
+        let shared = Names::decode(&mut r, Some(&frame)).unwrap();
+        assert_eq!(shared, names);
         assert_eq!(r.remaining(), 0);
+        // The names stay in the frame: no copy of them.
+        assert!(within(&frame, &shared.buf));
+        let mut r = Reader::new(&frame);
+        assert_eq!(Names::decode(&mut r, None).unwrap(), names);
         // A count far beyond the bytes: refused before any allocation.
         let mut r = Reader::new(&[0x7f, 0xff, 0xff, 0xff, 0, 0, 0, 1]);
-        assert!(Names::decode(&mut r).is_err());
+        assert!(Names::decode(&mut r, None).is_err());
         // Null is empty.
         let mut r = Reader::new(&[0xff, 0xff, 0xff, 0xff]);
-        assert!(Names::decode(&mut r).unwrap().is_empty());
+        assert!(Names::decode(&mut r, None).unwrap().is_empty());
         // A negative name length is an error, not a null name.
         let mut r = Reader::new(&[0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff]);
-        assert!(Names::decode(&mut r).is_err());
+        assert!(Names::decode(&mut r, None).is_err());
+        // Bytes that are not UTF-8 are refused.
+        let mut r = Reader::new(&[0, 0, 0, 1, 0, 0, 0, 1, 0xff]);
+        assert!(Names::decode(&mut r, None).is_err());
     }
 }

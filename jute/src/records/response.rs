@@ -1,7 +1,7 @@
 //! Reply bodies. The wire does not say which op a reply answers, so decoding
 //! takes the op code the caller remembered for that xid.
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 
 use crate::primitives::{write_buffer, write_string, Reader};
 use crate::records::data::{read_acls, write_acls};
@@ -61,6 +61,16 @@ impl Response {
     /// Decodes a successful reply body for a request sent under `op`.
     /// The whole body must be consumed.
     pub fn decode(op: OpCode, body: &[u8]) -> Result<Response, DecodeError> {
+        Response::decode_in(op, body, None)
+    }
+
+    /// [`Response::decode`], with `shared` the buffer `body` lies in:
+    /// listed names then stay in it rather than being copied.
+    pub fn decode_in(
+        op: OpCode,
+        body: &[u8],
+        shared: Option<&Bytes>,
+    ) -> Result<Response, DecodeError> {
         let mut r = Reader::new(body);
         let resp = match op {
             OpCode::Create | OpCode::Sync => Response::Path(r.read_string("path")?),
@@ -76,10 +86,10 @@ impl Response {
                 stat: Stat::decode(&mut r)?,
             },
             OpCode::GetChildren | OpCode::GetEphemerals => {
-                Response::Children(Names::decode(&mut r)?)
+                Response::Children(Names::decode(&mut r, shared)?)
             }
             OpCode::GetChildren2 => Response::Children2 {
-                children: Names::decode(&mut r)?,
+                children: Names::decode(&mut r, shared)?,
                 stat: Stat::decode(&mut r)?,
             },
             OpCode::GetAcl => Response::Acl {
@@ -144,8 +154,19 @@ pub fn decode_reply(
     header: &ReplyHeader,
     body: &[u8],
 ) -> Result<ReplyResult, DecodeError> {
+    decode_reply_in(op, header, body, None)
+}
+
+/// [`decode_reply`], with `frame` the buffer `body` lies in (the frame
+/// [`split_frame`](crate::split_frame) gave): a listing's names stay in it.
+pub fn decode_reply_in(
+    op: OpCode,
+    header: &ReplyHeader,
+    body: &[u8],
+    frame: Option<&Bytes>,
+) -> Result<ReplyResult, DecodeError> {
     if header.err == ErrorCode::Ok || (op == OpCode::Multi && !body.is_empty()) {
-        let resp = Response::decode(op, body)?;
+        let resp = Response::decode_in(op, body, frame)?;
         if header.err == ErrorCode::Ok {
             return Ok(Ok(resp));
         }
