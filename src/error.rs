@@ -50,9 +50,18 @@ pub enum Error {
         /// Which rule it breaks.
         reason: &'static str,
     },
-    /// The connect string could not be parsed or resolved.
+    /// The connect string could not be parsed (no hosts, a bad chroot).
     #[error("invalid connect string: {0}")]
     InvalidConnectString(String),
+    /// A host of the connect string could not be resolved.
+    #[error("cannot resolve {host:?}")]
+    Resolve {
+        /// The host as the connect string names it.
+        host: String,
+        /// The resolver's error.
+        #[source]
+        source: Arc<std::io::Error>,
+    },
     /// The request exceeds the frame limit; nothing was sent.
     #[error("request of {len} bytes exceeds the frame limit of {max}")]
     TooLarge {
@@ -191,6 +200,10 @@ impl PartialEq for Error {
                 matches!(other, InvalidPath { path: p, reason: r } if path == p && reason == r)
             }
             InvalidConnectString(a) => matches!(other, InvalidConnectString(b) if a == b),
+            Resolve { host, source } => matches!(
+                other,
+                Resolve { host: h, source: s } if host == h && source.kind() == s.kind()
+            ),
             TooLarge { len, max } => {
                 matches!(other, TooLarge { len: l, max: m } if len == l && max == m)
             }

@@ -60,7 +60,9 @@ impl Failure {
 /// Maps a client error to an exit code and reason; `doing` says what failed.
 pub fn client_failure(e: &Error, doing: &str) -> Failure {
     let code = match e {
-        Error::InvalidPath { .. } | Error::InvalidConnectString(_) => exit::USAGE,
+        Error::InvalidPath { .. } | Error::InvalidConnectString(_) | Error::Resolve { .. } => {
+            exit::USAGE
+        }
         Error::Timeout | Error::ConnectionLoss | Error::Closed | Error::Connect(_) => {
             exit::UNAVAILABLE
         }

@@ -76,8 +76,8 @@ impl ClientBuilder {
     /// for the first session.
     ///
     /// # Errors
-    /// * [`Error::InvalidConnectString`]: no hosts, or a host that does not
-    ///   resolve; [`Error::InvalidPath`]: a bad chroot;
+    /// * [`Error::InvalidConnectString`]: no hosts; [`Error::Resolve`]: a
+    ///   host that does not resolve; [`Error::InvalidPath`]: a bad chroot;
     /// * [`Error::Io`]: the I/O thread could not be started;
     /// * [`Error::Connect`]: the servers said why no session can be had (TLS
     ///   refused, or every server closed the connection before answering),
@@ -155,9 +155,10 @@ pub(super) fn parse_connect_string(s: &str) -> Result<(Vec<(String, SocketAddr)>
         } else {
             format!("{host}:2181")
         };
-        let resolved = with_port
-            .to_socket_addrs()
-            .map_err(|e| bad(format!("cannot resolve {host:?}: {e}")))?;
+        let resolved = with_port.to_socket_addrs().map_err(|e| Error::Resolve {
+            host: host.to_owned(),
+            source: Arc::new(e),
+        })?;
         let name = with_port
             .rsplit_once(':')
             .map_or(host, |(h, _)| h)
