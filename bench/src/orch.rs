@@ -117,13 +117,10 @@ impl Sizes {
                     env_usize("BENCH_WAITERS_1", q(1000, 200)),
                     env_usize("BENCH_WAITER_SESSIONS_1", 10).max(1),
                 ),
-                // Issue 10's size is 10 000 over 100 sessions; today both
-                // Rust locks keep O(N) per waiter, and that size took 6
-                // minutes and 11–14 GB (zklock) here: the default stays within
-                // the ~10 minute budget of a full run.
+                // Issue 10's size: 10 000 over 100 sessions.
                 (
-                    env_usize("BENCH_WAITERS_2", q(4000, 1000)),
-                    env_usize("BENCH_WAITER_SESSIONS_2", q(40, 20)).max(1),
+                    env_usize("BENCH_WAITERS_2", q(10_000, 1000)),
+                    env_usize("BENCH_WAITER_SESSIONS_2", q(100, 20)).max(1),
                 ),
             ],
             locks: env_usize("BENCH_LOCKS", q(10_000, 500)),
