@@ -316,7 +316,7 @@ fn multi_applies_all_or_nothing() {
         ])
         .unwrap();
     assert!(matches!(results[0], OpResult::Create { .. }));
-    assert!(matches!(results[1], OpResult::SetData { stat } if stat.version == 1));
+    assert!(matches!(results[1], OpResult::SetData(stat) if stat.version == 1));
     assert_eq!(results[2], OpResult::Check);
     let err = c
         .multi(&[

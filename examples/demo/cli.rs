@@ -104,6 +104,22 @@ impl Cli {
         c
     }
 
+    /// Starts `zklock [options] exec --data <who> <path> -- sh -c ...` as
+    /// `who`, running [`work`].
+    pub(crate) fn exec(
+        &mut self,
+        who: &str,
+        connect: &str,
+        options: &[&str],
+        path: &str,
+        seconds: &str,
+    ) {
+        let work = work(who, seconds);
+        let mut args = options.to_vec();
+        args.extend(["exec", "--data", who, path, "--", "sh", "-c", &work]);
+        self.start(who, connect, &args);
+    }
+
     /// Starts `zklock <args>` as `who`.
     pub(crate) fn start(&mut self, who: &str, connect: &str, args: &[&str]) {
         let mut child = self
@@ -269,4 +285,10 @@ impl Drop for Cli {
             let _ = child.wait();
         }
     }
+}
+
+/// The command a demo holder runs: it says it got the lock, with its
+/// fencing token, and sleeps `seconds`.
+pub(crate) fn work(name: &str, seconds: &str) -> String {
+    format!("echo \"{name} got the lock, fencing token $ZKLOCK_FENCING_TOKEN\"; sleep {seconds}")
 }

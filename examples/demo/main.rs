@@ -47,7 +47,7 @@ fn fail(why: impl AsRef<str>) -> ! {
 }
 
 mod cli;
-use cli::{zklock_binary, Cli, Event};
+use cli::{work, zklock_binary, Cli, Event};
 
 /// Waits for `cond`, ending the demo with a message after [`PATIENCE`].
 fn wait_until(what: &str, cond: impl FnMut() -> bool) {
@@ -69,10 +69,6 @@ fn token_in(text: &str) -> i64 {
 }
 
 /// The command each holder runs: say who got the lock, then work a while.
-fn work(name: &str, seconds: &str) -> String {
-    format!("echo \"{name} got the lock, fencing token $ZKLOCK_FENCING_TOKEN\"; sleep {seconds}")
-}
-
 fn indent(text: &str) {
     for line in text.lines() {
         println!("           {line}");
@@ -117,15 +113,10 @@ fn main() {
     let path = format!("{base}/queue");
     for i in 1..=4 {
         let who = format!("worker-{i}");
-        let cmd = work(&who, "0.6");
         say(format!(
             "$ zklock exec --data {who} {path} -- sh -c '...' &"
         ));
-        cli.start(
-            &who,
-            &connect,
-            &["exec", "--data", &who, &path, "--", "sh", "-c", &cmd],
-        );
+        cli.exec(&who, &connect, &[], &path, "0.6");
         // Start the next one only once this one is in the queue: a fixed order.
         wait_until("the worker to queue", || queue_len(&client, &path) >= i);
     }
@@ -154,36 +145,10 @@ fn main() {
     // ------------------------------------------------------------------
     heading("2. A holder killed with SIGKILL; the next one takes over");
     let path = format!("{base}/sigkill");
-    cli.start(
-        "holder",
-        &connect,
-        &[
-            "exec",
-            "--data",
-            "holder",
-            &path,
-            "--",
-            "sh",
-            "-c",
-            &work("holder", "60"),
-        ],
-    );
+    cli.exec("holder", &connect, &[], &path, "60");
     let line = cli.wait_for("holder", "got the lock");
     tokens.push(("holder".into(), token_in(&line.text)));
-    cli.start(
-        "successor",
-        &connect,
-        &[
-            "exec",
-            "--data",
-            "successor",
-            &path,
-            "--",
-            "sh",
-            "-c",
-            &work("successor", "0"),
-        ],
-    );
+    cli.exec("successor", &connect, &[], &path, "0");
     wait_until("the successor to queue", || queue_len(&client, &path) == 2);
     say("$ kill -9 <pid of the holder's zklock>");
     let killed = Instant::now();
@@ -199,38 +164,16 @@ fn main() {
     cli.wait_exit("successor");
 
     say("now the whole process tree at once, as if its machine died:");
-    cli.start(
+    cli.exec(
         "machine",
         &connect,
-        &[
-            "--session-timeout",
-            SHORT_SESSION,
-            "exec",
-            "--data",
-            "machine",
-            &path,
-            "--",
-            "sh",
-            "-c",
-            &work("machine", "60"),
-        ],
+        &["--session-timeout", SHORT_SESSION],
+        &path,
+        "60",
     );
     let line = cli.wait_for("machine", "got the lock");
     tokens.push(("machine".into(), token_in(&line.text)));
-    cli.start(
-        "survivor",
-        &connect,
-        &[
-            "exec",
-            "--data",
-            "survivor",
-            &path,
-            "--",
-            "sh",
-            "-c",
-            &work("survivor", "0"),
-        ],
-    );
+    cli.exec("survivor", &connect, &[], &path, "0");
     wait_until("the survivor to queue", || queue_len(&client, &path) == 2);
     let tree = cli.process_tree("machine");
     say(format!(
@@ -351,38 +294,16 @@ fn main() {
     say(format!(
         "$ zklock -c {via_proxy} --session-timeout {SHORT_SESSION} exec {path} -- ...   (through a fault proxy)"
     ));
-    cli.start(
+    cli.exec(
         "doomed",
         &via_proxy,
-        &[
-            "--session-timeout",
-            SHORT_SESSION,
-            "exec",
-            "--data",
-            "doomed",
-            &path,
-            "--",
-            "sh",
-            "-c",
-            &work("doomed", "60"),
-        ],
+        &["--session-timeout", SHORT_SESSION],
+        &path,
+        "60",
     );
     let line = cli.wait_for("doomed", "got the lock");
     tokens.push(("doomed".into(), token_in(&line.text)));
-    cli.start(
-        "next",
-        &connect,
-        &[
-            "exec",
-            "--data",
-            "next",
-            &path,
-            "--",
-            "sh",
-            "-c",
-            &work("next", "0"),
-        ],
-    );
+    cli.exec("next", &connect, &[], &path, "0");
     wait_until("the next holder to queue", || {
         queue_len(&client, &path) == 2
     });

@@ -315,7 +315,7 @@ impl Client {
                     stat,
                 }),
                 MultiResult::Delete => Ok(OpResult::Delete),
-                MultiResult::SetData { stat } => Ok(OpResult::SetData { stat }),
+                MultiResult::SetData { stat } => Ok(OpResult::SetData(stat)),
                 MultiResult::Check => Ok(OpResult::Check),
                 MultiResult::Error(code) => Err(Error::MultiFailed { index, code }),
             })

@@ -125,11 +125,8 @@ pub enum OpResult {
     },
     /// [`Op::Delete`] removed its node.
     Delete,
-    /// [`Op::SetData`] wrote; the node as it is now.
-    SetData {
-        /// Version, mzxid and length after the write.
-        stat: Stat,
-    },
+    /// [`Op::SetData`] wrote; the node's Stat after the write.
+    SetData(Stat),
     /// [`Op::Check`] found the version it asked for.
     Check,
 }
