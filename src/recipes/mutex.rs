@@ -197,15 +197,24 @@ impl QueueLock {
         };
         let service = LockService::of(&self.client)?;
         let pending = service.start(self.spec.clone(), deadline, no_wait);
-        let cancelled = cancel.map_or_else(never, |c| c.receiver().clone());
-        let timeout = deadline.map_or_else(never, crossbeam_channel::at);
-        let outcome = select! {
-            recv(pending.receiver()) -> r => r.unwrap_or(Err(LockError::Client(Error::Closed))),
-            recv(cancelled) -> _ => Err(LockError::Cancelled),
-            recv(timeout) -> _ => Err(LockError::Timeout),
+        let outcome = match (cancel, deadline) {
+            (None, None) => pending.wait(),
+            (None, Some(d)) => pending.wait_deadline(d),
+            (Some(c), _) => {
+                let timeout = deadline.map_or_else(never, crossbeam_channel::at);
+                let outcome = select! {
+                    recv(pending.receiver()) -> r => {
+                        pending.mark_taken();
+                        r.unwrap_or(Err(LockError::Client(Error::Closed)))
+                    }
+                    recv(c.receiver()) -> _ => Err(LockError::Cancelled),
+                    recv(timeout) -> _ => Err(LockError::Timeout),
+                };
+                // Dropping `pending` gives up an attempt still under way.
+                drop(pending);
+                outcome
+            }
         };
-        // Dropping `pending` gives up an attempt still under way.
-        drop(pending);
         let mut guard = outcome?;
         guard.register_owner(self.key(self.side));
         if let Ok(mut cur) = self.current.lock() {

@@ -2,6 +2,7 @@
 //! thread can wait on any number of them together with other channels.
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, TryRecvError};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::error::LockError;
@@ -45,6 +46,9 @@ pub struct PendingLock {
     outcome: Receiver<Result<LockGuard, LockError>>,
     /// `None` for an acquisition that failed before it started.
     sender: Option<TaskSender>,
+    /// The outcome was taken: nothing to give up on drop (and no message
+    /// to wake the I/O thread for).
+    taken: AtomicBool,
 }
 
 impl PendingLock {
@@ -57,6 +61,7 @@ impl PendingLock {
             id,
             outcome,
             sender: Some(sender),
+            taken: AtomicBool::new(false),
         }
     }
 
@@ -68,6 +73,7 @@ impl PendingLock {
             id: 0,
             outcome,
             sender: None,
+            taken: AtomicBool::new(true),
         }
     }
 
@@ -84,7 +90,10 @@ impl PendingLock {
     /// deadline, [`LockError::SessionExpired`], ...).
     pub fn try_take(&self) -> Option<Result<LockGuard, LockError>> {
         match self.outcome.try_recv() {
-            Ok(r) => Some(r),
+            Ok(r) => {
+                self.mark_taken();
+                Some(r)
+            }
             Err(TryRecvError::Empty) => None,
             Err(TryRecvError::Disconnected) => Some(Err(LockError::Client(Error::Closed))),
         }
@@ -95,9 +104,9 @@ impl PendingLock {
     /// # Errors
     /// Whatever the acquisition failed with.
     pub fn wait(self) -> Result<LockGuard, LockError> {
-        self.outcome
-            .recv()
-            .unwrap_or(Err(LockError::Client(Error::Closed)))
+        let outcome = self.outcome.recv();
+        self.mark_taken();
+        outcome.unwrap_or(Err(LockError::Client(Error::Closed)))
     }
 
     /// Blocks at most `timeout`; then gives the acquisition up.
@@ -111,16 +120,30 @@ impl PendingLock {
 
     pub(crate) fn wait_deadline(self, deadline: Instant) -> Result<LockGuard, LockError> {
         match self.outcome.recv_deadline(deadline) {
-            Ok(r) => r,
+            Ok(r) => {
+                self.mark_taken();
+                r
+            }
             Err(RecvTimeoutError::Timeout) => Err(LockError::Timeout),
             Err(RecvTimeoutError::Disconnected) => Err(LockError::Client(Error::Closed)),
         }
     }
 }
 
+impl PendingLock {
+    /// The outcome was received (also through [`PendingLock::receiver`] by
+    /// a caller in this crate): dropping the handle gives nothing up.
+    pub(crate) fn mark_taken(&self) {
+        self.taken.store(true, Ordering::Relaxed);
+    }
+}
+
 impl Drop for PendingLock {
     fn drop(&mut self) {
-        // Harmless once the outcome came: a guard releases itself.
+        if self.taken.load(Ordering::Relaxed) {
+            return;
+        }
+        // Also harmless if the outcome came unseen: a guard releases itself.
         if let Some(sender) = &self.sender {
             sender.send(Box::new(Message::Cancel(self.id)));
         }
