@@ -16,13 +16,14 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use jute::Request;
 use mio::net::TcpStream;
-use mio::{Events, Interest, Poll, Token, Waker};
+use mio::{Events, Poll, Token, Waker};
 
 use crate::session::{DropReason, SaslConfig, Session, SessionConfig, SessionEvent, SessionState};
 
 mod hosts;
 mod link;
 mod recipient;
+mod socket;
 mod status;
 mod task;
 use hosts::HostList;
@@ -34,12 +35,11 @@ pub(crate) use task::{IoTask, TaskRequest, TaskSender};
 
 const SOCKET: Token = Token(0);
 const WAKER: Token = Token(1);
-/// A connection that lasted this long was not a failure.
 /// One socket read. Replies are small but for listings; a long listing
 /// takes a few more reads rather than every client keeping a large buffer
 /// (a process with a hundred sessions).
 const READ_CHUNK: usize = 16 * 1024;
-
+/// A connection that lasted this long was not a failure.
 const HEALTHY_CONNECTION: Duration = Duration::from_secs(1);
 
 /// What API threads ask of the I/O thread.
@@ -432,209 +432,5 @@ impl Driver {
 
     fn publish(&self) {
         self.status.store(&self.session);
-    }
-
-    fn close_socket(&mut self) {
-        if let Some(mut conn) = self.conn.take() {
-            let _ = self.poll.registry().deregister(&mut conn.stream);
-            let _ = conn.stream.shutdown(std::net::Shutdown::Both);
-        }
-    }
-
-    /// The connection failed or ended: tell the core and move to the next host.
-    fn lost_connection(&mut self, now: Instant, why: &str) {
-        if let Some(conn) = &self.conn {
-            log::info!("connection to {} lost: {why}", conn.addr);
-        }
-        self.account_connection_end(now);
-        self.close_socket();
-        self.session.handle_disconnected(now);
-    }
-
-    /// A connection that served for a while resets the backoff; one that
-    /// failed early (refused, silent, or a server that talks garbage right
-    /// after the handshake) counts as a failure, so no host is hammered.
-    fn account_connection_end(&mut self, now: Instant) {
-        let Some(conn) = &self.conn else { return };
-        self.links.connection_ended(conn);
-        let healthy = conn.connecting.is_none()
-            && now.saturating_duration_since(conn.opened) >= HEALTHY_CONNECTION;
-        if healthy {
-            self.hosts.succeeded();
-        } else {
-            self.hosts.failed(now);
-        }
-    }
-
-    fn check_connect_deadline(&mut self, now: Instant) {
-        if let Some(Connection {
-            connecting: Some(until),
-            ..
-        }) = &self.conn
-        {
-            if now >= *until {
-                self.lost_connection(now, "connect timed out");
-            }
-        }
-    }
-
-    fn maintain_connection(&mut self, now: Instant) {
-        if self.conn.is_some() || !self.session.wants_connection() || now < self.hosts.not_before {
-            return;
-        }
-        // Watches nobody waits for any more (their call timed out, or the
-        // Watch was dropped) are not re-armed on the new connection.
-        let task = &self.task;
-        self.session.retain_watches(|w| match w {
-            WatchTo::Caller(w) => w.is_wanted(),
-            WatchTo::Task(token) => task.as_ref().is_some_and(|t| t.wants_watch(*token)),
-        });
-        let addr = self.hosts.take();
-        let link = match self.links.link(addr) {
-            Ok(link) => link,
-            Err(e) => {
-                log::warn!("cannot connect to {addr}: {e}");
-                self.hosts.failed(now);
-                return;
-            }
-        };
-        match TcpStream::connect(addr) {
-            Ok(mut stream) => {
-                let _ = stream.set_nodelay(true);
-                // Keepalive finds a dead peer even when our pings cannot
-                // be sent (a full send buffer); the kernel's 2 h default is
-                // useless here, so probe after the ping interval.
-                let keepalive = socket2::TcpKeepalive::new()
-                    .with_time(self.keepalive_idle)
-                    .with_interval(self.keepalive_idle);
-                if let Err(e) = socket2::SockRef::from(&stream).set_tcp_keepalive(&keepalive) {
-                    log::debug!("cannot enable TCP keepalive for {addr}: {e}");
-                }
-                if let Err(e) = self.poll.registry().register(
-                    &mut stream,
-                    SOCKET,
-                    Interest::READABLE | Interest::WRITABLE,
-                ) {
-                    log::warn!("cannot register socket for {addr}: {e}");
-                    self.hosts.failed(now);
-                    return;
-                }
-                log::debug!("connecting to {addr}");
-                self.conn = Some(Connection {
-                    stream,
-                    addr,
-                    connecting: Some(now + self.connect_timeout),
-                    opened: now,
-                    writable_interest: true,
-                    link,
-                });
-            }
-            Err(e) => {
-                log::info!("connect to {addr} failed: {e}");
-                self.hosts.failed(now);
-            }
-        }
-    }
-
-    /// `peer_closed`: the event also said the server closed its side; then
-    /// the read goes on to the end of the stream.
-    fn on_socket(&mut self, now: Instant, writable: bool, readable: bool, peer_closed: bool) {
-        let Some(conn) = self.conn.as_mut() else {
-            return;
-        };
-        if conn.connecting.is_some() {
-            if !writable && !readable {
-                return;
-            }
-            match conn.stream.take_error() {
-                Ok(None) => {}
-                Ok(Some(e)) | Err(e) => return self.lost_connection(now, &e.to_string()),
-            }
-            match conn.stream.peer_addr() {
-                Ok(_) => {}
-                Err(e) if e.kind() == io::ErrorKind::NotConnected => return,
-                Err(e) => return self.lost_connection(now, &e.to_string()),
-            }
-            conn.connecting = None;
-            log::debug!("TCP connected to {}", conn.addr);
-            self.session.handle_connected(now);
-        }
-        if readable {
-            self.read(now, peer_closed);
-        }
-        if writable {
-            self.flush(now);
-        }
-    }
-
-    fn read(&mut self, now: Instant, peer_closed: bool) {
-        loop {
-            let Some(conn) = self.conn.as_mut() else {
-                return;
-            };
-            match conn.link.read(&mut conn.stream, &mut self.read_buf) {
-                Ok(0) => return self.closed_by_server(now),
-                Ok(n) => {
-                    self.session.handle_input(now, &self.read_buf[..n]);
-                    // The core may have asked for the connection to go.
-                    self.deliver();
-                    if self.session.is_finished() {
-                        self.close_socket();
-                        return;
-                    }
-                    // A short read drained the socket: with edge-triggered
-                    // readiness, more data brings a new event. Saves the
-                    // read that would only say WouldBlock (unless the peer
-                    // closed too: no event would come for that again).
-                    if n < self.read_buf.len()
-                        && !peer_closed
-                        && self.conn.as_ref().is_some_and(|c| c.link.drained())
-                    {
-                        return;
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return self.link_failed(now, e),
-            }
-        }
-    }
-
-    fn flush(&mut self, now: Instant) {
-        let Some(conn) = self.conn.as_mut() else {
-            return;
-        };
-        if conn.connecting.is_some() {
-            return;
-        }
-        match conn.link.flush(&mut conn.stream) {
-            Err(e) if e.kind() != io::ErrorKind::WouldBlock => return self.link_failed(now, e),
-            _ => {}
-        }
-        while !self.session.output().is_empty() {
-            match conn.link.write(&mut conn.stream, self.session.output()) {
-                Ok(0) => return self.lost_connection(now, "write returned 0"),
-                Ok(n) => self.session.consume_output(n),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return self.link_failed(now, e),
-            }
-        }
-        let want_writable = !self.session.output().is_empty() || conn.link.wants_write();
-        if want_writable != conn.writable_interest {
-            let interest = if want_writable {
-                Interest::READABLE | Interest::WRITABLE
-            } else {
-                Interest::READABLE
-            };
-            if let Err(e) = self
-                .poll
-                .registry()
-                .reregister(&mut conn.stream, SOCKET, interest)
-            {
-                return self.lost_connection(now, &e.to_string());
-            }
-            conn.writable_interest = want_writable;
-        }
     }
 }
