@@ -410,3 +410,31 @@ fn a_pending_set_delivers_each_outcome_once_and_gives_up_the_rest_on_drop() {
     drop(guard);
     testkit::wait_no_children(&c, &format!("{path}/busy"), WAIT);
 }
+
+#[test]
+fn a_pending_set_hears_when_its_client_goes() {
+    let path = lock_path("pending-set-gone");
+    let holder = client();
+    let _held = Mutex::new(&holder, &path).unwrap().lock().unwrap();
+    // Closed: the session ends and the waiter with it.
+    let c = client();
+    let m = Mutex::new(&c, &path).unwrap();
+    let mut set = PendingSet::new();
+    let closed = set.start_lock(&m, None);
+    testkit::wait_children(&holder, &path, 2, WAIT);
+    c.close().unwrap();
+    let (key, outcome) = set.recv_timeout(WAIT).expect("an outcome after close");
+    assert_eq!(key, closed);
+    assert!(outcome.is_err());
+    // Every handle dropped: the I/O thread ends, and the set still hears.
+    let c = client();
+    let m = Mutex::new(&c, &path).unwrap();
+    let gone = set.start_lock(&m, None);
+    testkit::wait_children(&holder, &path, 2, WAIT);
+    drop((m, c));
+    let (key, outcome) = set
+        .recv_timeout(WAIT)
+        .expect("an outcome after the client went");
+    assert_eq!(key, gone);
+    assert!(outcome.is_err());
+}

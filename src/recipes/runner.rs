@@ -125,6 +125,17 @@ impl Runner {
     }
 }
 
+impl Drop for Runner {
+    /// The I/O thread is ending (the last client handle went): whoever
+    /// still waits hears so, on a [`PendingSet`](super::PendingSet)'s
+    /// channel too, which its own sender keeps open.
+    fn drop(&mut self) {
+        for (_, outcome) in self.waiting.drain() {
+            outcome.send(Err(LockError::Client(Error::Closed)));
+        }
+    }
+}
+
 impl IoTask for Runner {
     fn handle_message(&mut self, now: Instant, message: Box<dyn Any + Send>) {
         let Ok(message) = message.downcast::<Message>() else {
