@@ -36,6 +36,8 @@ use watches::WatchRegistry;
 
 /// SetWatches batches stay under this, as ZooKeeper's own client does.
 const SET_WATCHES_MAX_BYTES: usize = 128 * 1024;
+/// A reply longer than this lets the input buffer go once it is consumed.
+const LONG_REPLY: usize = 64 * 1024;
 
 /// What the session core is configured with.
 #[derive(Debug, Clone)]
@@ -414,20 +416,23 @@ impl<R, W: Clone> Session<R, W> {
                 .reserve((4 + len).saturating_sub(self.input.len()));
         }
         self.last_heard = Some(now);
+        let mut long_reply = false;
         loop {
             let frame = match split_frame(&mut self.input, self.config.max_frame) {
                 Ok(Some(frame)) => frame,
                 Ok(None) => {
-                    if self.input.is_empty() {
+                    if long_reply && self.input.is_empty() {
                         // A long reply (a listing of thousands) grew the
                         // buffer: let it go rather than keep its size for
-                        // the life of the session.
+                        // the life of the session. Small replies keep
+                        // reusing the one buffer.
                         self.input = BytesMut::new();
                     }
                     return;
                 }
                 Err(e) => return self.protocol_error(now, format!("bad frame: {e}")),
             };
+            long_reply |= frame.len() > LONG_REPLY;
             let result = if matches!(self.phase, Phase::Handshaking { .. }) {
                 self.on_connect_response(now, &frame)
             } else if let Some(sasl) = self.on_sasl_frame(now, &frame) {
