@@ -115,7 +115,10 @@ impl PendingSet {
         self.open.is_empty()
     }
 
-    /// Blocks for the next outcome; `None` once the set is empty.
+    /// Blocks for the next outcome; `None` once the set is empty. Bounded
+    /// by the acquisitions' own deadlines: one started without a deadline
+    /// waits until it is held, or until its client ends (its outcome is then
+    /// [`LockError::Client`]). [`PendingSet::recv_timeout`] bounds the wait.
     ///
     /// # Errors
     /// Each outcome carries its acquisition's error, if any
