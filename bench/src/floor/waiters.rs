@@ -2,18 +2,22 @@
 //! of its own) takes the lock; `waiters` nodes queue behind it, spread over
 //! `sessions` sessions, one thread and one blocking socket each, every node
 //! watching its predecessor with getData (unless the predecessor is the same
-//! session's: see `Waiting::rewatch`). When the holder lets go, each
-//! session lists the children once per batch of watch events, takes and at
-//! once releases (deletes, in one write) its nodes at the head of the queue,
-//! and watches the new predecessors of the nodes it still has.
+//! session's: see `Waiting::rewatch`). When the holder lets go, each session
+//! lists the children when a watch fires (once for every event read before
+//! the listing's reply), takes and at once releases (deletes) its nodes at
+//! the head of the queue, and watches the new predecessors of the nodes it
+//! still has, in one write, never waiting on a reply while an event could
+//! stand behind it (`Waiting::pass`).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::Instant;
 
+use jute::ReplyResult;
+
 use super::{
-    create, created, delete, is_no_node, list, node_prefix, queue_of, seq, watch, Session,
+    create, created, delete, is_no_node, list, node_prefix, queue_of, seq, watch, Msg, Session,
 };
 use crate::json::ObjWriter;
 use crate::worker::{ns, stage, Params};
@@ -123,7 +127,14 @@ impl Waiting {
         // Nobody leaves while the holder holds: one listing sets them all.
         for _ in 0..MAX_LISTINGS {
             let queue = w.list()?;
-            if !w.rewatch(&queue)? {
+            let sent = w.rewatch(&queue);
+            w.session.flush()?;
+            let mut gone = false;
+            for (x, n) in sent {
+                let r = w.session.until(x)?;
+                gone |= w.watched(n, r)?;
+            }
+            if !gone {
                 return Ok(w);
             }
         }
@@ -139,11 +150,11 @@ impl Waiting {
         Ok(queue)
     }
 
-    /// Watches the predecessor of each waiting node whose watch is on
-    /// another node (or none); true when one of them was already gone. A
-    /// node right behind another of this session's needs no watch: it
-    /// leaves the queue in the same write as that one (see `pass`).
-    fn rewatch(&mut self, queue: &[(u64, String)]) -> BoxResult<bool> {
+    /// Queues a watch on the predecessor of each waiting node whose watch is
+    /// on another node (or none), and counts it as set; returns the xid and
+    /// node of each. A node right behind another of this session's needs no
+    /// watch: it leaves the queue in the same write as that one (`pass`).
+    fn rewatch(&mut self, queue: &[(u64, String)]) -> Vec<(i32, u64)> {
         let mut sent = Vec::new();
         for pair in queue.windows(2) {
             let ((a, ahead), (n, _)) = (&pair[0], &pair[1]);
@@ -154,56 +165,79 @@ impl Waiting {
                 let x = self
                     .session
                     .queue(&watch(format!("{}/{ahead}", self.parent)));
-                sent.push((x, *n, ahead.clone()));
+                self.watching.insert(*n, ahead.clone());
+                sent.push((x, *n));
             }
         }
-        if sent.is_empty() {
-            return Ok(false);
-        }
-        self.session.flush()?;
-        let mut gone = false;
-        for (x, n, ahead) in sent {
-            let r = self.session.until(x)?;
-            if is_no_node(&r) {
-                self.watching.remove(&n);
-                gone = true;
-            } else {
-                r.map_err(|e| format!("a getData with a watch answered {e:?}"))?;
-                self.watching.insert(n, ahead);
-            }
-        }
-        Ok(gone)
+        sent
     }
 
-    /// Until every node of this session has taken the lock and let it go.
+    /// The answer to node `n`'s watch: true when its predecessor was already
+    /// gone (no watch was left: list again).
+    fn watched(&mut self, n: u64, r: ReplyResult) -> BoxResult<bool> {
+        if is_no_node(&r) {
+            self.watching.remove(&n);
+            return Ok(true);
+        }
+        r.map_err(|e| format!("a getData with a watch answered {e:?}"))?;
+        Ok(false)
+    }
+
+    /// Until every node of this session has taken the lock and let it go:
+    /// one loop over whatever the server sends, so that no reply is waited
+    /// for while a watch event stands behind it.
     fn pass(&mut self, t0: Instant, last_done: &AtomicU64, passed: &AtomicUsize) -> BoxResult<()> {
+        // The getChildren in flight, if any; whether the last listing is
+        // out of date; the getData watches in flight, by xid.
+        let mut listing: Option<i32> = None;
+        let mut stale = false;
+        let mut watches: BTreeMap<i32, u64> = BTreeMap::new();
+        let mut listings = 0;
         while !self.mine.is_empty() {
-            self.session.events()?;
-            for listings in 0.. {
-                if listings == MAX_LISTINGS {
-                    return Err("predecessors kept leaving while passing through".into());
+            if stale && listing.is_none() {
+                listings += 1;
+                if listings > MAX_LISTINGS {
+                    return Err("more listings than a pass-through can need".into());
                 }
-                let mut queue = self.list()?;
-                // This session's nodes at the head hold the lock, one after
-                // the other: each is released at once, all in one write.
-                let head = queue
-                    .iter()
-                    .take_while(|(n, _)| self.mine.contains_key(n))
-                    .count();
-                if head > 0 {
+                listing = Some(self.session.queue(&list(&self.parent)));
+                self.session.flush()?;
+                stale = false;
+            }
+            match self.session.next()? {
+                // An event read before a listing's reply is in that listing
+                // (the server sends no read's reply across a commit).
+                Msg::Event(_) => stale |= listing.is_none(),
+                Msg::Reply(x, r) if Some(x) == listing => {
+                    listing = None;
+                    let r = r.map_err(|e| format!("a getChildren answered {e:?}"))?;
+                    let mut queue = queue_of(r)?;
+                    // This session's nodes at the head hold the lock, one
+                    // after the other: each is released at once, all in one
+                    // write, with the watches the rest now need.
+                    let head = queue
+                        .iter()
+                        .take_while(|(n, _)| self.mine.contains_key(n))
+                        .count();
                     for (n, name) in queue.drain(..head) {
                         self.mine.remove(&n);
                         self.watching.remove(&n);
                         self.session
                             .queue(&delete(format!("{}/{name}", self.parent)));
                     }
+                    watches.extend(self.rewatch(&queue));
                     self.session.flush()?;
-                    last_done.fetch_max(ns(t0), Ordering::SeqCst);
-                    passed.fetch_add(head, Ordering::SeqCst);
+                    if head > 0 {
+                        last_done.fetch_max(ns(t0), Ordering::SeqCst);
+                        passed.fetch_add(head, Ordering::SeqCst);
+                    }
                 }
-                if !self.rewatch(&queue)? {
-                    break;
-                }
+                Msg::Reply(x, r) => match watches.remove(&x) {
+                    // A listing sent later covers a predecessor found gone.
+                    Some(n) => stale |= self.watched(n, r)? && listing.is_none(),
+                    None => {
+                        r.map_err(|e| format!("a delete answered {e:?}"))?;
+                    }
+                },
             }
         }
         self.session.drain()
