@@ -28,5 +28,9 @@ if [ -f cli/Cargo.toml ]; then
 else
   cargo build --quiet --release --bin zklock
 fi
-echo "bench: building and running the orchestrator (bench/)" >&2
-exec cargo run --quiet --release --manifest-path bench/Cargo.toml -- "$@"
+# Both binaries of bench/: the orchestrator and zklock's worker, which the
+# orchestrator starts from next to itself (`cargo run` builds only the one it runs).
+echo "bench: building the orchestrator and zklock's worker (bench/)" >&2
+cargo build --quiet --release --manifest-path bench/Cargo.toml --bins
+echo "bench: running the orchestrator" >&2
+exec cargo run --quiet --release --manifest-path bench/Cargo.toml --bin zklock-bench -- "$@"

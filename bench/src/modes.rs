@@ -136,12 +136,7 @@ impl Bench<'_> {
 
     pub fn contended(&mut self, imp: Impl, round: usize) -> BoxResult<()> {
         let path = self.fresh_path(&format!("cont-{}-{round}", imp.key()))?;
-        let params = [
-            format!("sessions={}", self.sizes.sessions),
-            format!("cycles={}", self.sizes.contended_cycles),
-            format!("hold_us={}", self.sizes.hold_us),
-        ];
-        let w = self.start(imp, "contended", &path, &params)?;
+        let w = self.start(imp, "contended", &path, &self.contended_params())?;
         let pid = w.pid();
         let mut span = Span::default();
         let server = &self.server;
@@ -150,46 +145,57 @@ impl Bench<'_> {
             Ok(())
         })?;
         let Span { p0, p1, m0, m1 } = span;
-        // [session, acquired, released] in acquisition order.
-        let mut t: Vec<[f64; 3]> = j
-            .arr("timeline")
-            .iter()
-            .filter_map(|r| match r {
-                Json::Arr(a) if a.len() == 3 => Some([a[0].as_f64(), a[1].as_f64(), a[2].as_f64()]),
-                _ => None,
-            })
-            .collect();
-        t.sort_by(|a, b| a[1].total_cmp(&b[1]));
-        let mut handoffs = Vec::new();
-        let mut overlaps = 0usize;
-        for w in t.windows(2) {
-            if w[1][1] < w[0][2] {
-                overlaps += 1;
-            } else if w[1][0] != w[0][0] {
-                handoffs.push(w[1][1] - w[0][2]);
-            }
-        }
-        let ops = t.len().max(1) as f64;
-        let span_s = match (t.first(), t.iter().map(|r| r[2]).reduce(f64::max)) {
-            (Some(first), Some(last)) => (last - first[1]) / 1e9,
-            _ => f64::NAN,
-        };
-        let (_, h50, h99) = stats_us(handoffs);
+        let c = Contention::of(&j);
         for (k, v) in [
-            ("cont.ops_per_s", ops / span_s),
-            ("cont.handoff_p50_us", h50),
-            ("cont.handoff_p99_us", h99),
-            (
-                "cont.overlaps",
-                overlaps as f64 + j.num("overlaps_seen").max(0.0),
-            ),
-            ("cont.cpu_us", p0.cpu_s_until(&p1) * 1e6 / ops),
-            ("cont.requests", m0.requests_until(&m1) / ops),
+            ("cont.ops_per_s", c.ops_per_s),
+            ("cont.handoff_p50_us", c.handoff_p50),
+            ("cont.handoff_p99_us", c.handoff_p99),
+            ("cont.overlaps", c.overlaps),
+            ("cont.cpu_us", p0.cpu_s_until(&p1) * 1e6 / c.ops),
+            ("cont.requests", m0.requests_until(&m1) / c.ops),
         ] {
             let key = self.key(k);
             self.results.put(&key, imp, v);
         }
+        if imp == Impl::Zklock {
+            self.floor_contended(round, &c)?;
+        }
         Ok(())
+    }
+
+    /// The raw contended floor (src/floor/contended.rs) on the same server
+    /// with the same sizes, right after zklock's own run, and zklock over it.
+    fn floor_contended(&mut self, round: usize, zklock: &Contention) -> BoxResult<()> {
+        let path = self.fresh_path(&format!("cont-floor-{round}"))?;
+        let w = self.start(
+            Impl::Zklock,
+            "floor-contended",
+            &path,
+            &self.contended_params(),
+        )?;
+        let floor = Contention::of(&w.drive(|_, _| Ok(()))?);
+        for (k, v) in [
+            ("cont.floor_ops_per_s", floor.ops_per_s),
+            ("cont.floor_handoff_p50_us", floor.handoff_p50),
+            ("cont.floor_overlaps", floor.overlaps),
+            ("cont.ops_over_floor", zklock.ops_per_s / floor.ops_per_s),
+            (
+                "cont.handoff_over_floor",
+                zklock.handoff_p50 / floor.handoff_p50,
+            ),
+        ] {
+            let key = self.key(k);
+            self.results.put(&key, Impl::Zklock, v);
+        }
+        Ok(())
+    }
+
+    fn contended_params(&self) -> [String; 3] {
+        [
+            format!("sessions={}", self.sizes.sessions),
+            format!("cycles={}", self.sizes.contended_cycles),
+            format!("hold_us={}", self.sizes.hold_us),
+        ]
     }
 
     /// `n` waiters over `sessions` sessions queued behind one holder, then
@@ -287,6 +293,52 @@ impl Bench<'_> {
         Ok(())
     }
 
+    /// The raw pass-through floor (src/floor/waiters.rs), same sizes, right
+    /// after zklock's runs of `tag`, and each zklock variant over it.
+    pub fn waiters_floor(&mut self, tag: &str, n: usize, sessions: usize) -> BoxResult<()> {
+        let path = self.fresh_path(&format!("{tag}-floor"))?;
+        let params = [format!("waiters={n}"), format!("sessions={sessions}")];
+        let w = self.start(Impl::Zklock, "floor-waiters", &path, &params)?;
+        let j = w.drive(|_, _| Ok(()))?;
+        if j.num("errors") > 0.0 {
+            let first = j.str("first_error").unwrap_or("");
+            return Err(format!("{} waiters failed, first: {first}", j.num("errors")).into());
+        }
+        let pass_s = j.num("pass_ns") / 1e9;
+        let prefix = self.key(tag);
+        self.results
+            .put(&format!("{prefix}.floor_pass_s"), Impl::Zklock, pass_s);
+        for v in &self.sizes.zklock_variants {
+            let zklock = self
+                .results
+                .get(&format!("{prefix}.{v}.pass_s"), Impl::Zklock);
+            self.results.put(
+                &format!("{prefix}.{v}.over_floor"),
+                Impl::Zklock,
+                zklock / pass_s,
+            );
+        }
+        Ok(())
+    }
+
+    /// Each floor as a ratio to the best peer: how near the best any client
+    /// can come to the best peer on this server. After every run of this
+    /// server configuration, from the medians.
+    pub fn floors_over_best_peer(&mut self) {
+        for (floor, peers, higher) in [
+            ("cont.floor_ops_per_s", "cont.ops_per_s", true),
+            ("cont.floor_handoff_p50_us", "cont.handoff_p50_us", false),
+            ("w1.floor_pass_s", "w1.blocking.pass_s", false),
+        ] {
+            let (floor, peers) = (self.key(floor), self.key(peers));
+            let v = self.results.get(&floor, Impl::Zklock) / self.results.best_peer(&peers, higher);
+            if v.is_finite() {
+                let key = format!("{floor}_over_best");
+                self.results.put(&key, Impl::Zklock, v);
+            }
+        }
+    }
+
     /// One session takes `locks` locks, holds them, releases them.
     pub fn held(&mut self, imp: Impl) -> BoxResult<()> {
         let locks = self.sizes.locks;
@@ -335,6 +387,54 @@ impl Bench<'_> {
             self.results.put(&key, imp, v);
         }
         Ok(())
+    }
+}
+
+/// What a contended run's timeline says: `[session, acquired, released]`
+/// rows, sorted here by acquisition.
+struct Contention {
+    ops: f64,
+    ops_per_s: f64,
+    /// Release → next acquisition by another session, µs.
+    handoff_p50: f64,
+    handoff_p99: f64,
+    /// Acquisitions before the previous release, plus what the worker saw.
+    overlaps: f64,
+}
+
+impl Contention {
+    fn of(j: &Json) -> Contention {
+        let mut t: Vec<[f64; 3]> = j
+            .arr("timeline")
+            .iter()
+            .filter_map(|r| match r {
+                Json::Arr(a) if a.len() == 3 => Some([a[0].as_f64(), a[1].as_f64(), a[2].as_f64()]),
+                _ => None,
+            })
+            .collect();
+        t.sort_by(|a, b| a[1].total_cmp(&b[1]));
+        let mut handoffs = Vec::new();
+        let mut overlaps = 0usize;
+        for w in t.windows(2) {
+            if w[1][1] < w[0][2] {
+                overlaps += 1;
+            } else if w[1][0] != w[0][0] {
+                handoffs.push(w[1][1] - w[0][2]);
+            }
+        }
+        let ops = t.len().max(1) as f64;
+        let span_s = match (t.first(), t.iter().map(|r| r[2]).reduce(f64::max)) {
+            (Some(first), Some(last)) => (last - first[1]) / 1e9,
+            _ => f64::NAN,
+        };
+        let (_, handoff_p50, handoff_p99) = stats_us(handoffs);
+        Contention {
+            ops,
+            ops_per_s: ops / span_s,
+            handoff_p50,
+            handoff_p99,
+            overlaps: overlaps as f64 + j.num("overlaps_seen").max(0.0),
+        }
     }
 }
 

@@ -196,6 +196,20 @@ impl Results {
         }
     }
 
+    /// The best of the peers' values on `key` (the highest when `higher`),
+    /// NaN when no peer has one.
+    pub fn best_peer(&self, key: &str, higher: bool) -> f64 {
+        let peers = Impl::ALL[1..]
+            .iter()
+            .map(|&i| self.get(key, i))
+            .filter(|v| v.is_finite());
+        if higher {
+            peers.fold(f64::NAN, f64::max)
+        } else {
+            peers.fold(f64::NAN, f64::min)
+        }
+    }
+
     /// The note of the first prefix of `key` that has one.
     pub fn note_for(&self, key: &str, imp: Impl) -> Option<&str> {
         self.notes
@@ -214,16 +228,14 @@ pub struct Setup {
     pub python: String,
     pub jvm_opts: Vec<String>,
     pub zkrs_bin: PathBuf,
+    /// zklock's worker: the package's other binary, next to this one.
+    pub zklock_worker: PathBuf,
 }
 
 impl Setup {
     pub fn command(&self, imp: Impl, args: &[String]) -> Command {
         let mut c = match imp {
-            Impl::Zklock => {
-                let mut c = Command::new(std::env::current_exe().expect("current_exe"));
-                c.arg("worker");
-                c
-            }
+            Impl::Zklock => Command::new(&self.zklock_worker),
             Impl::Zkrs => Command::new(&self.zkrs_bin),
             Impl::Curator => {
                 let mut c = Command::new("java");
@@ -384,7 +396,15 @@ pub fn run() -> BoxResult<()> {
             .map(str::to_owned)
             .collect(),
         zkrs_bin: target.join("release/zkrs-bench"),
+        zklock_worker: std::env::current_exe()?.with_file_name("zklock-worker"),
     };
+    if !setup.zklock_worker.exists() {
+        return Err(format!(
+            "{} is missing: build it with scripts/bench.sh (cargo build --release --manifest-path bench/Cargo.toml --bins)",
+            setup.zklock_worker.display()
+        )
+        .into());
+    }
     if !setup.zkrs_bin.exists() {
         return Err(format!(
             "{} is missing: build it with scripts/bench.sh (cargo build --release --manifest-path bench/zkrs/Cargo.toml)",
@@ -498,6 +518,11 @@ pub fn run() -> BoxResult<()> {
                         let prefix = format!("{tag}.{v}");
                         b.attempt(imp, &prefix, |b| b.waiters(imp, tag, n, s, v));
                     }
+                    // The raw floor right after zklock's runs, same sizes.
+                    if imp == Impl::Zklock && *tag == "w1" {
+                        let prefix = format!("{tag}.floor");
+                        b.attempt(imp, &prefix, |b| b.waiters_floor(tag, n, s));
+                    }
                 }
             }
             if sizes.locks > 0 && sizes.runs("held") {
@@ -513,6 +538,7 @@ pub fn run() -> BoxResult<()> {
                 notes.extend(fp.notes);
             }
         }
+        b.floors_over_best_peer();
         let _ = b.client.close();
         drop(b);
         drop(server);

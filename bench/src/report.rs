@@ -80,6 +80,36 @@ fn rows(s: &Sizes, r: &Results, fs: &str, full: bool) -> Vec<Row> {
             Lower,
         ),
         row(
+            "contended: ops/s of a raw client (codec only; Curator's protocol, a blocking socket per session)".into(),
+            &k("cont.floor_ops_per_s"),
+            Neither,
+        ),
+        row(
+            "contended: zklock's ops/s ÷ that raw floor".into(),
+            &k("cont.ops_over_floor"),
+            Neither,
+        ),
+        row(
+            "contended: raw floor's ops/s ÷ best peer's (the most any client reaches here)".into(),
+            &k("cont.floor_ops_per_s_over_best"),
+            Neither,
+        ),
+        row(
+            "contended: handoff p50 µs of the raw floor".into(),
+            &k("cont.floor_handoff_p50_us"),
+            Neither,
+        ),
+        row(
+            "contended: zklock's handoff p50 ÷ the raw floor's".into(),
+            &k("cont.handoff_over_floor"),
+            Neither,
+        ),
+        row(
+            "contended: raw floor's handoff p50 ÷ best peer's (the least any client reaches here)".into(),
+            &k("cont.floor_handoff_p50_us_over_best"),
+            Neither,
+        ),
+        row(
             "contended: client CPU µs per op".into(),
             &k("cont.cpu_us"),
             Lower,
@@ -94,6 +124,11 @@ fn rows(s: &Sizes, r: &Results, fs: &str, full: bool) -> Vec<Row> {
             &k("cont.overlaps"),
             Neither,
         ),
+        row(
+            "contended: overlapping holders seen in the raw floor (must be 0)".into(),
+            &k("cont.floor_overlaps"),
+            Neither,
+        ),
     ];
     if !full {
         return v;
@@ -102,6 +137,18 @@ fn rows(s: &Sizes, r: &Results, fs: &str, full: bool) -> Vec<Row> {
         if *n == 0 {
             continue;
         }
+        let nonblocking = r
+            .values
+            .keys()
+            .any(|key| key.starts_with(&k(&format!("{tag}.nonblocking."))));
+        let variants: &[(&str, &str)] = if nonblocking {
+            &[
+                ("blocking", "thread per waiter"),
+                ("nonblocking", "non-blocking handles"),
+            ]
+        } else {
+            &[("blocking", "thread per waiter")]
+        };
         for (what, field, better) in [
             (
                 "time to queue (every node and watch in place), s",
@@ -115,18 +162,6 @@ fn rows(s: &Sizes, r: &Results, fs: &str, full: bool) -> Vec<Row> {
             ("notifications per hand-off", "notifications", Lower),
             ("server watches while queued", "server_watches", Lower),
         ] {
-            let nonblocking = r
-                .values
-                .keys()
-                .any(|key| key.starts_with(&k(&format!("{tag}.nonblocking."))));
-            let variants: &[(&str, &str)] = if nonblocking {
-                &[
-                    ("blocking", "thread per waiter"),
-                    ("nonblocking", "non-blocking handles"),
-                ]
-            } else {
-                &[("blocking", "thread per waiter")]
-            };
             for &(variant, vlabel) in variants {
                 v.push(Row {
                     label: format!("{n} waiters / {sessions} sessions: {what} [zklock: {vlabel}]"),
@@ -136,6 +171,30 @@ fn rows(s: &Sizes, r: &Results, fs: &str, full: bool) -> Vec<Row> {
                 });
             }
         }
+        // The raw floor runs after zklock's first waiters mode only.
+        if *tag != "w1" {
+            continue;
+        }
+        let w = format!("{n} waiters / {sessions} sessions");
+        v.push(row(
+            format!("{w}: passed through by a raw client (codec only; a blocking socket per session), s"),
+            &k(&format!("{tag}.floor_pass_s")),
+            Neither,
+        ));
+        for &(variant, vlabel) in variants {
+            v.push(row(
+                format!("{w}: zklock's pass-through [{vlabel}] ÷ that raw floor"),
+                &k(&format!("{tag}.{variant}.over_floor")),
+                Neither,
+            ));
+        }
+        v.push(row(
+            format!(
+                "{w}: raw floor's pass-through ÷ best peer's (the least any client reaches here)"
+            ),
+            &k(&format!("{tag}.floor_pass_s_over_best")),
+            Neither,
+        ));
     }
     for (tag, (n, sessions)) in ["w1", "w2"].iter().zip(&s.waiters) {
         let nonblocking = r
@@ -230,13 +289,9 @@ fn value(r: &Results, row: &Row, imp: Impl) -> f64 {
 /// zklock ÷ the best peer (lowest, or highest for ↑ rows).
 fn ratio_to_best_peer(r: &Results, row: &Row) -> Option<f64> {
     let z = value(r, row, Impl::Zklock);
-    let peers = Impl::ALL[1..]
-        .iter()
-        .map(|&i| value(r, row, i))
-        .filter(|v| v.is_finite());
     let best = match row.better {
-        Better::Lower => peers.fold(f64::INFINITY, f64::min),
-        Better::Higher => peers.fold(f64::NEG_INFINITY, f64::max),
+        Better::Lower => r.best_peer(&row.pkey, false),
+        Better::Higher => r.best_peer(&row.pkey, true),
         Better::Neither => return None,
     };
     (z.is_finite() && best.is_finite() && best != 0.0).then(|| z / best)

@@ -1,6 +1,7 @@
-//! zklock's benchmark worker. Every worker (this one, `bench/zkrs`,
-//! `bench/CuratorBench.java`, `bench/kazoo_bench.py`) speaks the same
-//! protocol, described in `bench/README.md`:
+//! zklock's benchmark worker (the `zklock-worker` binary). Every worker
+//! (this one, `bench/zkrs`, `bench/CuratorBench.java`,
+//! `bench/kazoo_bench.py`) speaks the same protocol, described in
+//! `bench/README.md`:
 //!
 //! ```text
 //! <worker> <mode> <connect string> <lock path> [name=value ...]
@@ -12,18 +13,16 @@
 //! Times in the JSON are nanoseconds of a monotonic clock started by the worker.
 
 use std::collections::BTreeMap;
-use std::error::Error;
 use std::io::{BufRead, Write};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use zklock::recipes::{Mutex, PendingSet};
+use zklock::recipes::{LockGuard, Mutex, PendingSet};
 use zklock::Client;
 
 use crate::json::ObjWriter;
-
-pub(crate) type BoxResult<T> = Result<T, Box<dyn Error + Send + Sync>>;
+use crate::BoxResult;
 
 const SESSION_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -31,7 +30,7 @@ const SESSION_TIMEOUT: Duration = Duration::from_secs(30);
 pub(crate) struct Params(BTreeMap<String, String>);
 
 impl Params {
-    fn parse(args: &[String]) -> BoxResult<Params> {
+    pub(crate) fn parse(args: &[String]) -> BoxResult<Params> {
         let mut m = BTreeMap::new();
         for a in args {
             let (k, v) = a
@@ -49,7 +48,7 @@ impl Params {
         }
     }
 
-    fn str<'a>(&'a self, key: &str, default: &'a str) -> &'a str {
+    pub(crate) fn str<'a>(&'a self, key: &str, default: &'a str) -> &'a str {
         self.0.get(key).map_or(default, String::as_str)
     }
 }
@@ -68,7 +67,7 @@ pub(crate) fn stage(name: &str) -> BoxResult<()> {
 }
 
 /// Nanoseconds since `t0`.
-fn ns(t0: Instant) -> u64 {
+pub(crate) fn ns(t0: Instant) -> u64 {
     t0.elapsed().as_nanos() as u64
 }
 
@@ -76,20 +75,38 @@ fn connect(connect: &str) -> BoxResult<Client> {
     Ok(Client::connect(connect, SESSION_TIMEOUT)?)
 }
 
-/// `bench worker <mode> <connect> <path> [name=value ...]`
+/// `zklock-worker <mode> <connect> <path> [name=value ...]`
 pub fn main(args: &[String]) -> BoxResult<()> {
     let [mode, connect_string, path, rest @ ..] = args else {
-        return Err("usage: zklock-bench worker <mode> <connect> <path> [name=value ...]".into());
+        return Err("usage: zklock-worker <mode> <connect> <path> [name=value ...]".into());
     };
     let p = Params::parse(rest)?;
     let mut out = ObjWriter::new();
     out.str("impl", "zklock").str("mode", mode);
     match mode.as_str() {
         "uncontended" => uncontended(connect_string, path, &p, &mut out)?,
-        "contended" => contended(connect_string, path, &p, &mut out)?,
+        "contended" => {
+            let (connect_string, path) = (connect_string.clone(), path.clone());
+            contended(&p, &mut out, move |_| {
+                let client = connect(&connect_string)?;
+                let mutex = Mutex::new(&client, &path)?;
+                Ok(ZklockSession {
+                    client,
+                    mutex,
+                    guard: None,
+                })
+            })?
+        }
         "waiters" => waiters(connect_string, path, &p, &mut out)?,
         "held" => held(connect_string, path, &p, &mut out)?,
         "floor" => crate::floor::uncontended(connect_string, path, &p, &mut out)?,
+        "floor-contended" => {
+            let (connect_string, path) = (connect_string.clone(), path.clone());
+            contended(&p, &mut out, move |id| {
+                crate::floor::Contender::open(&connect_string, &path, id)
+            })?
+        }
+        "floor-waiters" => crate::floor::waiters(connect_string, path, &p, &mut out)?,
         other => return Err(format!("unknown mode {other:?}").into()),
     }
     let mut stdout = std::io::stdout().lock();
@@ -131,63 +148,121 @@ fn uncontended(connect_string: &str, path: &str, p: &Params, out: &mut ObjWriter
     Ok(())
 }
 
-/// `sessions` sessions, one thread each, take turns on one lock `cycles`
-/// times each, holding it `hold_us`.
-fn contended(connect_string: &str, path: &str, p: &Params, out: &mut ObjWriter) -> BoxResult<()> {
+/// One session's side of the contended mode, as [`contended`] drives it:
+/// zklock's ([`ZklockSession`]) or the raw floor's
+/// ([`crate::floor::Contender`]).
+pub(crate) trait ContendedSession: Send + 'static {
+    /// Returns once this session holds the lock.
+    fn lock(&mut self) -> BoxResult<()>;
+    /// Lets the lock go; the delete may still be on its way, ahead of
+    /// whatever the session sends next.
+    fn unlock(&mut self) -> BoxResult<()>;
+    /// Every release has left for the server: called after the warm-up and
+    /// after the timed turns, so that no session waits at a barrier while
+    /// the lock is still its own.
+    fn settle(&mut self) -> BoxResult<()>;
+    /// Ends the session, after the `done` stage.
+    fn close(self) -> BoxResult<()>;
+}
+
+/// zklock's contended session: one client and one mutex.
+struct ZklockSession {
+    client: Client,
+    mutex: Mutex,
+    guard: Option<LockGuard>,
+}
+
+impl ContendedSession for ZklockSession {
+    fn lock(&mut self) -> BoxResult<()> {
+        self.guard = Some(self.mutex.lock()?);
+        Ok(())
+    }
+
+    /// Released as in `cycle`: the guard drops.
+    fn unlock(&mut self) -> BoxResult<()> {
+        drop(self.guard.take());
+        Ok(())
+    }
+
+    /// A dropped guard's delete is already the I/O thread's.
+    fn settle(&mut self) -> BoxResult<()> {
+        Ok(())
+    }
+
+    fn close(self) -> BoxResult<()> {
+        Ok(self.client.close()?)
+    }
+}
+
+/// `sessions` sessions, one thread each, opened by `open(session index)`,
+/// take turns on one lock `cycles` times each, holding it `hold_us`.
+fn contended<S: ContendedSession>(
+    p: &Params,
+    out: &mut ObjWriter,
+    open: impl Fn(usize) -> BoxResult<S> + Send + Sync + 'static,
+) -> BoxResult<()> {
     let sessions = p.usize("sessions", 8)?.max(1);
     let cycles = p.usize("cycles", 100)?;
     let warm = p.usize("warm", cycles / 4)?;
     let hold = Duration::from_micros(p.usize("hold_us", 0)? as u64);
     let t0 = Instant::now();
-    let clients = (0..sessions)
-        .map(|_| connect(connect_string))
-        .collect::<BoxResult<Vec<_>>>()?;
+    let open = Arc::new(open);
     let warmed = Arc::new(Barrier::new(sessions + 1));
     let go = Arc::new(Barrier::new(sessions + 1));
     let inside = Arc::new(AtomicUsize::new(0));
     let overlaps = Arc::new(AtomicUsize::new(0));
     let mut threads = Vec::new();
-    for (id, client) in clients.iter().enumerate() {
-        let (client, path) = (client.clone(), path.to_owned());
+    for id in 0..sessions {
+        let open = open.clone();
         let (warmed, go) = (warmed.clone(), go.clone());
         let (inside, overlaps) = (inside.clone(), overlaps.clone());
-        threads.push(std::thread::spawn(move || -> BoxResult<Vec<[u64; 3]>> {
-            let mutex = Mutex::new(&client, &path)?;
-            let turn = |record: &mut Vec<[u64; 3]>| -> BoxResult<()> {
-                let guard = mutex.lock()?;
-                let acquired = ns(t0);
-                if inside.fetch_add(1, Ordering::SeqCst) != 0 {
-                    overlaps.fetch_add(1, Ordering::SeqCst);
+        threads.push(std::thread::spawn(
+            move || -> BoxResult<(Vec<[u64; 3]>, S)> {
+                let turn = |s: &mut S, record: &mut Vec<[u64; 3]>| -> BoxResult<()> {
+                    s.lock()?;
+                    let acquired = ns(t0);
+                    if inside.fetch_add(1, Ordering::SeqCst) != 0 {
+                        overlaps.fetch_add(1, Ordering::SeqCst);
+                    }
+                    if !hold.is_zero() {
+                        std::thread::sleep(hold);
+                    }
+                    inside.fetch_sub(1, Ordering::SeqCst);
+                    record.push([id as u64, acquired, ns(t0)]);
+                    s.unlock()
+                };
+                let warm_result = open(id).and_then(|mut s| {
+                    let mut scratch = Vec::new();
+                    for _ in 0..warm {
+                        turn(&mut s, &mut scratch)?;
+                    }
+                    s.settle()?;
+                    Ok(s)
+                });
+                warmed.wait();
+                go.wait();
+                let mut s = warm_result?;
+                let mut record = Vec::with_capacity(cycles);
+                for _ in 0..cycles {
+                    turn(&mut s, &mut record)?;
                 }
-                if !hold.is_zero() {
-                    std::thread::sleep(hold);
-                }
-                inside.fetch_sub(1, Ordering::SeqCst);
-                record.push([id as u64, acquired, ns(t0)]);
-                // Released as in `cycle`: the guard drops.
-                drop(guard);
-                Ok(())
-            };
-            let mut scratch = Vec::new();
-            let warm_result = (0..warm).try_for_each(|_| turn(&mut scratch));
-            warmed.wait();
-            go.wait();
-            warm_result?;
-            let mut record = Vec::with_capacity(cycles);
-            for _ in 0..cycles {
-                turn(&mut record)?;
-            }
-            Ok(record)
-        }));
+                s.settle()?;
+                Ok((record, s))
+            },
+        ));
     }
     warmed.wait();
     stage("ready")?;
     go.wait();
     let mut timeline = Vec::new();
+    let mut opened = Vec::new();
     let mut first_error = None;
     for t in threads {
         match t.join().map_err(|_| "a session thread panicked")? {
-            Ok(r) => timeline.extend(r),
+            Ok((r, s)) => {
+                timeline.extend(r);
+                opened.push(s);
+            }
             Err(e) => first_error = first_error.or(Some(e)),
         }
     }
@@ -197,8 +272,8 @@ fn contended(connect_string: &str, path: &str, p: &Params, out: &mut ObjWriter) 
     stage("done")?;
     out.rows("timeline", &timeline)
         .num("overlaps_seen", overlaps.load(Ordering::SeqCst) as f64);
-    for c in clients {
-        c.close()?;
+    for s in opened {
+        s.close()?;
     }
     Ok(())
 }
