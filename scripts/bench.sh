@@ -22,6 +22,9 @@ cargo build --quiet --release --manifest-path bench/zkrs/Cargo.toml
 echo "bench: building the minimal lock program, release and release-size (bench/minimal)" >&2
 cargo build --quiet --release --manifest-path bench/minimal/Cargo.toml
 cargo build --quiet --profile release-size --manifest-path bench/minimal/Cargo.toml
+echo "bench: building the runtime skeleton, release and release-size (bench/skeleton)" >&2
+cargo build --quiet --release --manifest-path bench/skeleton/Cargo.toml
+cargo build --quiet --profile release-size --manifest-path bench/skeleton/Cargo.toml
 echo "bench: building the CLI" >&2
 if [ -f cli/Cargo.toml ]; then
   cargo build --quiet --release -p zklock-cli

@@ -90,11 +90,15 @@ pub fn measure(setup: &Setup, connect: &str) -> Footprint {
     };
     let minimal_release = setup.target.join("release/zklock-minimal");
     let minimal_size = setup.target.join("release-size/zklock-minimal");
+    let skeleton = setup.target.join("release/zklock-skeleton");
+    let skeleton_size = setup.target.join("release-size/zklock-skeleton");
     let cli_member = setup.root.join("cli/Cargo.toml").exists();
     let cli: PathBuf = setup.target.join("release/zklock");
     let sizes = [
         ("minimal_kib", &minimal_release, "minimal-release"),
         ("minimal_size_kib", &minimal_size, "minimal-release-size"),
+        ("skeleton_kib", &skeleton, "skeleton-release"),
+        ("skeleton_size_kib", &skeleton_size, "skeleton-release-size"),
         ("cli_kib", &cli, "zklock-cli"),
     ];
     for (key, bin, name) in sizes {

@@ -410,6 +410,8 @@ pub fn render(r: &Results, s: &Sizes, info: &RunInfo) -> (String, String) {
     for (label, key) in [
         ("minimal lock program, stripped, default release profile, KiB", "minimal_kib"),
         ("minimal lock program, stripped, size profile (opt-level s, LTO, 1 CGU, panic abort), KiB", "minimal_size_kib"),
+        ("runtime skeleton without ZooKeeper (bench/skeleton: mio I/O thread, crossbeam channels, one TCP connection), stripped, default release profile, KiB", "skeleton_kib"),
+        ("the same skeleton, stripped, size profile, KiB", "skeleton_size_kib"),
         ("CLI `zklock`, stripped, release, KiB", "cli_kib"),
         ("runtime crates: `cargo tree -e normal -p zklock --prefix none \\| sort -u \\| wc -l`", "tree_lines"),
         ("runtime crates: distinct names in that tree (zklock and jute included)", "tree_crates"),
