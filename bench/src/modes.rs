@@ -173,9 +173,17 @@ impl Bench<'_> {
             &path,
             &self.contended_params(),
         )?;
-        let floor = Contention::of(&w.drive(|_, _| Ok(()))?);
+        let pid = w.pid();
+        let mut span = Span::default();
+        let server = &self.server;
+        let floor = Contention::of(&w.drive(|stage, _| {
+            span.read(stage, server, pid);
+            Ok(())
+        })?);
+        let Span { p0, p1, .. } = span;
         for (k, v) in [
             ("cont.floor_ops_per_s", floor.ops_per_s),
+            ("cont.floor_cpu_us", p0.cpu_s_until(&p1) * 1e6 / floor.ops),
             ("cont.floor_handoff_p50_us", floor.handoff_p50),
             ("cont.floor_overlaps", floor.overlaps),
             ("cont.ops_over_floor", zklock.ops_per_s / floor.ops_per_s),
@@ -328,6 +336,7 @@ impl Bench<'_> {
         for (floor, peers, higher) in [
             ("cont.floor_ops_per_s", "cont.ops_per_s", true),
             ("cont.floor_handoff_p50_us", "cont.handoff_p50_us", false),
+            ("cont.floor_cpu_us", "cont.cpu_us", false),
             ("w1.floor_pass_s", "w1.blocking.pass_s", false),
         ] {
             let (floor, peers) = (self.key(floor), self.key(peers));

@@ -115,6 +115,16 @@ fn rows(s: &Sizes, r: &Results, fs: &str, full: bool) -> Vec<Row> {
             Lower,
         ),
         row(
+            "contended: client CPU µs per op of the raw floor (no I/O thread: each session's own thread reads its socket)".into(),
+            &k("cont.floor_cpu_us"),
+            Neither,
+        ),
+        row(
+            "contended: raw floor's client CPU per op ÷ best peer's".into(),
+            &k("cont.floor_cpu_us_over_best"),
+            Neither,
+        ),
+        row(
             "contended: server requests per op".into(),
             &k("cont.requests"),
             Lower,
