@@ -24,6 +24,7 @@
 mod client;
 mod driver;
 mod error;
+mod oneshot;
 mod path;
 pub mod recipes;
 pub mod session;

@@ -1,6 +1,7 @@
 //! The fair, herd-free exclusive lock (Curator's InterProcessMutex layout),
 //! and the guard every recipe hands out.
 
+use std::sync::mpsc::RecvTimeoutError;
 use std::sync::{Arc, Mutex as StdMutex, Weak};
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
@@ -196,11 +197,27 @@ impl QueueLock {
             deadline
         };
         let service = LockService::of(&self.client)?;
-        let pending = service.start(self.spec.clone(), deadline, no_wait);
-        let outcome = match (cancel, deadline) {
-            (None, None) => pending.wait(),
-            (None, Some(d)) => pending.wait_deadline(d),
-            (Some(c), _) => {
+        let outcome = match cancel {
+            None => {
+                let (id, outcome) = service.start_blocking(self.spec.clone(), deadline, no_wait);
+                let received = match deadline {
+                    None => outcome.recv().map_err(|_| RecvTimeoutError::Disconnected),
+                    Some(d) => outcome.recv_deadline(d),
+                };
+                match received {
+                    Ok(r) => r,
+                    Err(RecvTimeoutError::Timeout) => {
+                        // Refuse a late guard (it releases itself), then
+                        // give the attempt up.
+                        drop(outcome);
+                        service.cancel(id);
+                        Err(LockError::Timeout)
+                    }
+                    Err(RecvTimeoutError::Disconnected) => Err(LockError::Client(Error::Closed)),
+                }
+            }
+            Some(c) => {
+                let pending = service.start(self.spec.clone(), deadline, no_wait);
                 let timeout = deadline.map_or_else(never, crossbeam_channel::at);
                 let outcome = select! {
                     recv(pending.receiver()) -> r => {

@@ -20,7 +20,7 @@ use super::pending::PendingLock;
 use crate::client::WeakClient;
 use crate::driver::{IoTask, TaskRequest, TaskSender};
 use crate::session::{RequestError, SessionState, WatchEvent};
-use crate::{Client, Error};
+use crate::{oneshot, Client, Error};
 
 /// Where an acquisition's outcome goes.
 #[derive(Clone)]
@@ -29,6 +29,8 @@ pub(crate) enum Outcome {
     Alone(Sender<Result<LockGuard, LockError>>),
     /// A [`PendingSet`](super::PendingSet)'s channel, with the set's key.
     InSet(Sender<(u64, Result<LockGuard, LockError>)>, u64),
+    /// A thread blocked in `lock()`.
+    Blocked(oneshot::Sender<Result<LockGuard, LockError>>),
 }
 
 impl Outcome {
@@ -38,6 +40,7 @@ impl Outcome {
         let _ = match self {
             Outcome::Alone(tx) => tx.send(outcome).map_err(drop),
             Outcome::InSet(tx, key) => tx.send((key, outcome)).map_err(drop),
+            Outcome::Blocked(tx) => tx.send(outcome).map_err(drop),
         };
     }
 }
@@ -263,6 +266,24 @@ impl LockService {
         let (tx, rx) = crossbeam_channel::bounded(1);
         let id = self.start_to(spec, deadline, no_wait, Outcome::Alone(tx));
         PendingLock::new(id, rx, self.sender.clone())
+    }
+
+    /// Starts an acquisition for a thread that blocks until its outcome.
+    pub(crate) fn start_blocking(
+        &self,
+        spec: Arc<LockSpec>,
+        deadline: Option<Instant>,
+        no_wait: bool,
+    ) -> (AttemptId, oneshot::Receiver<Result<LockGuard, LockError>>) {
+        let (tx, rx) = oneshot::channel();
+        let id = self.start_to(spec, deadline, no_wait, Outcome::Blocked(tx));
+        (id, rx)
+    }
+
+    /// Gives up an acquisition whose outcome nobody waits for any more (a
+    /// guard that still comes releases itself).
+    pub(crate) fn cancel(&self, id: AttemptId) {
+        self.sender.send(Box::new(Message::Cancel(id)));
     }
 
     /// Starts an acquisition whose outcome goes to `outcome`; if the I/O
