@@ -18,6 +18,7 @@ use jute::Request;
 use mio::net::TcpStream;
 use mio::{Events, Poll, Token, Waker};
 
+use crate::oneshot;
 use crate::session::{DropReason, SaslConfig, Session, SessionConfig, SessionEvent, SessionState};
 
 mod hosts;
@@ -240,10 +241,8 @@ impl Driver {
                     continue;
                 }
                 log::error!("poll failed, stopping the I/O thread: {e}");
-                self.session.close(
-                    Instant::now(),
-                    ReplyTo::Caller(crossbeam_channel::bounded(1).0),
-                );
+                self.session
+                    .close(Instant::now(), ReplyTo::Caller(oneshot::channel().0));
                 self.deliver();
                 break;
             }
@@ -340,7 +339,7 @@ impl Driver {
         if self.commands_open {
             self.commands_open = false;
             self.session
-                .close(now, ReplyTo::Caller(crossbeam_channel::bounded(1).0));
+                .close(now, ReplyTo::Caller(oneshot::channel().0));
         }
     }
 

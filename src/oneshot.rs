@@ -7,7 +7,7 @@
 
 use std::sync::mpsc::{RecvError, RecvTimeoutError};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Gives the answer; clones share the one slot. When the last one goes
 /// without an answer given, the receiver hears `Disconnected`.
@@ -121,6 +121,14 @@ impl<T> Receiver<T> {
         }
     }
 
+    /// As [`Receiver::recv`], for `timeout` at most.
+    ///
+    /// # Errors
+    /// As [`Receiver::recv_deadline`].
+    pub(crate) fn recv_timeout(&self, timeout: Duration) -> Result<T, RecvTimeoutError> {
+        self.recv_deadline(Instant::now() + timeout)
+    }
+
     /// As [`Receiver::recv`], until `deadline` at the latest.
     ///
     /// # Errors
@@ -163,7 +171,6 @@ impl<T> Drop for Receiver<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     #[test]
     fn the_answer_reaches_a_thread_blocked_before_it_was_sent() {

@@ -1,6 +1,6 @@
 //! The blocking client: many threads share one connection and one session.
 
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
@@ -8,6 +8,7 @@ use jute::{AddWatchMode, AddWatchRequest, AuthPacket, Request, Response};
 
 use crate::driver::{Command, DriverHandle, IoTask, TaskSender, WatchSender};
 use crate::error::{Error, Result};
+use crate::oneshot;
 use crate::path::{validate_path, Chroot};
 use crate::session::SessionState;
 
@@ -236,7 +237,7 @@ impl Client {
         watch: bool,
         deadline: Option<Instant>,
     ) -> Result<(Response, Option<Watch>)> {
-        let (tx, rx) = crossbeam_channel::bounded(1);
+        let (tx, rx) = oneshot::channel();
         let (watcher, watch) = if watch {
             let (wtx, w) = self.new_watch();
             (Some(wtx), Some(w))
@@ -257,8 +258,8 @@ impl Client {
         match rx.recv_deadline(until) {
             Ok(Ok(resp)) => Ok((resp, watch)),
             Ok(Err(e)) => Err(e.into()),
-            Err(RecvTimeoutError::Timeout) => Err(Error::Timeout),
-            Err(RecvTimeoutError::Disconnected) => Err(Error::Closed),
+            Err(mpsc::RecvTimeoutError::Timeout) => Err(Error::Timeout),
+            Err(mpsc::RecvTimeoutError::Disconnected) => Err(Error::Closed),
         }
     }
 
@@ -288,7 +289,7 @@ impl Client {
     pub fn add_watch(&self, path: &str, mode: AddWatchMode) -> Result<PersistentWatch> {
         let server_path = self.server_path(path, false)?;
         let (wtx, watch) = Watch::channel(self.inner.chroot.clone(), true);
-        let (tx, reply) = crossbeam_channel::bounded(1);
+        let (tx, reply) = oneshot::channel();
         let sent = self.inner.driver.send(Command::Submit {
             request: Request::AddWatch(AddWatchRequest {
                 path: server_path.clone(),
@@ -307,8 +308,8 @@ impl Client {
                 server_path,
             }),
             Ok(Err(e)) => Err(e.into()),
-            Err(RecvTimeoutError::Timeout) => Err(Error::Timeout),
-            Err(RecvTimeoutError::Disconnected) => Err(Error::Closed),
+            Err(mpsc::RecvTimeoutError::Timeout) => Err(Error::Timeout),
+            Err(mpsc::RecvTimeoutError::Disconnected) => Err(Error::Closed),
         }
     }
 
@@ -336,13 +337,13 @@ impl Client {
     /// request timeout: the client is closed all the same, but the server
     /// may keep the session (and its ephemeral nodes) until it expires.
     pub fn close(&self) -> Result<()> {
-        let (tx, rx) = crossbeam_channel::bounded(1);
+        let (tx, rx) = oneshot::channel();
         if !self.inner.driver.send(Command::Close { reply: tx }) {
             return Ok(());
         }
         match rx.recv_timeout(self.inner.request_timeout) {
-            Ok(_) | Err(RecvTimeoutError::Disconnected) => Ok(()),
-            Err(RecvTimeoutError::Timeout) => Err(Error::Timeout),
+            Ok(_) | Err(mpsc::RecvTimeoutError::Disconnected) => Ok(()),
+            Err(mpsc::RecvTimeoutError::Timeout) => Err(Error::Timeout),
         }
     }
 
@@ -361,7 +362,7 @@ impl Client {
         let deadline = Instant::now() + self.inner.request_timeout;
         let mut waiting = Vec::with_capacity(requests.len());
         for request in requests {
-            let (tx, rx) = crossbeam_channel::bounded(1);
+            let (tx, rx) = oneshot::channel();
             let sent = self.inner.driver.send(Command::Submit {
                 request,
                 reply: tx,
@@ -377,8 +378,8 @@ impl Client {
                 };
                 match rx.recv_deadline(deadline) {
                     Ok(r) => r.map_err(Error::from),
-                    Err(RecvTimeoutError::Timeout) => Err(Error::Timeout),
-                    Err(RecvTimeoutError::Disconnected) => Err(Error::Closed),
+                    Err(mpsc::RecvTimeoutError::Timeout) => Err(Error::Timeout),
+                    Err(mpsc::RecvTimeoutError::Disconnected) => Err(Error::Closed),
                 }
             })
             .collect()

@@ -1,15 +1,16 @@
 //! The calls on data nodes: create and delete, exists, data, children,
 //! ACLs, sync, and multi.
 
-use crossbeam_channel::RecvTimeoutError;
 use jute::{
     Acl, CreateMode, CreateRequest, CreateTtlRequest, ErrorCode, MultiOp, MultiResult, PathVersion,
     PathWatch, Request, Response, SetAclRequest, SetDataRequest, Stat,
 };
+use std::sync::mpsc::RecvTimeoutError;
 
 use super::{Client, CreateOptions, Op, OpResult, Watch};
 use crate::driver::Command;
 use crate::error::{Error, Result};
+use crate::oneshot;
 use crate::session::RequestError;
 
 fn version_or_any(v: Option<i32>) -> i32 {
@@ -88,7 +89,7 @@ impl Client {
 
     fn exists_inner(&self, path: &str, watch: bool) -> Result<(Option<Stat>, Option<Watch>)> {
         let path = self.server_path(path, false)?;
-        let (tx, rx) = crossbeam_channel::bounded(1);
+        let (tx, rx) = oneshot::channel();
         let (wtx, w) = self.new_watch();
         if !self.inner.driver.send(Command::Submit {
             request: Request::Exists(PathWatch { path, watch }),

@@ -13,6 +13,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, TryRecvError};
 use super::WeakClient;
 use crate::driver::{Command, WatchSender};
 use crate::error::{Error, Result};
+use crate::oneshot;
 use crate::path::Chroot;
 use crate::session::WatchEvent;
 
@@ -175,7 +176,7 @@ impl Drop for PersistentWatch {
         // Give up our token first, so the I/O thread sees us gone.
         self.watch.wanted = None;
         if let Some(client) = self.client.upgrade() {
-            let (reply, _) = crossbeam_channel::bounded(1);
+            let (reply, _) = oneshot::channel();
             client.inner.driver.send(Command::ReleasePersistent {
                 path: std::mem::take(&mut self.server_path),
                 reply,

@@ -3,13 +3,13 @@
 
 use std::sync::{Arc, Weak};
 
-use crossbeam_channel::Sender;
 use jute::Response;
 
+use crate::oneshot;
 use crate::session::{RequestError, WatchEvent};
 
 /// Where a caller waits for its reply.
-pub(crate) type ReplySender = Sender<Result<Response, RequestError>>;
+pub(crate) type ReplySender = oneshot::Sender<Result<Response, RequestError>>;
 /// What a watch hands on: an event, or why no (further) event will come.
 pub(crate) type WatchOutcome = Result<WatchEvent, RequestError>;
 

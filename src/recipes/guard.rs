@@ -2,11 +2,12 @@
 //! state, fencing, and release on drop without blocking.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::RecvTimeoutError;
 use std::sync::Arc;
 use std::thread::ThreadId;
 use std::time::Duration;
 
-use crossbeam_channel::{Receiver, RecvTimeoutError};
+use crossbeam_channel::Receiver;
 
 use super::error::LockError;
 use super::held::{HolderState, LockState, LossReason};
@@ -14,6 +15,7 @@ use super::machine::AttemptId;
 use super::registry::{self, Key};
 use super::runner::Message;
 use crate::driver::TaskSender;
+use crate::oneshot;
 use crate::{Client, Error, Op, OpResult, Stat};
 
 /// One acquisition, shared by re-entrant guards.
@@ -35,7 +37,7 @@ pub(crate) struct Holding {
 
 impl Holding {
     /// Asks the runner to remove our node; `done` hears when it is gone.
-    fn release(&self, done: Option<crossbeam_channel::Sender<()>>) -> bool {
+    fn release(&self, done: Option<oneshot::Sender<()>>) -> bool {
         if self.released.swap(true, Ordering::SeqCst) {
             return false;
         }
@@ -180,7 +182,7 @@ impl LockGuard {
         let Ok(holding) = Arc::try_unwrap(self.holding) else {
             return Ok(());
         };
-        let (done, rx) = crossbeam_channel::bounded(1);
+        let (done, rx) = oneshot::channel();
         if !holding.release(Some(done)) {
             return Ok(());
         }

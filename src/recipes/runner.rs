@@ -60,7 +60,7 @@ pub(crate) enum Message {
     /// The guard let go; `done` hears when the node is gone.
     Release {
         id: AttemptId,
-        done: Option<Sender<()>>,
+        done: Option<oneshot::Sender<()>>,
     },
 }
 
@@ -70,7 +70,7 @@ struct Runner {
     sender: TaskSender,
     waiting: HashMap<AttemptId, Outcome>,
     held: HashMap<AttemptId, Arc<HolderState>>,
-    releasing: HashMap<AttemptId, Vec<Sender<()>>>,
+    releasing: HashMap<AttemptId, Vec<oneshot::Sender<()>>>,
 }
 
 impl Runner {
