@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex as StdMutex, Weak};
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{never, select};
+use crossbeam_channel::Select;
 
 use super::attempt::{LockSpec, Rule};
 use super::cancel::CancelToken;
@@ -198,39 +198,8 @@ impl QueueLock {
         };
         let service = LockService::of(&self.client)?;
         let outcome = match cancel {
-            None => {
-                let (id, outcome) = service.start_blocking(self.spec.clone(), deadline, no_wait);
-                let received = match deadline {
-                    None => outcome.recv().map_err(|_| RecvTimeoutError::Disconnected),
-                    Some(d) => outcome.recv_deadline(d),
-                };
-                match received {
-                    Ok(r) => r,
-                    Err(RecvTimeoutError::Timeout) => {
-                        // Refuse a late guard (it releases itself), then
-                        // give the attempt up.
-                        drop(outcome);
-                        service.cancel(id);
-                        Err(LockError::Timeout)
-                    }
-                    Err(RecvTimeoutError::Disconnected) => Err(LockError::Client(Error::Closed)),
-                }
-            }
-            Some(c) => {
-                let pending = service.start(self.spec.clone(), deadline, no_wait);
-                let timeout = deadline.map_or_else(never, crossbeam_channel::at);
-                let outcome = select! {
-                    recv(pending.receiver()) -> r => {
-                        pending.mark_taken();
-                        r.unwrap_or(Err(LockError::Client(Error::Closed)))
-                    }
-                    recv(c.receiver()) -> _ => Err(LockError::Cancelled),
-                    recv(timeout) -> _ => Err(LockError::Timeout),
-                };
-                // Dropping `pending` gives up an attempt still under way.
-                drop(pending);
-                outcome
-            }
+            None => self.wait_blocked(service, deadline, no_wait),
+            Some(c) => self.wait_cancellable(service, deadline, no_wait, c),
         };
         let mut guard = outcome?;
         guard.register_owner(self.key(self.side));
@@ -238,6 +207,63 @@ impl QueueLock {
             *cur = Some((std::thread::current().id(), Arc::downgrade(guard.holding())));
         }
         Ok(guard)
+    }
+
+    /// The outcome for a thread that only waits: on a oneshot, which parks
+    /// at once (see `crate::oneshot`).
+    fn wait_blocked(
+        &self,
+        service: &LockService,
+        deadline: Option<Instant>,
+        no_wait: bool,
+    ) -> Result<LockGuard, LockError> {
+        let (id, outcome) = service.start_blocking(self.spec.clone(), deadline, no_wait);
+        let received = match deadline {
+            None => outcome.recv().map_err(|_| RecvTimeoutError::Disconnected),
+            Some(d) => outcome.recv_deadline(d),
+        };
+        match received {
+            Ok(r) => r,
+            Err(RecvTimeoutError::Timeout) => {
+                // Refuse a late guard (it releases itself), then give the
+                // attempt up.
+                drop(outcome);
+                service.cancel(id);
+                Err(LockError::Timeout)
+            }
+            Err(RecvTimeoutError::Disconnected) => Err(LockError::Client(Error::Closed)),
+        }
+    }
+
+    /// The outcome, or `cancel`, or the deadline, whichever comes first.
+    fn wait_cancellable(
+        &self,
+        service: &LockService,
+        deadline: Option<Instant>,
+        no_wait: bool,
+        cancel: &CancelToken,
+    ) -> Result<LockGuard, LockError> {
+        let pending = service.start(self.spec.clone(), deadline, no_wait);
+        let mut select = Select::new();
+        let outcome = select.recv(pending.receiver());
+        select.recv(cancel.receiver());
+        let chosen = match deadline {
+            Some(d) => select.select_deadline(d),
+            None => Ok(select.select()),
+        };
+        // Dropping `pending` without an outcome taken gives the attempt up.
+        match chosen {
+            Ok(op) if op.index() == outcome => {
+                let r = op.recv(pending.receiver());
+                pending.mark_taken();
+                r.unwrap_or(Err(LockError::Client(Error::Closed)))
+            }
+            Ok(op) => {
+                let _ = op.recv(cancel.receiver());
+                Err(LockError::Cancelled)
+            }
+            Err(_) => Err(LockError::Timeout),
+        }
     }
 
     pub(crate) fn queue(&self) -> Result<Vec<QueueEntry>, LockError> {
