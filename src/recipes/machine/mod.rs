@@ -112,7 +112,10 @@ pub enum Regression {
 /// docs.
 #[derive(Debug, Default)]
 pub struct LockMachine {
-    attempts: BTreeMap<AttemptId, Attempt>,
+    /// Boxed: a map node then holds 11 pointers, not 11 records of 300
+    /// bytes, and its leaves (half full under ids that only grow) waste
+    /// little. About 560 → 330 bytes per held lock.
+    attempts: BTreeMap<AttemptId, Box<Attempt>>,
     /// Request token → the attempt and why.
     pending: HashMap<u64, (AttemptId, Purpose)>,
     /// Watch token → the attempt it wakes.
@@ -191,7 +194,7 @@ impl LockMachine {
             self.deadlines.insert((d, id));
         }
         self.attempts
-            .insert(id, Attempt::new(spec, uuid, deadline, no_wait));
+            .insert(id, Box::new(Attempt::new(spec, uuid, deadline, no_wait)));
         self.handle_timeout(now);
         self.step(id);
     }
