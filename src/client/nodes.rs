@@ -1,11 +1,12 @@
 //! The calls on data nodes: create and delete, exists, data, children,
 //! ACLs, sync, and multi.
 
+use std::sync::mpsc::RecvTimeoutError;
+
 use jute::{
     Acl, CreateMode, CreateRequest, CreateTtlRequest, ErrorCode, MultiOp, MultiResult, PathVersion,
     PathWatch, Request, Response, SetAclRequest, SetDataRequest, Stat,
 };
-use std::sync::mpsc::RecvTimeoutError;
 
 use super::{Client, CreateOptions, Op, OpResult, Watch};
 use crate::driver::Command;
