@@ -294,7 +294,10 @@ fn lost(
         Some(LossReason::SessionExpired) => "the session expired",
         Some(LossReason::NodeDeleted) => "its node was deleted",
         Some(LossReason::ClientClosed) => "the session ended",
-        Some(LossReason::NoContact) | None => {
+        Some(LossReason::SequenceExhausted) => {
+            "the lock path's sequence counter is exhausted (recreate the path)"
+        }
+        Some(LossReason::NoContact) | Some(_) | None => {
             "no contact with ZooKeeper for a whole session timeout"
         }
     };

@@ -33,6 +33,17 @@ pub enum LockError {
         /// What this `Semaphore` was created with.
         asked: usize,
     },
+    /// The nodes under `path` can no longer be put in a safe order:
+    /// ZooKeeper's sequence counter for that parent has reached its end
+    /// (2147483647; it does not wrap), so new nodes share a suffix or come
+    /// out negative. Every acquisition there fails closed until the parent
+    /// is deleted and created again (which resets the counter), or the
+    /// lock moves to a new path. Our node has been removed.
+    #[error("the sequence counter of {path} is exhausted: delete and recreate the lock path (or use a new one)")]
+    SequenceExhausted {
+        /// The lock path, as the client names it (chroot not applied).
+        path: String,
+    },
     /// The client failed in another way.
     #[error(transparent)]
     Client(Error),

@@ -23,6 +23,7 @@ pub enum LockState {
 
 /// Why a lock was lost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum LossReason {
     /// The server expired our session: its nodes are gone.
     SessionExpired,
@@ -33,6 +34,9 @@ pub enum LossReason {
     NodeDeleted,
     /// The client was closed, or its I/O thread ended.
     ClientClosed,
+    /// Nodes past the end of the lock path's sequence counter appeared:
+    /// the queue can no longer be ordered, so no one can be sure who holds.
+    SequenceExhausted,
 }
 
 const HELD: u8 = 0;
