@@ -1038,7 +1038,7 @@ impl World {
                 && self
                     .server
                     .sequence_counter(p)
-                    .is_some_and(|c| c > zklock::recipes::SEQUENCE_WARNING || c < 0)
+                    .is_some_and(|c| !(0..=zklock::recipes::SEQUENCE_WARNING).contains(&c))
         };
         let left = self.server.watched_paths();
         let excused = left.iter().filter(|p| near_end(p)).count();
