@@ -37,6 +37,9 @@ pub use multilock::{MultiGuard, MultiLock};
 pub use mutex::{holder_identity, Mutex, MutexOptions};
 pub use pending::PendingLock;
 pub use pending_set::{PendingSet, SetOutcome};
-pub use queue::{sequence_order, sorted_contenders, Contender, NodeKind, NodeOrigin};
+pub use queue::{
+    past_the_end, sequence_order, sorted_contenders, Contender, NodeKind, NodeOrigin,
+    SEQUENCE_WARNING,
+};
 pub use rwlock::RwLock;
 pub use semaphore::Semaphore;

@@ -102,7 +102,12 @@ impl Runner {
                     // with the error and releases itself as it drops.
                     outcome.send(Ok(guard));
                 }
-                LockEvent::Failed { id, error } => {
+                LockEvent::Failed { id, mut error } => {
+                    if let (LockError::SequenceExhausted { path }, Some(client)) =
+                        (&mut error, self.client.upgrade())
+                    {
+                        *path = client.to_client_path(path);
+                    }
                     if let Some(outcome) = self.waiting.remove(&id) {
                         outcome.send(Err(error));
                     }

@@ -152,7 +152,7 @@ impl LockMachine {
             return;
         };
         a.goal = Goal::Release;
-        if let Some(t) = a.watch.take() {
+        for t in [a.watch.take(), a.end_watch.take()].into_iter().flatten() {
             self.watches.remove(&t);
         }
         // A main-line request in flight other than a create is moot; a

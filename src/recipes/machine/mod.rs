@@ -375,6 +375,7 @@ impl LockMachine {
                 }
             },
             Purpose::Delete(name) => self.on_deleted(id, &name, result),
+            Purpose::EndWatch => self.on_end_listing(id, token, result),
             Purpose::CleanupList => {
                 match result {
                     Ok(Response::Children(children)) => {
@@ -416,6 +417,16 @@ impl LockMachine {
         let Some(a) = self.attempts.get_mut(&id) else {
             return;
         };
+        if a.end_watch == Some(token) {
+            a.end_watch = None;
+            // Fired: list again. Never set: again, once connected.
+            if a.goal == Goal::Hold
+                && (event.is_ok() || self.session == Some(SessionState::Connected))
+            {
+                self.watch_queue_end(id);
+            }
+            return;
+        }
         if a.watch != Some(token) {
             // A watch we stopped caring about (its reply, if an error, says
             // what to do next).
