@@ -1,0 +1,368 @@
+//! zklock's recipes at the end of ZooKeeper's sequence counter, on a real
+//! ZooKeeper 3.8 server (`testkit::zk::ZkHarness`, which sets a lock
+//! parent's stored cversion a few creates before 2147483647).
+//!
+//! ZooKeeper does not wrap the counter (DataTree.createNode stores a
+//! parent's cversion only if greater): at the end, names repeat
+//! `2147483647` or come out negative, and no order among them is safe.
+//! Three clients contend for ~30 rounds each; what must hold: never two
+//! holders at once (an in-process record of who holds), every acquisition
+//! either succeeds on a node issued before the end or fails with
+//! `LockError::SequenceExhausted { path }`, and nothing hangs (every call
+//! has a deadline; the rounds are bounded).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex as StdMutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use testkit::zk::ZkHarness;
+use zklock::recipes::{
+    past_the_end, Election, LatchEvent, LockError, LockGuard, Mutex, RwLock, Semaphore,
+};
+use zklock::Client;
+
+const TICK: Duration = Duration::from_millis(200);
+const SESSION: Duration = Duration::from_secs(4);
+/// Per acquisition: far longer than any hand-over between three local
+/// clients; reaching it counts as a hang.
+const ACQUIRE: Duration = Duration::from_secs(10);
+const ROUNDS: usize = 30;
+const CLIENTS: usize = 3;
+/// The counter is set this many creates before its end.
+const BEFORE_END: i32 = 3;
+
+/// What the contenders saw, shared between their threads.
+#[derive(Default)]
+struct Record {
+    holding: AtomicUsize,
+    overlaps: AtomicUsize,
+    held: AtomicUsize,
+    exhausted: AtomicUsize,
+    /// Anything else: a wrong path in the error, another error, a node
+    /// past the end held.
+    wrong: StdMutex<Vec<String>>,
+}
+
+impl Record {
+    fn wrong(&self, what: String) {
+        self.wrong.lock().unwrap().push(what);
+    }
+
+    /// One acquisition's outcome. A held guard is counted as a holder while
+    /// `hold` runs, then released.
+    fn outcome(&self, lock_path: &str, r: Result<LockGuard, LockError>) {
+        match r {
+            Ok(guard) => {
+                if self.holding.fetch_add(1, Ordering::SeqCst) > 0 {
+                    self.overlaps.fetch_add(1, Ordering::SeqCst);
+                }
+                self.held.fetch_add(1, Ordering::SeqCst);
+                let node = guard.node_path();
+                if past_the_end(sequence_of(&node)) {
+                    self.wrong(format!("held on {node}, a node past the end"));
+                }
+                // Some work under the lock, so that a second holder would
+                // overlap with this one rather than slip in between.
+                thread::sleep(Duration::from_millis(5));
+                self.holding.fetch_sub(1, Ordering::SeqCst);
+                if let Err(e) = guard.unlock() {
+                    self.wrong(format!("unlock {node}: {e}"));
+                }
+            }
+            Err(LockError::SequenceExhausted { path }) => {
+                self.exhausted.fetch_add(1, Ordering::SeqCst);
+                if path != lock_path {
+                    self.wrong(format!("SequenceExhausted names {path}, not {lock_path}"));
+                }
+            }
+            Err(e) => self.wrong(format!("{e:?}")),
+        }
+    }
+
+    fn report(&self, what: &str) -> (usize, usize, usize) {
+        let held = self.held.load(Ordering::SeqCst);
+        let exhausted = self.exhausted.load(Ordering::SeqCst);
+        let overlaps = self.overlaps.load(Ordering::SeqCst);
+        eprintln!(
+            "{what}: {held} held, {exhausted} SequenceExhausted, {overlaps} overlaps, other: {:?}",
+            self.wrong.lock().unwrap()
+        );
+        (held, exhausted, overlaps)
+    }
+}
+
+/// The number ZooKeeper appended after the last `-lock-`/`-__WRIT__`/… part:
+/// the text after the last letter or underscore (`%010d`, may be negative).
+fn sequence_of(node: &str) -> i32 {
+    let digits = node.trim_end_matches(|c: char| c.is_ascii_digit());
+    let cut = if digits.ends_with('-') && digits[..digits.len() - 1].ends_with('-') {
+        digits.len() - 1
+    } else {
+        digits.len()
+    };
+    node[cut..]
+        .parse()
+        .unwrap_or_else(|e| panic!("{node}: no sequence number: {e}"))
+}
+
+fn client(server: &ZkHarness) -> Client {
+    Client::connect(&server.connect_string(), SESSION).expect("connect to the harness server")
+}
+
+/// Sets the counter of `path` and of every node under it (a semaphore keeps
+/// its queues in children) `BEFORE_END` creates before the end.
+fn near_the_end(server: &ZkHarness, admin: &Client, path: &str) -> Vec<String> {
+    let mut parents = vec![path.to_string()];
+    for child in testkit::children(admin, path) {
+        parents.push(format!("{path}/{child}"));
+    }
+    for p in &parents {
+        server.set_sequence_counter(p, i32::MAX - BEFORE_END);
+    }
+    parents
+}
+
+/// Runs `CLIENTS` threads of `ROUNDS` acquisitions each; `acquire` takes a
+/// lock on the thread's own client.
+fn contend<L: Send + 'static>(
+    server: &ZkHarness,
+    lock_path: &str,
+    make: impl Fn(&Client) -> L,
+    acquire: fn(&L) -> Result<LockGuard, LockError>,
+) -> Arc<Record> {
+    let record = Arc::new(Record::default());
+    let started = Instant::now();
+    let threads: Vec<_> = (0..CLIENTS)
+        .map(|_| {
+            let c = client(server);
+            let lock = make(&c);
+            let record = record.clone();
+            let lock_path = lock_path.to_string();
+            thread::spawn(move || {
+                for _ in 0..ROUNDS {
+                    record.outcome(&lock_path, acquire(&lock));
+                }
+                drop(lock);
+                drop(c);
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().expect("a contender panicked");
+    }
+    eprintln!("{lock_path}: {:?} for all rounds", started.elapsed());
+    record
+}
+
+/// The common assertions: no overlap, nothing but success or the typed
+/// error, successes only while names before the end remained, and the end
+/// was reached.
+fn assert_fail_closed(record: &Record, what: &str, max_held: usize) {
+    let (held, exhausted, overlaps) = record.report(what);
+    assert_eq!(overlaps, 0, "{what}: two holders at once");
+    assert!(
+        record.wrong.lock().unwrap().is_empty(),
+        "{what}: {:?}",
+        record.wrong.lock().unwrap()
+    );
+    assert_eq!(held + exhausted, CLIENTS * ROUNDS, "{what}");
+    assert!(held <= max_held, "{what}: {held} held, at most {max_held}");
+    assert!(exhausted > 0, "{what}: the end was never reported");
+}
+
+fn prepare(server: &ZkHarness, warm: impl FnOnce(&Client), path: &str) -> Vec<String> {
+    let admin = client(server);
+    // One acquisition creates the lock's parents; then move their counters.
+    warm(&admin);
+    near_the_end(server, &admin, path)
+}
+
+#[test]
+fn mutex_fails_closed_at_the_counter_end() {
+    let server = ZkHarness::start(TICK);
+    let path = "/end/mutex";
+    prepare(
+        &server,
+        |c| {
+            Mutex::new(c, path)
+                .unwrap()
+                .lock()
+                .unwrap()
+                .unlock()
+                .unwrap()
+        },
+        path,
+    );
+    let record = contend(
+        &server,
+        path,
+        |c| Mutex::new(c, path).unwrap(),
+        |m| m.lock_timeout(ACQUIRE),
+    );
+    assert_fail_closed(&record, "Mutex", BEFORE_END as usize);
+    assert_eq!(server.stored(path).cversion, i32::MAX);
+}
+
+#[test]
+fn rwlock_writers_fail_closed_at_the_counter_end() {
+    let server = ZkHarness::start(TICK);
+    let path = "/end/rw";
+    prepare(
+        &server,
+        |c| {
+            RwLock::new(c, path)
+                .unwrap()
+                .write()
+                .unwrap()
+                .unlock()
+                .unwrap()
+        },
+        path,
+    );
+    let record = contend(
+        &server,
+        path,
+        |c| RwLock::new(c, path).unwrap(),
+        |l| l.write_timeout(ACQUIRE),
+    );
+    assert_fail_closed(&record, "RwLock (writers)", BEFORE_END as usize);
+}
+
+#[test]
+fn semaphore_fails_closed_at_the_counter_end() {
+    let server = ZkHarness::start(TICK);
+    let path = "/end/sem";
+    let parents = prepare(
+        &server,
+        |c| {
+            Semaphore::new(c, path, 1)
+                .unwrap()
+                .acquire()
+                .unwrap()
+                .unlock()
+                .unwrap()
+        },
+        path,
+    );
+    assert!(parents.len() >= 3, "semaphore parents: {parents:?}");
+    let record = Arc::new(Record::default());
+    // The error names whichever queue ran out (the gate or the leases).
+    let threads: Vec<_> = (0..CLIENTS)
+        .map(|_| {
+            let c = client(&server);
+            let sem = Semaphore::new(&c, path, 1).unwrap();
+            let record = record.clone();
+            let parents = parents.clone();
+            thread::spawn(move || {
+                for _ in 0..ROUNDS {
+                    match sem.acquire_timeout(ACQUIRE) {
+                        Err(LockError::SequenceExhausted { path: p }) if parents.contains(&p) => {
+                            record
+                                .outcome(&p, Err(LockError::SequenceExhausted { path: p.clone() }))
+                        }
+                        other => record.outcome(path, other),
+                    }
+                }
+                drop(sem);
+                drop(c);
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().expect("a contender panicked");
+    }
+    assert_fail_closed(&record, "Semaphore (1 lease)", BEFORE_END as usize);
+}
+
+#[test]
+fn election_fails_closed_at_the_counter_end() {
+    let server = ZkHarness::start(TICK);
+    let path = "/end/election";
+    prepare(
+        &server,
+        |c| {
+            Election::new(c, path, b"warm")
+                .unwrap()
+                .campaign()
+                .unwrap()
+                .unlock()
+                .unwrap()
+        },
+        path,
+    );
+    let record = contend(
+        &server,
+        path,
+        |c| Election::new(c, path, b"candidate").unwrap(),
+        |e| e.campaign_timeout(ACQUIRE),
+    );
+    assert_fail_closed(&record, "Election", BEFORE_END as usize);
+}
+
+/// LeaderLatch campaigns again after every loss: at the end it must stop
+/// with the typed error rather than lead on a node past the end. Each
+/// client runs a latch until it gains (then resigns by dropping it) or
+/// stops, `ROUNDS` times.
+#[test]
+fn leader_latch_stops_at_the_counter_end() {
+    let server = ZkHarness::start(TICK);
+    let path = "/end/latch";
+    prepare(
+        &server,
+        |c| {
+            Election::new(c, path, b"warm")
+                .unwrap()
+                .campaign()
+                .unwrap()
+                .unlock()
+                .unwrap()
+        },
+        path,
+    );
+    let leaders = Arc::new(AtomicUsize::new(0));
+    let record = Arc::new(Record::default());
+    let threads: Vec<_> = (0..CLIENTS)
+        .map(|_| {
+            let c = client(&server);
+            let leaders = leaders.clone();
+            let record = record.clone();
+            thread::spawn(move || {
+                for _ in 0..ROUNDS {
+                    let latch = Election::new(&c, path, b"latch").unwrap().latch();
+                    match latch.events().recv_timeout(ACQUIRE) {
+                        Ok(LatchEvent::Gained { .. }) => {
+                            if leaders.fetch_add(1, Ordering::SeqCst) > 0 {
+                                record.overlaps.fetch_add(1, Ordering::SeqCst);
+                            }
+                            record.held.fetch_add(1, Ordering::SeqCst);
+                            thread::sleep(Duration::from_millis(5));
+                            leaders.fetch_sub(1, Ordering::SeqCst);
+                        }
+                        Ok(LatchEvent::Stopped(LockError::SequenceExhausted { path: p })) => {
+                            record.exhausted.fetch_add(1, Ordering::SeqCst);
+                            if p != path {
+                                record.wrong(format!("SequenceExhausted names {p}"));
+                            }
+                        }
+                        other => record.wrong(format!("latch: {other:?}")),
+                    }
+                    drop(latch);
+                }
+                drop(c);
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().expect("a contender panicked");
+    }
+    assert_fail_closed(&record, "LeaderLatch", BEFORE_END as usize);
+}
+
+#[test]
+fn sequence_numbers_parse_past_the_end() {
+    assert_eq!(sequence_of("/a/_c_x-lock-2147483647"), i32::MAX);
+    assert_eq!(sequence_of("/a/_c_x-lock--2147483648"), i32::MIN);
+    assert_eq!(sequence_of("/a/_c_x-__WRIT__0000000012"), 12);
+    assert_eq!(sequence_of("/a/_c_x-latch--000000001"), -1);
+}
