@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use testkit::peers::{acquired_node, line_millis, Peer, PeerKind, REPLY_TIMEOUT};
 use testkit::zk::ZkHarness;
 use zklock::recipes::{
-    past_the_end, Election, LatchEvent, LockError, LockGuard, Mutex, RwLock, Semaphore,
+    past_the_end, Election, LatchEvent, LockError, LockGuard, LockState, Mutex, RwLock, Semaphore,
 };
 use zklock::{Client, CreateMode};
 
@@ -36,42 +36,95 @@ const CLIENTS: usize = 3;
 /// The counter is set this many creates before its end.
 const BEFORE_END: i32 = 3;
 
+/// Whether a holder still believes it holds: its guard (or latch) says so.
+type Believes = Arc<dyn Fn() -> bool + Send + Sync>;
+
 /// What the contenders saw, shared between their threads.
+///
+/// A holder counts as one from the moment its acquisition returns until it
+/// starts releasing, unless its guard has told it that it lost the lock
+/// (a holder whose queue ran past the end is told `Lost(SequenceExhausted)`
+/// and its node goes; the next waiter may then hold). An overlap is an
+/// acquisition while another holder still believes it holds. The check
+/// reads the other guards' states right after the acquisition returns: the
+/// other's node was deleted before ours could win, and the library marks a
+/// guard lost before it deletes its node.
 #[derive(Default)]
 struct Record {
-    holding: AtomicUsize,
+    holders: StdMutex<Vec<(u64, Believes)>>,
+    next_id: AtomicUsize,
     overlaps: AtomicUsize,
     held: AtomicUsize,
+    /// Holds that began after an earlier holder had been told it lost.
+    after_lost: AtomicUsize,
     exhausted: AtomicUsize,
     /// Anything else: a wrong path in the error, another error, a node
     /// past the end held.
     wrong: StdMutex<Vec<String>>,
+    /// Every hold, in order of events, to explain an overlap.
+    log: StdMutex<Vec<String>>,
+    started: std::sync::OnceLock<Instant>,
 }
 
 impl Record {
+    fn note(&self, what: String) {
+        let t = self.started.get_or_init(Instant::now).elapsed();
+        self.log.lock().unwrap().push(format!("{t:>12?} {what}"));
+    }
+
     fn wrong(&self, what: String) {
         self.wrong.lock().unwrap().push(what);
     }
 
-    /// One acquisition's outcome. A held guard is counted as a holder while
-    /// `hold` runs, then released.
+    /// A hold begins; returns its id for [`Record::end_hold`].
+    fn begin_hold(&self, what: &str, believes: Believes) -> u64 {
+        let id = self.next_id.fetch_add(1, Ordering::SeqCst) as u64;
+        let mut holders = self.holders.lock().unwrap();
+        let believing = holders.iter().filter(|(_, b)| b()).count();
+        if believing > 0 {
+            self.overlaps.fetch_add(1, Ordering::SeqCst);
+        }
+        if holders.len() > believing {
+            self.after_lost.fetch_add(1, Ordering::SeqCst);
+        }
+        holders.push((id, believes));
+        drop(holders);
+        self.held.fetch_add(1, Ordering::SeqCst);
+        self.note(format!(
+            "{what}: holds ({believing} others believe they hold)"
+        ));
+        id
+    }
+
+    fn end_hold(&self, id: u64, what: &str) {
+        self.note(format!("{what}: releasing"));
+        self.holders.lock().unwrap().retain(|(h, _)| *h != id);
+    }
+
+    /// One acquisition's outcome. A held guard is kept for a moment of
+    /// work, then released.
     fn outcome(&self, lock_path: &str, r: Result<LockGuard, LockError>) {
         match r {
             Ok(guard) => {
-                if self.holding.fetch_add(1, Ordering::SeqCst) > 0 {
-                    self.overlaps.fetch_add(1, Ordering::SeqCst);
-                }
-                self.held.fetch_add(1, Ordering::SeqCst);
+                let guard = Arc::new(guard);
                 let node = guard.node_path();
+                let g = guard.clone();
+                let id = self.begin_hold(&node, Arc::new(move || g.state() == LockState::Held));
                 if past_the_end(sequence_of(&node)) {
                     self.wrong(format!("held on {node}, a node past the end"));
                 }
                 // Some work under the lock, so that a second holder would
                 // overlap with this one rather than slip in between.
                 thread::sleep(Duration::from_millis(5));
-                self.holding.fetch_sub(1, Ordering::SeqCst);
-                if let Err(e) = guard.unlock() {
-                    self.wrong(format!("unlock {node}: {e}"));
+                let state = format!("{node} {:?} {:?}", guard.state(), guard.lost_reason());
+                self.end_hold(id, &state);
+                match Arc::try_unwrap(guard) {
+                    Ok(guard) => {
+                        if let Err(e) = guard.unlock() {
+                            self.wrong(format!("unlock {node}: {e}"));
+                        }
+                    }
+                    Err(_) => self.wrong(format!("{node}: guard still shared at release")),
                 }
             }
             Err(LockError::SequenceExhausted { path }) => {
@@ -88,9 +141,11 @@ impl Record {
         let held = self.held.load(Ordering::SeqCst);
         let exhausted = self.exhausted.load(Ordering::SeqCst);
         let overlaps = self.overlaps.load(Ordering::SeqCst);
+        let after_lost = self.after_lost.load(Ordering::SeqCst);
         let wrong = self.wrong.lock().unwrap();
         eprintln!(
-            "{what}: {held} held, {exhausted} SequenceExhausted, {overlaps} overlaps, \
+            "{what}: {held} held ({after_lost} after an earlier holder was told Lost), \
+             {exhausted} SequenceExhausted, {overlaps} overlaps, \
              {} other outcomes, the first: {:?}",
             wrong.len(),
             &wrong[..wrong.len().min(3)]
@@ -169,7 +224,12 @@ fn contend<L: Send + 'static>(
 /// was reached.
 fn assert_fail_closed(record: &Record, what: &str, max_held: usize) {
     let (held, exhausted, overlaps) = record.report(what);
-    assert_eq!(overlaps, 0, "{what}: two holders at once");
+    assert_eq!(
+        overlaps,
+        0,
+        "{what}: two holders at once:\n{}",
+        record.log.lock().unwrap().join("\n")
+    );
     let wrong = record.wrong.lock().unwrap();
     assert!(
         wrong.is_empty(),
@@ -331,24 +391,23 @@ fn leader_latch_stops_at_the_counter_end() {
         },
         path,
     );
-    let leaders = Arc::new(AtomicUsize::new(0));
     let record = Arc::new(Record::default());
     let threads: Vec<_> = (0..CLIENTS)
         .map(|_| {
             let c = client(&server);
-            let leaders = leaders.clone();
             let record = record.clone();
             thread::spawn(move || {
                 for _ in 0..ROUNDS {
                     let latch = Election::new(&c, path, b"latch").unwrap().latch();
                     match latch.events().recv_timeout(ACQUIRE) {
                         Ok(LatchEvent::Gained { .. }) => {
-                            if leaders.fetch_add(1, Ordering::SeqCst) > 0 {
-                                record.overlaps.fetch_add(1, Ordering::SeqCst);
-                            }
-                            record.held.fetch_add(1, Ordering::SeqCst);
+                            let latch = Arc::new(latch);
+                            let l = latch.clone();
+                            let id = record.begin_hold("latch", Arc::new(move || l.is_leader()));
                             thread::sleep(Duration::from_millis(5));
-                            leaders.fetch_sub(1, Ordering::SeqCst);
+                            record.end_hold(id, "latch");
+                            drop(latch);
+                            continue;
                         }
                         Ok(LatchEvent::Stopped(LockError::SequenceExhausted { path: p })) => {
                             record.exhausted.fetch_add(1, Ordering::SeqCst);
