@@ -52,7 +52,10 @@
 //!   create2 inside a multi is answered like a create (path, no Stat), as
 //!   3.8 does. Notifications: `{-1, -1, 0}` + `WatcherEvent{type,
 //!   SyncConnected, path}`, sent *before* the reply of the request that
-//!   caused them (as ZooKeeper fires watches while applying the txn).
+//!   caused them: FinalRequestProcessor.processRequest applies the txn
+//!   (ZooKeeperServer.processTxn → DataTree, whose WatchManager.triggerWatch
+//!   queues each notification on the watcher's connection) and only then
+//!   queues the reply.
 //! - zxid: every write request takes one, even when it fails (ZooKeeper logs
 //!   an error txn): create, create2, createContainer, createTTL, delete,
 //!   setData, setACL, multi (one for the whole multi), closeSession,
@@ -132,7 +135,12 @@
 //! - Sessions expire when nothing was received from them for their timeout,
 //!   at ZooKeeper's tick granularity: the deadline after a packet at
 //!   elapsed time `t` (ms since `new`) is `((t + timeout) / tick + 1) × tick`,
-//!   i.e. between T and T + tick after the last packet. Expiry (and
+//!   i.e. between T and T + tick after the last packet (SessionTrackerImpl
+//!   keeps sessions in an ExpiryQueue whose interval is the tick: update()
+//!   files a touched session under roundToNextInterval(now + timeout), and
+//!   poll() expires a whole bucket once its time has come). The real grid
+//!   is aligned to the JVM's elapsed-time origin, this one to `new`: the
+//!   phase differs, the rule does not. Expiry (and
 //!   closeSession, and [`SimZooKeeper::expire_session`]) is one txn: the
 //!   session's ephemerals are deleted in path order, watches fire (the
 //!   dying session's own connection included), then its connection is closed
@@ -1342,8 +1350,10 @@ impl SimZooKeeper {
         Ok(())
     }
 
-    /// Removes a childless node: the parent's pzxid moves, its cversion
-    /// does not (ZooKeeper 3.8).
+    /// Removes a childless node: the parent's pzxid moves if the txn's zxid
+    /// is greater, its cversion does not (DataTree.deleteNode; the prep
+    /// stage's parent record keeps the cversion it had, so in-flight names
+    /// go on from it).
     fn remove_node(&mut self, path: &str, zxid: i64) {
         let parent_path = parent_of(path).to_owned();
         self.save(&parent_path);
