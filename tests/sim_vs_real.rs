@@ -4,6 +4,12 @@
 //! normalized (zxids relative to the script's first one, times zeroed,
 //! session ids replaced by the client's index, child lists sorted), then
 //! must be equal.
+//!
+//! The sequence counter's end needs a server whose lock parent is near
+//! 2^31 - 1: those scripts run against `testkit::zk::ZkHarness`, ZooKeeper's
+//! own standalone server embedded in a JVM that can set a stored cversion.
+//! Creates sent together race the server's pipeline, so their names are
+//! held to what its source allows rather than compared one by one.
 
 mod sim;
 use std::io::{Read, Write};
