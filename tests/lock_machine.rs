@@ -581,3 +581,46 @@ fn a_holder_far_from_the_end_watches_nothing_more() {
     assert!(matches!(&events[..], [LockEvent::Acquired { .. }]));
     assert!(sent.is_empty(), "{sent:?}");
 }
+
+#[test]
+fn a_deadline_that_races_a_refused_create_fails_the_attempt_once() {
+    for refusal in [ErrorCode::NoAuth, ErrorCode::NodeExists] {
+        let mut h = Harness::new();
+        let deadline = h.now + Duration::from_millis(10);
+        h.m.acquire(h.now, 1, spec(false), UUID.into(), Some(deadline), false);
+        let sent = h.sent();
+        h.now = deadline;
+        h.m.handle_timeout(h.now);
+        assert_eq!(
+            h.events(),
+            vec![LockEvent::Failed {
+                id: 1,
+                error: LockError::Timeout
+            }]
+        );
+        // The create was refused after all: no second outcome, nothing left.
+        h.reply(&sent[0], Err(RequestError::Server(refusal)));
+        h.reply(&sent[1], Ok(children(&[])));
+        assert_eq!(h.events(), vec![], "{refusal:?}");
+        assert!(h.sent().is_empty());
+        assert!(h.m.is_empty(), "{refusal:?}: the attempt is forgotten");
+    }
+}
+
+#[test]
+fn a_cancel_that_races_a_refused_create_fails_the_attempt_once() {
+    let mut h = Harness::new();
+    h.m.acquire(h.now, 1, spec(false), UUID.into(), None, false);
+    let sent = h.sent();
+    h.m.cancel(h.now, 1);
+    assert_eq!(
+        h.events(),
+        vec![LockEvent::Failed {
+            id: 1,
+            error: LockError::Cancelled
+        }]
+    );
+    h.reply(&sent[0], Err(RequestError::Server(ErrorCode::NoAuth)));
+    assert_eq!(h.events(), vec![]);
+    assert!(h.m.is_empty());
+}

@@ -5,7 +5,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::RecvTimeoutError;
 use std::sync::Arc;
 use std::thread::ThreadId;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use jute::{ErrorCode, PathWatch, Request, Response};
 
 use crossbeam_channel::Receiver;
 
@@ -46,6 +48,32 @@ impl Holding {
             .send(Box::new(Message::Release { id: self.id, done }))
     }
 
+    /// Reads our node on the server, by `deadline`: still there and ours,
+    /// or (then the holding turns Lost) gone.
+    pub(crate) fn confirm(&self, deadline: Option<Instant>) -> Result<bool, LockError> {
+        let path = self.client.to_server_path(&self.path, false)?;
+        let read = Request::Exists(PathWatch { path, watch: false });
+        let there = match self.client.call_by(read, deadline) {
+            Ok(Response::Stat(stat)) => stat.ephemeral_owner == self.stat.ephemeral_owner,
+            Err(Error::Server(ErrorCode::NoNode)) => false,
+            Ok(_) => {
+                return Err(LockError::Client(Error::Protocol(
+                    "exists answered otherwise".into(),
+                )))
+            }
+            Err(e) => return Err(e.into()),
+        };
+        if !there {
+            self.state.lose(LossReason::NodeDeleted);
+        }
+        Ok(there)
+    }
+
+    /// What the holder can rely on now.
+    pub(crate) fn state(&self) -> LockState {
+        self.state.current()
+    }
+
     /// Gives up releasing: nothing asks the runner to remove our node.
     fn abandon(&self) {
         self.released.store(true, Ordering::SeqCst);
@@ -56,7 +84,7 @@ impl Drop for Holding {
     fn drop(&mut self) {
         self.release(None);
         if let Some((key, thread)) = self.owner.take() {
-            registry::remove(&key, thread);
+            registry::remove(&key, thread, &self.state);
         }
     }
 }
@@ -102,7 +130,7 @@ impl LockGuard {
     pub(crate) fn register_owner(&mut self, key: Key) {
         if let Some(h) = Arc::get_mut(&mut self.holding) {
             let thread = std::thread::current().id();
-            registry::insert(key.clone(), thread);
+            registry::insert(key.clone(), thread, &h.state);
             h.owner = Some((key, thread));
         }
     }

@@ -12,6 +12,7 @@ use super::attempt::{LockSpec, Rule};
 use super::cancel::CancelToken;
 use super::error::LockError;
 use super::guard::{Holding, LockGuard};
+use super::held::LockState;
 use super::inspect::{inspect, QueueEntry};
 use super::machine::AttemptId;
 use super::pending::PendingLock;
@@ -141,12 +142,14 @@ impl QueueLock {
         (self.client.session_id(), self.path.clone(), side)
     }
 
-    /// This thread's live holding of this lock object, if any.
+    /// This thread's live holding of this lock object, if any. One already
+    /// Lost is not shared: the lock is no longer ours to re-enter.
     pub(crate) fn held_here(&self) -> Option<Arc<Holding>> {
         let me = std::thread::current().id();
         let cur = self.current.lock().ok()?;
         let (tid, weak) = cur.as_ref()?;
-        (*tid == me).then(|| weak.upgrade()).flatten()
+        let holding = (*tid == me).then(|| weak.upgrade()).flatten()?;
+        (holding.state() != LockState::Lost).then_some(holding)
     }
 
     /// Starts an acquisition and returns at once.
@@ -179,7 +182,11 @@ impl QueueLock {
     ) -> Result<LockGuard, LockError> {
         if self.reentrant {
             if let Some(holding) = self.held_here() {
-                return Ok(LockGuard::from_holding(holding));
+                // A holder that does not watch its node cannot know it was
+                // deleted: read it before handing out a second guard.
+                if self.spec.watch_node || holding.confirm(deadline)? {
+                    return Ok(LockGuard::from_holding(holding));
+                }
             }
         }
         if self.side != Side::Lease && registry::held_by_current_thread(&self.key(self.side)) {

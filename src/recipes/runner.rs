@@ -57,6 +57,10 @@ pub(crate) enum Message {
     },
     /// The waiter gave up; a guard already sent releases itself on drop.
     Cancel(AttemptId),
+    /// A [`PendingSet`](super::PendingSet) gave up a key whose outcome it
+    /// has not handed out: a guard already granted will never be read (the
+    /// set's own sender keeps it in the channel), so it is released now.
+    Withdraw(AttemptId),
     /// The guard let go; `done` hears when the node is gone.
     Release {
         id: AttemptId,
@@ -165,6 +169,14 @@ impl IoTask for Runner {
             Message::Cancel(id) => {
                 if self.waiting.remove(&id).is_some() {
                     self.machine.cancel(now, id);
+                }
+            }
+            Message::Withdraw(id) => {
+                if self.waiting.remove(&id).is_some() {
+                    self.machine.cancel(now, id);
+                } else if let Some(state) = self.held.remove(&id) {
+                    state.mark_released();
+                    self.machine.release(now, id, false);
                 }
             }
             Message::Release { id, done } => {

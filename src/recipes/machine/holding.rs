@@ -107,14 +107,17 @@ impl LockMachine {
         }
     }
 
+    /// Ends a waiting attempt with `error`, once: an attempt already given
+    /// up (a timeout or cancel that raced a create that then failed) only
+    /// goes on removing its nodes.
     pub(super) fn fail(&mut self, id: AttemptId, error: LockError) {
         let Some(a) = self.attempts.get_mut(&id) else {
             return;
         };
-        if let Goal::Acquire {
-            deadline: Some(d), ..
-        } = a.goal
-        {
+        let Goal::Acquire { deadline, .. } = a.goal else {
+            return self.step(id);
+        };
+        if let Some(d) = deadline {
             self.deadlines.remove(&(d, id));
         }
         self.events.push_back(LockEvent::Failed { id, error });
