@@ -24,6 +24,7 @@
 mod client;
 mod driver;
 mod error;
+pub mod machine;
 mod oneshot;
 mod path;
 pub mod recipes;

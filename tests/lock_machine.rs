@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use jute::{ErrorCode, EventType, Request, Response, Stat};
-use zklock::recipes::machine::{LockEvent, LockMachine, Outgoing};
+use zklock::machine::{LockEvent, LockMachine, Outgoing};
 use zklock::recipes::{LockError, LockSpec, LockState, LossReason, Rule};
 use zklock::session::{RequestError, SessionState, WatchEvent};
 use zklock::Acl;

@@ -510,3 +510,49 @@ fn becomes_lost(changes: &crossbeam_channel::Receiver<LockState>) -> bool {
     }
     false
 }
+
+/// A lock path whose ACL lets contenders create but not delete: the
+/// release is refused, and both ways of releasing say so; the node (and
+/// the lock) goes with the session.
+#[test]
+fn a_refused_release_is_an_error_not_a_success() {
+    use zklock::{perms, Acl, CreateOptions, ErrorCode, Id};
+    let admin = client();
+    admin.add_auth("digest", b"lock-admin:secret").unwrap();
+    let world = Acl {
+        perms: perms::READ | perms::CREATE,
+        id: Id {
+            scheme: "world".into(),
+            id: "anyone".into(),
+        },
+    };
+    let parent =
+        CreateOptions::new(CreateMode::Persistent).acl([Acl::creator_all(), vec![world]].concat());
+    let base = lock_path("refused");
+    admin.create(&base, b"", CreateMode::Persistent).unwrap();
+    for side in ["unlock", "drop"] {
+        let path = format!("{base}/{side}");
+        admin.create_with(&path, b"", &parent).unwrap();
+        let contender = client();
+        let m = Mutex::new(&contender, &path).unwrap();
+        let g = m.lock_timeout(WAIT).unwrap();
+        let node = g.node_path();
+        if side == "unlock" {
+            match g.unlock() {
+                Err(LockError::ReleaseRefused { path: p, code }) => {
+                    assert_eq!((p.as_str(), code), (node.as_str(), ErrorCode::NoAuth));
+                }
+                other => panic!("unlock said {other:?}"),
+            }
+        } else {
+            let changes = g.state_changes();
+            drop(g);
+            assert!(becomes_lost(&changes), "the listener hears of it");
+        }
+        // Still there, and the lock still taken...
+        assert!(admin.exists(&node).unwrap().is_some(), "{side}");
+        // ...until the session ends.
+        contender.close().unwrap();
+        testkit::wait_no_children(&admin, &path, WAIT);
+    }
+}

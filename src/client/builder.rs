@@ -2,10 +2,10 @@
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::{Client, Inner};
-use crate::driver::{self, DriverConfig};
+use crate::driver::{self, DriverConfig, DriverHandle};
 use crate::error::{Error, Result};
 use crate::path::Chroot;
 use crate::session::{SaslConfig, SessionConfig};
@@ -122,13 +122,60 @@ impl ClientBuilder {
                 request_timeout: self.request_timeout.unwrap_or(self.session_timeout),
                 max_frame: self.max_frame,
                 host_count,
-                extension: std::sync::OnceLock::new(),
+                attempts: super::AttemptIds::new(),
             }),
         };
         if self.wait_connected {
             client.wait_first_session(self.session_timeout.max(Duration::from_secs(1)))?;
         }
         Ok(client)
+    }
+}
+
+impl ClientBuilder {
+    /// A client whose core the caller drives instead of an I/O thread: the
+    /// deterministic simulator runs every recipe this way, on virtual time.
+    /// Nothing connects by itself; the caller moves bytes between
+    /// [`Core::output`](crate::machine::Core::output) and its own
+    /// transport and calls [`Core::turn`](crate::machine::Core::turn) after
+    /// anything a client handle did. Blocking calls on such a client wait
+    /// on the real clock for a core that only moves when driven: use the
+    /// non-blocking ones (`start_*`, [`PendingLock`](crate::recipes::PendingLock),
+    /// [`PendingSet`](crate::recipes::PendingSet), guards) from the driving thread.
+    ///
+    /// `seed` stands for the client's randomness (the UUIDs in its lock
+    /// nodes' names), so that a simulated run replays exactly.
+    ///
+    /// # Errors
+    /// As [`ClientBuilder::connect`] for the connect string (its hosts are
+    /// only checked; the chroot applies).
+    pub fn build_manual(self, now: Instant, seed: u128) -> Result<(Client, crate::machine::Core)> {
+        let (named, chroot) = parse_connect_string(&self.connect_string)?;
+        let config = SessionConfig {
+            session_timeout: self.session_timeout,
+            connect_timeout: self
+                .connect_timeout
+                .unwrap_or(self.session_timeout / 3)
+                .max(Duration::from_millis(100)),
+            max_frame: self.max_frame,
+        };
+        let (core, handles) = crate::machine::Core::new(
+            config,
+            self.sasl.clone(),
+            now,
+            Arc::new(crate::machine::NoWake),
+        );
+        let client = Client {
+            inner: Arc::new(Inner {
+                driver: DriverHandle::manual(handles),
+                chroot,
+                request_timeout: self.request_timeout.unwrap_or(self.session_timeout),
+                max_frame: self.max_frame,
+                host_count: named.len(),
+                attempts: super::AttemptIds::with_seed(seed),
+            }),
+        };
+        Ok((client, core))
     }
 }
 

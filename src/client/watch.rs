@@ -11,8 +11,9 @@ use std::time::Duration;
 use crossbeam_channel::{Receiver, RecvTimeoutError, TryRecvError};
 
 use super::WeakClient;
-use crate::driver::{Command, WatchSender};
 use crate::error::{Error, Result};
+use crate::machine::recipient::WatchSender;
+use crate::machine::Command;
 use crate::oneshot;
 use crate::path::Chroot;
 use crate::session::WatchEvent;

@@ -5,13 +5,11 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
-use super::error::LockError;
 use super::guard::LockGuard;
-use super::machine::AttemptId;
 use super::mutex::{Mutex, QueueLock};
-use super::runner::{Message, Outcome};
 use super::rwlock::RwLock;
-use crate::driver::TaskSender;
+use super::service::Outcome;
+use crate::machine::{AttemptId, CommandSender, LockCommand, LockError};
 
 /// One outcome of a [`PendingSet`]: the key its start returned, and the
 /// guard or why there is none.
@@ -51,7 +49,7 @@ pub struct PendingSet {
     rx: Receiver<SetOutcome>,
     /// Key → the attempt and its runner's door, to give it up (`None`:
     /// it never started; its error waits in the channel).
-    open: HashMap<u64, Option<(AttemptId, TaskSender)>>,
+    open: HashMap<u64, Option<(AttemptId, CommandSender)>>,
     /// Outcomes read from the channel early (by a cancel), not yet handed out.
     ready: VecDeque<SetOutcome>,
     next_key: u64,
@@ -180,7 +178,7 @@ impl PendingSet {
         match self.open.remove(&key) {
             Some(attempt) => {
                 if let Some((id, sender)) = attempt {
-                    sender.send(Box::new(Message::Withdraw(id)));
+                    sender.lock(LockCommand::Withdraw(id));
                 }
                 // A guard for it may wait in the channel already: keep
                 // what came for other keys, in order, and let it go.
@@ -215,7 +213,7 @@ impl PendingSet {
 impl Drop for PendingSet {
     fn drop(&mut self) {
         for (id, sender) in self.open.drain().filter_map(|(_, attempt)| attempt) {
-            sender.send(Box::new(Message::Withdraw(id)));
+            sender.lock(LockCommand::Withdraw(id));
         }
     }
 }

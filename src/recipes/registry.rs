@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::thread::ThreadId;
 
-use super::held::{HolderState, LockState};
+use crate::machine::held::{HolderState, LockState};
 
 /// Exclusive (mutex, write lock, election), shared (read lock), or a
 /// semaphore lease (a thread may hold several).

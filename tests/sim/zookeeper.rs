@@ -804,6 +804,14 @@ impl SimZooKeeper {
         count(&self.data_watches) + count(&self.child_watches)
     }
 
+    /// Connections with a data watch (any mode) on `path`.
+    pub fn data_watchers(&self, path: &str) -> Vec<ConnId> {
+        self.data_watches
+            .get(path)
+            .map(|m| m.keys().copied().collect())
+            .unwrap_or_default()
+    }
+
     /// Paths with a watch of any mode in either table, sorted, no
     /// duplicates.
     pub fn watched_paths(&self) -> Vec<String> {

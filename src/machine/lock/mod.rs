@@ -79,10 +79,13 @@ pub enum LockEvent {
         reason: Option<LossReason>,
     },
     /// A release asked with `report` finished: the node is gone (or will go
-    /// with the session).
+    /// with the session), unless the server refused to delete it.
     Released {
         /// The acquisition.
         id: AttemptId,
+        /// The server's refusal of our delete (an ACL without DELETE on the
+        /// lock path): the node stays until the session ends.
+        refused: Option<ErrorCode>,
     },
 }
 
@@ -217,7 +220,8 @@ impl LockMachine {
     pub fn release(&mut self, _now: Instant, id: AttemptId, report: bool) {
         let Some(a) = self.attempts.get_mut(&id) else {
             if report {
-                self.events.push_back(LockEvent::Released { id });
+                self.events
+                    .push_back(LockEvent::Released { id, refused: None });
             }
             return;
         };

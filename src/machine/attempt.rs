@@ -235,6 +235,8 @@ pub(crate) struct Attempt {
     pub state: LockState,
     /// Someone waits to hear that the release finished.
     pub report_release: bool,
+    /// The server refused to delete our node (with this code).
+    pub release_refused: Option<jute::ErrorCode>,
 }
 
 impl Attempt {
@@ -261,6 +263,7 @@ impl Attempt {
             blocker_alone: false,
             state: LockState::Held,
             report_release: false,
+            release_refused: None,
         }
     }
 

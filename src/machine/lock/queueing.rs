@@ -8,11 +8,11 @@ use jute::{
 };
 
 use super::{list, AttemptId, LockEvent, LockMachine, Regression};
-use crate::recipes::attempt::{Blocker, Goal, Node, Purpose};
-use crate::recipes::error::LockError;
-use crate::recipes::held::LockState;
-use crate::recipes::held::LossReason;
-use crate::recipes::queue::{
+use crate::machine::attempt::{Blocker, Goal, Node, Purpose};
+use crate::machine::error::LockError;
+use crate::machine::held::LockState;
+use crate::machine::held::LossReason;
+use crate::machine::queue::{
     past_the_end, protected_id, sorted_contenders, Contender, SEQUENCE_WARNING,
 };
 use crate::session::{RequestError, SessionState};
