@@ -11,7 +11,9 @@ use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use zklock::machine::{Core, CoreEvent, Regression};
-use zklock::recipes::{LockError, LockGuard, LockState, Mutex, MutexOptions, PendingLock};
+use zklock::recipes::{
+    LockError, LockGuard, LockState, Mutex, MutexOptions, PendingLock, PendingSet,
+};
 use zklock::Client;
 
 type AttemptId = u64;
@@ -77,6 +79,8 @@ enum Action {
         id: AttemptId,
     },
     Fault(Fault),
+    /// A third party deletes this node (if it is still there).
+    AdminDeletePath(String),
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -105,6 +109,10 @@ pub enum Fault {
     /// The application closes the client (its session ends; a new client
     /// takes its place).
     Close { client: usize },
+    /// A third party creates a node carrying the attempt id of one in a
+    /// lock's queue (owned by nobody's session), and deletes it later: a
+    /// client recovering from an ambiguous create must not adopt it.
+    ForeignTwin { lock: usize, for_: Duration },
 }
 
 /// What the harness knows of one acquisition, to check the core by.
@@ -116,11 +124,15 @@ struct Tracked {
     phase: Phase,
     /// The public handle: waiting on a `PendingLock`, or holding a guard.
     handle: Handle,
+    /// When the holder last turned Suspended.
+    suspended_at: Option<Instant>,
 }
 
 enum Handle {
     None,
     Pending(PendingLock),
+    /// Started in the client's `PendingSet` under this key.
+    InSet(u64),
     Guard(LockGuard),
 }
 
@@ -153,6 +165,8 @@ struct SimClient {
     core: Core,
     /// One `Mutex` per lock of the plan, on this client.
     locks: Vec<Mutex>,
+    /// Where some acquisitions are started instead of a `PendingLock`.
+    set: PendingSet,
     link: Option<Link>,
     connect_at: Instant,
     /// A stall armed to start at the next grant.
@@ -162,6 +176,10 @@ struct SimClient {
     partitioned_until: Instant,
     attempts: BTreeMap<AttemptId, Tracked>,
     next_id: AttemptId,
+    /// When bytes from the server last arrived: every holder must say
+    /// Lost within a session timeout of it (the server may expire the
+    /// session then).
+    last_heard: Instant,
 }
 
 /// Whether lock `l`'s holders watch their node (0 and 2 do; 1 has the
@@ -202,12 +220,14 @@ impl SimClient {
             client,
             core,
             locks,
+            set: PendingSet::new(),
             link: None,
             connect_at: now,
             stall_after_grant: None,
             partitioned_until: now,
             attempts: BTreeMap::new(),
             next_id: 1,
+            last_heard: now,
         }
     }
 }
@@ -242,6 +262,8 @@ pub struct World {
     plan_seq: u64,
     /// Per lock: the last fencing token granted.
     last_token: Vec<i64>,
+    /// Nodes a third party created (and will delete).
+    admin_twins: Vec<String>,
     /// Nodes a third party deleted, when, and the connections that had a
     /// data watch on them then (who must hear of it).
     admin_deleted: BTreeMap<String, (Instant, Vec<ConnId>)>,
@@ -279,6 +301,7 @@ impl World {
             plan_seq: 0,
             last_token: vec![0; plan.locks],
             admin_deleted: BTreeMap::new(),
+            admin_twins: Vec::new(),
             faults_until: base + plan.fault_window,
             log: String::new(),
             keep_log: false,
@@ -367,6 +390,10 @@ impl World {
                     for_: Duration::from_millis(1000 + rng.below(6000)),
                 },
                 16 => Fault::Close { client },
+                17 => Fault::ForeignTwin {
+                    lock: rng.below(plan.locks as u64) as usize,
+                    for_: Duration::from_millis(300 + rng.below(3000)),
+                },
                 _ => Fault::AdminDelete {
                     lock: rng.below(plan.locks as u64) as usize,
                     head: rng.chance(1, 2),
@@ -542,7 +569,13 @@ impl World {
                     Wait::For(d) => Some(now + d),
                     Wait::Try => Some(now + Duration::from_millis(1)),
                 };
-                let pending = c.locks[lock].start_lock(deadline);
+                // Every third one through the client's PendingSet. No draw:
+                // seeds replay as before.
+                let handle = if id % 3 == 0 {
+                    Handle::InSet(c.set.start_lock(&c.locks[lock], deadline))
+                } else {
+                    Handle::Pending(c.locks[lock].start_lock(deadline))
+                };
                 c.attempts.insert(
                     id,
                     Tracked {
@@ -551,7 +584,8 @@ impl World {
                         deadline,
                         hold,
                         phase: Phase::Waiting,
-                        handle: Handle::Pending(pending),
+                        handle,
+                        suspended_at: None,
                     },
                 );
                 let generation = c.generation;
@@ -596,12 +630,22 @@ impl World {
                 }
                 if let Some(t) = c.attempts.get_mut(&id) {
                     if t.phase == Phase::Waiting {
-                        // Dropping the handle gives the attempt up.
+                        // Dropping the handle (or cancelling the key) gives
+                        // the attempt up.
+                        if let Handle::InSet(key) = t.handle {
+                            assert!(c.set.cancel(key), "an open key");
+                        }
                         t.handle = Handle::None;
                         t.phase = Phase::Failed(LockError::Cancelled);
                         self.note(|| format!("c{client}: cancel #{id}"));
                     }
                 }
+            }
+            Action::AdminDeletePath(path) => {
+                if self.server.delete_as_admin(now, &path) {
+                    self.note(|| format!("third party deletes {path}"));
+                }
+                self.server_output();
             }
             Action::Fault(fault) => {
                 self.stats.faults += 1;
@@ -647,6 +691,32 @@ impl World {
                 if !c.core.state().is_terminal() {
                     c.core.abort(now);
                 }
+            }
+            Fault::ForeignTwin { lock, for_ } => {
+                let parent = lock_path(lock);
+                let children = self.server.children(&parent);
+                let protected: Vec<&String> =
+                    children.iter().filter(|n| n.starts_with("_c_")).collect();
+                if protected.is_empty() {
+                    return;
+                }
+                let pick = protected[self.rng.below(protected.len() as u64) as usize];
+                // `_c_` + 36 characters of UUID + `-lock-`.
+                let Some(prefix) = pick.get(..45) else {
+                    return;
+                };
+                let path = format!("{parent}/{prefix}-lock-");
+                if let Ok(twin) = self.server.create_as_admin(
+                    now,
+                    &path,
+                    b"twin",
+                    zklock::CreateMode::PersistentSequential,
+                ) {
+                    self.note(|| format!("third party creates {twin}"));
+                    self.admin_twins.push(twin.clone());
+                    self.schedule(now + for_, Action::AdminDeletePath(twin));
+                }
+                self.server_output();
             }
             Fault::AdminDelete { lock, head } => {
                 let parent = lock_path(lock);
@@ -707,6 +777,7 @@ impl World {
             let (_, written, bytes) = link.down.pop_front().expect("present");
             match bytes {
                 Some(bytes) => {
+                    self.clients[c].last_heard = now;
                     self.clients[c].core.handle_input(now, &bytes);
                     self.after_core(c)?;
                     self.check_told_of_deletion(c, written)?;
@@ -858,12 +929,22 @@ impl World {
     fn collect(&mut self, c: usize) -> Result<(), Violation> {
         let now = self.now;
         let generation = self.clients[c].generation;
+        let sid = self.clients[c].core.session_id();
+        let mut from_set = BTreeMap::new();
+        while let Some((key, outcome)) = self.clients[c].set.try_recv() {
+            from_set.insert(key, outcome);
+        }
         let ids: Vec<AttemptId> = self.clients[c].attempts.keys().copied().collect();
         for id in ids {
             let t = self.clients[c].attempts.get_mut(&id).expect("present");
+            let outcome = match &t.handle {
+                Handle::Pending(p) => p.try_take(),
+                Handle::InSet(key) => from_set.remove(key),
+                _ => None,
+            };
             match &t.handle {
-                Handle::Pending(p) => {
-                    let Some(outcome) = p.try_take() else {
+                Handle::Pending(_) | Handle::InSet(_) => {
+                    let Some(outcome) = outcome else {
                         continue;
                     };
                     match outcome {
@@ -933,7 +1014,7 @@ impl World {
                 Handle::Guard(g) => {
                     let state = g.state();
                     let reason = g.lost_reason();
-                    let Phase::Held { state: s, .. } = &mut t.phase else {
+                    let Phase::Held { state: s, node, .. } = &mut t.phase else {
                         continue;
                     };
                     if *s == state {
@@ -941,6 +1022,28 @@ impl World {
                     }
                     if *s == LockState::Lost {
                         return Err(self.violation(format!("c{c}: #{id} back from Lost")));
+                    }
+                    // S3: back to Held only after reading the node again.
+                    if (*s, state) == (LockState::Suspended, LockState::Held) {
+                        let since = t.suspended_at.unwrap_or(t.started);
+                        let parent = node.rsplit_once('/').map_or("", |(p, _)| p);
+                        let read = [node.as_str(), parent]
+                            .iter()
+                            .filter_map(|p| self.server.last_read(sid, p))
+                            .any(|at| at >= since);
+                        if !read {
+                            let node = node.clone();
+                            return Err(self.violation(format!(
+                                "c{c}: #{id} Held again after Suspended without reading {node}"
+                            )));
+                        }
+                    }
+                    let t = self.clients[c].attempts.get_mut(&id).expect("present");
+                    let Phase::Held { state: s, .. } = &mut t.phase else {
+                        continue;
+                    };
+                    if state == LockState::Suspended {
+                        t.suspended_at = Some(now);
                     }
                     *s = state;
                     if state == LockState::Lost {
@@ -951,6 +1054,11 @@ impl World {
                 Handle::None => {}
             }
         }
+        if let Some(key) = from_set.keys().next() {
+            return Err(self.violation(format!(
+                "c{c}: the PendingSet handed out key {key}, which no attempt waits on"
+            )));
+        }
         Ok(())
     }
 
@@ -960,6 +1068,22 @@ impl World {
         for (c, client) in self.clients.iter().enumerate() {
             let sid = client.core.session_id();
             for (id, t) in &client.attempts {
+                if let Phase::Held { state, .. } = &t.phase {
+                    // S2: Suspended as soon as the connection is gone...
+                    if *state == LockState::Held && client.link.is_none() {
+                        return Err(
+                            self.violation(format!("c{c}: #{id} says Held with no connection"))
+                        );
+                    }
+                    // ...and Lost within a session timeout of the last
+                    // word from the server.
+                    if *state != LockState::Lost && self.now > client.last_heard + SESSION_TIMEOUT {
+                        return Err(self.violation(format!(
+                            "c{c}: #{id} still {state:?} {:?} after the last word from the server",
+                            self.now - client.last_heard
+                        )));
+                    }
+                }
                 if let Some(d) = t.deadline {
                     if t.phase == Phase::Waiting && self.now > d {
                         return Err(self.violation(format!(
@@ -980,6 +1104,14 @@ impl World {
                     return Err(self.violation(format!(
                         "c{c}: #{id} says Held but session {sid:#x} is gone on the server"
                     )));
+                }
+                if let Some(stat) = self.server.exists(node) {
+                    if stat.ephemeral_owner != sid {
+                        return Err(self.violation(format!(
+                            "c{c}: #{id} says Held by {node}, owned by {:#x}, not by its session {sid:#x}",
+                            stat.ephemeral_owner
+                        )));
+                    }
                 }
                 if self.server.exists(node).is_none() {
                     // Deleted by a third party: an unwatched holder cannot

@@ -260,6 +260,10 @@ pub struct SimZooKeeper {
     /// The latest `now` seen, for trace lines.
     clock: Instant,
     trace: Option<Vec<String>>,
+    /// When each session last read a path (getData or exists that found
+    /// it, or a listing of it): the simulator's proof that a holder
+    /// re-read its node before saying Held again.
+    last_reads: BTreeMap<(i64, String), Instant>,
     tree: BTreeMap<String, Node>,
     zxid: i64,
     session_counter: i64,
@@ -364,6 +368,7 @@ impl SimZooKeeper {
             clock: now,
             trace: None,
             tree: BTreeMap::new(),
+            last_reads: BTreeMap::new(),
             zxid: 0,
             session_counter: 0,
             sessions: BTreeMap::new(),
@@ -804,6 +809,11 @@ impl SimZooKeeper {
         count(&self.data_watches) + count(&self.child_watches)
     }
 
+    /// When `session` last read `path` successfully (see `last_reads`).
+    pub fn last_read(&self, session: i64, path: &str) -> Option<Instant> {
+        self.last_reads.get(&(session, path.to_owned())).copied()
+    }
+
     /// Connections with a data watch (any mode) on `path`.
     pub fn data_watchers(&self, path: &str) -> Vec<ConnId> {
         self.data_watches
@@ -1157,7 +1167,15 @@ impl SimZooKeeper {
                 self.reply(conn, xid, zxid, result);
             }
             req => {
+                let path = match &req {
+                    Request::Exists(p) | Request::GetData(p) => Some(p.path.clone()),
+                    Request::GetChildren(p) | Request::GetChildren2(p) => Some(p.path.clone()),
+                    _ => None,
+                };
                 let result = self.read(conn, session, req);
+                if let (Some(path), true) = (path, result.is_ok()) {
+                    self.last_reads.insert((session, path), now);
+                }
                 self.reply(conn, xid, self.zxid, result);
             }
         }
