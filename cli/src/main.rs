@@ -60,15 +60,19 @@ impl Failure {
 /// Maps a client error to an exit code and reason; `doing` says what failed.
 pub fn client_failure(e: &Error, doing: &str) -> Failure {
     let code = match e {
-        Error::InvalidPath { .. } | Error::InvalidConnectString(_) | Error::Resolve { .. } => {
-            exit::USAGE
-        }
+        Error::InvalidPath { .. }
+        | Error::InvalidConnectString(_)
+        | Error::InvalidSetting { .. }
+        | Error::Resolve { .. } => exit::USAGE,
         Error::Timeout | Error::ConnectionLoss | Error::Closed | Error::Connect(_) => {
             exit::UNAVAILABLE
         }
         Error::SessionExpired => exit::LOST,
         Error::AuthFailed => exit::NOPERM,
-        Error::Server(ErrorCode::NoAuth) => exit::NOPERM,
+        Error::Server {
+            code: ErrorCode::NoAuth,
+            ..
+        } => exit::NOPERM,
         _ => exit::SOFTWARE,
     };
     Failure::new(code, format!("{doing}: {e}"))

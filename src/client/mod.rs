@@ -4,8 +4,9 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
-use jute::{AddWatchMode, AddWatchRequest, AuthPacket, Request, Response};
+use jute::{AddWatchMode, AddWatchRequest, AuthPacket, OpCode, Request, Response};
 
+use crate::deadline;
 use crate::driver::{Command, DriverHandle, IoTask, TaskSender, WatchSender};
 use crate::error::{Error, Result};
 use crate::oneshot;
@@ -18,7 +19,7 @@ mod nodes;
 mod ops;
 mod watch;
 
-pub use builder::ClientBuilder;
+pub use builder::{ClientBuilder, MIN_MAX_FRAME};
 pub use ops::{CreateOptions, Op, OpResult};
 pub use watch::{PersistentWatch, Watch};
 
@@ -147,7 +148,7 @@ impl Client {
     /// if the session ended.
     pub fn wait_connected(&self, timeout: Duration) -> Result<()> {
         let (states, _token) = self.subscribe_scoped();
-        let deadline = Instant::now() + timeout;
+        let deadline = deadline::from_now(timeout);
         loop {
             if let Some(outcome) = connect::settled(self.state()) {
                 return outcome;
@@ -216,6 +217,30 @@ impl Client {
         self.inner.chroot.strip(server_path)
     }
 
+    /// What `request` does and to which path (as the caller names it): what
+    /// a refusal of it reports.
+    fn place(&self, request: &Request) -> (OpCode, Option<String>) {
+        let path = match request {
+            Request::Create(c) | Request::Create2(c) | Request::CreateContainer(c) => Some(&c.path),
+            Request::CreateTtl(t) => Some(&t.create.path),
+            Request::Delete(pv) | Request::Check(pv) => Some(&pv.path),
+            Request::Exists(pw)
+            | Request::GetData(pw)
+            | Request::GetChildren(pw)
+            | Request::GetChildren2(pw) => Some(&pw.path),
+            Request::SetData(r) => Some(&r.path),
+            Request::SetAcl(r) => Some(&r.path),
+            Request::AddWatch(r) => Some(&r.path),
+            Request::RemoveWatches(w) | Request::CheckWatches(w) => Some(&w.path),
+            Request::GetAcl(p)
+            | Request::Sync(p)
+            | Request::GetEphemerals(p)
+            | Request::GetAllChildrenNumber(p) => Some(p),
+            _ => None,
+        };
+        (request.op_code(), path.map(|p| self.client_path(p)))
+    }
+
     /// Sends a request and waits for its reply within the request timeout.
     fn call(&self, request: Request) -> Result<Response> {
         self.call_watch(request, false).map(|(r, _)| r)
@@ -237,6 +262,7 @@ impl Client {
         watch: bool,
         deadline: Option<Instant>,
     ) -> Result<(Response, Option<Watch>)> {
+        let (op, path) = self.place(&request);
         let (tx, rx) = oneshot::channel();
         let (watcher, watch) = if watch {
             let (wtx, w) = self.new_watch();
@@ -251,13 +277,13 @@ impl Client {
         }) {
             return Err(Error::Closed);
         }
-        let mut until = Instant::now() + self.inner.request_timeout;
+        let mut until = deadline::from_now(self.inner.request_timeout);
         if let Some(d) = deadline {
             until = until.min(d);
         }
         match rx.recv_deadline(until) {
             Ok(Ok(resp)) => Ok((resp, watch)),
-            Ok(Err(e)) => Err(e.into()),
+            Ok(Err(e)) => Err(Error::from(e).at(op, path)),
             Err(mpsc::RecvTimeoutError::Timeout) => Err(Error::Timeout),
             Err(mpsc::RecvTimeoutError::Disconnected) => Err(Error::Closed),
         }
@@ -307,7 +333,7 @@ impl Client {
                 client: self.downgrade(),
                 server_path,
             }),
-            Ok(Err(e)) => Err(e.into()),
+            Ok(Err(e)) => Err(Error::from(e).at(OpCode::AddWatch, Some(path.to_owned()))),
             Err(mpsc::RecvTimeoutError::Timeout) => Err(Error::Timeout),
             Err(mpsc::RecvTimeoutError::Disconnected) => Err(Error::Closed),
         }
@@ -359,25 +385,26 @@ impl Client {
     /// Sends several requests back to back and waits for all the replies:
     /// one round trip instead of one each. Replies come in request order.
     pub(crate) fn pipeline(&self, requests: Vec<Request>) -> Vec<Result<Response>> {
-        let deadline = Instant::now() + self.inner.request_timeout;
+        let deadline = deadline::from_now(self.inner.request_timeout);
         let mut waiting = Vec::with_capacity(requests.len());
         for request in requests {
+            let place = self.place(&request);
             let (tx, rx) = oneshot::channel();
             let sent = self.inner.driver.send(Command::Submit {
                 request,
                 reply: tx,
                 watcher: None,
             });
-            waiting.push(sent.then_some(rx));
+            waiting.push(sent.then_some((rx, place)));
         }
         waiting
             .into_iter()
-            .map(|rx| {
-                let Some(rx) = rx else {
+            .map(|waiting| {
+                let Some((rx, (op, path))) = waiting else {
                     return Err(Error::Closed);
                 };
                 match rx.recv_deadline(deadline) {
-                    Ok(r) => r.map_err(Error::from),
+                    Ok(r) => r.map_err(|e| Error::from(e).at(op, path)),
                     Err(mpsc::RecvTimeoutError::Timeout) => Err(Error::Timeout),
                     Err(mpsc::RecvTimeoutError::Disconnected) => Err(Error::Closed),
                 }

@@ -4,8 +4,8 @@
 use std::sync::mpsc::RecvTimeoutError;
 
 use jute::{
-    Acl, CreateMode, CreateRequest, CreateTtlRequest, ErrorCode, MultiOp, MultiResult, PathVersion,
-    PathWatch, Request, Response, SetAclRequest, SetDataRequest, Stat,
+    Acl, CreateMode, CreateRequest, CreateTtlRequest, ErrorCode, MultiOp, MultiResult, OpCode,
+    PathVersion, PathWatch, Request, Response, SetAclRequest, SetDataRequest, Stat,
 };
 
 use super::{Client, CreateOptions, Op, OpResult, Watch};
@@ -89,6 +89,7 @@ impl Client {
     }
 
     fn exists_inner(&self, path: &str, watch: bool) -> Result<(Option<Stat>, Option<Watch>)> {
+        let caller_path = path;
         let path = self.server_path(path, false)?;
         let (tx, rx) = oneshot::channel();
         let (wtx, w) = self.new_watch();
@@ -105,7 +106,7 @@ impl Client {
             Ok(Ok(other)) => Err(Self::unexpected(other)),
             // A missing node is an answer, and the watch waits for its creation.
             Ok(Err(RequestError::Server(ErrorCode::NoNode))) => Ok((None, w)),
-            Ok(Err(e)) => Err(e.into()),
+            Ok(Err(e)) => Err(Error::from(e).at(OpCode::Exists, Some(caller_path.to_owned()))),
             Err(RecvTimeoutError::Timeout) => Err(Error::Timeout),
             Err(RecvTimeoutError::Disconnected) => Err(Error::Closed),
         }
@@ -293,6 +294,21 @@ impl Client {
                 }),
             });
         }
+        let refused = |index: usize, code: ErrorCode| {
+            let (op, path) = match ops.get(index) {
+                Some(Op::Create { path, .. }) => (OpCode::Create, path.clone()),
+                Some(Op::Delete { path, .. }) => (OpCode::Delete, path.clone()),
+                Some(Op::SetData { path, .. }) => (OpCode::SetData, path.clone()),
+                Some(Op::Check { path, .. }) => (OpCode::Check, path.clone()),
+                None => (OpCode::Error, String::new()),
+            };
+            Error::MultiFailed {
+                index,
+                code,
+                op,
+                path,
+            }
+        };
         let results = match self.call(Request::Multi(wire))? {
             Response::Multi(results) => results,
             other => return Err(Self::unexpected(other)),
@@ -302,7 +318,7 @@ impl Client {
             matches!(r, MultiResult::Error(c) if *c != ErrorCode::Ok && *c != ErrorCode::RuntimeInconsistency)
         });
         if let Some((index, MultiResult::Error(code))) = failed {
-            return Err(Error::MultiFailed { index, code: *code });
+            return Err(refused(index, *code));
         }
         results
             .into_iter()
@@ -319,7 +335,7 @@ impl Client {
                 MultiResult::Delete => Ok(OpResult::Delete),
                 MultiResult::SetData { stat } => Ok(OpResult::SetData(stat)),
                 MultiResult::Check => Ok(OpResult::Check),
-                MultiResult::Error(code) => Err(Error::MultiFailed { index, code }),
+                MultiResult::Error(code) => Err(refused(index, code)),
             })
             .collect()
     }

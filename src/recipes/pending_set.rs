@@ -137,7 +137,7 @@ impl PendingSet {
     /// Like [`PendingSet::recv`], waiting at most `timeout`; `None` if
     /// nothing came in time or the set is empty.
     pub fn recv_timeout(&mut self, timeout: Duration) -> Option<SetOutcome> {
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::deadline::from_now(timeout);
         while !self.open.is_empty() {
             match self.rx.recv_deadline(deadline) {
                 Ok(outcome) => {
