@@ -33,7 +33,8 @@ pub mod session;
 mod tls;
 
 pub use client::{
-    Client, ClientBuilder, CreateOptions, Op, OpResult, PersistentWatch, Watch, MIN_MAX_FRAME,
+    Client, ClientBuilder, CreateOptions, Op, OpResult, PersistentWatch, Watch,
+    DEFAULT_PERSISTENT_WATCH_CAPACITY, MIN_MAX_FRAME,
 };
 pub use error::{ConnectError, Error, Result};
 pub use jute::{perms, Acl, AddWatchMode, CreateMode, ErrorCode, EventType, Id, OpCode, Stat};

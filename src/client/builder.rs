@@ -26,6 +26,7 @@ pub struct ClientBuilder {
     pub(super) connect_timeout: Option<Duration>,
     pub(super) request_timeout: Option<Duration>,
     pub(super) max_frame: usize,
+    pub(super) persistent_watch_capacity: usize,
     pub(super) wait_connected: bool,
     pub(super) sasl: Option<SaslConfig>,
     #[cfg(feature = "tls")]
@@ -67,6 +68,16 @@ impl ClientBuilder {
         self
     }
 
+    /// How many unread events each [`PersistentWatch`](crate::PersistentWatch)
+    /// keeps (default [`DEFAULT_PERSISTENT_WATCH_CAPACITY`](crate::DEFAULT_PERSISTENT_WATCH_CAPACITY)):
+    /// past it, the unread events are replaced by one "re-read" event, so a
+    /// slow reader or a flooding server costs bounded memory. At least 2;
+    /// [`ClientBuilder::connect`] refuses less.
+    pub fn persistent_watch_capacity(mut self, events: usize) -> Self {
+        self.persistent_watch_capacity = events;
+        self
+    }
+
     /// Whether `connect` waits for the first session (default) or returns at once.
     pub fn wait_connected(mut self, wait: bool) -> Self {
         self.wait_connected = wait;
@@ -98,7 +109,7 @@ impl ClientBuilder {
     ///   [`Error::Resolve`]: a host that does not resolve;
     ///   [`Error::InvalidPath`]: a bad chroot;
     /// * [`Error::InvalidSetting`]: `max_frame` below [`MIN_MAX_FRAME`], a
-    ///   zero `request_timeout`;
+    ///   zero `request_timeout`, a `persistent_watch_capacity` below 2;
     /// * [`Error::Io`]: the I/O thread could not be started;
     /// * [`Error::Connect`]: the servers said why no session can be had (TLS
     ///   refused, or every server closed the connection before answering),
@@ -111,6 +122,12 @@ impl ClientBuilder {
             return Err(Error::InvalidSetting {
                 setting: "max_frame",
                 reason: "below 1 KiB (MIN_MAX_FRAME) no reply fits",
+            });
+        }
+        if self.persistent_watch_capacity < 2 {
+            return Err(Error::InvalidSetting {
+                setting: "persistent_watch_capacity",
+                reason: "below 2 there is no room for a re-read event and the end",
             });
         }
         if self.request_timeout.is_some_and(|t| t.is_zero()) {
@@ -159,6 +176,7 @@ impl ClientBuilder {
                 chroot,
                 request_timeout,
                 max_frame: self.max_frame,
+                persistent_watch_capacity: self.persistent_watch_capacity,
                 host_count,
                 extension: std::sync::OnceLock::new(),
             }),

@@ -21,7 +21,7 @@ mod watch;
 
 pub use builder::{ClientBuilder, MIN_MAX_FRAME};
 pub use ops::{CreateOptions, Op, OpResult};
-pub use watch::{PersistentWatch, Watch};
+pub use watch::{PersistentWatch, Watch, DEFAULT_PERSISTENT_WATCH_CAPACITY};
 
 /// A ZooKeeper client: one session, one connection, one I/O thread.
 ///
@@ -65,6 +65,8 @@ struct Inner {
     chroot: Chroot,
     request_timeout: Duration,
     max_frame: usize,
+    /// Unread events a persistent watch keeps before it collapses them.
+    persistent_watch_capacity: usize,
     /// Number of distinct server addresses.
     host_count: usize,
     /// Per-client state of the layer above (the recipes' holder monitor),
@@ -133,6 +135,7 @@ impl Client {
             connect_timeout: None,
             request_timeout: None,
             max_frame: jute::DEFAULT_MAX_FRAME,
+            persistent_watch_capacity: watch::DEFAULT_PERSISTENT_WATCH_CAPACITY,
             wait_connected: true,
             sasl: None,
             #[cfg(feature = "tls")]
@@ -290,7 +293,7 @@ impl Client {
     }
 
     fn new_watch(&self) -> (WatchSender, Watch) {
-        Watch::channel(self.inner.chroot.clone(), false)
+        Watch::channel(self.inner.chroot.clone())
     }
 
     fn unexpected(resp: Response) -> Error {
@@ -307,6 +310,8 @@ impl Client {
     /// The server does not replay changes made while the connection was
     /// down: after each reconnect the watch yields one event of kind
     /// `EventType::None` for its path, meaning "re-read what you follow".
+    /// A reader that falls behind gets the same event in place of the
+    /// events it did not read (see [`PersistentWatch`]).
     ///
     /// # Errors
     /// [`ErrorCode::Unimplemented`](crate::ErrorCode::Unimplemented) from a
@@ -314,7 +319,13 @@ impl Client {
     /// missing node is no error: the watch reports its creation.
     pub fn add_watch(&self, path: &str, mode: AddWatchMode) -> Result<PersistentWatch> {
         let server_path = self.server_path(path, false)?;
-        let (wtx, watch) = Watch::channel(self.inner.chroot.clone(), true);
+        let dropped = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let (wtx, watch) = Watch::persistent_channel(
+            self.inner.chroot.clone(),
+            path.to_owned(),
+            self.inner.persistent_watch_capacity,
+            dropped.clone(),
+        );
         let (tx, reply) = oneshot::channel();
         let sent = self.inner.driver.send(Command::Submit {
             request: Request::AddWatch(AddWatchRequest {
@@ -332,6 +343,7 @@ impl Client {
                 watch,
                 client: self.downgrade(),
                 server_path,
+                dropped,
             }),
             Ok(Err(e)) => Err(Error::from(e).at(OpCode::AddWatch, Some(path.to_owned()))),
             Err(mpsc::RecvTimeoutError::Timeout) => Err(Error::Timeout),
