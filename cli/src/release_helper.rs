@@ -306,3 +306,35 @@ fn delete_node(global: &Global, secrets: &Secrets, session: i64, node: &str) {
     }
     let _ = client.close();
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn security_settings_cross_the_pipe_intact() {
+        let security = Security {
+            tls_ca: Some("/etc/zk/ca with space.pem".into()),
+            tls_client: Some(("/c.pem".into(), "/k.pem".into())),
+            tls_server_name: Some("zk.example".into()),
+            sasl_user: Some("alice".into()),
+            sasl_password_file: None,
+            digest_file: None,
+        };
+        let secrets = Secrets {
+            sasl_password: Some("pa ss\nword".into()),
+            digest: Some("carol:pw".into()),
+        };
+        let mut told = Told::default();
+        for line in security_lines(&security, &secrets) {
+            assert!(!line.contains("pa ss") && !line.contains('\n'), "{line}");
+            let (key, value) = line.split_once(' ').unwrap();
+            assert!(told.security(key, value), "{line}");
+        }
+        assert_eq!(told.security, security);
+        assert_eq!(told.secrets.sasl_password, secrets.sasl_password);
+        assert_eq!(told.secrets.digest, secrets.digest);
+        assert!(!told.security("tls-ca", "zz"));
+        assert!(!told.security("hold", "00"));
+    }
+}
