@@ -10,7 +10,7 @@ use testkit::zk;
 use zklock::recipes::{
     BatchMutex, Election, LockError, MultiLock, Mutex, PendingSet, RwLock, Semaphore,
 };
-use zklock::{AddWatchMode, Client, CreateMode, Error, SessionState};
+use zklock::{AddWatchMode, Client, CreateMode, CreateOptions, Error, SessionState};
 
 const T: Duration = Duration::from_secs(10);
 
@@ -213,6 +213,24 @@ fn lock_timeouts_at_their_extremes() {
                 .1
                 .unwrap_or_else(|e| panic!("PendingSet {d:?}: {e}")),
         );
+    }
+}
+
+/// A TTL outside what the server takes is refused before sending; one
+/// inside is sent (created, or refused by the server itself when it does
+/// not enable TTL nodes).
+#[test]
+fn ttls_at_their_extremes() {
+    let c = client();
+    for d in EXTREMES {
+        let options = CreateOptions::new(CreateMode::PersistentWithTtl).ttl(d);
+        let e = c.create_with(&path("ttl", d), b"", &options).unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument(_)), "ttl {d:?}: {e:?}");
+    }
+    let sane = CreateOptions::new(CreateMode::PersistentWithTtl).ttl(Duration::from_secs(60));
+    match c.create_with(&path("ttl", T), b"", &sane) {
+        Ok(_) => {}
+        Err(e) => assert!(e.code().is_some(), "the server's answer: {e:?}"),
     }
 }
 

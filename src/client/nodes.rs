@@ -2,6 +2,7 @@
 //! ACLs, sync, and multi.
 
 use std::sync::mpsc::RecvTimeoutError;
+use std::time::Duration;
 
 use jute::{
     Acl, CreateMode, CreateRequest, CreateTtlRequest, ErrorCode, MultiOp, MultiResult, OpCode,
@@ -13,6 +14,10 @@ use crate::driver::Command;
 use crate::error::{Error, Result};
 use crate::oneshot;
 use crate::session::RequestError;
+
+/// The longest time to live ZooKeeper accepts: 40 bits of milliseconds
+/// (about 34 years), what its TTL node ids can carry.
+const MAX_TTL: Duration = Duration::from_millis((1 << 40) - 1);
 
 fn version_or_any(v: Option<i32>) -> i32 {
     v.unwrap_or(-1)
@@ -37,7 +42,8 @@ impl Client {
     ///
     /// # Errors
     /// As [`Client::create`]; besides, [`Error::InvalidArgument`] for a TTL
-    /// mode without [`CreateOptions::ttl`], and [`ErrorCode::Unimplemented`]
+    /// mode without [`CreateOptions::ttl`] or with one under 1 ms or over
+    /// 2^40 - 1 ms (the server's bounds; nothing is sent), and [`ErrorCode::Unimplemented`]
     /// for a TTL mode on a server that does not allow TTL nodes
     /// (`zookeeper.extendedTypesEnabled`).
     pub fn create_with(
@@ -55,10 +61,17 @@ impl Client {
         };
         let request = match (options.mode, options.ttl) {
             (CreateMode::Container, _) => Request::CreateContainer(create),
-            (m, Some(ttl)) if m.is_ttl() => Request::CreateTtl(CreateTtlRequest {
-                create,
-                ttl_ms: i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX),
-            }),
+            (m, Some(ttl)) if m.is_ttl() => {
+                if ttl < Duration::from_millis(1) || ttl > MAX_TTL {
+                    return Err(Error::InvalidArgument(
+                        "a TTL must be between 1 ms and 2^40 - 1 ms (about 34 years)",
+                    ));
+                }
+                Request::CreateTtl(CreateTtlRequest {
+                    create,
+                    ttl_ms: i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX),
+                })
+            }
             (m, None) if m.is_ttl() => {
                 return Err(Error::InvalidArgument(
                     "a TTL mode needs CreateOptions::ttl",
