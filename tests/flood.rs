@@ -69,3 +69,51 @@ fn an_unread_persistent_watch_flooded_by_the_server_stays_bounded() {
     assert_eq!(events + dropped, EVENTS, "every event read or counted");
     c.close().ok();
 }
+
+/// With a small capacity: every overflow leaves one re-read event, the
+/// count adds up, and the error that ends the watch is never discarded.
+#[test]
+fn an_overflowing_watch_still_reports_its_end() {
+    const SMALL: usize = 8;
+    const SOME: u64 = 1000;
+    let server = FloodServer::start("/small", SOME);
+    let c = Client::builder(&server.addr().to_string())
+        .session_timeout(Duration::from_secs(20))
+        .persistent_watch_capacity(SMALL)
+        .connect()
+        .expect("the fake server grants a session");
+    let watch = c
+        .add_watch("/small", AddWatchMode::Persistent)
+        .expect("the fake server answers addWatch");
+    testkit::wait_until("the flood to be sent", Duration::from_secs(60), || {
+        server.sent() >= SOME
+    });
+    assert_eq!(c.exists("/after-the-flood").unwrap(), None);
+    c.close().ok();
+    let mut outcomes = Vec::new();
+    let started = std::time::Instant::now();
+    loop {
+        match watch.recv_timeout(Duration::from_secs(10)) {
+            Ok(e) => outcomes.push(Ok(e.kind)),
+            Err(zklock::Error::Timeout) => panic!("no end after {outcomes:?}"),
+            Err(e) => {
+                outcomes.push(Err(e));
+                break;
+            }
+        }
+        assert!(started.elapsed() < Duration::from_secs(30));
+    }
+    assert!(
+        outcomes.len() <= SMALL,
+        "{} queued: {outcomes:?}",
+        outcomes.len()
+    );
+    assert_eq!(outcomes.first(), Some(&Ok(EventType::None)), "{outcomes:?}");
+    assert_eq!(outcomes.last(), Some(&Err(zklock::Error::Closed)));
+    let read = outcomes
+        .iter()
+        .filter(|o| **o == Ok(EventType::NodeDataChanged))
+        .count() as u64;
+    assert_eq!(read + watch.dropped_events(), SOME);
+    assert_eq!(watch.recv().unwrap_err(), zklock::Error::Closed);
+}
