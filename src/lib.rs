@@ -25,6 +25,7 @@ mod client;
 mod deadline;
 mod driver;
 mod error;
+pub mod machine;
 mod oneshot;
 mod path;
 pub mod recipes;

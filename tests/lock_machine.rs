@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use jute::{ErrorCode, EventType, Request, Response, Stat};
-use zklock::recipes::machine::{LockEvent, LockMachine, Outgoing};
+use zklock::machine::{LockEvent, LockMachine, Outgoing};
 use zklock::recipes::{LockError, LockSpec, LockState, LossReason, Rule};
 use zklock::session::{RequestError, SessionState, WatchEvent};
 use zklock::Acl;
@@ -460,4 +460,167 @@ fn a_holder_hears_its_node_deleted_through_another_attempts_watch() {
             reason: Some(LossReason::NodeDeleted)
         }]
     );
+}
+
+/// Our node under a name with sequence `seq` (any i32, as ZooKeeper's
+/// `%010d` prints it).
+fn ours_at(seq: i32) -> String {
+    format!("_c_{UUID}-lock-{seq:010}")
+}
+
+fn created_at(seq: i32) -> Response {
+    Response::Created {
+        path: format!("/l/{}", ours_at(seq)),
+        stat: stat(7),
+    }
+}
+
+/// Attempt 1 creates a node with `seq` and lists `others` beside it;
+/// returns its events and what it sent next.
+fn queue_at(seq: i32, others: &[&str]) -> (Vec<LockEvent>, Vec<Outgoing>, Harness) {
+    let mut h = Harness::new();
+    h.m.acquire(h.now, 1, spec(false), UUID.into(), None, false);
+    let sent = h.sent();
+    h.reply(&sent[0], Ok(created_at(seq)));
+    let me = ours_at(seq);
+    let mut names = vec![me.as_str()];
+    names.extend_from_slice(others);
+    h.reply(&sent[1], Ok(children(&names)));
+    (h.events(), h.sent(), h)
+}
+
+fn exhausted(events: &[LockEvent]) -> bool {
+    matches!(
+        events,
+        [LockEvent::Failed { id: 1, error: LockError::SequenceExhausted { path } }] if path == "/l"
+    )
+}
+
+fn deletes(sent: &[Outgoing]) -> Vec<String> {
+    sent.iter()
+        .filter_map(|o| match &o.request {
+            Request::Delete(d) => Some(d.path.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_node_named_at_the_counters_end_fails_closed_and_is_deleted() {
+    // Alone in the queue, but on the stuck suffix: a later node (ours or
+    // a peer's) would share it, so no grant can be trusted.
+    let (events, sent, _) = queue_at(i32::MAX, &[]);
+    assert!(exhausted(&events), "{events:?}");
+    assert_eq!(deletes(&sent), vec![format!("/l/{}", ours_at(i32::MAX))]);
+}
+
+#[test]
+fn a_node_named_past_the_end_fails_closed_even_at_the_head() {
+    for seq in [i32::MIN, -2_147_483_647, -1] {
+        let (events, sent, _) = queue_at(seq, &[]);
+        assert!(exhausted(&events), "{seq}: {events:?}");
+        assert_eq!(deletes(&sent).len(), 1, "{seq}");
+    }
+}
+
+#[test]
+fn a_shared_suffix_fails_closed_whichever_name_sorts_first() {
+    let (events, _, _) = queue_at(2_000, &["_c_aaaaaaaa-lock-0000002000"]);
+    assert!(exhausted(&events), "{events:?}");
+    let (events, _, _) = queue_at(2_000, &["_c_zzzzzzzz-lock-0000002000"]);
+    assert!(exhausted(&events), "{events:?}");
+}
+
+#[test]
+fn nodes_past_the_end_never_block_one_issued_before_it() {
+    // They were issued after our node, whatever their number says.
+    let (events, _, _) = queue_at(
+        i32::MAX - 3,
+        &[
+            "_c_p-lock-2147483647",
+            "_c_q-lock--2147483648",
+            "k__lock__-2147483647",
+        ],
+    );
+    assert!(
+        matches!(&events[..], [LockEvent::Acquired { id: 1, .. }]),
+        "{events:?}"
+    );
+}
+
+#[test]
+fn a_holder_near_the_end_is_told_when_nodes_past_it_appear() {
+    let (events, sent, mut h) = queue_at(i32::MAX - 3, &[]);
+    assert!(matches!(&events[..], [LockEvent::Acquired { .. }]));
+    // It watches the queue: a listing with a child watch.
+    let [watch] = &sent[..] else {
+        panic!("one listing expected: {sent:?}")
+    };
+    assert!(matches!(&watch.request, Request::GetChildren(p) if p.watch && p.path == "/l"));
+    let me = ours_at(i32::MAX - 3);
+    h.reply(watch, Ok(children(&[&me, "_c_r-lock-2147483646"])));
+    assert!(h.events().is_empty(), "an ordinary waiter changes nothing");
+    h.fire(watch, EventType::NodeChildrenChanged, "/l");
+    let again = h.sent();
+    assert!(matches!(&again[..], [o] if matches!(&o.request, Request::GetChildren(p) if p.watch)));
+    h.reply(&again[0], Ok(children(&[&me, "_c_s-lock--2147483648"])));
+    assert_eq!(
+        h.events(),
+        vec![LockEvent::State {
+            id: 1,
+            state: LockState::Lost,
+            reason: Some(LossReason::SequenceExhausted)
+        }]
+    );
+    assert_eq!(deletes(&h.sent()), vec![format!("/l/{me}")]);
+}
+
+#[test]
+fn a_holder_far_from_the_end_watches_nothing_more() {
+    let (events, sent, _) = queue_at(5, &[]);
+    assert!(matches!(&events[..], [LockEvent::Acquired { .. }]));
+    assert!(sent.is_empty(), "{sent:?}");
+}
+
+#[test]
+fn a_deadline_that_races_a_refused_create_fails_the_attempt_once() {
+    for refusal in [ErrorCode::NoAuth, ErrorCode::NodeExists] {
+        let mut h = Harness::new();
+        let deadline = h.now + Duration::from_millis(10);
+        h.m.acquire(h.now, 1, spec(false), UUID.into(), Some(deadline), false);
+        let sent = h.sent();
+        h.now = deadline;
+        h.m.handle_timeout(h.now);
+        assert_eq!(
+            h.events(),
+            vec![LockEvent::Failed {
+                id: 1,
+                error: LockError::Timeout
+            }]
+        );
+        // The create was refused after all: no second outcome, nothing left.
+        h.reply(&sent[0], Err(RequestError::Server(refusal)));
+        h.reply(&sent[1], Ok(children(&[])));
+        assert_eq!(h.events(), vec![], "{refusal:?}");
+        assert!(h.sent().is_empty());
+        assert!(h.m.is_empty(), "{refusal:?}: the attempt is forgotten");
+    }
+}
+
+#[test]
+fn a_cancel_that_races_a_refused_create_fails_the_attempt_once() {
+    let mut h = Harness::new();
+    h.m.acquire(h.now, 1, spec(false), UUID.into(), None, false);
+    let sent = h.sent();
+    h.m.cancel(h.now, 1);
+    assert_eq!(
+        h.events(),
+        vec![LockEvent::Failed {
+            id: 1,
+            error: LockError::Cancelled
+        }]
+    );
+    h.reply(&sent[0], Err(RequestError::Server(ErrorCode::NoAuth)));
+    assert_eq!(h.events(), vec![]);
+    assert!(h.m.is_empty());
 }

@@ -438,3 +438,121 @@ fn a_pending_set_hears_when_its_client_goes() {
     assert_eq!(key, gone);
     assert!(outcome.is_err());
 }
+
+/// A key cancelled after its lock was granted but before the set handed
+/// the guard out: the node goes at once, not when the set is dropped.
+#[test]
+fn a_pending_set_cancel_after_the_grant_frees_the_lock_at_once() {
+    let path = lock_path("pending-set-granted");
+    let (c, other) = (client(), client());
+    let granted = Mutex::new(&c, &format!("{path}/granted")).unwrap();
+    let later = Mutex::new(&c, &format!("{path}/later")).unwrap();
+    let mut set = PendingSet::new();
+    let key = set.start_lock(&granted, None);
+    // Its create (and the listing sent with it) is on the server...
+    testkit::wait_children(&other, &format!("{path}/granted"), 1, WAIT);
+    // ...so replies arrive in order: its grant was handed out before this
+    // later lock's, which we wait for.
+    let _later = later.start_lock(None).wait_timeout(WAIT).unwrap();
+    assert!(set.cancel(key));
+    assert!(set.is_empty());
+    // The set lives on; the lock must be free for others anyway.
+    testkit::wait_no_children(&other, &format!("{path}/granted"), WAIT);
+    let g = Mutex::new(&other, &format!("{path}/granted"))
+        .unwrap()
+        .lock_timeout(WAIT)
+        .unwrap();
+    assert_eq!(g.state(), LockState::Held);
+    drop(set);
+}
+
+/// A lost holding is never handed out again to the thread that held it:
+/// with or without a watch on the node, the next call queues anew.
+#[test]
+fn a_lost_holding_is_not_reentered_nor_a_deadlock() {
+    let path = lock_path("reenter-lost");
+    let (c, admin) = (client(), client());
+    for watch in [false, true] {
+        let options = MutexOptions::default().reentrant(true).watch_node(watch);
+        let r = Mutex::with_options(&c, &path, options).unwrap();
+        let first = r.lock_timeout(WAIT).unwrap();
+        let changes = first.state_changes();
+        admin.delete(&first.node_path(), None).unwrap();
+        if watch {
+            assert!(becomes_lost(&changes), "watch {watch}");
+        }
+        let second = r.lock_timeout(WAIT).unwrap();
+        assert_ne!(second.node_path(), first.node_path(), "watch {watch}");
+        assert_eq!(second.state(), LockState::Held);
+        assert_eq!(first.state(), LockState::Lost, "watch {watch}");
+        assert_eq!(first.lost_reason(), Some(LossReason::NodeDeleted));
+        drop((first, second));
+    }
+    // Not re-entrant: a thread whose holding is lost may queue again.
+    let m = Mutex::with_options(&c, &path, MutexOptions::default().watch_node(true)).unwrap();
+    let first = m.lock_timeout(WAIT).unwrap();
+    let changes = first.state_changes();
+    admin.delete(&first.node_path(), None).unwrap();
+    assert!(becomes_lost(&changes));
+    let second = m
+        .lock_timeout(WAIT)
+        .expect("no WouldDeadlock for a lost holding");
+    assert_eq!(second.state(), LockState::Held);
+}
+
+/// Whether `changes` says Lost within `WAIT`.
+fn becomes_lost(changes: &crossbeam_channel::Receiver<LockState>) -> bool {
+    let until = std::time::Instant::now() + WAIT;
+    while let Ok(s) = changes.recv_deadline(until) {
+        if s == LockState::Lost {
+            return true;
+        }
+    }
+    false
+}
+
+/// A lock path whose ACL lets contenders create but not delete: the
+/// release is refused, and both ways of releasing say so; the node (and
+/// the lock) goes with the session.
+#[test]
+fn a_refused_release_is_an_error_not_a_success() {
+    use zklock::{perms, Acl, CreateOptions, ErrorCode, Id};
+    let admin = client();
+    admin.add_auth("digest", b"lock-admin:secret").unwrap();
+    let world = Acl {
+        perms: perms::READ | perms::CREATE,
+        id: Id {
+            scheme: "world".into(),
+            id: "anyone".into(),
+        },
+    };
+    let parent =
+        CreateOptions::new(CreateMode::Persistent).acl([Acl::creator_all(), vec![world]].concat());
+    let base = lock_path("refused");
+    admin.create(&base, b"", CreateMode::Persistent).unwrap();
+    for side in ["unlock", "drop"] {
+        let path = format!("{base}/{side}");
+        admin.create_with(&path, b"", &parent).unwrap();
+        let contender = client();
+        let m = Mutex::new(&contender, &path).unwrap();
+        let g = m.lock_timeout(WAIT).unwrap();
+        let node = g.node_path();
+        if side == "unlock" {
+            match g.unlock() {
+                Err(LockError::ReleaseRefused { path: p, code }) => {
+                    assert_eq!((p.as_str(), code), (node.as_str(), ErrorCode::NoAuth));
+                }
+                other => panic!("unlock said {other:?}"),
+            }
+        } else {
+            let changes = g.state_changes();
+            drop(g);
+            assert!(becomes_lost(&changes), "the listener hears of it");
+        }
+        // Still there, and the lock still taken...
+        assert!(admin.exists(&node).unwrap().is_some(), "{side}");
+        // ...until the session ends.
+        contender.close().unwrap();
+        testkit::wait_no_children(&admin, &path, WAIT);
+    }
+}

@@ -18,7 +18,7 @@ use std::time::Instant;
 
 use sim::rng::Rng;
 use sim::world::{Plan, Stats, Violation, World};
-use zklock::recipes::machine::Regression;
+use zklock::machine::Regression;
 
 /// Seeds that found bugs; each stays as a regression test. A seed names a
 /// run of the world's generator as it is: a change to the generator draws

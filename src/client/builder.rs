@@ -2,11 +2,11 @@
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::{Client, Inner};
 use crate::deadline;
-use crate::driver::{self, DriverConfig};
+use crate::driver::{self, DriverConfig, DriverHandle};
 use crate::error::{Error, Result};
 use crate::path::Chroot;
 use crate::session::{SaslConfig, SessionConfig};
@@ -118,30 +118,10 @@ impl ClientBuilder {
     ///   server gave (none reachable, say);
     /// * [`Error::AuthFailed`]: the SASL login was refused.
     pub fn connect(self) -> Result<Client> {
-        if self.max_frame < MIN_MAX_FRAME {
-            return Err(Error::InvalidSetting {
-                setting: "max_frame",
-                reason: "below 1 KiB (MIN_MAX_FRAME) no reply fits",
-            });
-        }
-        if self.persistent_watch_capacity < 2 {
-            return Err(Error::InvalidSetting {
-                setting: "persistent_watch_capacity",
-                reason: "below 2 there is no room for a re-read event and the end",
-            });
-        }
-        if self.request_timeout.is_some_and(|t| t.is_zero()) {
-            return Err(Error::InvalidSetting {
-                setting: "request_timeout",
-                reason: "zero: every call would time out",
-            });
-        }
+        self.check_settings()?;
         // Every duration kept is one a deadline can be computed from.
         let session_timeout = self.session_timeout.min(MAX_SESSION_TIMEOUT);
-        let request_timeout = self
-            .request_timeout
-            .unwrap_or(session_timeout.max(Duration::from_secs(1)))
-            .min(deadline::FAR_FUTURE);
+        let request_timeout = self.capped_request_timeout();
         let (named, chroot) = parse_connect_string(&self.connect_string)?;
         let hosts: Vec<SocketAddr> = named.iter().map(|(_, a)| *a).collect();
         let connector = self.connector()?;
@@ -178,13 +158,98 @@ impl ClientBuilder {
                 max_frame: self.max_frame,
                 persistent_watch_capacity: self.persistent_watch_capacity,
                 host_count,
-                extension: std::sync::OnceLock::new(),
+                attempts: super::AttemptIds::new(),
             }),
         };
         if self.wait_connected {
             client.wait_first_session(session_timeout.max(Duration::from_secs(1)))?;
         }
         Ok(client)
+    }
+
+    /// Refuses the settings no client can work with.
+    fn check_settings(&self) -> Result<()> {
+        if self.max_frame < MIN_MAX_FRAME {
+            return Err(Error::InvalidSetting {
+                setting: "max_frame",
+                reason: "below 1 KiB (MIN_MAX_FRAME) no reply fits",
+            });
+        }
+        if self.persistent_watch_capacity < 2 {
+            return Err(Error::InvalidSetting {
+                setting: "persistent_watch_capacity",
+                reason: "below 2 there is no room for a re-read event and the end",
+            });
+        }
+        if self.request_timeout.is_some_and(|t| t.is_zero()) {
+            return Err(Error::InvalidSetting {
+                setting: "request_timeout",
+                reason: "zero: every call would time out",
+            });
+        }
+        Ok(())
+    }
+
+    /// The request timeout asked, or the session timeout (at least 1 s),
+    /// capped so that a deadline can be computed from it.
+    fn capped_request_timeout(&self) -> Duration {
+        self.request_timeout
+            .unwrap_or(
+                self.session_timeout
+                    .min(MAX_SESSION_TIMEOUT)
+                    .max(Duration::from_secs(1)),
+            )
+            .min(deadline::FAR_FUTURE)
+    }
+}
+
+impl ClientBuilder {
+    /// A client whose core the caller drives instead of an I/O thread: the
+    /// deterministic simulator runs every recipe this way, on virtual time.
+    /// Nothing connects by itself; the caller moves bytes between
+    /// [`Core::output`](crate::machine::Core::output) and its own
+    /// transport and calls [`Core::turn`](crate::machine::Core::turn) after
+    /// anything a client handle did. Blocking calls on such a client wait
+    /// on the real clock for a core that only moves when driven: use the
+    /// non-blocking ones (`start_*`, [`PendingLock`](crate::recipes::PendingLock),
+    /// [`PendingSet`](crate::recipes::PendingSet), guards) from the driving thread.
+    ///
+    /// `seed` stands for the client's randomness (the UUIDs in its lock
+    /// nodes' names), so that a simulated run replays exactly.
+    ///
+    /// # Errors
+    /// As [`ClientBuilder::connect`] for the settings and the connect
+    /// string (its hosts are only checked; the chroot applies).
+    pub fn build_manual(self, now: Instant, seed: u128) -> Result<(Client, crate::machine::Core)> {
+        self.check_settings()?;
+        let (named, chroot) = parse_connect_string(&self.connect_string)?;
+        let session_timeout = self.session_timeout.min(MAX_SESSION_TIMEOUT);
+        let config = SessionConfig {
+            session_timeout,
+            connect_timeout: self
+                .connect_timeout
+                .unwrap_or(session_timeout / 3)
+                .clamp(Duration::from_millis(100), deadline::FAR_FUTURE),
+            max_frame: self.max_frame,
+        };
+        let (core, handles) = crate::machine::Core::new(
+            config,
+            self.sasl.clone(),
+            now,
+            Arc::new(crate::machine::NoWake),
+        );
+        let client = Client {
+            inner: Arc::new(Inner {
+                driver: DriverHandle::manual(handles),
+                chroot,
+                request_timeout: self.capped_request_timeout(),
+                max_frame: self.max_frame,
+                persistent_watch_capacity: self.persistent_watch_capacity,
+                host_count: named.len(),
+                attempts: super::AttemptIds::with_seed(seed),
+            }),
+        };
+        Ok((client, core))
     }
 }
 

@@ -7,8 +7,10 @@ use crossbeam_channel::{Receiver, RecvTimeoutError};
 use jute::{AddWatchMode, AddWatchRequest, AuthPacket, OpCode, Request, Response};
 
 use crate::deadline;
-use crate::driver::{Command, DriverHandle, IoTask, TaskSender, WatchSender};
+use crate::driver::DriverHandle;
 use crate::error::{Error, Result};
+use crate::machine::recipient::WatchSender;
+use crate::machine::{AttemptId, Command, CommandSender};
 use crate::oneshot;
 use crate::path::{validate_path, Chroot};
 use crate::session::SessionState;
@@ -69,10 +71,8 @@ struct Inner {
     persistent_watch_capacity: usize,
     /// Number of distinct server addresses.
     host_count: usize,
-    /// Per-client state of the layer above (the recipes' holder monitor),
-    /// kept here so it lives and dies with the client without the client
-    /// knowing its type.
-    extension: std::sync::OnceLock<Box<dyn std::any::Any + Send + Sync>>,
+    /// Names lock attempts: a counter, and a random seed for their UUIDs.
+    attempts: AttemptIds,
 }
 
 /// A reference to a client that does not keep its session open.
@@ -438,15 +438,14 @@ impl Client {
         WeakClient(Arc::downgrade(&self.inner))
     }
 
-    /// Runs `task` on this client's I/O thread, fed in the same loop turn as
-    /// the session (the first task installed stays; later ones are dropped).
-    pub(crate) fn install_task(&self, task: Box<dyn IoTask>) -> bool {
-        self.inner.driver.send(Command::InstallTask(task))
+    /// The door to this client's core; does not keep the session open.
+    pub(crate) fn command_sender(&self) -> CommandSender {
+        self.inner.driver.sender.clone()
     }
 
-    /// Sends messages to the installed task; does not keep the session open.
-    pub(crate) fn task_sender(&self) -> TaskSender {
-        TaskSender::new(self.inner.driver.sender.clone())
+    /// A new lock attempt's id and protected UUID.
+    pub(crate) fn next_attempt(&self) -> (AttemptId, String) {
+        self.inner.attempts.next()
     }
 
     /// The deadline of each call (by default the session timeout).
@@ -454,19 +453,49 @@ impl Client {
         self.inner.request_timeout
     }
 
-    /// The layer above's per-client value, created by `init` on first use.
-    pub(crate) fn extension<T: Send + Sync + 'static>(
-        &self,
-        init: impl FnOnce() -> T,
-    ) -> Option<&T> {
-        self.inner
-            .extension
-            .get_or_init(|| Box::new(init()))
-            .downcast_ref::<T>()
-    }
-
     /// The frame limit this client enforces.
     pub fn max_frame(&self) -> usize {
         self.inner.max_frame
     }
+}
+
+/// Lock attempt ids, unique per client, and a v4-shaped UUID for each.
+#[derive(Debug)]
+pub(crate) struct AttemptIds {
+    next: std::sync::atomic::AtomicU64,
+    /// Random once per client; each attempt's UUID is derived from it and
+    /// the counter, so queueing costs no system call for randomness.
+    seed: u128,
+}
+
+impl AttemptIds {
+    pub(crate) fn new() -> Self {
+        AttemptIds::with_seed(uuid::Uuid::new_v4().as_u128())
+    }
+
+    pub(crate) fn with_seed(seed: u128) -> Self {
+        AttemptIds {
+            next: std::sync::atomic::AtomicU64::new(1),
+            seed,
+        }
+    }
+
+    fn next(&self) -> (AttemptId, String) {
+        let id = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // The seed mixed with a bijection of the counter: distinct ids
+        // give distinct UUIDs.
+        let mixed = u128::from(splitmix64(id)) << 64 | u128::from(splitmix64(!id));
+        let uuid = uuid::Builder::from_random_bytes((self.seed ^ mixed).to_be_bytes())
+            .into_uuid()
+            .to_string();
+        (id, uuid)
+    }
+}
+
+/// A bijection on u64 that scatters its input (SplitMix64's finaliser).
+fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }

@@ -10,8 +10,8 @@ use jute::{
 };
 
 use super::{Client, CreateOptions, Op, OpResult, Watch};
-use crate::driver::Command;
 use crate::error::{Error, Result};
+use crate::machine::Command;
 use crate::oneshot;
 use crate::session::RequestError;
 

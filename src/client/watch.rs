@@ -13,8 +13,9 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, TryRecvError, TrySendError};
 use jute::EventType;
 
 use super::WeakClient;
-use crate::driver::{Command, WatchSender};
 use crate::error::{Error, Result};
+use crate::machine::recipient::WatchSender;
+use crate::machine::Command;
 use crate::oneshot;
 use crate::path::Chroot;
 use crate::session::WatchEvent;

@@ -8,7 +8,7 @@ use std::time::Instant;
 use mio::net::TcpStream;
 use mio::Interest;
 
-use super::{Connection, Driver, WatchTo, HEALTHY_CONNECTION, SOCKET};
+use super::{Connection, Driver, HEALTHY_CONNECTION, SOCKET};
 
 impl Driver {
     pub(super) fn close_socket(&mut self) {
@@ -25,7 +25,7 @@ impl Driver {
         }
         self.account_connection_end(now);
         self.close_socket();
-        self.session.handle_disconnected(now);
+        self.core.handle_disconnected(now);
     }
 
     /// A connection that served for a while resets the backoff; one that
@@ -56,16 +56,10 @@ impl Driver {
     }
 
     pub(super) fn maintain_connection(&mut self, now: Instant) {
-        if self.conn.is_some() || !self.session.wants_connection() || now < self.hosts.not_before {
+        if self.conn.is_some() || !self.core.wants_connection() || now < self.hosts.not_before {
             return;
         }
-        // Watches nobody waits for any more (their call timed out, or the
-        // Watch was dropped) are not re-armed on the new connection.
-        let task = &self.task;
-        self.session.retain_watches(|w| match w {
-            WatchTo::Caller(w) => w.is_wanted(),
-            WatchTo::Task(token) => task.as_ref().is_some_and(|t| t.wants_watch(*token)),
-        });
+        self.core.prepare_connection();
         let addr = self.hosts.take();
         let link = match self.links.link(addr) {
             Ok(link) => link,
@@ -140,7 +134,7 @@ impl Driver {
             }
             conn.connecting = None;
             log::debug!("TCP connected to {}", conn.addr);
-            self.session.handle_connected(now);
+            self.core.handle_connected(now);
         }
         if readable {
             self.read(now, peer_closed);
@@ -158,10 +152,10 @@ impl Driver {
             match conn.link.read(&mut conn.stream, &mut self.read_buf) {
                 Ok(0) => return self.closed_by_server(now),
                 Ok(n) => {
-                    self.session.handle_input(now, &self.read_buf[..n]);
+                    self.core.handle_input(now, &self.read_buf[..n]);
                     // The core may have asked for the connection to go.
-                    self.deliver();
-                    if self.session.is_finished() {
+                    self.act_on_core();
+                    if self.core.is_finished() {
                         self.close_socket();
                         return;
                     }
@@ -194,16 +188,16 @@ impl Driver {
             Err(e) if e.kind() != io::ErrorKind::WouldBlock => return self.link_failed(now, e),
             _ => {}
         }
-        while !self.session.output().is_empty() {
-            match conn.link.write(&mut conn.stream, self.session.output()) {
+        while !self.core.output().is_empty() {
+            match conn.link.write(&mut conn.stream, self.core.output()) {
                 Ok(0) => return self.lost_connection(now, "write returned 0"),
-                Ok(n) => self.session.consume_output(n),
+                Ok(n) => self.core.consume_output(n),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return self.link_failed(now, e),
             }
         }
-        let want_writable = !self.session.output().is_empty() || conn.link.wants_write();
+        let want_writable = !self.core.output().is_empty() || conn.link.wants_write();
         if want_writable != conn.writable_interest {
             let interest = if want_writable {
                 Interest::READABLE | Interest::WRITABLE

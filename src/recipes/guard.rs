@@ -1,62 +1,68 @@
 //! The guard every lock recipe hands out: proof of holding, the holder's
 //! state, fencing, and release on drop without blocking.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::RecvTimeoutError;
 use std::sync::Arc;
 use std::thread::ThreadId;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use jute::{ErrorCode, PathWatch, Request, Response};
 
 use crossbeam_channel::Receiver;
 
-use super::error::LockError;
-use super::held::{HolderState, LockState, LossReason};
-use super::machine::AttemptId;
 use super::registry::{self, Key};
-use super::runner::Message;
-use crate::driver::TaskSender;
+use crate::machine::{Grant, LockError, LockState, LossReason};
 use crate::oneshot;
-use crate::{Client, Error, Op, OpResult, Stat};
+use crate::{Client, Error, Op, OpResult};
 
 /// One acquisition, shared by re-entrant guards.
 #[derive(Debug)]
 pub(crate) struct Holding {
-    id: AttemptId,
+    grant: Grant,
     /// Our node as the caller names it.
     path: String,
-    stat: Stat,
-    state: Arc<HolderState>,
     client: Client,
-    sender: TaskSender,
     /// The thread that took it through a blocking call, for re-entrancy and
     /// deadlock checks.
     owner: Option<(Key, ThreadId)>,
-    /// Released, or abandoned: no guard of this acquisition releases it.
-    released: AtomicBool,
 }
 
 impl Holding {
-    /// Asks the runner to remove our node; `done` hears when it is gone.
-    fn release(&self, done: Option<oneshot::Sender<()>>) -> bool {
-        if self.released.swap(true, Ordering::SeqCst) {
-            return false;
+    /// Reads our node on the server, by `deadline`: still there and ours,
+    /// or (then the holding turns Lost) gone.
+    pub(crate) fn confirm(&self, deadline: Option<Instant>) -> Result<bool, LockError> {
+        let path = self.grant.server_path().to_owned();
+        let read = Request::Exists(PathWatch { path, watch: false });
+        let there = match self.client.call_by(read, deadline) {
+            Ok(Response::Stat(stat)) => stat.ephemeral_owner == self.grant.stat().ephemeral_owner,
+            Err(Error::Server {
+                code: ErrorCode::NoNode,
+                ..
+            }) => false,
+            Ok(_) => {
+                return Err(LockError::Client(Error::Protocol(
+                    "exists answered otherwise".into(),
+                )))
+            }
+            Err(e) => return Err(e.into()),
+        };
+        if !there {
+            self.grant.state().lose(LossReason::NodeDeleted);
         }
-        self.state.mark_released();
-        self.sender
-            .send(Box::new(Message::Release { id: self.id, done }))
+        Ok(there)
     }
 
-    /// Gives up releasing: nothing asks the runner to remove our node.
-    fn abandon(&self) {
-        self.released.store(true, Ordering::SeqCst);
+    /// What the holder can rely on now.
+    pub(crate) fn state(&self) -> LockState {
+        self.grant.state().current()
     }
 }
 
 impl Drop for Holding {
     fn drop(&mut self) {
-        self.release(None);
+        // The grant releases as it drops (unless released or abandoned).
         if let Some((key, thread)) = self.owner.take() {
-            registry::remove(&key, thread);
+            registry::remove(&key, thread, self.grant.state());
         }
     }
 }
@@ -76,24 +82,14 @@ pub struct LockGuard {
 }
 
 impl LockGuard {
-    pub(crate) fn new(
-        id: AttemptId,
-        path: String,
-        stat: Stat,
-        state: Arc<HolderState>,
-        client: Client,
-        sender: TaskSender,
-    ) -> LockGuard {
+    /// The guard of a grant the core handed out, on `client`'s paths.
+    pub(crate) fn from_grant(grant: Grant, client: Client) -> LockGuard {
         LockGuard {
             holding: Arc::new(Holding {
-                id,
-                path,
-                stat,
-                state,
+                path: client.to_client_path(grant.server_path()),
+                grant,
                 client,
-                sender,
                 owner: None,
-                released: AtomicBool::new(false),
             }),
         }
     }
@@ -102,7 +98,7 @@ impl LockGuard {
     pub(crate) fn register_owner(&mut self, key: Key) {
         if let Some(h) = Arc::get_mut(&mut self.holding) {
             let thread = std::thread::current().id();
-            registry::insert(key.clone(), thread);
+            registry::insert(key.clone(), thread, h.grant.state());
             h.owner = Some((key, thread));
         }
     }
@@ -124,28 +120,28 @@ impl LockGuard {
     /// every lock in the ensemble. Pass it to the resources you protect and
     /// let them refuse a token lower than one they have seen.
     pub fn fencing_token(&self) -> i64 {
-        self.holding.stat.czxid
+        self.holding.grant.stat().czxid
     }
 
     /// The session that owns our node.
     pub fn owner_session(&self) -> i64 {
-        self.holding.stat.ephemeral_owner
+        self.holding.grant.stat().ephemeral_owner
     }
 
     /// What the holder can rely on now (see [`LockState`]). Reads memory
     /// only: the I/O thread keeps it current.
     pub fn state(&self) -> LockState {
-        self.holding.state.current()
+        self.holding.grant.state().current()
     }
 
     /// Why the lock was lost, once [`LockGuard::state`] is `Lost`.
     pub fn lost_reason(&self) -> Option<LossReason> {
-        self.holding.state.reason()
+        self.holding.grant.state().reason()
     }
 
     /// A channel that yields the current state, then every change.
     pub fn state_changes(&self) -> Receiver<LockState> {
-        self.holding.state.changes()
+        self.holding.grant.state().changes()
     }
 
     /// Applies `ops` atomically, only while our lock node exists: a write
@@ -164,7 +160,7 @@ impl LockGuard {
                 Ok(results)
             }
             Err(Error::MultiFailed { index: 0, .. }) => {
-                self.holding.state.lose(LossReason::NodeDeleted);
+                self.holding.grant.state().lose(LossReason::NodeDeleted);
                 Err(LockError::Lost)
             }
             Err(e) => Err(e.into()),
@@ -183,14 +179,19 @@ impl LockGuard {
             return Ok(());
         };
         let (done, rx) = oneshot::channel();
-        if !holding.release(Some(done)) {
+        if !holding.grant.release(Some(done)) {
             return Ok(());
         }
         let timeout: Duration = holding.client.request_timeout();
+        let path = holding.path.clone();
         drop(holding);
         match rx.recv_timeout(timeout) {
-            // Disconnected: the I/O thread ended, and the session with it.
-            Ok(()) | Err(RecvTimeoutError::Disconnected) => Ok(()),
+            Ok(Err(LockError::ReleaseRefused { code, .. })) => {
+                Err(LockError::ReleaseRefused { path, code })
+            }
+            Ok(result) => result,
+            // Disconnected: the core ended, and the session with it.
+            Err(RecvTimeoutError::Disconnected) => Ok(()),
             Err(RecvTimeoutError::Timeout) => Err(LockError::Client(Error::Timeout)),
         }
     }
@@ -209,6 +210,6 @@ impl LockGuard {
     /// deletes the node when it drops. [`LockGuard::state_changes`] channels
     /// taken before go on reporting.
     pub fn abandon(self) {
-        self.holding.abandon();
+        self.holding.grant.abandon();
     }
 }

@@ -3,40 +3,42 @@
 //! on every way out, tells holders when they lose what they hold, and offers
 //! a fencing token.
 
-mod attempt;
 mod batch;
 mod cancel;
 mod election;
-mod error;
 mod guard;
 mod handoff;
-mod held;
 mod inspect;
 mod latch;
-pub mod machine;
 mod multilock;
 mod mutex;
 mod pending;
 mod pending_set;
-mod queue;
 mod registry;
-mod runner;
 mod rwlock;
 mod semaphore;
+mod service;
 
-pub use attempt::{LockSpec, Rule};
+// The lock protocol's types live in the core below the I/O thread; the
+// recipes name them as their own.
+pub(crate) use crate::machine::{attempt, error, held, queue};
+
+pub use crate::machine::LockError;
+pub use crate::machine::{
+    past_the_end, sequence_order, sorted_contenders, Contender, NodeKind, NodeOrigin,
+    SEQUENCE_WARNING,
+};
+pub use crate::machine::{LockSpec, Rule};
+pub use crate::machine::{LockState, LossReason};
 pub use batch::{BatchGuard, BatchMutex};
 pub use cancel::CancelToken;
 pub use election::{Election, Leader};
-pub use error::LockError;
 pub use guard::LockGuard;
-pub use held::{LockState, LossReason};
 pub use inspect::{inspect, QueueEntry};
 pub use latch::{LatchEvent, LeaderLatch};
 pub use multilock::{MultiGuard, MultiLock};
 pub use mutex::{holder_identity, Mutex, MutexOptions};
 pub use pending::PendingLock;
 pub use pending_set::{PendingSet, SetOutcome};
-pub use queue::{sequence_order, sorted_contenders, Contender, NodeKind, NodeOrigin};
 pub use rwlock::RwLock;
 pub use semaphore::Semaphore;

@@ -12,12 +12,13 @@ use super::attempt::{LockSpec, Rule};
 use super::cancel::CancelToken;
 use super::error::LockError;
 use super::guard::{Holding, LockGuard};
+use super::held::LockState;
 use super::inspect::{inspect, QueueEntry};
-use super::machine::AttemptId;
 use super::pending::PendingLock;
 use super::registry::{self, Key, Side};
-use super::runner::{LockService, Outcome};
-use crate::driver::TaskSender;
+use super::service::{self, Outcome};
+use crate::machine::AttemptId;
+use crate::machine::CommandSender;
 use crate::{Acl, Client, Error};
 
 /// The default data of a lock node, naming who holds or waits:
@@ -141,20 +142,19 @@ impl QueueLock {
         (self.client.session_id(), self.path.clone(), side)
     }
 
-    /// This thread's live holding of this lock object, if any.
+    /// This thread's live holding of this lock object, if any. One already
+    /// Lost is not shared: the lock is no longer ours to re-enter.
     pub(crate) fn held_here(&self) -> Option<Arc<Holding>> {
         let me = std::thread::current().id();
         let cur = self.current.lock().ok()?;
         let (tid, weak) = cur.as_ref()?;
-        (*tid == me).then(|| weak.upgrade()).flatten()
+        let holding = (*tid == me).then(|| weak.upgrade()).flatten()?;
+        (holding.state() != LockState::Lost).then_some(holding)
     }
 
     /// Starts an acquisition and returns at once.
     pub(crate) fn start(&self, deadline: Option<Instant>) -> PendingLock {
-        match LockService::of(&self.client) {
-            Ok(service) => service.start(self.spec.clone(), deadline, false),
-            Err(e) => PendingLock::failed(e),
-        }
+        service::start(&self.client, self.spec.clone(), deadline, false)
     }
 
     /// Starts an acquisition whose outcome goes to `outcome`; what it
@@ -163,10 +163,9 @@ impl QueueLock {
         &self,
         deadline: Option<Instant>,
         outcome: Outcome,
-    ) -> Result<(AttemptId, TaskSender), LockError> {
-        let service = LockService::of(&self.client)?;
-        let id = service.start_to(self.spec.clone(), deadline, false, outcome);
-        Ok((id, service.sender().clone()))
+    ) -> Result<(AttemptId, CommandSender), LockError> {
+        let id = service::start_to(&self.client, self.spec.clone(), deadline, false, outcome);
+        Ok((id, self.client.command_sender()))
     }
 
     /// Blocks until held, `deadline` (a deadline already past: one round
@@ -179,7 +178,11 @@ impl QueueLock {
     ) -> Result<LockGuard, LockError> {
         if self.reentrant {
             if let Some(holding) = self.held_here() {
-                return Ok(LockGuard::from_holding(holding));
+                // A holder that does not watch its node cannot know it was
+                // deleted: read it before handing out a second guard.
+                if self.spec.watch_node || holding.confirm(deadline)? {
+                    return Ok(LockGuard::from_holding(holding));
+                }
             }
         }
         if self.side != Side::Lease && registry::held_by_current_thread(&self.key(self.side)) {
@@ -196,10 +199,9 @@ impl QueueLock {
         } else {
             deadline
         };
-        let service = LockService::of(&self.client)?;
         let outcome = match cancel {
-            None => self.wait_blocked(service, deadline, no_wait),
-            Some(c) => self.wait_cancellable(service, deadline, no_wait, c),
+            None => self.wait_blocked(deadline, no_wait),
+            Some(c) => self.wait_cancellable(deadline, no_wait, c),
         };
         let mut guard = outcome?;
         guard.register_owner(self.key(self.side));
@@ -213,11 +215,11 @@ impl QueueLock {
     /// at once (see `crate::oneshot`).
     fn wait_blocked(
         &self,
-        service: &LockService,
         deadline: Option<Instant>,
         no_wait: bool,
     ) -> Result<LockGuard, LockError> {
-        let (id, outcome) = service.start_blocking(self.spec.clone(), deadline, no_wait);
+        let (id, outcome) =
+            service::start_blocking(&self.client, self.spec.clone(), deadline, no_wait);
         let received = match deadline {
             None => outcome.recv().map_err(|_| RecvTimeoutError::Disconnected),
             Some(d) => outcome.recv_deadline(d),
@@ -228,7 +230,7 @@ impl QueueLock {
                 // Refuse a late guard (it releases itself), then give the
                 // attempt up.
                 drop(outcome);
-                service.cancel(id);
+                service::cancel(&self.client, id);
                 Err(LockError::Timeout)
             }
             Err(RecvTimeoutError::Disconnected) => Err(LockError::Client(Error::Closed)),
@@ -238,12 +240,11 @@ impl QueueLock {
     /// The outcome, or `cancel`, or the deadline, whichever comes first.
     fn wait_cancellable(
         &self,
-        service: &LockService,
         deadline: Option<Instant>,
         no_wait: bool,
         cancel: &CancelToken,
     ) -> Result<LockGuard, LockError> {
-        let pending = service.start(self.spec.clone(), deadline, no_wait);
+        let pending = service::start(&self.client, self.spec.clone(), deadline, no_wait);
         let mut select = Select::new();
         let outcome = select.recv(pending.receiver());
         select.recv(cancel.receiver());

@@ -5,11 +5,8 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, TryRecvError};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use super::error::LockError;
 use super::guard::LockGuard;
-use super::machine::AttemptId;
-use super::runner::Message;
-use crate::driver::TaskSender;
+use crate::machine::{AttemptId, CommandSender, LockCommand, LockError};
 use crate::Error;
 
 /// An acquisition started with a `start_*` call (e.g.
@@ -45,9 +42,9 @@ pub struct PendingLock {
     id: AttemptId,
     outcome: Receiver<Result<LockGuard, LockError>>,
     /// `None` for an acquisition that failed before it started.
-    sender: Option<TaskSender>,
+    sender: Option<CommandSender>,
     /// The outcome was taken: nothing to give up on drop (and no message
-    /// to wake the I/O thread for).
+    /// to wake the core's driver for).
     taken: AtomicBool,
 }
 
@@ -55,25 +52,13 @@ impl PendingLock {
     pub(crate) fn new(
         id: AttemptId,
         outcome: Receiver<Result<LockGuard, LockError>>,
-        sender: TaskSender,
+        sender: CommandSender,
     ) -> Self {
         PendingLock {
             id,
             outcome,
             sender: Some(sender),
             taken: AtomicBool::new(false),
-        }
-    }
-
-    /// An acquisition that could not start: yields `error`.
-    pub(crate) fn failed(error: LockError) -> Self {
-        let (tx, outcome) = crossbeam_channel::bounded(1);
-        let _ = tx.send(Err(error));
-        PendingLock {
-            id: 0,
-            outcome,
-            sender: None,
-            taken: AtomicBool::new(true),
         }
     }
 
@@ -145,7 +130,7 @@ impl Drop for PendingLock {
         }
         // Also harmless if the outcome came unseen: a guard releases itself.
         if let Some(sender) = &self.sender {
-            sender.send(Box::new(Message::Cancel(self.id)));
+            sender.lock(LockCommand::Cancel(self.id));
         }
     }
 }

@@ -1,17 +1,15 @@
 //! Many acquisitions under way, their outcomes on one channel.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
-use super::error::LockError;
 use super::guard::LockGuard;
-use super::machine::AttemptId;
 use super::mutex::{Mutex, QueueLock};
-use super::runner::{Message, Outcome};
 use super::rwlock::RwLock;
-use crate::driver::TaskSender;
+use super::service::Outcome;
+use crate::machine::{AttemptId, CommandSender, LockCommand, LockError};
 
 /// One outcome of a [`PendingSet`]: the key its start returned, and the
 /// guard or why there is none.
@@ -51,7 +49,9 @@ pub struct PendingSet {
     rx: Receiver<SetOutcome>,
     /// Key → the attempt and its runner's door, to give it up (`None`:
     /// it never started; its error waits in the channel).
-    open: HashMap<u64, Option<(AttemptId, TaskSender)>>,
+    open: HashMap<u64, Option<(AttemptId, CommandSender)>>,
+    /// Outcomes read from the channel early (by a cancel), not yet handed out.
+    ready: VecDeque<SetOutcome>,
     next_key: u64,
 }
 
@@ -69,6 +69,7 @@ impl PendingSet {
             tx,
             rx,
             open: HashMap::new(),
+            ready: VecDeque::new(),
             next_key: 0,
         }
     }
@@ -124,6 +125,9 @@ impl PendingSet {
     /// Each outcome carries its acquisition's error, if any
     /// ([`LockError::Timeout`] at its deadline, ...).
     pub fn recv(&mut self) -> Option<SetOutcome> {
+        if let Some(taken) = self.take_ready() {
+            return Some(taken);
+        }
         while !self.open.is_empty() {
             // The set holds a sender: the channel never disconnects.
             let outcome = self.rx.recv().ok()?;
@@ -137,6 +141,9 @@ impl PendingSet {
     /// Like [`PendingSet::recv`], waiting at most `timeout`; `None` if
     /// nothing came in time or the set is empty.
     pub fn recv_timeout(&mut self, timeout: Duration) -> Option<SetOutcome> {
+        if let Some(taken) = self.take_ready() {
+            return Some(taken);
+        }
         let deadline = crate::deadline::from_now(timeout);
         while !self.open.is_empty() {
             match self.rx.recv_deadline(deadline) {
@@ -153,6 +160,9 @@ impl PendingSet {
 
     /// The next outcome if one has come.
     pub fn try_recv(&mut self) -> Option<SetOutcome> {
+        if let Some(taken) = self.take_ready() {
+            return Some(taken);
+        }
         while let Ok(outcome) = self.rx.try_recv() {
             if let Some(taken) = self.take(outcome) {
                 return Some(taken);
@@ -168,12 +178,29 @@ impl PendingSet {
         match self.open.remove(&key) {
             Some(attempt) => {
                 if let Some((id, sender)) = attempt {
-                    sender.send(Box::new(Message::Cancel(id)));
+                    sender.lock(LockCommand::Withdraw(id));
+                }
+                // A guard for it may wait in the channel already: keep
+                // what came for other keys, in order, and let it go.
+                while let Ok(outcome) = self.rx.try_recv() {
+                    if self.open.contains_key(&outcome.0) {
+                        self.ready.push_back(outcome);
+                    }
                 }
                 true
             }
             None => false,
         }
+    }
+
+    /// The first outcome read early whose key is still open.
+    fn take_ready(&mut self) -> Option<SetOutcome> {
+        while let Some(outcome) = self.ready.pop_front() {
+            if let Some(taken) = self.take(outcome) {
+                return Some(taken);
+            }
+        }
+        None
     }
 
     /// An outcome for a key still open; outcomes of cancelled keys are
@@ -186,7 +213,7 @@ impl PendingSet {
 impl Drop for PendingSet {
     fn drop(&mut self) {
         for (id, sender) in self.open.drain().filter_map(|(_, attempt)| attempt) {
-            sender.send(Box::new(Message::Cancel(id)));
+            sender.lock(LockCommand::Withdraw(id));
         }
     }
 }

@@ -186,7 +186,7 @@ mod tests {
 
     fn blocker(rule: Rule, queue: &Names, me: usize) -> Option<Blocker<'_>> {
         let me = queue.get(queue.len() - 1 - me).unwrap();
-        let Standing { blocker } = rule.standing(queue, me).unwrap();
+        let Standing { blocker, .. } = rule.standing(queue, me).unwrap();
         blocker
     }
 

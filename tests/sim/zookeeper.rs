@@ -52,7 +52,10 @@
 //!   create2 inside a multi is answered like a create (path, no Stat), as
 //!   3.8 does. Notifications: `{-1, -1, 0}` + `WatcherEvent{type,
 //!   SyncConnected, path}`, sent *before* the reply of the request that
-//!   caused them (as ZooKeeper fires watches while applying the txn).
+//!   caused them: FinalRequestProcessor.processRequest applies the txn
+//!   (ZooKeeperServer.processTxn → DataTree, whose WatchManager.triggerWatch
+//!   queues each notification on the watcher's connection) and only then
+//!   queues the reply.
 //! - zxid: every write request takes one, even when it fails (ZooKeeper logs
 //!   an error txn): create, create2, createContainer, createTTL, delete,
 //!   setData, setACL, multi (one for the whole multi), closeSession,
@@ -68,13 +71,27 @@
 //!   int arithmetic), i.e. creates plus deletes; a fresh root shows -1.
 //!   [`SimZooKeeper::sequence_counter`] reads the stored one. New nodes
 //!   start with stored cversion `with_sequence_start` (0 by default; system
-//!   nodes always 0). At `i32::MAX` the next create wraps it, according to
-//!   [`SequenceWrap`]: `Negative` (default, the textbook behaviour:
-//!   `2147483647`, then `-2147483648`, `-2147483647`, …) or `Stuck`, what
-//!   the 3.8.0 DataTree really does: it only stores a cversion greater than
-//!   the current one, so after the wrap the parent stays at `i32::MAX`,
-//!   every sequential create names `…2147483647` again and fails with
-//!   NodeExists while that node exists.
+//!   nodes always 0; [`SimZooKeeper::set_sequence_counter`] sets it).
+//! - The counter's end (PrepRequestProcessor.pRequest2TxnCreate and
+//!   DataTree.createNode; there is no wrapping mode, because no ZooKeeper
+//!   wraps): the prep stage names the child with the parent's cversion taken
+//!   from the latest *outstanding change record* if a create on that parent
+//!   is still in flight, else from the DataTree, and writes `cversion + 1` in
+//!   Java int arithmetic into the txn and into a new parent record; the
+//!   DataTree stores the txn's cversion (and the parent's pzxid) only if it
+//!   is greater than the stored one. So at `i32::MAX` the stored counter
+//!   stays: one create at a time, every name ends `2147483647` (plain names
+//!   then fail NodeExists, unique prefixes succeed with the same suffix),
+//!   the parent's pzxid stops moving on creates (deletes still move it:
+//!   DataTree.deleteNode). Creates prepped while an earlier one on the same
+//!   parent is in flight are named `-2147483648`, `-2147483647`, … and
+//!   once the pipeline drains (FinalRequestProcessor drops the applied
+//!   records) the next create reads `2147483647` again, so a later burst
+//!   issues `-2147483648` a second time. In flight here means: the frames
+//!   of one [`SimZooKeeper::receive`] call, the ops of one multi, or
+//!   everything received while [`SimZooKeeper::hold_in_flight`] is on; a
+//!   failed multi puts the earlier records back
+//!   (PrepRequestProcessor.rollbackPendingChanges).
 //! - Create errors in ZooKeeper's order: unknown mode BadArguments, TTL modes
 //!   Unimplemented (extended types are off by default), no '/' or a NUL
 //!   BadArguments, empty ACL InvalidAcl (and an `auth`-scheme ACL from a
@@ -118,7 +135,12 @@
 //! - Sessions expire when nothing was received from them for their timeout,
 //!   at ZooKeeper's tick granularity: the deadline after a packet at
 //!   elapsed time `t` (ms since `new`) is `((t + timeout) / tick + 1) × tick`,
-//!   i.e. between T and T + tick after the last packet. Expiry (and
+//!   i.e. between T and T + tick after the last packet (SessionTrackerImpl
+//!   keeps sessions in an ExpiryQueue whose interval is the tick: update()
+//!   files a touched session under roundToNextInterval(now + timeout), and
+//!   poll() expires a whole bucket once its time has come). The real grid
+//!   is aligned to the JVM's elapsed-time origin, this one to `new`: the
+//!   phase differs, the rule does not. Expiry (and
 //!   closeSession, and [`SimZooKeeper::expire_session`]) is one txn: the
 //!   session's ephemerals are deleted in path order, watches fire (the
 //!   dying session's own connection included), then its connection is closed
@@ -180,20 +202,6 @@ const SYSTEM_NODES: [&str; 4] = ["/", "/zookeeper", "/zookeeper/quota", "/zookee
 /// Mixed into the password derivation; any constant does.
 const PASSWORD_SECRET: u64 = 0x5a6b_6c6f_636b_2173;
 
-/// What a parent's cversion (the sequence counter) does past `i32::MAX`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum SequenceWrap {
-    /// Wraps to `i32::MIN` and counts on: names go `2147483647`,
-    /// `-2147483648`, `-2147483647`, …
-    #[default]
-    Negative,
-    /// ZooKeeper 3.8.0's DataTree: a create stores the parent's new cversion
-    /// only if it is greater, so the counter sticks at `i32::MAX` and every
-    /// further sequential create on that parent reuses the name
-    /// `…2147483647` (NodeExists while it exists).
-    Stuck,
-}
-
 #[derive(Debug, Clone)]
 struct Node {
     data: Vec<u8>,
@@ -247,7 +255,6 @@ pub struct SimZooKeeper {
     base: Instant,
     tick_ms: u64,
     sequence_start: i32,
-    wrap: SequenceWrap,
     child_order_seed: u64,
     running: bool,
     /// The latest `now` seen, for trace lines.
@@ -267,9 +274,14 @@ pub struct SimZooKeeper {
     closed: VecDeque<ConnId>,
     /// Inside a multi: the first before-image of every node touched.
     undo: Option<BTreeMap<String, Option<Node>>>,
-    /// Inside a multi, `Stuck` mode: the cversion the prep stage has handed
-    /// out per parent (ZooKeeper's outstanding change records).
-    prep_cversion: BTreeMap<String, i32>,
+    /// The prep stage's view of each parent's cversion while creates on it
+    /// are in flight (PrepRequestProcessor.getRecordForPath reads
+    /// ZooKeeperServer.outstandingChangesForPath before the DataTree): lives
+    /// for one `receive` call, one multi, or a window opened with
+    /// [`SimZooKeeper::hold_in_flight`].
+    in_flight: BTreeMap<String, i32>,
+    /// [`SimZooKeeper::hold_in_flight`] is on.
+    holding: bool,
     changes: Vec<Change>,
 }
 
@@ -347,7 +359,6 @@ impl SimZooKeeper {
             base: now,
             tick_ms: (tick.as_millis() as u64).max(1),
             sequence_start: 0,
-            wrap: SequenceWrap::Negative,
             child_order_seed: 0,
             running: true,
             clock: now,
@@ -363,7 +374,8 @@ impl SimZooKeeper {
             out: VecDeque::new(),
             closed: VecDeque::new(),
             undo: None,
-            prep_cversion: BTreeMap::new(),
+            in_flight: BTreeMap::new(),
+            holding: false,
             changes: Vec::new(),
         };
         for path in SYSTEM_NODES {
@@ -391,16 +403,37 @@ impl SimZooKeeper {
     }
 
     /// Nodes created from now on start with this cversion, so a test reaches
-    /// the 2^31 wrap of sequence numbers in a few creates.
+    /// the end of the sequence counter (`i32::MAX`) in a few creates.
     pub fn with_sequence_start(mut self, parent_cversion_start: i32) -> Self {
         self.sequence_start = parent_cversion_start;
         self
     }
 
-    /// How the sequence counter wraps (default [`SequenceWrap::Negative`]).
-    pub fn with_sequence_wrap(mut self, wrap: SequenceWrap) -> Self {
-        self.wrap = wrap;
-        self
+    /// Sets `path`'s stored cversion (its sequence counter) in place, no txn,
+    /// as `testkit::zk::ZkHarness::set_sequence_counter` does on the real
+    /// server. False if the node does not exist.
+    pub fn set_sequence_counter(&mut self, path: &str, value: i32) -> bool {
+        match self.tree.get_mut(path) {
+            Some(n) => {
+                n.stat.cversion = value;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// `true`: requests received from now on are prepped while the earlier
+    /// ones are still in flight, across `receive` calls and connections, as
+    /// when ZooKeeper's PrepRequestProcessor runs ahead of the
+    /// SyncRequestProcessor's fsync. `false`: the pipeline drains
+    /// (FinalRequestProcessor.processRequest drops the applied change
+    /// records) and the next create reads the stored counter again. Without
+    /// it, one `receive` call is one burst.
+    pub fn hold_in_flight(&mut self, hold: bool) {
+        self.holding = hold;
+        if !hold {
+            self.in_flight.clear();
+        }
     }
 
     /// 0 (default): getChildren lists names in sorted order. Otherwise a
@@ -460,6 +493,13 @@ impl SimZooKeeper {
     /// Bytes from the client on `conn`, split anywhere. Ignored once the
     /// connection is closed.
     pub fn receive(&mut self, now: Instant, conn: ConnId, bytes: &[u8]) {
+        self.receive_frames(now, conn, bytes);
+        if !self.holding {
+            self.in_flight.clear();
+        }
+    }
+
+    fn receive_frames(&mut self, now: Instant, conn: ConnId, bytes: &[u8]) {
         self.handle_timeout(now);
         match self.conns.get_mut(&conn) {
             Some(c) => c.input.extend_from_slice(bytes),
@@ -552,6 +592,7 @@ impl SimZooKeeper {
     pub fn stop(&mut self, now: Instant) {
         self.handle_timeout(now);
         self.running = false;
+        self.in_flight.clear();
         self.out.clear();
         let conns: Vec<ConnId> = self.conns.keys().copied().collect();
         for c in conns {
@@ -673,7 +714,8 @@ impl SimZooKeeper {
     }
 
     /// The parent's stored sequence counter: the number the next sequential
-    /// child gets (not the cversion clients see, which also counts deletes).
+    /// child gets when no create on it is in flight (not the cversion
+    /// clients see, which also counts deletes).
     pub fn sequence_counter(&self, path: &str) -> Option<i32> {
         self.tree.get(path).map(|n| n.stat.cversion)
     }
@@ -760,6 +802,14 @@ impl SimZooKeeper {
                 .count()
         };
         count(&self.data_watches) + count(&self.child_watches)
+    }
+
+    /// Connections with a data watch (any mode) on `path`.
+    pub fn data_watchers(&self, path: &str) -> Vec<ConnId> {
+        self.data_watches
+            .get(path)
+            .map(|m| m.keys().copied().collect())
+            .unwrap_or_default()
     }
 
     /// Paths with a watch of any mode in either table, sorted, no
@@ -1217,13 +1267,13 @@ impl SimZooKeeper {
         let Some(parent) = self.tree.get(&parent_path) else {
             return Err(ErrorCode::NoNode);
         };
-        let parent_cversion = match self.wrap {
-            SequenceWrap::Stuck => *self
-                .prep_cversion
-                .get(&parent_path)
-                .unwrap_or(&parent.stat.cversion),
-            SequenceWrap::Negative => parent.stat.cversion,
-        };
+        // PrepRequestProcessor.pRequest2TxnCreate: the parent's record is
+        // the latest outstanding change if a create on it is in flight, else
+        // the DataTree's node.
+        let parent_cversion = *self
+            .in_flight
+            .get(&parent_path)
+            .unwrap_or(&parent.stat.cversion);
         let parent_owner = parent.stat.ephemeral_owner;
         let full = if mode.is_sequential() {
             format!("{path}{parent_cversion:010}")
@@ -1248,19 +1298,23 @@ impl SimZooKeeper {
         };
         self.save(&parent_path);
         self.save(&full);
+        // Java int arithmetic: 2147483647 + 1 is -2147483648 in the txn.
         let new_cversion = parent_cversion.wrapping_add(1);
-        let wrap = self.wrap;
         if let Some(parent) = self.tree.get_mut(&parent_path) {
             parent.children.insert(name_of(&full).to_owned());
             parent.had_child = true;
-            if wrap == SequenceWrap::Negative || new_cversion > parent.stat.cversion {
+            // DataTree.createNode stores the txn's cversion (and pzxid) only
+            // if greater, so past the end the stored counter stays at
+            // i32::MAX and the parent's pzxid does not move either.
+            if new_cversion > parent.stat.cversion {
                 parent.stat.cversion = new_cversion;
                 parent.stat.pzxid = zxid;
             }
         }
-        if wrap == SequenceWrap::Stuck && self.undo.is_some() {
-            self.prep_cversion.insert(parent_path, new_cversion);
-        }
+        // The prep stage's duplicate parent record carries the txn's value.
+        self.in_flight.insert(parent_path, new_cversion);
+        // A node created anew has a fresh record (a delete in flight left none).
+        self.in_flight.remove(&full);
         let time = self.millis(now);
         let node = Node {
             data: req.data.clone(),
@@ -1304,8 +1358,10 @@ impl SimZooKeeper {
         Ok(())
     }
 
-    /// Removes a childless node: the parent's pzxid moves, its cversion
-    /// does not (ZooKeeper 3.8).
+    /// Removes a childless node: the parent's pzxid moves if the txn's zxid
+    /// is greater, its cversion does not (DataTree.deleteNode; the prep
+    /// stage's parent record keeps the cversion it had, so in-flight names
+    /// go on from it).
     fn remove_node(&mut self, path: &str, zxid: i64) {
         let parent_path = parent_of(path).to_owned();
         self.save(&parent_path);
@@ -1317,6 +1373,7 @@ impl SimZooKeeper {
             }
         }
         self.tree.remove(path);
+        self.in_flight.remove(path);
         self.changes.push(Change::Deleted(path.to_owned()));
     }
 
@@ -1383,7 +1440,9 @@ impl SimZooKeeper {
         zxid: i64,
     ) -> Vec<MultiResult> {
         self.undo = Some(BTreeMap::new());
-        self.prep_cversion.clear();
+        // PrepRequestProcessor.getPendingChanges / rollbackPendingChanges: a
+        // failed multi puts back the change records that were outstanding.
+        let in_flight_before = self.in_flight.clone();
         let mut results = Vec::with_capacity(ops.len());
         let mut failure = None;
         for (i, op) in ops.iter().enumerate() {
@@ -1413,10 +1472,10 @@ impl SimZooKeeper {
             }
         }
         let undo = self.undo.take().unwrap_or_default();
-        self.prep_cversion.clear();
         let Some((failed, code)) = failure else {
             return results;
         };
+        self.in_flight = in_flight_before;
         for (path, before) in undo {
             match before {
                 Some(node) => {

@@ -16,6 +16,7 @@
 
 mod ensemble;
 mod four_letter;
+mod harness;
 mod jvm;
 mod options;
 mod server;
@@ -24,6 +25,7 @@ use std::time::Duration;
 
 pub use ensemble::ZkEnsemble;
 pub use four_letter::try_four_letter;
+pub use harness::{StoredStat, ZkHarness};
 pub use options::ZkOptions;
 pub use server::{shared, ZkServer};
 

@@ -44,6 +44,17 @@ pub enum LockError {
         /// The lock path, as the client names it (chroot not applied).
         path: String,
     },
+    /// The server refused to delete our lock node (an ACL that lets us
+    /// create under the lock path but not delete there): the node, and so
+    /// the lock, stays until this session ends. Close the client to free
+    /// it, and give the lock path an ACL with DELETE for its contenders.
+    #[error("the server refused to delete lock node {path}: {code:?}; the lock stays taken until the session ends")]
+    ReleaseRefused {
+        /// Our node, as the client names it.
+        path: String,
+        /// The server's answer.
+        code: jute::ErrorCode,
+    },
     /// The client failed in another way.
     #[error(transparent)]
     Client(Error),

@@ -8,11 +8,14 @@ use jute::{
 };
 
 use super::{list, AttemptId, LockEvent, LockMachine, Regression};
-use crate::recipes::attempt::{Blocker, Goal, Node, Purpose};
-use crate::recipes::error::LockError;
-use crate::recipes::held::LockState;
-use crate::recipes::queue::{protected_id, sorted_contenders};
-use crate::session::RequestError;
+use crate::machine::attempt::{Blocker, Goal, Node, Purpose};
+use crate::machine::error::LockError;
+use crate::machine::held::LockState;
+use crate::machine::held::LossReason;
+use crate::machine::queue::{
+    past_the_end, protected_id, sorted_contenders, Contender, SEQUENCE_WARNING,
+};
+use crate::session::{RequestError, SessionState};
 use crate::Error;
 
 impl LockMachine {
@@ -132,6 +135,12 @@ impl LockMachine {
         match result {
             Ok(Response::Created { path, stat }) => {
                 let name = path.rsplit('/').next().unwrap_or_default().to_owned();
+                if Contender::classify(&name).is_some_and(|(seq, _)| seq > SEQUENCE_WARNING) {
+                    log::warn!(
+                        "{path}: the parent's sequence counter is near its end (2147483647); \
+                         delete and recreate the lock path before it runs out"
+                    );
+                }
                 a.maybe_created = false;
                 a.node = Some(Node {
                     name,
@@ -311,6 +320,16 @@ impl LockMachine {
             a.node = None;
             return self.step(id);
         };
+        if standing.past_the_end {
+            if let Some(t) = watch {
+                self.watches.remove(&t);
+            }
+            let path = a.spec.parent.clone();
+            log::error!(
+                "{path}: our node {our_name} cannot be ordered (the sequence counter is at its end); failing closed"
+            );
+            return self.fail(id, LockError::SequenceExhausted { path });
+        }
         let blocker = standing.blocker;
         if blocker.is_some() && matches!(a.goal, Goal::Acquire { no_wait: true, .. }) {
             if let Some(t) = watch {
@@ -385,12 +404,73 @@ impl LockMachine {
         a.watch = watch;
         let path = a.spec.child(&name);
         let confirm = a.spec.watch_node && watch.is_none();
+        let near_end = Contender::classify(&name).is_some_and(|(seq, _)| seq > SEQUENCE_WARNING);
         self.held_nodes.insert(path.clone(), id);
         self.events
             .push_back(LockEvent::Acquired { id, path, stat });
         if confirm {
             self.confirm(id);
         }
+        if near_end {
+            self.watch_queue_end(id);
+        }
         self.send_strays(id);
+    }
+
+    /// A holder near the end of the counter lists the queue with a child
+    /// watch: once a node past the end shows up, peers that sort suffixes
+    /// as text (Curator, kazoo) may take it for the first in line, so this
+    /// holder can no longer be sure it is the only one.
+    pub(super) fn watch_queue_end(&mut self, id: AttemptId) {
+        let Some(a) = self.attempts.get(&id) else {
+            return;
+        };
+        if a.goal != Goal::Hold || a.end_watch.is_some() {
+            return;
+        }
+        let request = list(&a.spec.parent, true);
+        let token = self.send(id, Purpose::EndWatch, request, true);
+        if let Some(a) = self.attempts.get_mut(&id) {
+            a.end_watch = Some(token);
+        }
+    }
+
+    /// The holder's listing near the counter's end.
+    pub(super) fn on_end_listing(
+        &mut self,
+        id: AttemptId,
+        token: u64,
+        result: Result<Response, RequestError>,
+    ) {
+        let Some(a) = self.attempts.get_mut(&id) else {
+            self.watches.remove(&token);
+            return;
+        };
+        if a.end_watch != Some(token) {
+            self.watches.remove(&token);
+            return;
+        }
+        match result {
+            Ok(Response::Children(children)) => {
+                let beyond = children
+                    .iter()
+                    .any(|n| Contender::classify(n).is_some_and(|(seq, _)| past_the_end(seq)));
+                if beyond && a.goal == Goal::Hold {
+                    a.end_watch = None;
+                    self.watches.remove(&token);
+                    let path = a.spec.parent.clone();
+                    log::error!("{path}: nodes past the sequence counter's end; the holder is told the lock is lost");
+                    self.lose(id, LossReason::SequenceExhausted);
+                }
+            }
+            Err(_) | Ok(_) => {
+                // Not set (the connection dropped): set again once back.
+                a.end_watch = None;
+                self.watches.remove(&token);
+                if self.session == Some(SessionState::Connected) {
+                    self.watch_queue_end(id);
+                }
+            }
+        }
     }
 }

@@ -1,4 +1,4 @@
-//! The session's state as the I/O thread publishes it for API threads.
+//! The session's state as the core publishes it for API threads.
 
 use std::sync::atomic::{AtomicI64, AtomicU64, AtomicU8, Ordering};
 use std::time::Duration;
@@ -14,7 +14,7 @@ pub(crate) struct Status {
     session_id: AtomicI64,
     /// Milliseconds; 0 until a timeout was granted.
     negotiated_ms: AtomicU64,
-    pub(super) last_zxid: AtomicI64,
+    last_zxid: AtomicI64,
 }
 
 const STATES: [SessionState; 7] = [
@@ -45,6 +45,10 @@ impl Status {
 
     pub(crate) fn last_zxid(&self) -> i64 {
         self.last_zxid.load(Ordering::Acquire)
+    }
+
+    pub(super) fn set_last_zxid(&self, zxid: i64) {
+        self.last_zxid.store(zxid, Ordering::Release);
     }
 
     pub(super) fn store<R, W: Clone>(&self, session: &Session<R, W>) {

@@ -4,9 +4,9 @@
 use jute::{ErrorCode, PathWatch, Request, Response};
 
 use super::{AttemptId, LockEvent, LockMachine, Regression};
-use crate::recipes::attempt::{Goal, Purpose};
-use crate::recipes::error::LockError;
-use crate::recipes::held::{LockState, LossReason};
+use crate::machine::attempt::{Goal, Purpose};
+use crate::machine::error::LockError;
+use crate::machine::held::{LockState, LossReason};
 use crate::session::{RequestError, SessionState};
 
 impl LockMachine {
@@ -92,7 +92,14 @@ impl LockMachine {
             // Retried; it waits in the session core for the next connection.
             Err(RequestError::ConnectionLoss) => a.strays.push(name.to_owned()),
             Err(e) => {
-                log::warn!("cannot delete lock node {name}: {e}; leaving it");
+                let path = a.spec.child(name);
+                log::error!(
+                    "the server refused to delete lock node {path}: {e}; it stays, and the lock \
+                     stays taken, until this session ends (close the client to free it)"
+                );
+                if let RequestError::Server(code) = e {
+                    a.release_refused = Some(code);
+                }
             }
         }
         self.step(id)
@@ -107,14 +114,17 @@ impl LockMachine {
         }
     }
 
+    /// Ends a waiting attempt with `error`, once: an attempt already given
+    /// up (a timeout or cancel that raced a create that then failed) only
+    /// goes on removing its nodes.
     pub(super) fn fail(&mut self, id: AttemptId, error: LockError) {
         let Some(a) = self.attempts.get_mut(&id) else {
             return;
         };
-        if let Goal::Acquire {
-            deadline: Some(d), ..
-        } = a.goal
-        {
+        let Goal::Acquire { deadline, .. } = a.goal else {
+            return self.step(id);
+        };
+        if let Some(d) = deadline {
             self.deadlines.remove(&(d, id));
         }
         self.events.push_back(LockEvent::Failed { id, error });
@@ -152,7 +162,7 @@ impl LockMachine {
             return;
         };
         a.goal = Goal::Release;
-        if let Some(t) = a.watch.take() {
+        for t in [a.watch.take(), a.end_watch.take()].into_iter().flatten() {
             self.watches.remove(&t);
         }
         // A main-line request in flight other than a create is moot; a
@@ -211,7 +221,10 @@ impl LockMachine {
                 Goal::Release => {}
             }
             if a.report_release {
-                self.events.push_back(LockEvent::Released { id });
+                self.events.push_back(LockEvent::Released {
+                    id,
+                    refused: a.release_refused,
+                });
             }
         }
         self.pending.clear();
@@ -225,7 +238,10 @@ impl LockMachine {
     pub(super) fn forget(&mut self, id: AttemptId) {
         if let Some(a) = self.attempts.remove(&id) {
             if a.report_release {
-                self.events.push_back(LockEvent::Released { id });
+                self.events.push_back(LockEvent::Released {
+                    id,
+                    refused: a.release_refused,
+                });
             }
         }
     }

@@ -79,10 +79,13 @@ pub enum LockEvent {
         reason: Option<LossReason>,
     },
     /// A release asked with `report` finished: the node is gone (or will go
-    /// with the session).
+    /// with the session), unless the server refused to delete it.
     Released {
         /// The acquisition.
         id: AttemptId,
+        /// The server's refusal of our delete (an ACL without DELETE on the
+        /// lock path): the node stays until the session ends.
+        refused: Option<ErrorCode>,
     },
 }
 
@@ -217,7 +220,8 @@ impl LockMachine {
     pub fn release(&mut self, _now: Instant, id: AttemptId, report: bool) {
         let Some(a) = self.attempts.get_mut(&id) else {
             if report {
-                self.events.push_back(LockEvent::Released { id });
+                self.events
+                    .push_back(LockEvent::Released { id, refused: None });
             }
             return;
         };
@@ -375,6 +379,7 @@ impl LockMachine {
                 }
             },
             Purpose::Delete(name) => self.on_deleted(id, &name, result),
+            Purpose::EndWatch => self.on_end_listing(id, token, result),
             Purpose::CleanupList => {
                 match result {
                     Ok(Response::Children(children)) => {
@@ -416,6 +421,16 @@ impl LockMachine {
         let Some(a) = self.attempts.get_mut(&id) else {
             return;
         };
+        if a.end_watch == Some(token) {
+            a.end_watch = None;
+            // Fired: list again. Never set: again, once connected.
+            if a.goal == Goal::Hold
+                && (event.is_ok() || self.session == Some(SessionState::Connected))
+            {
+                self.watch_queue_end(id);
+            }
+            return;
+        }
         if a.watch != Some(token) {
             // A watch we stopped caring about (its reply, if an error, says
             // what to do next).

@@ -34,6 +34,10 @@ pub enum LossReason {
     NodeDeleted,
     /// The client was closed, or its I/O thread ended.
     ClientClosed,
+    /// The holder let go, but the server refused to delete the node (see
+    /// [`LockError::ReleaseRefused`](super::LockError::ReleaseRefused)):
+    /// others stay blocked until the session ends.
+    ReleaseRefused,
     /// Nodes past the end of the lock path's sequence counter appeared:
     /// the queue can no longer be ordered, so no one can be sure who holds.
     SequenceExhausted,
@@ -70,10 +74,26 @@ impl HolderState {
         }
     }
 
-    /// The holder let go: no more changes are reported.
+    /// The holder let go: no more changes are reported, but for how the
+    /// release ends ([`HolderState::finish_release`]).
     pub(crate) fn mark_released(&self) {
         self.released.store(true, Ordering::SeqCst);
+    }
+
+    /// The release finished. If the server refused to delete the node,
+    /// listeners hear `Lost` (reason [`LossReason::ReleaseRefused`]): the
+    /// lock stays taken for everyone else, and nobody here holds it.
+    pub(crate) fn finish_release(&self, refused: bool) {
         if let Ok(mut ls) = self.listeners.lock() {
+            if refused {
+                if let Ok(mut r) = self.reason.lock() {
+                    *r = Some(LossReason::ReleaseRefused);
+                }
+                self.state.store(LOST, Ordering::SeqCst);
+                for l in ls.iter() {
+                    let _ = l.send(LockState::Lost);
+                }
+            }
             ls.clear();
         }
     }

@@ -7,7 +7,7 @@ use std::time::Instant;
 use jute::{Acl, Names, Stat};
 
 use super::held::LockState;
-use super::queue::{sequence_order, Contender};
+use super::queue::{past_the_end, sequence_order, Contender};
 
 /// Which contender a node waits for: the rule of a recipe.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,8 +24,15 @@ impl Rule {
     /// Where `our_name` stands among `children` (a listing, in any order),
     /// found in one pass that copies no names: a long queue costs each
     /// waiter one scan, not a sorted copy. `None` if our node is not there.
+    ///
+    /// A node of ours issued past the end of the parent's counter, or one
+    /// that shares its suffix with another contender, cannot be ordered:
+    /// the standing then says so, and no rule grants by it. Nodes past the
+    /// end below a node that is not were issued after it, so they never
+    /// block it.
     pub(crate) fn standing<'a>(self, children: &'a Names, our_name: &str) -> Option<Standing<'a>> {
         let (our_sequence, _) = Contender::classify(our_name)?;
+        let mut unordered = past_the_end(our_sequence);
         let below = |seq: i32, name: &str| {
             sequence_order(seq, our_sequence)
                 .then_with(|| name.cmp(our_name))
@@ -44,6 +51,9 @@ impl Rule {
             let Some((seq, kind)) = Contender::classify(name) else {
                 continue;
             };
+            if seq == our_sequence {
+                unordered = true;
+            }
             if !below(seq, name) {
                 continue;
             }
@@ -65,6 +75,12 @@ impl Rule {
         if !found {
             return None;
         }
+        if unordered {
+            return Some(Standing {
+                blocker: None,
+                past_the_end: true,
+            });
+        }
         let blocker = match self {
             Rule::FirstN(n) if below_us < n.max(1) => None,
             Rule::FirstN(_) => Some(Blocker::Queue),
@@ -73,15 +89,21 @@ impl Rule {
                 alone: blocking == 1,
             }),
         };
-        Some(Standing { blocker })
+        Some(Standing {
+            blocker,
+            past_the_end: false,
+        })
     }
 }
 
 /// What stands between an attempt and the lock, from one listing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Standing<'a> {
-    /// `None`: the lock is ours.
+    /// `None`: the lock is ours (unless `past_the_end`).
     pub blocker: Option<Blocker<'a>>,
+    /// Our node cannot be ordered (issued past the end of the parent's
+    /// counter, or sharing its suffix): fail closed.
+    pub past_the_end: bool,
 }
 
 /// Whom to wait for.
@@ -163,6 +185,8 @@ pub(crate) enum Purpose {
     GrantCheck,
     /// delete of a node of ours (the node itself or a stray duplicate).
     Delete(String),
+    /// getChildren with a watch, for a holder near the counter's end.
+    EndWatch,
     /// getChildren to find every node of this attempt before releasing.
     CleanupList,
 }
@@ -171,7 +195,10 @@ impl Purpose {
     /// Main-line requests: at most one in flight per attempt; a reply that
     /// is not the one awaited is stale.
     pub(crate) fn is_main_line(&self) -> bool {
-        !matches!(self, Purpose::Confirm | Purpose::Delete(_))
+        !matches!(
+            self,
+            Purpose::Confirm | Purpose::Delete(_) | Purpose::EndWatch
+        )
     }
 }
 
@@ -200,12 +227,16 @@ pub(crate) struct Attempt {
     pub confirming: Option<u64>,
     /// The watch we act on (blocker, children, or our own node).
     pub watch: Option<u64>,
+    /// A holder near the counter's end: the child watch on the queue.
+    pub end_watch: Option<u64>,
     /// The watched blocker's deletion grants us the lock.
     pub blocker_alone: bool,
     /// What the holder was last told.
     pub state: LockState,
     /// Someone waits to hear that the release finished.
     pub report_release: bool,
+    /// The server refused to delete our node (with this code).
+    pub release_refused: Option<jute::ErrorCode>,
 }
 
 impl Attempt {
@@ -228,9 +259,11 @@ impl Attempt {
             listing: None,
             confirming: None,
             watch: None,
+            end_watch: None,
             blocker_alone: false,
             state: LockState::Held,
             report_release: false,
+            release_refused: None,
         }
     }
 

@@ -53,7 +53,8 @@ pub enum NodeOrigin {
 pub struct Contender {
     /// Child name (not the full path).
     pub name: String,
-    /// The sequence ZooKeeper appended (the parent's cversion, wraps at 2^31).
+    /// The sequence ZooKeeper appended: the parent's counter, which sticks
+    /// at 2^31 − 1 (see [`past_the_end`]).
     pub sequence: i32,
     /// What the node asks for, from its name.
     pub kind: NodeKind,
@@ -122,7 +123,7 @@ pub fn protected_id(name: &str) -> Option<&str> {
 }
 
 /// ZooKeeper formats sequences with `%010d`: ten digits, or a minus sign and
-/// nine or ten digits once the counter has wrapped.
+/// nine or ten digits for a name computed past the counter's end.
 fn parse_sequence(text: &str) -> Option<i32> {
     let digits = text.strip_prefix('-').unwrap_or(text);
     if !(9..=10).contains(&digits.len()) || !digits.bytes().all(|b| b.is_ascii_digit()) {
@@ -139,18 +140,38 @@ fn trailing_sequence(name: &str) -> Option<&str> {
     name.get(name.len().checked_sub(10)?..)
 }
 
-/// Orders sequences as the server issued them, across the wrap at 2^31:
-/// `a` comes before `b` when `b - a`, in wrapping arithmetic, is positive.
-/// Valid while the live queue spans less than 2^31 sequences (always, in practice).
+/// Sequences past this one are near the end of the parent's counter: a
+/// warning is logged, and a holder there watches the queue for nodes
+/// past the end.
+pub const SEQUENCE_WARNING: i32 = i32::MAX - 1_000_000;
+
+/// Whether a sequence was issued at or past the end of its parent's
+/// counter. ZooKeeper does not wrap the counter: DataTree.createNode
+/// stores a parent's new cversion only if it is greater, so it sticks at
+/// 2147483647 and later nodes share that suffix; a name computed while
+/// another create is in flight comes out negative (PrepRequestProcessor
+/// adds one to the in-flight record in 32-bit arithmetic). Such nodes
+/// cannot be ordered among themselves, so no one may hold by them.
+pub fn past_the_end(sequence: i32) -> bool {
+    sequence == i32::MAX || sequence < 0
+}
+
+/// Orders sequences as the server issued them, as far as that can be
+/// known: by value, except that negative ones, which only come out past
+/// the counter's end, sort after every non-negative one. Among nodes
+/// [`past_the_end`] the order means nothing; the lock machine fails
+/// closed there rather than trust it.
 ///
 /// ```
 /// use std::cmp::Ordering;
 /// use zklock::recipes::sequence_order;
-/// assert_eq!(sequence_order(i32::MAX, i32::MIN), Ordering::Less);
 /// assert_eq!(sequence_order(7, 3), Ordering::Greater);
+/// assert_eq!(sequence_order(i32::MAX, i32::MIN), Ordering::Less);
+/// assert_eq!(sequence_order(5, -5), Ordering::Less);
 /// ```
 pub fn sequence_order(a: i32, b: i32) -> Ordering {
-    b.wrapping_sub(a).cmp(&0).reverse()
+    let key = |s: i32| (s < 0, s);
+    key(a).cmp(&key(b))
 }
 
 /// The contenders among `children`, in queue order.
@@ -213,12 +234,15 @@ mod tests {
     }
 
     #[test]
-    fn ordering_across_the_wrap() {
+    fn ordering_past_the_end() {
         assert_eq!(sequence_order(1, 2), Ordering::Less);
         assert_eq!(sequence_order(i32::MAX, i32::MIN), Ordering::Less);
         assert_eq!(sequence_order(i32::MAX - 1, -5), Ordering::Less);
         assert_eq!(sequence_order(-5, i32::MAX), Ordering::Greater);
         assert_eq!(sequence_order(3, 3), Ordering::Equal);
+        assert_eq!(sequence_order(-5, 3), Ordering::Greater);
+        assert!(past_the_end(i32::MAX) && past_the_end(-1) && past_the_end(i32::MIN));
+        assert!(!past_the_end(i32::MAX - 1) && !past_the_end(0));
         let names: Vec<String> = [
             "_c_b-lock--2147483647",
             "_c_a-lock-2147483646",
@@ -234,7 +258,7 @@ mod tests {
             .collect();
         assert_eq!(order, vec![2147483646, 2147483647, i32::MIN, -2147483647]);
         // Sorting the suffix as text (as Curator does) would put the
-        // wrapped ones first: the bug we avoid.
+        // negative ones first: a late node ahead of a holder.
         let mut by_text: Vec<&str> = names
             .iter()
             .map(|n| &n[n.find("lock-").unwrap() + 5..])

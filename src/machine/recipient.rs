@@ -19,7 +19,7 @@ pub(crate) type WatchOutcome = Result<WatchEvent, RequestError>;
 /// own types); the I/O thread only calls it.
 #[derive(Clone)]
 pub(crate) struct WatchSender {
-    pub(super) deliver: Arc<dyn Fn(WatchOutcome) + Send + Sync>,
+    deliver: Arc<dyn Fn(WatchOutcome) + Send + Sync>,
     wanted: Weak<()>,
 }
 
@@ -38,6 +38,11 @@ impl WatchSender {
         (sender, token)
     }
 
+    /// Hands on an event, or why no (further) event will come.
+    pub(crate) fn deliver(&self, outcome: WatchOutcome) {
+        (self.deliver)(outcome)
+    }
+
     pub(crate) fn is_wanted(&self) -> bool {
         self.wanted.strong_count() > 0
     }
@@ -47,7 +52,7 @@ impl WatchSender {
 pub(crate) enum ReplyTo {
     /// A caller blocked on a channel.
     Caller(ReplySender),
-    /// The I/O task, under its token.
+    /// The lock machine, under its token.
     Task(u64),
 }
 
@@ -56,6 +61,6 @@ pub(crate) enum ReplyTo {
 pub(crate) enum WatchTo {
     /// A watcher's channel.
     Caller(WatchSender),
-    /// The I/O task, under the token of the request that set the watch.
+    /// The lock machine, under the token of the request that set the watch.
     Task(u64),
 }

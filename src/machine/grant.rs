@@ -1,0 +1,86 @@
+//! A granted lock as the core hands it out: the node, its Stat, the state
+//! the core keeps current, and the release that happens however it ends.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use jute::Stat;
+
+use super::command::{CommandSender, LockCommand};
+use super::error::LockError;
+use super::held::HolderState;
+use super::lock::AttemptId;
+use crate::oneshot;
+
+/// Where an acquisition's outcome goes: a function of the layer above,
+/// called once on the core's thread, that turns the grant into its own
+/// guard and hands it to whoever waits (or drops it, which releases).
+pub(crate) type GrantSink = Box<dyn FnOnce(Result<Grant, LockError>) + Send>;
+
+/// A held lock. Dropping it releases the lock (the core deletes the node,
+/// and again after reconnects while the session lives), unless it was
+/// released or abandoned first.
+#[derive(Debug)]
+pub(crate) struct Grant {
+    id: AttemptId,
+    /// Our node as the server names it.
+    path: String,
+    stat: Stat,
+    state: Arc<HolderState>,
+    sender: CommandSender,
+    /// Released, or abandoned: dropping does nothing more.
+    released: AtomicBool,
+}
+
+impl Grant {
+    pub(crate) fn new(
+        id: AttemptId,
+        path: String,
+        stat: Stat,
+        state: Arc<HolderState>,
+        sender: CommandSender,
+    ) -> Grant {
+        Grant {
+            id,
+            path,
+            stat,
+            state,
+            sender,
+            released: AtomicBool::new(false),
+        }
+    }
+
+    /// Our node's server path.
+    pub(crate) fn server_path(&self) -> &str {
+        &self.path
+    }
+
+    pub(crate) fn stat(&self) -> &Stat {
+        &self.stat
+    }
+
+    pub(crate) fn state(&self) -> &Arc<HolderState> {
+        &self.state
+    }
+
+    /// Asks the core to remove our node; `done` hears how that went.
+    /// `false` if already released (or the core is gone).
+    pub(crate) fn release(&self, done: Option<oneshot::Sender<Result<(), LockError>>>) -> bool {
+        if self.released.swap(true, Ordering::SeqCst) {
+            return false;
+        }
+        self.state.mark_released();
+        self.sender.lock(LockCommand::Release { id: self.id, done })
+    }
+
+    /// Gives up releasing: nothing asks the core to remove our node.
+    pub(crate) fn abandon(&self) {
+        self.released.store(true, Ordering::SeqCst);
+    }
+}
+
+impl Drop for Grant {
+    fn drop(&mut self) {
+        self.release(None);
+    }
+}

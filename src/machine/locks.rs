@@ -1,0 +1,198 @@
+//! The lock machine inside the core: it turns the machine's events into
+//! grants, errors and holder states for the threads that wait, in the same
+//! turn as the session change or reply that causes them. It never blocks.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use jute::Response;
+
+use super::command::{CommandSender, LockCommand};
+use super::error::LockError;
+use super::grant::{Grant, GrantSink};
+use super::held::{HolderState, LockState};
+use super::lock::{AttemptId, LockEvent, LockMachine, Outgoing, Regression};
+use crate::oneshot;
+use crate::session::{RequestError, SessionState, WatchEvent};
+use crate::Error;
+
+pub(crate) struct Locks {
+    machine: LockMachine,
+    /// For grants: where their release goes.
+    sender: CommandSender,
+    waiting: HashMap<AttemptId, GrantSink>,
+    held: HashMap<AttemptId, Arc<HolderState>>,
+    /// Releases under way: who waits to hear how they end, and the
+    /// holder's state, told if the server refuses the delete.
+    releasing: HashMap<AttemptId, Vec<oneshot::Sender<Result<(), LockError>>>>,
+    releasing_states: HashMap<AttemptId, Arc<HolderState>>,
+}
+
+impl Locks {
+    pub(crate) fn new(sender: CommandSender) -> Self {
+        Locks {
+            machine: LockMachine::new(),
+            sender,
+            waiting: HashMap::new(),
+            held: HashMap::new(),
+            releasing: HashMap::new(),
+            releasing_states: HashMap::new(),
+        }
+    }
+
+    pub(crate) fn set_regression(&mut self, regression: Option<Regression>) {
+        self.machine.set_regression(regression);
+    }
+
+    /// Acquisitions the machine still tracks.
+    pub(crate) fn len(&self) -> usize {
+        self.machine.len()
+    }
+
+    pub(crate) fn handle_command(&mut self, now: Instant, command: LockCommand) {
+        match command {
+            LockCommand::Acquire {
+                id,
+                spec,
+                uuid,
+                deadline,
+                no_wait,
+                outcome,
+            } => {
+                self.waiting.insert(id, outcome);
+                self.machine.acquire(now, id, spec, uuid, deadline, no_wait);
+            }
+            LockCommand::Cancel(id) => {
+                if self.waiting.remove(&id).is_some() {
+                    self.machine.cancel(now, id);
+                }
+            }
+            LockCommand::Withdraw(id) => {
+                if self.waiting.remove(&id).is_some() {
+                    self.machine.cancel(now, id);
+                } else if let Some(state) = self.held.remove(&id) {
+                    state.mark_released();
+                    self.releasing_states.insert(id, state);
+                    self.machine.release(now, id, true);
+                }
+            }
+            LockCommand::Release { id, done } => {
+                if let Some(state) = self.held.remove(&id) {
+                    self.releasing_states.insert(id, state);
+                }
+                if let Some(done) = done {
+                    self.releasing.entry(id).or_default().push(done);
+                }
+                // Always told how it ends: a refused delete is reported.
+                self.machine.release(now, id, true);
+            }
+        }
+        self.dispatch(now);
+    }
+
+    pub(crate) fn handle_reply(
+        &mut self,
+        now: Instant,
+        token: u64,
+        result: Result<Response, RequestError>,
+    ) {
+        self.machine.handle_reply(now, token, result);
+        self.dispatch(now);
+    }
+
+    pub(crate) fn handle_watch(
+        &mut self,
+        now: Instant,
+        token: u64,
+        event: Result<WatchEvent, RequestError>,
+    ) {
+        self.machine.handle_watch(now, token, event);
+        self.dispatch(now);
+    }
+
+    pub(crate) fn handle_session(&mut self, now: Instant, state: SessionState, session_id: i64) {
+        self.machine.handle_session(now, state, session_id);
+        self.dispatch(now);
+    }
+
+    pub(crate) fn handle_timeout(&mut self, now: Instant) {
+        self.machine.handle_timeout(now);
+        self.dispatch(now);
+    }
+
+    pub(crate) fn poll_request(&mut self) -> Option<Outgoing> {
+        self.machine.poll_request()
+    }
+
+    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
+        self.machine.poll_timeout()
+    }
+
+    pub(crate) fn wants_watch(&self, token: u64) -> bool {
+        self.machine.wants_watch(token)
+    }
+
+    /// Hands out what the machine decided.
+    fn dispatch(&mut self, now: Instant) {
+        while let Some(event) = self.machine.poll_event() {
+            match event {
+                LockEvent::Acquired { id, path, stat } => {
+                    let Some(outcome) = self.waiting.remove(&id) else {
+                        // Nobody waits any more.
+                        self.machine.release(now, id, false);
+                        continue;
+                    };
+                    let state = Arc::new(HolderState::new());
+                    self.held.insert(id, state.clone());
+                    // If the waiter left meanwhile, the grant comes back and
+                    // releases itself as it drops.
+                    outcome(Ok(Grant::new(id, path, stat, state, self.sender.clone())));
+                }
+                LockEvent::Failed { id, error } => {
+                    if let Some(outcome) = self.waiting.remove(&id) {
+                        outcome(Err(error));
+                    }
+                }
+                LockEvent::State { id, state, reason } => {
+                    if let Some(holder) = self.held.get(&id) {
+                        match (state, reason) {
+                            (LockState::Lost, Some(r)) => holder.lose(r),
+                            (s, _) => holder.set(s),
+                        }
+                    }
+                    if state == LockState::Lost {
+                        self.held.remove(&id);
+                    }
+                }
+                LockEvent::Released { id, refused } => {
+                    // The caller of unlock names its node (path filled in
+                    // on its side, which knows the chroot).
+                    let result = match refused {
+                        Some(code) => Err(LockError::ReleaseRefused {
+                            path: String::new(),
+                            code,
+                        }),
+                        None => Ok(()),
+                    };
+                    for done in self.releasing.remove(&id).unwrap_or_default() {
+                        let _ = done.send(result.clone());
+                    }
+                    if let Some(state) = self.releasing_states.remove(&id) {
+                        state.finish_release(refused.is_some());
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Locks {
+    /// The core is going (the last client handle went): whoever still
+    /// waits hears so, on a channel its own sender keeps open too.
+    fn drop(&mut self) {
+        for (_, outcome) in self.waiting.drain() {
+            outcome(Err(LockError::Client(Error::Closed)));
+        }
+    }
+}

@@ -1,0 +1,38 @@
+//! The sans-I/O core a client runs on: the session and the lock machine,
+//! typed end to end, with no socket, thread or clock of their own.
+//!
+//! Most users never see this module: [`Client`](crate::Client) starts an
+//! I/O thread that drives a [`Core`]. It is public for those who drive the
+//! core themselves — the deterministic simulator in this crate's tests
+//! does, through [`ClientBuilder::build_manual`](crate::ClientBuilder::build_manual) —
+//! and for the lock protocol on its own ([`LockMachine`]), which is handed
+//! replies, watch events, session changes and the time, and says which
+//! requests to send.
+//!
+//! Layers: `jute` (the wire) ← [`session`](crate::session) ← this core ←
+//! the I/O thread ← [`Client`](crate::Client) ← [`recipes`](crate::recipes).
+
+pub(crate) mod attempt;
+mod command;
+mod core;
+pub(crate) mod error;
+mod grant;
+pub(crate) mod held;
+mod lock;
+mod locks;
+pub(crate) mod queue;
+pub(crate) mod recipient;
+pub(crate) mod status;
+
+pub(crate) use self::core::CoreHandles;
+pub use self::core::{Core, CoreEvent};
+pub use attempt::{LockSpec, Rule};
+pub(crate) use command::{Command, CommandSender, LockCommand, NoWake, Wake};
+pub use error::LockError;
+pub(crate) use grant::{Grant, GrantSink};
+pub use held::{LockState, LossReason};
+pub use lock::{AttemptId, LockEvent, LockMachine, Outgoing, Regression};
+pub use queue::{
+    past_the_end, sequence_order, sorted_contenders, Contender, NodeKind, NodeOrigin,
+    SEQUENCE_WARNING,
+};

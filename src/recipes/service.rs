@@ -1,0 +1,112 @@
+//! Starting acquisitions: the API side's door to the lock machine in the
+//! client's core, and where each outcome goes. The core hands out a grant;
+//! the sink made here turns it into a guard for whoever waits.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use crossbeam_channel::Sender;
+
+use super::guard::LockGuard;
+use super::pending::PendingLock;
+use super::pending_set::SetOutcome;
+use crate::client::WeakClient;
+use crate::machine::{AttemptId, Grant, GrantSink, LockCommand, LockError, LockSpec};
+use crate::{oneshot, Client, Error};
+
+/// Where an acquisition's outcome goes.
+#[derive(Clone)]
+pub(crate) enum Outcome {
+    /// The channel of its own [`PendingLock`].
+    Alone(Sender<Result<LockGuard, LockError>>),
+    /// A [`PendingSet`](super::PendingSet)'s channel, with the set's key.
+    InSet(Sender<SetOutcome>, u64),
+    /// A thread blocked in `lock()`.
+    Blocked(oneshot::Sender<Result<LockGuard, LockError>>),
+}
+
+impl Outcome {
+    /// Hands the outcome over. If nobody waits any more, it is dropped
+    /// here: a guard then releases itself.
+    fn send(self, outcome: Result<LockGuard, LockError>) {
+        let _ = match self {
+            Outcome::Alone(tx) => tx.send(outcome).map_err(drop),
+            Outcome::InSet(tx, key) => tx.send((key, outcome)).map_err(drop),
+            Outcome::Blocked(tx) => tx.send(outcome).map_err(drop),
+        };
+    }
+
+    /// What the core calls with the grant or the error: a guard on the
+    /// client's paths, or the error with the lock path as the caller
+    /// names it.
+    fn into_sink(self, client: WeakClient) -> GrantSink {
+        Box::new(move |result: Result<Grant, LockError>| {
+            let Some(client) = client.upgrade() else {
+                // Every handle went: the grant releases itself as it drops.
+                return self.send(Err(LockError::Client(Error::Closed)));
+            };
+            let outcome = match result {
+                Ok(grant) => Ok(LockGuard::from_grant(grant, client)),
+                Err(LockError::SequenceExhausted { path }) => Err(LockError::SequenceExhausted {
+                    path: client.to_client_path(&path),
+                }),
+                Err(e) => Err(e),
+            };
+            self.send(outcome)
+        })
+    }
+}
+
+/// Starts an acquisition on the core and returns at once.
+pub(crate) fn start(
+    client: &Client,
+    spec: Arc<LockSpec>,
+    deadline: Option<Instant>,
+    no_wait: bool,
+) -> PendingLock {
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    let id = start_to(client, spec, deadline, no_wait, Outcome::Alone(tx));
+    PendingLock::new(id, rx, client.command_sender())
+}
+
+/// Starts an acquisition for a thread that blocks until its outcome.
+pub(crate) fn start_blocking(
+    client: &Client,
+    spec: Arc<LockSpec>,
+    deadline: Option<Instant>,
+    no_wait: bool,
+) -> (AttemptId, oneshot::Receiver<Result<LockGuard, LockError>>) {
+    let (tx, rx) = oneshot::channel();
+    let id = start_to(client, spec, deadline, no_wait, Outcome::Blocked(tx));
+    (id, rx)
+}
+
+/// Gives up an acquisition whose outcome nobody waits for any more (a
+/// guard that still comes releases itself).
+pub(crate) fn cancel(client: &Client, id: AttemptId) {
+    client.command_sender().lock(LockCommand::Cancel(id));
+}
+
+/// Starts an acquisition whose outcome goes to `outcome`; if the core is
+/// gone, `outcome` hears so at once.
+pub(crate) fn start_to(
+    client: &Client,
+    spec: Arc<LockSpec>,
+    deadline: Option<Instant>,
+    no_wait: bool,
+    outcome: Outcome,
+) -> AttemptId {
+    let (id, uuid) = client.next_attempt();
+    let sent = client.command_sender().lock(LockCommand::Acquire {
+        id,
+        spec,
+        uuid,
+        deadline,
+        no_wait,
+        outcome: outcome.clone().into_sink(client.downgrade()),
+    });
+    if !sent {
+        outcome.send(Err(LockError::Client(Error::Closed)));
+    }
+    id
+}
