@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use jute::ErrorCode;
+use jute::{ErrorCode, OpCode};
 use thiserror::Error;
 
 use crate::session::RequestError;
@@ -15,16 +15,42 @@ use crate::session::RequestError;
 #[derive(Debug, Clone, Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// The server refused the request with this code (NoNode, NodeExists, ...).
-    #[error("ZooKeeper error {0:?}")]
-    Server(ErrorCode),
+    /// The server refused the request with this code (NoNode, NodeExists,
+    /// NoAuth, ...), e.g. `NoAuth on delete /jobs/lock-0000000003`. Match on
+    /// `code` (or use [`Error::code`]); `op` and `path` say what was refused,
+    /// so that a log line names the culprit.
+    #[error("{}", ServerRefusal { code: *code, op: *op, path: path.as_deref() })]
+    Server {
+        /// Why the server refused it.
+        code: ErrorCode,
+        /// The refused operation; `None` when the layer that saw the
+        /// refusal did not know it.
+        op: Option<OpCode>,
+        /// The path of the refused operation as the caller names it
+        /// (chroot removed); `None` for operations without one or when
+        /// unknown.
+        path: Option<String>,
+    },
     /// A multi failed: the op at `index` was refused with `code`; nothing was applied.
-    #[error("multi op {index} failed with {code:?}; nothing was applied")]
+    #[error("multi op {index} ({} {path}) failed with {code:?}; nothing was applied", op_name(*op))]
     MultiFailed {
         /// Position of the refused op in the slice given to `multi`.
         index: usize,
         /// Why the server refused it.
         code: ErrorCode,
+        /// What the refused op was.
+        op: OpCode,
+        /// The refused op's path as the caller named it.
+        path: String,
+    },
+    /// A setting the client cannot work with; refused before anything was
+    /// started (e.g. `max_frame(0)`, a zero request timeout).
+    #[error("invalid setting {setting}: {reason}")]
+    InvalidSetting {
+        /// The builder method that took it.
+        setting: &'static str,
+        /// Why it is refused.
+        reason: &'static str,
     },
     /// The connection dropped while the request was in flight: it may or may
     /// not have been applied. The session may still be alive.
@@ -122,11 +148,96 @@ pub enum ConnectError {
     },
 }
 
+/// How [`Error::Server`] displays: `NoAuth on delete /a/b`.
+struct ServerRefusal<'a> {
+    code: ErrorCode,
+    op: Option<OpCode>,
+    path: Option<&'a str>,
+}
+
+impl std::fmt::Display for ServerRefusal<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.op, self.path) {
+            (Some(op), Some(path)) => write!(f, "{:?} on {} {path}", self.code, op_name(op)),
+            (Some(op), None) => write!(f, "{:?} on {}", self.code, op_name(op)),
+            (None, Some(path)) => write!(f, "{:?} on {path}", self.code),
+            (None, None) => write!(f, "ZooKeeper error {:?}", self.code),
+        }
+    }
+}
+
+/// An operation as ZooKeeper's own tools name it (`create`, `getData`, ...).
+pub(crate) fn op_name(op: OpCode) -> std::borrow::Cow<'static, str> {
+    let name = match op {
+        OpCode::Create | OpCode::Create2 => "create",
+        OpCode::CreateContainer => "createContainer",
+        OpCode::CreateTtl => "createTTL",
+        OpCode::Delete => "delete",
+        OpCode::Exists => "exists",
+        OpCode::GetData => "getData",
+        OpCode::SetData => "setData",
+        OpCode::GetAcl => "getACL",
+        OpCode::SetAcl => "setACL",
+        OpCode::GetChildren | OpCode::GetChildren2 => "getChildren",
+        OpCode::Sync => "sync",
+        OpCode::Check => "check",
+        OpCode::Multi => "multi",
+        OpCode::Auth => "addAuth",
+        OpCode::AddWatch => "addWatch",
+        OpCode::RemoveWatches => "removeWatches",
+        OpCode::CheckWatches => "checkWatches",
+        other => return format!("{other:?}").into(),
+    };
+    name.into()
+}
+
 impl Error {
+    /// A refusal whose operation and path are not known here.
+    pub(crate) fn server(code: ErrorCode) -> Error {
+        Error::Server {
+            code,
+            op: None,
+            path: None,
+        }
+    }
+
+    /// Names the operation and path of a server refusal; other errors
+    /// pass unchanged.
+    pub(crate) fn at(self, op: OpCode, path: Option<String>) -> Error {
+        match self {
+            Error::Server { code, .. } => Error::Server {
+                code,
+                op: Some(op),
+                path,
+            },
+            other => other,
+        }
+    }
+
     /// The server's error code, if the server refused the request.
     pub fn code(&self) -> Option<ErrorCode> {
         match self {
-            Error::Server(c) | Error::MultiFailed { code: c, .. } => Some(*c),
+            Error::Server { code, .. } | Error::MultiFailed { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+
+    /// The refused operation, when the server refused one and the client
+    /// knows which.
+    pub fn op(&self) -> Option<OpCode> {
+        match self {
+            Error::Server { op, .. } => *op,
+            Error::MultiFailed { op, .. } => Some(*op),
+            _ => None,
+        }
+    }
+
+    /// The path of the refused operation (as the caller names it), when
+    /// known.
+    pub fn path(&self) -> Option<&str> {
+        match self {
+            Error::Server { path, .. } => path.as_deref(),
+            Error::MultiFailed { path, .. } => Some(path),
             _ => None,
         }
     }
@@ -166,7 +277,7 @@ impl From<RequestError> for Error {
         match e {
             RequestError::Server(ErrorCode::SessionExpired) => Error::SessionExpired,
             RequestError::Server(ErrorCode::ConnectionLoss) => Error::ConnectionLoss,
-            RequestError::Server(c) => Error::Server(c),
+            RequestError::Server(c) => Error::server(c),
             RequestError::ConnectionLoss => Error::ConnectionLoss,
             RequestError::SessionExpired => Error::SessionExpired,
             RequestError::Closed => Error::Closed,
@@ -187,10 +298,24 @@ impl PartialEq for Error {
         use Error::*;
         // By `self`'s variant, so that a new variant must be added here.
         match self {
-            Server(a) => matches!(other, Server(b) if a == b),
-            MultiFailed { index, code } => {
-                matches!(other, MultiFailed { index: i, code: c } if index == i && code == c)
-            }
+            Server { code, op, path } => matches!(
+                other,
+                Server { code: c, op: o, path: p } if code == c && op == o && path == p
+            ),
+            MultiFailed {
+                index,
+                code,
+                op,
+                path,
+            } => matches!(
+                other,
+                MultiFailed { index: i, code: c, op: o, path: p }
+                    if index == i && code == c && op == o && path == p
+            ),
+            InvalidSetting { setting, reason } => matches!(
+                other,
+                InvalidSetting { setting: s, reason: r } if setting == s && reason == r
+            ),
             ConnectionLoss => matches!(other, ConnectionLoss),
             SessionExpired => matches!(other, SessionExpired),
             Timeout => matches!(other, Timeout),
@@ -240,12 +365,40 @@ mod tests {
         assert_ne!(e, Error::from(std::io::Error::other("other")));
         assert_ne!(e, Error::Closed);
         assert_eq!(
-            Error::Server(ErrorCode::NoNode),
-            Error::Server(ErrorCode::NoNode)
+            Error::server(ErrorCode::NoNode),
+            Error::server(ErrorCode::NoNode)
         );
         assert_ne!(
-            Error::Server(ErrorCode::NoNode),
-            Error::Server(ErrorCode::NodeExists)
+            Error::server(ErrorCode::NoNode),
+            Error::server(ErrorCode::NodeExists)
+        );
+    }
+
+    #[test]
+    fn a_refusal_names_the_operation_and_the_path() {
+        let e = Error::Server {
+            code: ErrorCode::NoAuth,
+            op: Some(OpCode::Delete),
+            path: Some("/jobs/_c_1-lock-0000000003".into()),
+        };
+        assert_eq!(e.to_string(), "NoAuth on delete /jobs/_c_1-lock-0000000003");
+        assert_eq!(e.code(), Some(ErrorCode::NoAuth));
+        assert_eq!(e.op(), Some(OpCode::Delete));
+        assert_eq!(e.path(), Some("/jobs/_c_1-lock-0000000003"));
+        assert_ne!(e, Error::server(ErrorCode::NoAuth));
+        assert_eq!(
+            Error::server(ErrorCode::NoNode).to_string(),
+            "ZooKeeper error NoNode"
+        );
+        let m = Error::MultiFailed {
+            index: 1,
+            code: ErrorCode::BadVersion,
+            op: OpCode::Check,
+            path: "/a".into(),
+        };
+        assert_eq!(
+            m.to_string(),
+            "multi op 1 (check /a) failed with BadVersion; nothing was applied"
         );
     }
 

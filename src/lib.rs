@@ -22,6 +22,7 @@
 #![warn(missing_docs)]
 
 mod client;
+mod deadline;
 mod driver;
 mod error;
 pub mod machine;
@@ -32,9 +33,12 @@ pub mod session;
 #[cfg(feature = "tls")]
 mod tls;
 
-pub use client::{Client, ClientBuilder, CreateOptions, Op, OpResult, PersistentWatch, Watch};
+pub use client::{
+    Client, ClientBuilder, CreateOptions, Op, OpResult, PersistentWatch, Watch,
+    DEFAULT_PERSISTENT_WATCH_CAPACITY, MIN_MAX_FRAME,
+};
 pub use error::{ConnectError, Error, Result};
-pub use jute::{perms, Acl, AddWatchMode, CreateMode, ErrorCode, EventType, Id, Stat};
+pub use jute::{perms, Acl, AddWatchMode, CreateMode, ErrorCode, EventType, Id, OpCode, Stat};
 pub use path::validate_path;
 pub use session::{SaslConfig, SaslError, SaslMechanism, SessionState, WatchEvent};
 #[cfg(feature = "tls")]

@@ -126,7 +126,7 @@ impl<T> Receiver<T> {
     /// # Errors
     /// As [`Receiver::recv_deadline`].
     pub(crate) fn recv_timeout(&self, timeout: Duration) -> Result<T, RecvTimeoutError> {
-        self.recv_deadline(Instant::now() + timeout)
+        self.recv_deadline(crate::deadline::from_now(timeout))
     }
 
     /// As [`Receiver::recv`], until `deadline` at the latest.

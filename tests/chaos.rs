@@ -61,6 +61,7 @@ fn worker(proxy: Arc<Proxy>, stop: Arc<AtomicBool>, tally: Arc<Tally>) {
                         Err(LockError::Client(Error::MultiFailed {
                             index: 1,
                             code: ErrorCode::BadVersion,
+                            ..
                         })) => {
                             tally.violations.fetch_add(1, Ordering::SeqCst);
                         }

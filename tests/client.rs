@@ -7,7 +7,8 @@ use std::time::Duration;
 use testkit::proxy::{Direction, Proxy};
 use testkit::zk;
 use zklock::{
-    Acl, Client, CreateMode, CreateOptions, Error, ErrorCode, EventType, Op, OpResult, SessionState,
+    perms, Acl, Client, CreateMode, CreateOptions, Error, ErrorCode, EventType, Id, Op, OpCode,
+    OpResult, SessionState,
 };
 
 const T: Duration = Duration::from_secs(10);
@@ -32,7 +33,11 @@ fn create_read_update_delete() {
     assert_eq!(c.create(&p, b"one", CreateMode::Persistent).unwrap(), p);
     assert_eq!(
         c.create(&p, b"", CreateMode::Persistent).unwrap_err(),
-        Error::Server(ErrorCode::NodeExists)
+        Error::Server {
+            code: ErrorCode::NodeExists,
+            op: Some(OpCode::Create2),
+            path: Some(p.clone()),
+        }
     );
     let (data, stat) = c.get_data(&p).unwrap();
     assert_eq!(data, b"one");
@@ -41,18 +46,30 @@ fn create_read_update_delete() {
     assert_eq!(stat2.version, 1);
     assert_eq!(
         c.set_data(&p, b"x", Some(0)).unwrap_err(),
-        Error::Server(ErrorCode::BadVersion)
+        Error::Server {
+            code: ErrorCode::BadVersion,
+            op: Some(OpCode::SetData),
+            path: Some(p.clone()),
+        }
     );
     assert_eq!(c.exists(&p).unwrap().map(|s| s.version), Some(1));
     assert_eq!(c.exists(&format!("{r}/nope")).unwrap(), None);
     assert!(c.get_data(&format!("{r}/nope")).unwrap_err().is_no_node());
     assert_eq!(
         c.delete(&r, None).unwrap_err(),
-        Error::Server(ErrorCode::NotEmpty)
+        Error::Server {
+            code: ErrorCode::NotEmpty,
+            op: Some(OpCode::Delete),
+            path: Some(r.clone()),
+        }
     );
     assert_eq!(
         c.delete(&p, Some(0)).unwrap_err(),
-        Error::Server(ErrorCode::BadVersion)
+        Error::Server {
+            code: ErrorCode::BadVersion,
+            op: Some(OpCode::Delete),
+            path: Some(p.clone()),
+        }
     );
     c.delete(&p, Some(1)).unwrap();
     assert!(c.delete(&p, None).unwrap_err().is_no_node());
@@ -243,6 +260,76 @@ fn idle_session_is_kept_alive_by_pings() {
 }
 
 #[test]
+fn a_refused_operation_names_itself_and_the_callers_path() {
+    let c = client();
+    let r = root(&c, "refusal");
+    // A parent that lets anyone create and read children, but not delete them.
+    let world = |perms| Acl {
+        perms,
+        id: Id {
+            scheme: "world".into(),
+            id: "anyone".into(),
+        },
+    };
+    let parent =
+        CreateOptions::new(CreateMode::Persistent).acl(vec![world(perms::READ | perms::CREATE)]);
+    c.create_with(&format!("{r}/jobs"), b"", &parent).unwrap();
+    let node = c
+        .create(
+            &format!("{r}/jobs/lock-"),
+            b"",
+            CreateMode::EphemeralSequential,
+        )
+        .unwrap();
+    // Through a chroot: the error names the path as this caller named it.
+    let rooted = Client::connect(&format!("{}{r}", zk::shared().connect_string()), T).unwrap();
+    let mine = node.strip_prefix(&r).unwrap().to_owned();
+    let e = rooted.delete(&mine, None).unwrap_err();
+    assert_eq!(
+        e,
+        Error::Server {
+            code: ErrorCode::NoAuth,
+            op: Some(OpCode::Delete),
+            path: Some(mine.clone()),
+        }
+    );
+    assert_eq!(e.to_string(), format!("NoAuth on delete {mine}"));
+    assert_eq!(
+        (e.code(), e.op(), e.path()),
+        (
+            Some(ErrorCode::NoAuth),
+            Some(OpCode::Delete),
+            Some(mine.as_str())
+        )
+    );
+    // Each call says what it was.
+    let missing = rooted.get_children("/jobs/nope").unwrap_err();
+    assert_eq!(missing.to_string(), "NoNode on getChildren /jobs/nope");
+    let exists = rooted
+        .create("/jobs", b"", CreateMode::Persistent)
+        .unwrap_err();
+    assert_eq!(exists.to_string(), "NodeExists on create /jobs");
+    let acl = rooted
+        .set_acl("/jobs", Acl::open_unsafe(), None)
+        .unwrap_err();
+    assert_eq!(acl.to_string(), "NoAuth on setACL /jobs");
+    // A refused op of a multi: its index, kind and path.
+    let m = rooted
+        .multi(&[Op::check("/jobs", None), Op::delete(&mine, None)])
+        .unwrap_err();
+    assert_eq!(
+        m,
+        Error::MultiFailed {
+            index: 1,
+            code: ErrorCode::NoAuth,
+            op: OpCode::Delete,
+            path: mine.clone(),
+        }
+    );
+    assert!(m.to_string().contains(&format!("(delete {mine})")), "{m}");
+}
+
+#[test]
 fn chroot_is_applied_and_stripped() {
     let c = client();
     let r = root(&c, "chroot");
@@ -287,13 +374,21 @@ fn digest_auth_and_creator_acl() {
     let stranger = client();
     assert_eq!(
         stranger.get_data(&p).unwrap_err(),
-        Error::Server(ErrorCode::NoAuth)
+        Error::Server {
+            code: ErrorCode::NoAuth,
+            op: Some(OpCode::GetData),
+            path: Some(p.clone()),
+        }
     );
     let wrong = client();
     wrong.add_auth("digest", b"alice:wrong").unwrap();
     assert_eq!(
         wrong.get_data(&p).unwrap_err(),
-        Error::Server(ErrorCode::NoAuth)
+        Error::Server {
+            code: ErrorCode::NoAuth,
+            op: Some(OpCode::GetData),
+            path: Some(p.clone()),
+        }
     );
     let friend = client();
     friend.add_auth("digest", b"alice:secret").unwrap();
@@ -328,7 +423,9 @@ fn multi_applies_all_or_nothing() {
         err,
         Error::MultiFailed {
             index: 1,
-            code: ErrorCode::BadVersion
+            code: ErrorCode::BadVersion,
+            op: OpCode::Check,
+            path: a.clone(),
         }
     );
     assert_eq!(c.exists(&format!("{r}/b")).unwrap(), None);

@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 
 use testkit::proxy::Proxy;
 use testkit::zk::{ZkOptions, ZkServer};
-use zklock::{perms, Acl, Client, CreateMode, CreateOptions, Error, ErrorCode, Id, SaslConfig};
+use zklock::{
+    perms, Acl, Client, CreateMode, CreateOptions, Error, ErrorCode, Id, OpCode, SaslConfig,
+};
 
 const T: Duration = Duration::from_secs(10);
 
@@ -51,7 +53,11 @@ fn a_good_login_gets_its_identity() {
     let anonymous = Client::connect(&server().connect_string(), T).unwrap();
     assert_eq!(
         anonymous.get_data(&path).unwrap_err(),
-        Error::Server(ErrorCode::NoAuth)
+        Error::Server {
+            code: ErrorCode::NoAuth,
+            op: Some(OpCode::GetData),
+            path: Some(path.clone()),
+        }
     );
 }
 
@@ -129,7 +135,11 @@ fn another_identity_cannot_delete_a_creator_only_node() {
     let (mine, _) = a.create_with("/sasl-locks/lock-", b"", &node).unwrap();
     assert_eq!(
         bob.delete(&mine, None).unwrap_err(),
-        Error::Server(ErrorCode::NoAuth)
+        Error::Server {
+            code: ErrorCode::NoAuth,
+            op: Some(OpCode::Delete),
+            path: Some(mine.clone()),
+        }
     );
     assert!(a.exists(&mine).unwrap().is_some());
 
@@ -157,7 +167,11 @@ fn digest_identities_cannot_delete_each_others_creator_only_nodes_either() {
         .unwrap();
     assert_eq!(
         dave.delete(&mine, None).unwrap_err(),
-        Error::Server(ErrorCode::NoAuth)
+        Error::Server {
+            code: ErrorCode::NoAuth,
+            op: Some(OpCode::Delete),
+            path: Some(mine.clone()),
+        }
     );
     carol.delete(&mine, None).unwrap();
 }

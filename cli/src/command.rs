@@ -35,7 +35,8 @@ pub struct Cmd {
 }
 
 impl Cmd {
-    /// Starts `argv` with `env` added. With `in_our_group` CMD stays in
+    /// Starts `argv` with `env` added and zklock's secret variables
+    /// removed. With `in_our_group` CMD stays in
     /// zklock's process group (a terminal's foreground); otherwise it gets a
     /// group of its own, so that stopping it stops its children too.
     ///
@@ -47,6 +48,9 @@ impl Cmd {
     pub fn spawn(argv: &[OsString], env: &[(&str, String)], in_our_group: bool) -> io::Result<Cmd> {
         let mut cmd = std::process::Command::new(&argv[0]);
         cmd.args(&argv[1..]);
+        for k in crate::SECRET_VARS {
+            cmd.env_remove(k);
+        }
         for (k, v) in env {
             cmd.env(k, v);
         }

@@ -16,7 +16,7 @@ use crate::args::{Global, Hold, HoldKind};
 use crate::command::{status_code, terminal_foreground_group, Cmd};
 use crate::release_helper::ReleaseHelper;
 use crate::signals::{self, Caught};
-use crate::{complain, connect, exit, lock_failure, secs, Failure};
+use crate::{complain, connect_with, exit, lock_failure, secs, Failure, Secrets};
 
 /// Runs the whole `exec`/`leader` and returns the exit code.
 pub fn run(global: &Global, h: &Hold) -> u8 {
@@ -27,19 +27,22 @@ pub fn run(global: &Global, h: &Hold) -> u8 {
             return exit::SOFTWARE;
         }
     };
-    let mut helper = match ReleaseHelper::start(
-        &global.connect,
-        global.session_timeout,
-        h.kill_after,
-        global.verbose,
-    ) {
+    // Read once: the helper gets the very secrets this session uses.
+    let secrets = match crate::secrets(&global.security) {
+        Ok(s) => s,
+        Err(f) => {
+            complain(&f.message);
+            return f.code;
+        }
+    };
+    let mut helper = match ReleaseHelper::start(global, &secrets, h.kill_after) {
         Ok(helper) => Some(helper),
         Err(e) => {
             log::warn!("no release helper ({e}): if zklock is SIGKILLed, its lock stays held until the session times out");
             None
         }
     };
-    let code = match work(global, h, &signals, helper.as_mut()) {
+    let code = match work(global, &secrets, h, &signals, helper.as_mut()) {
         Ok(code) => code,
         Err(f) => {
             complain(&f.message);
@@ -60,6 +63,7 @@ fn interrupted(signal: i32, during: &str) -> u8 {
 
 fn work(
     global: &Global,
+    secrets: &Secrets,
     h: &Hold,
     signals: &Receiver<Caught>,
     mut helper: Option<&mut ReleaseHelper>,
@@ -69,9 +73,9 @@ fn work(
     // Connect, while listening for signals (a dead server can take the
     // whole session timeout to give up on).
     let (tx, rx) = crossbeam_channel::bounded(1);
-    let g = global.clone();
+    let (g, s) = (global.clone(), secrets.clone());
     thread::spawn(move || {
-        let _ = tx.send(connect(&g));
+        let _ = tx.send(connect_with(&g, &s));
     });
     let client = loop {
         select! {
@@ -101,7 +105,8 @@ fn work(
             }
         })
     };
-    let deadline = h.wait.map(|w| Instant::now() + w);
+    // A wait too long for the clock is no deadline at all.
+    let deadline = h.wait.and_then(|w| Instant::now().checked_add(w));
     log::info!(
         "{} {} (waiting {})",
         match h.kind {

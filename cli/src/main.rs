@@ -60,15 +60,19 @@ impl Failure {
 /// Maps a client error to an exit code and reason; `doing` says what failed.
 pub fn client_failure(e: &Error, doing: &str) -> Failure {
     let code = match e {
-        Error::InvalidPath { .. } | Error::InvalidConnectString(_) | Error::Resolve { .. } => {
-            exit::USAGE
-        }
+        Error::InvalidPath { .. }
+        | Error::InvalidConnectString(_)
+        | Error::InvalidSetting { .. }
+        | Error::Resolve { .. } => exit::USAGE,
         Error::Timeout | Error::ConnectionLoss | Error::Closed | Error::Connect(_) => {
             exit::UNAVAILABLE
         }
         Error::SessionExpired => exit::LOST,
         Error::AuthFailed => exit::NOPERM,
-        Error::Server(ErrorCode::NoAuth) => exit::NOPERM,
+        Error::Server {
+            code: ErrorCode::NoAuth,
+            ..
+        } => exit::NOPERM,
         _ => exit::SOFTWARE,
     };
     Failure::new(code, format!("{doing}: {e}"))
@@ -85,15 +89,60 @@ pub fn lock_failure(e: &LockError, doing: &str) -> Failure {
     }
 }
 
+/// The variables zklock reads secrets from. They are removed from the
+/// environment of every process zklock starts (CMD, the release helper):
+/// what a command needs to know of ZooKeeper it gets in `ZKLOCK_NODE` and
+/// `ZKLOCK_FENCING_TOKEN`, never the credentials.
+pub const SECRET_VARS: [&str; 2] = ["ZKLOCK_SASL_PASSWORD", "ZKLOCK_DIGEST"];
+
+/// The secrets a session needs, read once from their files or variables,
+/// so that the release helper can be handed the very same ones. No `Debug`:
+/// nothing prints them by accident.
+#[derive(Clone, Default)]
+pub struct Secrets {
+    /// The SASL password of `Security::sasl_user`.
+    pub sasl_password: Option<String>,
+    /// `user:password` for digest auth.
+    pub digest: Option<String>,
+}
+
+/// Reads the secrets `security` names (files, else [`SECRET_VARS`]).
+pub fn secrets(security: &args::Security) -> Result<Secrets, Failure> {
+    let sasl_password = match &security.sasl_user {
+        Some(_) => Some(
+            secret(
+                security.sasl_password_file.as_deref(),
+                "ZKLOCK_SASL_PASSWORD",
+            )?
+            .ok_or_else(|| {
+                Failure::new(
+                    exit::USAGE,
+                    "--sasl-user needs a password: --sasl-password-file FILE or $ZKLOCK_SASL_PASSWORD",
+                )
+            })?,
+        ),
+        None => None,
+    };
+    Ok(Secrets {
+        sasl_password,
+        digest: digest_credentials(security)?,
+    })
+}
+
 /// Connects, waiting at most the session timeout for a server.
 pub fn connect(global: &args::Global) -> Result<Client, Failure> {
+    connect_with(global, &secrets(&global.security)?)
+}
+
+/// [`connect`] with the secrets already read.
+pub fn connect_with(global: &args::Global, secrets: &Secrets) -> Result<Client, Failure> {
     log::debug!(
         "connecting to {} (session timeout {:?})",
         global.connect,
         global.session_timeout
     );
     let builder = Client::builder(&global.connect).session_timeout(global.session_timeout);
-    let builder = secured(builder, &global.security)?;
+    let builder = secured(builder, &global.security, secrets)?;
     let client = builder.connect().map_err(|e| match e {
         Error::Timeout => Failure::new(
             exit::UNAVAILABLE,
@@ -105,7 +154,7 @@ pub fn connect(global: &args::Global) -> Result<Client, Failure> {
         ),
         other => client_failure(&other, &format!("connecting to {}", global.connect)),
     })?;
-    if let Some(digest) = digest_credentials(&global.security)? {
+    if let Some(digest) = &secrets.digest {
         client
             .add_auth("digest", digest.as_bytes())
             .map_err(|e| client_failure(&e, "adding digest credentials"))?;
@@ -133,23 +182,20 @@ fn secret(file: Option<&Path>, env: &str) -> Result<Option<String>, Failure> {
 fn secured(
     builder: zklock::ClientBuilder,
     security: &args::Security,
+    secrets: &Secrets,
 ) -> Result<zklock::ClientBuilder, Failure> {
     let mut builder = builder;
     if let Some(ca) = &security.tls_ca {
         builder = with_tls(builder, ca, security)?;
     }
     if let Some(user) = &security.sasl_user {
-        let password = secret(
-            security.sasl_password_file.as_deref(),
-            "ZKLOCK_SASL_PASSWORD",
-        )?
-        .ok_or_else(|| {
+        let password = secrets.sasl_password.as_deref().ok_or_else(|| {
             Failure::new(
                 exit::USAGE,
                 "--sasl-user needs a password: --sasl-password-file FILE or $ZKLOCK_SASL_PASSWORD",
             )
         })?;
-        builder = builder.sasl(zklock::SaslConfig::digest_md5(user, &password));
+        builder = builder.sasl(zklock::SaslConfig::digest_md5(user, password));
     }
     Ok(builder)
 }

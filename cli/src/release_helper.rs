@@ -14,18 +14,24 @@
 //! (SIGKILL after the grace period, and to what is left of its group), then
 //! opens a session of its own and deletes the lock node if it still belongs
 //! to zklock's session. The next waiter is woken by that delete.
+//!
+//! That session is made as zklock's was: the same TLS files and names and
+//! the same SASL and digest credentials. They reach the helper over the same
+//! pipe, first thing, hex-encoded one per line; never on its command line
+//! (which `ps` shows) or in its environment (which its children would
+//! inherit; zklock's secret variables are removed from it).
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::OwnedFd;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, ChildStdin, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::args::{Global, Security};
+use crate::{secs, Secrets};
 use rustix::event::{PollFd, PollFlags};
 use rustix::process::{Pid, PidfdFlags, Signal};
-use zklock::Client;
-
-use crate::secs;
 
 /// The hidden first argument that turns zklock into the helper.
 pub const FLAG: &str = "--release-helper";
@@ -37,21 +43,26 @@ pub struct ReleaseHelper {
 }
 
 impl ReleaseHelper {
-    /// Starts the helper. It connects to `connect` only if it has to act.
+    /// Starts the helper and hands it, over its stdin, how to connect as
+    /// zklock does (`global.security` and `secrets`). It connects only if
+    /// it has to act.
     pub fn start(
-        connect: &str,
-        session_timeout: Duration,
+        global: &Global,
+        secrets: &Secrets,
         kill_after: Duration,
-        verbose: u8,
     ) -> std::io::Result<ReleaseHelper> {
         let exe = std::env::current_exe()?;
-        let mut child = std::process::Command::new(exe)
+        let mut command = std::process::Command::new(exe);
+        for k in crate::SECRET_VARS {
+            command.env_remove(k);
+        }
+        let mut child = command
             .arg0("zklock")
             .arg(FLAG)
-            .arg(connect)
-            .arg(session_timeout.as_secs_f64().to_string())
+            .arg(&global.connect)
+            .arg(global.session_timeout.as_secs_f64().to_string())
             .arg(kill_after.as_secs_f64().to_string())
-            .arg(verbose.to_string())
+            .arg(global.verbose.to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .process_group(0)
@@ -60,7 +71,11 @@ impl ReleaseHelper {
             .stdin
             .take()
             .ok_or_else(|| std::io::Error::other("no pipe to the release helper"))?;
-        Ok(ReleaseHelper { child, stdin })
+        let mut helper = ReleaseHelper { child, stdin };
+        for line in security_lines(&global.security, secrets) {
+            helper.say(&line);
+        }
+        Ok(helper)
     }
 
     fn say(&mut self, line: &str) {
@@ -92,18 +107,90 @@ impl ReleaseHelper {
     }
 }
 
+/// The lines that tell the helper how zklock connects: a keyword and a
+/// hex-encoded value (a path or secret may hold any byte but a newline
+/// would end the line).
+fn security_lines(security: &Security, secrets: &Secrets) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut put = |key: &str, value: &[u8]| lines.push(format!("{key} {}", hex(value)));
+    if let Some(ca) = &security.tls_ca {
+        put("tls-ca", ca.as_os_str().as_bytes());
+    }
+    if let Some((cert, key)) = &security.tls_client {
+        put("tls-cert", cert.as_os_str().as_bytes());
+        put("tls-key", key.as_os_str().as_bytes());
+    }
+    if let Some(name) = &security.tls_server_name {
+        put("tls-server-name", name.as_bytes());
+    }
+    if let Some(user) = &security.sasl_user {
+        put("sasl-user", user.as_bytes());
+    }
+    if let Some(password) = &secrets.sasl_password {
+        put("sasl-password", password.as_bytes());
+    }
+    if let Some(digest) = &secrets.digest {
+        put("digest", digest.as_bytes());
+    }
+    lines
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(text: &str) -> Option<Vec<u8>> {
+    if text.len() % 2 != 0 {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
 /// What the helper was told.
 #[derive(Default)]
 struct Told {
     hold: Option<(i64, String)>,
     cmd: Option<(Pid, bool, Option<OwnedFd>)>,
     done: bool,
+    security: Security,
+    secrets: Secrets,
+}
+
+impl Told {
+    /// Takes a `keyword hex` line of [`security_lines`]; false if it is not one.
+    fn security(&mut self, key: &str, value: &str) -> bool {
+        let Some(bytes) = unhex(value) else {
+            return false;
+        };
+        let text = || String::from_utf8(bytes.clone()).ok();
+        let path = || std::path::PathBuf::from(std::ffi::OsString::from_vec(bytes.clone()));
+        match key {
+            "tls-ca" => self.security.tls_ca = Some(path()),
+            "tls-cert" => {
+                let key = self.security.tls_client.take().map(|(_, k)| k);
+                self.security.tls_client = Some((path(), key.unwrap_or_default()));
+            }
+            "tls-key" => {
+                let cert = self.security.tls_client.take().map(|(c, _)| c);
+                self.security.tls_client = Some((cert.unwrap_or_default(), path()));
+            }
+            "tls-server-name" => self.security.tls_server_name = text(),
+            "sasl-user" => self.security.sasl_user = text(),
+            "sasl-password" => self.secrets.sasl_password = text(),
+            "digest" => self.secrets.digest = text(),
+            _ => return false,
+        }
+        true
+    }
 }
 
 fn parse_secs(text: Option<&String>) -> Duration {
     text.and_then(|t| t.parse::<f64>().ok())
-        .filter(|s| s.is_finite() && *s >= 0.0)
-        .map_or(Duration::from_secs(10), Duration::from_secs_f64)
+        .and_then(|s| Duration::try_from_secs_f64(s).ok())
+        .unwrap_or(Duration::from_secs(10))
 }
 
 /// The helper process: `args` are what [`ReleaseHelper::start`] passed.
@@ -119,6 +206,7 @@ pub fn run(args: &[String]) -> u8 {
         let Ok(line) = line else { break };
         let mut words = line.splitn(3, ' ');
         match (words.next(), words.next(), words.next()) {
+            (Some(key), Some(value), None) if told.security(key, value) => {}
             (Some("hold"), Some(session), Some(node)) => {
                 if let Ok(session) = session.parse() {
                     told.hold = Some((session, node.to_owned()));
@@ -133,7 +221,8 @@ pub fn run(args: &[String]) -> u8 {
                 told.cmd = Some((pid, group == "1", pidfd));
             }
             (Some("done"), _, _) => told.done = true,
-            _ => log::warn!("release helper: unknown line {line:?}"),
+            // Not the line itself: it may be a secret that failed to parse.
+            _ => log::warn!("release helper: an unknown line from zklock"),
         }
     }
     if told.done {
@@ -144,7 +233,13 @@ pub fn run(args: &[String]) -> u8 {
         stop_orphaned(*pid, *own_group, pidfd.as_ref(), kill_after);
     }
     if let Some((session, node)) = &told.hold {
-        delete_node(&connect, session_timeout, *session, node);
+        let global = Global {
+            connect,
+            session_timeout,
+            verbose,
+            security: std::mem::take(&mut told.security),
+        };
+        delete_node(&global, &told.secrets, *session, node);
     }
     0
 }
@@ -171,7 +266,8 @@ fn stop_orphaned(pid: Pid, own_group: bool, pidfd: Option<&OwnedFd>, grace: Dura
 
 /// Waits at most `limit` for the process behind `pidfd` to exit.
 fn wait_exit(pidfd: &OwnedFd, limit: Duration) -> bool {
-    let deadline = Instant::now() + limit;
+    // Capped (about 31 years) so that the deadline cannot overflow.
+    let deadline = Instant::now() + limit.min(Duration::from_secs(1_000_000_000));
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         let timeout = rustix::event::Timespec::try_from(left).ok();
@@ -186,15 +282,14 @@ fn wait_exit(pidfd: &OwnedFd, limit: Duration) -> bool {
 }
 
 /// Deletes `node` if `session` still owns it: the dead zklock's lock.
-fn delete_node(connect: &str, session_timeout: Duration, session: i64, node: &str) {
-    let client = match Client::builder(connect)
-        .session_timeout(session_timeout)
-        .connect()
-    {
+/// Connects as zklock did (TLS, SASL, digest).
+fn delete_node(global: &Global, secrets: &Secrets, session: i64, node: &str) {
+    let client = match crate::connect_with(global, secrets) {
         Ok(c) => c,
-        Err(e) => {
+        Err(f) => {
             crate::complain(&format!(
-                "release helper: cannot reach ZooKeeper ({e}); {node} is freed when the session times out"
+                "release helper: {}; {node} is freed when the session times out",
+                f.message
             ));
             return;
         }
@@ -210,4 +305,36 @@ fn delete_node(connect: &str, session_timeout: Duration, session: i64, node: &st
         Err(e) => log::warn!("release helper: looking at {node}: {e}"),
     }
     let _ = client.close();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn security_settings_cross_the_pipe_intact() {
+        let security = Security {
+            tls_ca: Some("/etc/zk/ca with space.pem".into()),
+            tls_client: Some(("/c.pem".into(), "/k.pem".into())),
+            tls_server_name: Some("zk.example".into()),
+            sasl_user: Some("alice".into()),
+            sasl_password_file: None,
+            digest_file: None,
+        };
+        let secrets = Secrets {
+            sasl_password: Some("pa ss\nword".into()),
+            digest: Some("carol:pw".into()),
+        };
+        let mut told = Told::default();
+        for line in security_lines(&security, &secrets) {
+            assert!(!line.contains("pa ss") && !line.contains('\n'), "{line}");
+            let (key, value) = line.split_once(' ').unwrap();
+            assert!(told.security(key, value), "{line}");
+        }
+        assert_eq!(told.security, security);
+        assert_eq!(told.secrets.sasl_password, secrets.sasl_password);
+        assert_eq!(told.secrets.digest, secrets.digest);
+        assert!(!told.security("tls-ca", "zz"));
+        assert!(!told.security("hold", "00"));
+    }
 }

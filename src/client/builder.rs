@@ -5,10 +5,18 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{Client, Inner};
+use crate::deadline;
 use crate::driver::{self, DriverConfig, DriverHandle};
 use crate::error::{Error, Result};
 use crate::path::Chroot;
 use crate::session::{SaslConfig, SessionConfig};
+
+/// The smallest frame limit [`ClientBuilder::max_frame`] accepts: 1 KiB,
+/// room for a handshake and a reply naming a few paths.
+pub const MIN_MAX_FRAME: usize = 1024;
+
+/// The longest session timeout the handshake can carry (`i32::MAX` ms).
+const MAX_SESSION_TIMEOUT: Duration = Duration::from_millis(i32::MAX as u64);
 
 /// Options for [`Client`] beyond the connect string and session timeout.
 #[derive(Debug, Clone)]
@@ -18,6 +26,7 @@ pub struct ClientBuilder {
     pub(super) connect_timeout: Option<Duration>,
     pub(super) request_timeout: Option<Duration>,
     pub(super) max_frame: usize,
+    pub(super) persistent_watch_capacity: usize,
     pub(super) wait_connected: bool,
     pub(super) sasl: Option<SaslConfig>,
     #[cfg(feature = "tls")]
@@ -26,26 +35,46 @@ pub struct ClientBuilder {
 
 impl ClientBuilder {
     /// The session timeout to ask for (the server clamps it to 2..20 ticks).
+    /// Any value is accepted: the wire carries at most `i32::MAX`
+    /// milliseconds (about 24.8 days), and a longer one is asked as that.
     pub fn session_timeout(mut self, t: Duration) -> Self {
         self.session_timeout = t;
         self
     }
 
     /// Per-host connect timeout; default: session timeout / number of hosts.
+    /// Clamped to at least 100 ms; any longer value (`Duration::MAX`
+    /// included) is accepted and means "until the session timeout ends the
+    /// wait".
     pub fn connect_timeout(mut self, t: Duration) -> Self {
         self.connect_timeout = Some(t);
         self
     }
 
-    /// Deadline of every call; default: the session timeout.
+    /// Deadline of every call; default: the session timeout (at least 1 s,
+    /// as the server grants a session of some seconds whatever is asked). Zero is
+    /// refused by [`ClientBuilder::connect`] (every call would time out
+    /// unanswered); `Duration::MAX` means no deadline of the client's own.
     pub fn request_timeout(mut self, t: Duration) -> Self {
         self.request_timeout = Some(t);
         self
     }
 
-    /// Largest frame sent or accepted (the server's `jute.maxbuffer`).
+    /// Largest frame sent or accepted (the server's `jute.maxbuffer`). Below
+    /// [`MIN_MAX_FRAME`] no ordinary reply fits, and
+    /// [`ClientBuilder::connect`] refuses it.
     pub fn max_frame(mut self, bytes: usize) -> Self {
         self.max_frame = bytes;
+        self
+    }
+
+    /// How many unread events each [`PersistentWatch`](crate::PersistentWatch)
+    /// keeps (default [`DEFAULT_PERSISTENT_WATCH_CAPACITY`](crate::DEFAULT_PERSISTENT_WATCH_CAPACITY)):
+    /// past it, the unread events are replaced by one "re-read" event, so a
+    /// slow reader or a flooding server costs bounded memory. At least 2;
+    /// [`ClientBuilder::connect`] refuses less.
+    pub fn persistent_watch_capacity(mut self, events: usize) -> Self {
+        self.persistent_watch_capacity = events;
         self
     }
 
@@ -76,8 +105,11 @@ impl ClientBuilder {
     /// for the first session.
     ///
     /// # Errors
-    /// * [`Error::InvalidConnectString`]: no hosts; [`Error::Resolve`]: a
-    ///   host that does not resolve; [`Error::InvalidPath`]: a bad chroot;
+    /// * [`Error::InvalidConnectString`]: no hosts, or a port of 0;
+    ///   [`Error::Resolve`]: a host that does not resolve;
+    ///   [`Error::InvalidPath`]: a bad chroot;
+    /// * [`Error::InvalidSetting`]: `max_frame` below [`MIN_MAX_FRAME`], a
+    ///   zero `request_timeout`, a `persistent_watch_capacity` below 2;
     /// * [`Error::Io`]: the I/O thread could not be started;
     /// * [`Error::Connect`]: the servers said why no session can be had (TLS
     ///   refused, or every server closed the connection before answering),
@@ -86,6 +118,10 @@ impl ClientBuilder {
     ///   server gave (none reachable, say);
     /// * [`Error::AuthFailed`]: the SASL login was refused.
     pub fn connect(self) -> Result<Client> {
+        self.check_settings()?;
+        // Every duration kept is one a deadline can be computed from.
+        let session_timeout = self.session_timeout.min(MAX_SESSION_TIMEOUT);
+        let request_timeout = self.capped_request_timeout();
         let (named, chroot) = parse_connect_string(&self.connect_string)?;
         let hosts: Vec<SocketAddr> = named.iter().map(|(_, a)| *a).collect();
         let connector = self.connector()?;
@@ -97,16 +133,15 @@ impl ClientBuilder {
         };
         // T / hosts, as ZooKeeper's client, but never more than T / 3: a
         // silent host must leave time to reach another before expiry.
+        let host_divisor = u32::try_from(hosts.len().max(1)).unwrap_or(u32::MAX);
         let connect_timeout = self
             .connect_timeout
-            .unwrap_or(
-                (self.session_timeout / hosts.len().max(1) as u32).min(self.session_timeout / 3),
-            )
-            .max(Duration::from_millis(100));
+            .unwrap_or((session_timeout / host_divisor).min(session_timeout / 3))
+            .clamp(Duration::from_millis(100), deadline::FAR_FUTURE);
         let config = DriverConfig {
             hosts,
             session: SessionConfig {
-                session_timeout: self.session_timeout,
+                session_timeout,
                 connect_timeout,
                 max_frame: self.max_frame,
             },
@@ -119,16 +154,52 @@ impl ClientBuilder {
             inner: Arc::new(Inner {
                 driver,
                 chroot,
-                request_timeout: self.request_timeout.unwrap_or(self.session_timeout),
+                request_timeout,
                 max_frame: self.max_frame,
+                persistent_watch_capacity: self.persistent_watch_capacity,
                 host_count,
                 attempts: super::AttemptIds::new(),
             }),
         };
         if self.wait_connected {
-            client.wait_first_session(self.session_timeout.max(Duration::from_secs(1)))?;
+            client.wait_first_session(session_timeout.max(Duration::from_secs(1)))?;
         }
         Ok(client)
+    }
+
+    /// Refuses the settings no client can work with.
+    fn check_settings(&self) -> Result<()> {
+        if self.max_frame < MIN_MAX_FRAME {
+            return Err(Error::InvalidSetting {
+                setting: "max_frame",
+                reason: "below 1 KiB (MIN_MAX_FRAME) no reply fits",
+            });
+        }
+        if self.persistent_watch_capacity < 2 {
+            return Err(Error::InvalidSetting {
+                setting: "persistent_watch_capacity",
+                reason: "below 2 there is no room for a re-read event and the end",
+            });
+        }
+        if self.request_timeout.is_some_and(|t| t.is_zero()) {
+            return Err(Error::InvalidSetting {
+                setting: "request_timeout",
+                reason: "zero: every call would time out",
+            });
+        }
+        Ok(())
+    }
+
+    /// The request timeout asked, or the session timeout (at least 1 s),
+    /// capped so that a deadline can be computed from it.
+    fn capped_request_timeout(&self) -> Duration {
+        self.request_timeout
+            .unwrap_or(
+                self.session_timeout
+                    .min(MAX_SESSION_TIMEOUT)
+                    .max(Duration::from_secs(1)),
+            )
+            .min(deadline::FAR_FUTURE)
     }
 }
 
@@ -147,16 +218,18 @@ impl ClientBuilder {
     /// nodes' names), so that a simulated run replays exactly.
     ///
     /// # Errors
-    /// As [`ClientBuilder::connect`] for the connect string (its hosts are
-    /// only checked; the chroot applies).
+    /// As [`ClientBuilder::connect`] for the settings and the connect
+    /// string (its hosts are only checked; the chroot applies).
     pub fn build_manual(self, now: Instant, seed: u128) -> Result<(Client, crate::machine::Core)> {
+        self.check_settings()?;
         let (named, chroot) = parse_connect_string(&self.connect_string)?;
+        let session_timeout = self.session_timeout.min(MAX_SESSION_TIMEOUT);
         let config = SessionConfig {
-            session_timeout: self.session_timeout,
+            session_timeout,
             connect_timeout: self
                 .connect_timeout
-                .unwrap_or(self.session_timeout / 3)
-                .max(Duration::from_millis(100)),
+                .unwrap_or(session_timeout / 3)
+                .clamp(Duration::from_millis(100), deadline::FAR_FUTURE),
             max_frame: self.max_frame,
         };
         let (core, handles) = crate::machine::Core::new(
@@ -169,8 +242,9 @@ impl ClientBuilder {
             inner: Arc::new(Inner {
                 driver: DriverHandle::manual(handles),
                 chroot,
-                request_timeout: self.request_timeout.unwrap_or(self.session_timeout),
+                request_timeout: self.capped_request_timeout(),
                 max_frame: self.max_frame,
+                persistent_watch_capacity: self.persistent_watch_capacity,
                 host_count: named.len(),
                 attempts: super::AttemptIds::with_seed(seed),
             }),
@@ -194,10 +268,13 @@ pub(super) fn parse_connect_string(s: &str) -> Result<(Vec<(String, SocketAddr)>
         .map(str::trim)
         .filter(|h| !h.is_empty())
     {
-        let with_port = if host
+        let port = host
             .rsplit_once(':')
-            .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
-        {
+            .and_then(|(_, p)| p.parse::<u16>().ok());
+        if port == Some(0) {
+            return Err(bad(format!("port 0 in {host:?}: no server listens there")));
+        }
+        let with_port = if port.is_some() {
             host.to_owned()
         } else {
             format!("{host}:2181")

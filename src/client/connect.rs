@@ -59,7 +59,7 @@ impl Client {
         // The latest failure of each server.
         let mut latest: HashMap<SocketAddr, ConnectFailure> = HashMap::new();
         let mut all_closed_early = true;
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::deadline::from_now(timeout);
         loop {
             if let Some(outcome) = settled(self.state()) {
                 return outcome;

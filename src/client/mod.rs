@@ -4,8 +4,9 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
-use jute::{AddWatchMode, AddWatchRequest, AuthPacket, Request, Response};
+use jute::{AddWatchMode, AddWatchRequest, AuthPacket, OpCode, Request, Response};
 
+use crate::deadline;
 use crate::driver::DriverHandle;
 use crate::error::{Error, Result};
 use crate::machine::recipient::WatchSender;
@@ -20,9 +21,9 @@ mod nodes;
 mod ops;
 mod watch;
 
-pub use builder::ClientBuilder;
+pub use builder::{ClientBuilder, MIN_MAX_FRAME};
 pub use ops::{CreateOptions, Op, OpResult};
-pub use watch::{PersistentWatch, Watch};
+pub use watch::{PersistentWatch, Watch, DEFAULT_PERSISTENT_WATCH_CAPACITY};
 
 /// A ZooKeeper client: one session, one connection, one I/O thread.
 ///
@@ -66,6 +67,8 @@ struct Inner {
     chroot: Chroot,
     request_timeout: Duration,
     max_frame: usize,
+    /// Unread events a persistent watch keeps before it collapses them.
+    persistent_watch_capacity: usize,
     /// Number of distinct server addresses.
     host_count: usize,
     /// Names lock attempts: a counter, and a random seed for their UUIDs.
@@ -132,6 +135,7 @@ impl Client {
             connect_timeout: None,
             request_timeout: None,
             max_frame: jute::DEFAULT_MAX_FRAME,
+            persistent_watch_capacity: watch::DEFAULT_PERSISTENT_WATCH_CAPACITY,
             wait_connected: true,
             sasl: None,
             #[cfg(feature = "tls")]
@@ -147,7 +151,7 @@ impl Client {
     /// if the session ended.
     pub fn wait_connected(&self, timeout: Duration) -> Result<()> {
         let (states, _token) = self.subscribe_scoped();
-        let deadline = Instant::now() + timeout;
+        let deadline = deadline::from_now(timeout);
         loop {
             if let Some(outcome) = connect::settled(self.state()) {
                 return outcome;
@@ -216,6 +220,30 @@ impl Client {
         self.inner.chroot.strip(server_path)
     }
 
+    /// What `request` does and to which path (as the caller names it): what
+    /// a refusal of it reports.
+    fn place(&self, request: &Request) -> (OpCode, Option<String>) {
+        let path = match request {
+            Request::Create(c) | Request::Create2(c) | Request::CreateContainer(c) => Some(&c.path),
+            Request::CreateTtl(t) => Some(&t.create.path),
+            Request::Delete(pv) | Request::Check(pv) => Some(&pv.path),
+            Request::Exists(pw)
+            | Request::GetData(pw)
+            | Request::GetChildren(pw)
+            | Request::GetChildren2(pw) => Some(&pw.path),
+            Request::SetData(r) => Some(&r.path),
+            Request::SetAcl(r) => Some(&r.path),
+            Request::AddWatch(r) => Some(&r.path),
+            Request::RemoveWatches(w) | Request::CheckWatches(w) => Some(&w.path),
+            Request::GetAcl(p)
+            | Request::Sync(p)
+            | Request::GetEphemerals(p)
+            | Request::GetAllChildrenNumber(p) => Some(p),
+            _ => None,
+        };
+        (request.op_code(), path.map(|p| self.client_path(p)))
+    }
+
     /// Sends a request and waits for its reply within the request timeout.
     fn call(&self, request: Request) -> Result<Response> {
         self.call_watch(request, false).map(|(r, _)| r)
@@ -237,6 +265,7 @@ impl Client {
         watch: bool,
         deadline: Option<Instant>,
     ) -> Result<(Response, Option<Watch>)> {
+        let (op, path) = self.place(&request);
         let (tx, rx) = oneshot::channel();
         let (watcher, watch) = if watch {
             let (wtx, w) = self.new_watch();
@@ -251,20 +280,20 @@ impl Client {
         }) {
             return Err(Error::Closed);
         }
-        let mut until = Instant::now() + self.inner.request_timeout;
+        let mut until = deadline::from_now(self.inner.request_timeout);
         if let Some(d) = deadline {
             until = until.min(d);
         }
         match rx.recv_deadline(until) {
             Ok(Ok(resp)) => Ok((resp, watch)),
-            Ok(Err(e)) => Err(e.into()),
+            Ok(Err(e)) => Err(Error::from(e).at(op, path)),
             Err(mpsc::RecvTimeoutError::Timeout) => Err(Error::Timeout),
             Err(mpsc::RecvTimeoutError::Disconnected) => Err(Error::Closed),
         }
     }
 
     fn new_watch(&self) -> (WatchSender, Watch) {
-        Watch::channel(self.inner.chroot.clone(), false)
+        Watch::channel(self.inner.chroot.clone())
     }
 
     fn unexpected(resp: Response) -> Error {
@@ -281,6 +310,8 @@ impl Client {
     /// The server does not replay changes made while the connection was
     /// down: after each reconnect the watch yields one event of kind
     /// `EventType::None` for its path, meaning "re-read what you follow".
+    /// A reader that falls behind gets the same event in place of the
+    /// events it did not read (see [`PersistentWatch`]).
     ///
     /// # Errors
     /// [`ErrorCode::Unimplemented`](crate::ErrorCode::Unimplemented) from a
@@ -288,7 +319,13 @@ impl Client {
     /// missing node is no error: the watch reports its creation.
     pub fn add_watch(&self, path: &str, mode: AddWatchMode) -> Result<PersistentWatch> {
         let server_path = self.server_path(path, false)?;
-        let (wtx, watch) = Watch::channel(self.inner.chroot.clone(), true);
+        let dropped = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let (wtx, watch) = Watch::persistent_channel(
+            self.inner.chroot.clone(),
+            path.to_owned(),
+            self.inner.persistent_watch_capacity,
+            dropped.clone(),
+        );
         let (tx, reply) = oneshot::channel();
         let sent = self.inner.driver.send(Command::Submit {
             request: Request::AddWatch(AddWatchRequest {
@@ -306,8 +343,9 @@ impl Client {
                 watch,
                 client: self.downgrade(),
                 server_path,
+                dropped,
             }),
-            Ok(Err(e)) => Err(e.into()),
+            Ok(Err(e)) => Err(Error::from(e).at(OpCode::AddWatch, Some(path.to_owned()))),
             Err(mpsc::RecvTimeoutError::Timeout) => Err(Error::Timeout),
             Err(mpsc::RecvTimeoutError::Disconnected) => Err(Error::Closed),
         }
@@ -359,25 +397,26 @@ impl Client {
     /// Sends several requests back to back and waits for all the replies:
     /// one round trip instead of one each. Replies come in request order.
     pub(crate) fn pipeline(&self, requests: Vec<Request>) -> Vec<Result<Response>> {
-        let deadline = Instant::now() + self.inner.request_timeout;
+        let deadline = deadline::from_now(self.inner.request_timeout);
         let mut waiting = Vec::with_capacity(requests.len());
         for request in requests {
+            let place = self.place(&request);
             let (tx, rx) = oneshot::channel();
             let sent = self.inner.driver.send(Command::Submit {
                 request,
                 reply: tx,
                 watcher: None,
             });
-            waiting.push(sent.then_some(rx));
+            waiting.push(sent.then_some((rx, place)));
         }
         waiting
             .into_iter()
-            .map(|rx| {
-                let Some(rx) = rx else {
+            .map(|waiting| {
+                let Some((rx, (op, path))) = waiting else {
                     return Err(Error::Closed);
                 };
                 match rx.recv_deadline(deadline) {
-                    Ok(r) => r.map_err(Error::from),
+                    Ok(r) => r.map_err(|e| Error::from(e).at(op, path)),
                     Err(mpsc::RecvTimeoutError::Timeout) => Err(Error::Timeout),
                     Err(mpsc::RecvTimeoutError::Disconnected) => Err(Error::Closed),
                 }

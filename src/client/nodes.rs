@@ -2,10 +2,11 @@
 //! ACLs, sync, and multi.
 
 use std::sync::mpsc::RecvTimeoutError;
+use std::time::Duration;
 
 use jute::{
-    Acl, CreateMode, CreateRequest, CreateTtlRequest, ErrorCode, MultiOp, MultiResult, PathVersion,
-    PathWatch, Request, Response, SetAclRequest, SetDataRequest, Stat,
+    Acl, CreateMode, CreateRequest, CreateTtlRequest, ErrorCode, MultiOp, MultiResult, OpCode,
+    PathVersion, PathWatch, Request, Response, SetAclRequest, SetDataRequest, Stat,
 };
 
 use super::{Client, CreateOptions, Op, OpResult, Watch};
@@ -13,6 +14,10 @@ use crate::error::{Error, Result};
 use crate::machine::Command;
 use crate::oneshot;
 use crate::session::RequestError;
+
+/// The longest time to live ZooKeeper accepts: 40 bits of milliseconds
+/// (about 34 years), what its TTL node ids can carry.
+const MAX_TTL: Duration = Duration::from_millis((1 << 40) - 1);
 
 fn version_or_any(v: Option<i32>) -> i32 {
     v.unwrap_or(-1)
@@ -37,7 +42,8 @@ impl Client {
     ///
     /// # Errors
     /// As [`Client::create`]; besides, [`Error::InvalidArgument`] for a TTL
-    /// mode without [`CreateOptions::ttl`], and [`ErrorCode::Unimplemented`]
+    /// mode without [`CreateOptions::ttl`] or with one under 1 ms or over
+    /// 2^40 - 1 ms (the server's bounds; nothing is sent), and [`ErrorCode::Unimplemented`]
     /// for a TTL mode on a server that does not allow TTL nodes
     /// (`zookeeper.extendedTypesEnabled`).
     pub fn create_with(
@@ -55,10 +61,17 @@ impl Client {
         };
         let request = match (options.mode, options.ttl) {
             (CreateMode::Container, _) => Request::CreateContainer(create),
-            (m, Some(ttl)) if m.is_ttl() => Request::CreateTtl(CreateTtlRequest {
-                create,
-                ttl_ms: i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX),
-            }),
+            (m, Some(ttl)) if m.is_ttl() => {
+                if ttl < Duration::from_millis(1) || ttl > MAX_TTL {
+                    return Err(Error::InvalidArgument(
+                        "a TTL must be between 1 ms and 2^40 - 1 ms (about 34 years)",
+                    ));
+                }
+                Request::CreateTtl(CreateTtlRequest {
+                    create,
+                    ttl_ms: i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX),
+                })
+            }
             (m, None) if m.is_ttl() => {
                 return Err(Error::InvalidArgument(
                     "a TTL mode needs CreateOptions::ttl",
@@ -89,6 +102,7 @@ impl Client {
     }
 
     fn exists_inner(&self, path: &str, watch: bool) -> Result<(Option<Stat>, Option<Watch>)> {
+        let caller_path = path;
         let path = self.server_path(path, false)?;
         let (tx, rx) = oneshot::channel();
         let (wtx, w) = self.new_watch();
@@ -105,7 +119,7 @@ impl Client {
             Ok(Ok(other)) => Err(Self::unexpected(other)),
             // A missing node is an answer, and the watch waits for its creation.
             Ok(Err(RequestError::Server(ErrorCode::NoNode))) => Ok((None, w)),
-            Ok(Err(e)) => Err(e.into()),
+            Ok(Err(e)) => Err(Error::from(e).at(OpCode::Exists, Some(caller_path.to_owned()))),
             Err(RecvTimeoutError::Timeout) => Err(Error::Timeout),
             Err(RecvTimeoutError::Disconnected) => Err(Error::Closed),
         }
@@ -293,6 +307,21 @@ impl Client {
                 }),
             });
         }
+        let refused = |index: usize, code: ErrorCode| {
+            let (op, path) = match ops.get(index) {
+                Some(Op::Create { path, .. }) => (OpCode::Create, path.clone()),
+                Some(Op::Delete { path, .. }) => (OpCode::Delete, path.clone()),
+                Some(Op::SetData { path, .. }) => (OpCode::SetData, path.clone()),
+                Some(Op::Check { path, .. }) => (OpCode::Check, path.clone()),
+                None => (OpCode::Error, String::new()),
+            };
+            Error::MultiFailed {
+                index,
+                code,
+                op,
+                path,
+            }
+        };
         let results = match self.call(Request::Multi(wire))? {
             Response::Multi(results) => results,
             other => return Err(Self::unexpected(other)),
@@ -302,7 +331,7 @@ impl Client {
             matches!(r, MultiResult::Error(c) if *c != ErrorCode::Ok && *c != ErrorCode::RuntimeInconsistency)
         });
         if let Some((index, MultiResult::Error(code))) = failed {
-            return Err(Error::MultiFailed { index, code: *code });
+            return Err(refused(index, *code));
         }
         results
             .into_iter()
@@ -319,7 +348,7 @@ impl Client {
                 MultiResult::Delete => Ok(OpResult::Delete),
                 MultiResult::SetData { stat } => Ok(OpResult::SetData(stat)),
                 MultiResult::Check => Ok(OpResult::Check),
-                MultiResult::Error(code) => Err(Error::MultiFailed { index, code }),
+                MultiResult::Error(code) => Err(refused(index, code)),
             })
             .collect()
     }

@@ -5,10 +5,12 @@
 //! removed) or the client's [`Error`] saying why no (further) event will
 //! come. What [`Watch::receiver`] yields is what [`Watch::recv`] returns.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, TryRecvError};
+use crossbeam_channel::{Receiver, RecvTimeoutError, TryRecvError, TrySendError};
+use jute::EventType;
 
 use super::WeakClient;
 use crate::error::{Error, Result};
@@ -34,25 +36,75 @@ pub struct Watch {
     wanted: Option<Arc<()>>,
 }
 
+/// How many unread events a persistent watch keeps by default (see
+/// [`ClientBuilder::persistent_watch_capacity`](super::ClientBuilder::persistent_watch_capacity)).
+pub const DEFAULT_PERSISTENT_WATCH_CAPACITY: usize = 4096;
+
 impl Watch {
-    /// A watch and the sender the I/O thread delivers to. `persistent`:
-    /// room for any number of events, not just one.
-    pub(super) fn channel(chroot: Chroot, persistent: bool) -> (WatchSender, Watch) {
-        let (tx, rx) = if persistent {
-            crossbeam_channel::unbounded()
-        } else {
-            crossbeam_channel::bounded(1)
-        };
+    /// A one-shot watch and the sender the I/O thread delivers to: room
+    /// for its one outcome.
+    pub(super) fn channel(chroot: Chroot) -> (WatchSender, Watch) {
+        let (tx, rx) = crossbeam_channel::bounded(1);
         let (sender, wanted) = WatchSender::new(move |outcome| {
-            let outcome = match outcome {
-                Ok(event) => Ok(WatchEvent {
-                    path: chroot.strip(&event.path),
-                    ..event
-                }),
-                Err(e) => Err(Error::from(e)),
+            // Full or nobody listening: a second outcome, or the watch was
+            // dropped; neither is wanted.
+            let _ = tx.try_send(caller_outcome(&chroot, outcome));
+        });
+        let watch = Watch {
+            rx,
+            wanted: Some(wanted),
+        };
+        (sender, watch)
+    }
+
+    /// A persistent watch on `path` (as the caller names it) that keeps at
+    /// most `capacity` unread outcomes. When an outcome finds the queue
+    /// full, the queued events are discarded and replaced by one
+    /// `EventType::None` event for `path` ("re-read what you follow", as
+    /// after a reconnect), and `dropped` counts every event discarded so.
+    /// The I/O thread never blocks on a reader and the memory stays bounded
+    /// however fast the server sends.
+    pub(super) fn persistent_channel(
+        chroot: Chroot,
+        path: String,
+        capacity: usize,
+        dropped: Arc<AtomicU64>,
+    ) -> (WatchSender, Watch) {
+        let capacity = capacity.max(2);
+        let (tx, rx) = crossbeam_channel::bounded(capacity);
+        let drain = rx.clone();
+        let (sender, wanted) = WatchSender::new(move |outcome| {
+            let outcome = caller_outcome(&chroot, outcome);
+            let Err(TrySendError::Full(outcome)) = tx.try_send(outcome) else {
+                // Sent, or nobody listening (the watch was dropped).
+                return;
             };
-            // Nobody listening: the watch was dropped.
-            let _ = tx.send(outcome);
+            let mut discarded = 0u64;
+            while let Ok(old) = drain.try_recv() {
+                discarded += u64::from(old.is_ok_and(|e| e.kind != EventType::None));
+            }
+            let resync = Ok(WatchEvent {
+                kind: EventType::None,
+                path: path.clone(),
+            });
+            let last = match outcome {
+                // The resync covers this event too.
+                Ok(event) => {
+                    discarded += u64::from(event.kind != EventType::None);
+                    None
+                }
+                // An end is never discarded.
+                Err(e) => Some(Err(e)),
+            };
+            dropped.fetch_add(discarded, Ordering::Relaxed);
+            log::warn!(
+                "persistent watch on {path}: {discarded} unread events discarded (queue of \
+                 {capacity} full); the reader gets one EventType::None: re-read"
+            );
+            let _ = tx.try_send(resync);
+            if let Some(last) = last {
+                let _ = tx.try_send(last);
+            }
         });
         let watch = Watch {
             rx,
@@ -125,19 +177,51 @@ impl Watch {
     }
 }
 
+/// The caller's view of what the I/O thread delivers: chroot removed,
+/// errors in the client's terms.
+fn caller_outcome(
+    chroot: &Chroot,
+    outcome: std::result::Result<WatchEvent, crate::session::RequestError>,
+) -> Result<WatchEvent> {
+    match outcome {
+        Ok(event) => Ok(WatchEvent {
+            path: chroot.strip(&event.path),
+            ..event
+        }),
+        Err(e) => Err(Error::from(e)),
+    }
+}
+
 /// A persistent watch from [`Client::add_watch`](super::Client::add_watch):
 /// many events, until dropped (dropping it removes the watch from the
 /// server) or until the session ends, which it reports as an error
 /// ([`Error::SessionExpired`], [`Error::Closed`], [`Error::AuthFailed`]).
+///
+/// # When the reader falls behind
+/// At most [`ClientBuilder::persistent_watch_capacity`](super::ClientBuilder::persistent_watch_capacity)
+/// events wait unread (4096 by default). When one more comes, the waiting
+/// events are discarded and replaced by a single event of kind
+/// `EventType::None` for the watch's path: the same "re-read what you
+/// follow" a reconnect gives. [`PersistentWatch::dropped_events`] counts
+/// what was discarded, and a warning is logged. The error that ends the
+/// watch is never discarded.
 #[derive(Debug)]
 #[must_use = "the watch is removed as soon as it is dropped"]
 pub struct PersistentWatch {
     pub(super) watch: Watch,
     pub(super) client: WeakClient,
     pub(super) server_path: String,
+    pub(super) dropped: Arc<AtomicU64>,
 }
 
 impl PersistentWatch {
+    /// How many events were discarded, unread, because the queue was full
+    /// (see [`PersistentWatch`]); each discard left an `EventType::None`
+    /// event in their place.
+    pub fn dropped_events(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
     /// Blocks until the next event.
     ///
     /// # Errors

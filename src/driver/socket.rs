@@ -94,7 +94,7 @@ impl Driver {
                 self.conn = Some(Connection {
                     stream,
                     addr,
-                    connecting: Some(now + self.connect_timeout),
+                    connecting: Some(crate::deadline::after(now, self.connect_timeout)),
                     opened: now,
                     writable_interest: true,
                     link,

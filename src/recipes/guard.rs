@@ -35,7 +35,10 @@ impl Holding {
         let read = Request::Exists(PathWatch { path, watch: false });
         let there = match self.client.call_by(read, deadline) {
             Ok(Response::Stat(stat)) => stat.ephemeral_owner == self.grant.stat().ephemeral_owner,
-            Err(Error::Server(ErrorCode::NoNode)) => false,
+            Err(Error::Server {
+                code: ErrorCode::NoNode,
+                ..
+            }) => false,
             Ok(_) => {
                 return Err(LockError::Client(Error::Protocol(
                     "exists answered otherwise".into(),

@@ -65,7 +65,7 @@ pub fn inspect(client: &Client, path: &str) -> Result<Vec<QueueEntry>, Error> {
             // Gone since the listing: no longer in the queue.
             Err(e) if e.is_no_node() => {}
             Err(e) => return Err(e),
-            Ok(_) => return Err(Error::Server(jute::ErrorCode::MarshallingError)),
+            Ok(_) => return Err(Error::server(jute::ErrorCode::MarshallingError)),
         }
     }
     Ok(out)

@@ -195,7 +195,7 @@ impl QueueLock {
         let no_wait = deadline.is_some_and(|d| d <= now);
         // A try-lock still gets its round trip, within the request timeout.
         let deadline = if no_wait {
-            Some(now + self.client.request_timeout())
+            Some(crate::deadline::after(now, self.client.request_timeout()))
         } else {
             deadline
         };
@@ -300,7 +300,7 @@ macro_rules! lock_calls {
         /// # Errors
         #[doc = concat!("[`LockError::Timeout`] if `timeout` passes first; else as [`Self::", stringify!($with), "`].")]
         pub fn $timeout(&self, timeout: Duration) -> Result<$guard, LockError> {
-            self.$with(Some(Instant::now() + timeout), None)
+            self.$with(Some(crate::deadline::from_now(timeout)), None)
         }
     };
 }

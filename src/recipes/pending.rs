@@ -100,7 +100,7 @@ impl PendingLock {
     /// [`LockError::Timeout`] if no outcome came in time; else whatever the
     /// acquisition failed with.
     pub fn wait_timeout(self, timeout: Duration) -> Result<LockGuard, LockError> {
-        self.wait_deadline(Instant::now() + timeout)
+        self.wait_deadline(crate::deadline::from_now(timeout))
     }
 
     pub(crate) fn wait_deadline(self, deadline: Instant) -> Result<LockGuard, LockError> {

@@ -144,7 +144,7 @@ impl PendingSet {
         if let Some(taken) = self.take_ready() {
             return Some(taken);
         }
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::deadline::from_now(timeout);
         while !self.open.is_empty() {
             match self.rx.recv_deadline(deadline) {
                 Ok(outcome) => {

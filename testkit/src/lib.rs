@@ -6,6 +6,7 @@
 //! - [`proxy`]: a fault-injecting TCP proxy (cut, blackhole, stall, delay,
 //!   refuse, lose the reply to one request);
 //! - [`mangler`] and [`garbage`]: fake servers that send malformed bytes;
+//!   [`flood`]: one that sends watch notifications without end;
 //! - [`peers`]: real Curator (Java) and kazoo (Python) processes contending
 //!   for the same locks;
 //! - [`raw`]: a client made of the codec alone, for tests that must not
@@ -19,6 +20,7 @@
 
 pub mod certs;
 mod client;
+pub mod flood;
 pub mod garbage;
 pub mod mangler;
 pub mod peers;
@@ -32,6 +34,6 @@ pub mod zk;
 
 pub use client::{children, shared_client, wait_children, wait_no_children};
 pub use ports::free_ports;
-pub use procfs::{io_thread_ids, process_alive, thread_cpu};
+pub use procfs::{io_thread_ids, process_alive, rss_bytes, thread_cpu};
 pub use scratch::{scratch_dir, target_dir};
 pub use wait::{poll_until, wait_until};

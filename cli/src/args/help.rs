@@ -64,7 +64,8 @@ Options:
 
 CMD's environment gets ZKLOCK_FENCING_TOKEN (a number that rises with every
 new holder of any lock in the ensemble: pass it to what you protect and let
-it refuse older tokens) and ZKLOCK_NODE (the path of our lock node).
+it refuse older tokens) and ZKLOCK_NODE (the path of our lock node), and
+not zklock's own secrets: ZKLOCK_SASL_PASSWORD and ZKLOCK_DIGEST are removed.
 
 If the lock is lost while CMD runs (session expired, node deleted), zklock
 says so on stderr, sends CMD SIGTERM (SIGKILL after --kill-after) and exits
@@ -76,7 +77,8 @@ zklock (SIGSTOP) past the session timeout and it stops CMD and exits 75 when
 resumed. If zklock is killed with SIGKILL, the kernel sends CMD SIGTERM and
 zklock's release helper (a copy of zklock in a process group of its own,
 'zklock --release-helper' in ps) waits for CMD to end, then deletes the lock
-node, which frees the lock at once; if the whole machine dies, the server
+node (connecting with zklock's TLS files and credentials, handed over a
+pipe), which frees the lock at once; if the whole machine dies, the server
 frees it when the session times out.
 
 Nodes are named like Apache Curator's (_c_<uuid>-lock-<seq>, and

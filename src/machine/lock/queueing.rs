@@ -167,7 +167,7 @@ impl LockMachine {
                 a.maybe_created = true;
                 self.fail(
                     id,
-                    LockError::Client(Error::Server(ErrorCode::MarshallingError)),
+                    LockError::Client(Error::server(ErrorCode::MarshallingError)),
                 )
             }
             Err(e) => {
