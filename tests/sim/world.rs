@@ -153,8 +153,8 @@ struct Link {
     /// Bytes on their way to the server, with the time they arrive.
     up: VecDeque<(Instant, Vec<u8>)>,
     /// Bytes (or the server's close, as `None`) on their way to the client:
-    /// when they arrive, and when the server wrote them.
-    down: VecDeque<(Instant, Instant, Option<Vec<u8>>)>,
+    /// when they arrive, and the number of the server's write.
+    down: VecDeque<(Instant, u64, Option<Vec<u8>>)>,
     stalled_until: Option<Instant>,
 }
 
@@ -264,9 +264,12 @@ pub struct World {
     last_token: Vec<i64>,
     /// Nodes a third party created (and will delete).
     admin_twins: Vec<String>,
-    /// Nodes a third party deleted, when, and the connections that had a
-    /// data watch on them then (who must hear of it).
-    admin_deleted: BTreeMap<String, (Instant, Vec<ConnId>)>,
+    /// Nodes a third party deleted, the number of the server's last write
+    /// before, and the connections that had a data watch on them then (who
+    /// must hear of it).
+    admin_deleted: BTreeMap<String, (u64, Vec<ConnId>)>,
+    /// Numbers the server's writes, in order.
+    writes: u64,
     faults_until: Instant,
     log: String,
     keep_log: bool,
@@ -302,6 +305,7 @@ impl World {
             last_token: vec![0; plan.locks],
             admin_deleted: BTreeMap::new(),
             admin_twins: Vec::new(),
+            writes: 0,
             faults_until: base + plan.fault_window,
             log: String::new(),
             keep_log: false,
@@ -701,11 +705,13 @@ impl World {
                     return;
                 }
                 let pick = protected[self.rng.below(protected.len() as u64) as usize];
-                // `_c_` + 36 characters of UUID + `-lock-`.
-                let Some(prefix) = pick.get(..45) else {
+                // `_c_` and the 36 characters of the attempt id.
+                let Some(prefix) = pick.get(..39) else {
                     return;
                 };
                 let path = format!("{parent}/{prefix}-lock-");
+                let original = format!("{parent}/{pick}");
+                let owner = self.server.exists(&original).map(|s| s.ephemeral_owner);
                 if let Ok(twin) = self.server.create_as_admin(
                     now,
                     &path,
@@ -715,6 +721,29 @@ impl World {
                     self.note(|| format!("third party creates {twin}"));
                     self.admin_twins.push(twin.clone());
                     self.schedule(now + for_, Action::AdminDeletePath(twin));
+                }
+                self.server_output();
+                // The worst moment for the original's owner: its node goes,
+                // it queues again under the same attempt id, and that
+                // create's reply is lost, so it looks for its node by id.
+                let watchers = self.server.data_watchers(&original);
+                if self.server.delete_as_admin(now, &original) {
+                    self.admin_deleted
+                        .insert(original, (self.writes, watchers));
+                    let owner = self
+                        .clients
+                        .iter()
+                        .position(|c| Some(c.core.session_id()) == owner);
+                    if let Some(client) = owner {
+                        let at = now + Duration::from_millis(1 + self.rng.below(8));
+                        self.schedule(
+                            at,
+                            Action::Fault(Fault::Cut {
+                                client,
+                                applied: true,
+                            }),
+                        );
+                    }
                 }
                 self.server_output();
             }
@@ -734,9 +763,10 @@ impl World {
                 };
                 if let Some(name) = pick {
                     let path = format!("{parent}/{name}");
+                    self.server_output();
                     let watchers = self.server.data_watchers(&path);
                     if self.server.delete_as_admin(now, &path) {
-                        self.admin_deleted.insert(path, (now, watchers));
+                        self.admin_deleted.insert(path, (self.writes, watchers));
                     }
                     self.server_output();
                 }
@@ -796,7 +826,7 @@ impl World {
     /// S1 for watched holders: a holder whose node a third party deleted
     /// says so once it has read what the server wrote after the deletion
     /// (the notification came first).
-    fn check_told_of_deletion(&self, c: usize, written: Instant) -> Result<(), Violation> {
+    fn check_told_of_deletion(&self, c: usize, written: u64) -> Result<(), Violation> {
         let Some(conn) = self.clients[c].link.as_ref().map(|l| l.conn) else {
             return Ok(());
         };
@@ -810,7 +840,7 @@ impl World {
             let Some((deleted, watchers)) = self.admin_deleted.get(node) else {
                 continue;
             };
-            if written >= *deleted && watchers.contains(&conn) {
+            if written > *deleted && watchers.contains(&conn) {
                 if let Handle::Guard(g) = &t.handle {
                     if g.state() == LockState::Held {
                         return Err(self.violation(format!(
@@ -828,14 +858,18 @@ impl World {
         let now = self.now;
         while let Some((conn, bytes)) = self.server.poll_output() {
             let at = now + self.latency();
+            self.writes += 1;
+            let n = self.writes;
             if let Some(link) = self.link_mut(conn) {
-                link.down.push_back((at, now, Some(bytes)));
+                link.down.push_back((at, n, Some(bytes)));
             }
         }
         while let Some(conn) = self.server.poll_closed() {
             let at = now + self.latency();
+            self.writes += 1;
+            let n = self.writes;
             if let Some(link) = self.link_mut(conn) {
-                link.down.push_back((at, now, None));
+                link.down.push_back((at, n, None));
             }
         }
     }
@@ -875,7 +909,8 @@ impl World {
                 }
             }
         }
-        self.collect(c)?;
+        let ended = self.clients[c].core.state().is_terminal();
+        self.collect(c, ended)?;
         // What the core wrote goes on the wire.
         let latency = self.latency();
         let client = &mut self.clients[c];
@@ -926,13 +961,22 @@ impl World {
 
     /// Reads every handle of client `c`: outcomes of pending acquisitions,
     /// and the states of guards.
-    fn collect(&mut self, c: usize) -> Result<(), Violation> {
+    fn collect(&mut self, c: usize, read_set: bool) -> Result<(), Violation> {
         let now = self.now;
         let generation = self.clients[c].generation;
         let sid = self.clients[c].core.session_id();
+        // The application reads its PendingSet now and then, so a key can
+        // be cancelled while its guard waits unread in the set; and only
+        // while it waits for one of its keys, as an application would.
         let mut from_set = BTreeMap::new();
-        while let Some((key, outcome)) = self.clients[c].set.try_recv() {
-            from_set.insert(key, outcome);
+        let waits = self.clients[c]
+            .attempts
+            .values()
+            .any(|t| matches!(t.handle, Handle::InSet(_)));
+        if waits && (read_set || self.rng.chance(1, 3)) {
+            while let Some((key, outcome)) = self.clients[c].set.try_recv() {
+                from_set.insert(key, outcome);
+            }
         }
         let ids: Vec<AttemptId> = self.clients[c].attempts.keys().copied().collect();
         for id in ids {
@@ -949,7 +993,8 @@ impl World {
                     };
                     match outcome {
                         Ok(guard) => {
-                            if let Some(d) = t.deadline {
+                            let read_late = matches!(t.handle, Handle::InSet(_));
+                            if let Some(d) = t.deadline.filter(|_| !read_late) {
                                 if now > d {
                                     return Err(self.violation(format!(
                                         "c{c}: #{id} granted after its deadline"
@@ -1084,7 +1129,9 @@ impl World {
                         )));
                     }
                 }
-                if let Some(d) = t.deadline {
+                // (A PendingSet's outcomes are read late on purpose.)
+                let unread = matches!(t.handle, Handle::InSet(_));
+                if let Some(d) = t.deadline.filter(|_| !unread) {
                     if t.phase == Phase::Waiting && self.now > d {
                         return Err(self.violation(format!(
                             "c{c}: #{id} still waiting past its deadline (started {:?} ago)",
