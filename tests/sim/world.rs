@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use zklock::machine::{Core, CoreEvent, Regression};
 use zklock::recipes::{
-    LockError, LockGuard, LockState, Mutex, MutexOptions, PendingLock, PendingSet,
+    LockError, LockGuard, LockState, Mutex, MutexOptions, PendingLock, PendingSet, RwLock,
 };
 use zklock::Client;
 
@@ -124,6 +124,8 @@ struct Tracked {
     phase: Phase,
     /// The public handle: waiting on a `PendingLock`, or holding a guard.
     handle: Handle,
+    /// A read lock (on a read/write lock).
+    reader: bool,
     /// When the holder last turned Suspended.
     suspended_at: Option<Instant>,
 }
@@ -163,8 +165,8 @@ struct SimClient {
     generation: u32,
     client: Client,
     core: Core,
-    /// One `Mutex` per lock of the plan, on this client.
-    locks: Vec<Mutex>,
+    /// One recipe per lock of the plan, on this client.
+    locks: Vec<SimLock>,
     /// Where some acquisitions are started instead of a `PendingLock`.
     set: PendingSet,
     link: Option<Link>,
@@ -180,6 +182,13 @@ struct SimClient {
     /// Lost within a session timeout of it (the server may expire the
     /// session then).
     last_heard: Instant,
+}
+
+/// The recipe a lock of the plan is taken with.
+enum SimLock {
+    Mutex(Mutex),
+    /// Lock 1: readers and writers.
+    Rw(RwLock),
 }
 
 /// Whether lock `l`'s holders watch their node (0 and 2 do; 1 has the
@@ -212,7 +221,13 @@ impl SimClient {
                 let options = MutexOptions::default()
                     .watch_node(watched(l))
                     .data(format!("lock {l}").as_bytes());
-                Mutex::with_options(&client, &lock_path(l), options).expect("a mutex")
+                if l == 1 {
+                    SimLock::Rw(RwLock::with_options(&client, &lock_path(l), options).expect("rw"))
+                } else {
+                    SimLock::Mutex(
+                        Mutex::with_options(&client, &lock_path(l), options).expect("a mutex"),
+                    )
+                }
             })
             .collect();
         SimClient {
@@ -260,8 +275,12 @@ pub struct World {
     locks: usize,
     plan: BTreeMap<(Instant, u64), Action>,
     plan_seq: u64,
-    /// Per lock: the last fencing token granted.
+    /// Per lock: the highest fencing token granted, and the highest
+    /// granted to an exclusive holder. An exclusive holder's token is above
+    /// every earlier holder's; a reader's above every earlier writer's
+    /// (readers between two writers may be granted in any order).
     last_token: Vec<i64>,
+    last_writer_token: Vec<i64>,
     /// Nodes a third party created (and will delete).
     admin_twins: Vec<String>,
     /// Nodes a third party deleted, the number of the server's last write
@@ -303,6 +322,7 @@ impl World {
             plan: BTreeMap::new(),
             plan_seq: 0,
             last_token: vec![0; plan.locks],
+            last_writer_token: vec![0; plan.locks],
             admin_deleted: BTreeMap::new(),
             admin_twins: Vec::new(),
             writes: 0,
@@ -564,6 +584,7 @@ impl World {
                 hold,
                 cancel_after,
             } => {
+                let reader = self.rng.chance(1, 2);
                 let c = &mut self.clients[client];
                 let id = c.next_id;
                 c.next_id += 1;
@@ -575,10 +596,22 @@ impl World {
                 };
                 // Every third one through the client's PendingSet. No draw:
                 // seeds replay as before.
-                let handle = if id % 3 == 0 {
-                    Handle::InSet(c.set.start_lock(&c.locks[lock], deadline))
-                } else {
-                    Handle::Pending(c.locks[lock].start_lock(deadline))
+                let in_set = id % 3 == 0;
+                let (handle, reader) = match (&c.locks[lock], in_set) {
+                    (SimLock::Mutex(m), true) => {
+                        (Handle::InSet(c.set.start_lock(m, deadline)), false)
+                    }
+                    (SimLock::Mutex(m), false) => (Handle::Pending(m.start_lock(deadline)), false),
+                    (SimLock::Rw(rw), true) if reader => {
+                        (Handle::InSet(c.set.start_read(rw, deadline)), true)
+                    }
+                    (SimLock::Rw(rw), true) => {
+                        (Handle::InSet(c.set.start_write(rw, deadline)), false)
+                    }
+                    (SimLock::Rw(rw), false) if reader => {
+                        (Handle::Pending(rw.start_read(deadline)), true)
+                    }
+                    (SimLock::Rw(rw), false) => (Handle::Pending(rw.start_write(deadline)), false),
                 };
                 c.attempts.insert(
                     id,
@@ -589,11 +622,13 @@ impl World {
                         hold,
                         phase: Phase::Waiting,
                         handle,
+                        reader,
                         suspended_at: None,
                     },
                 );
                 let generation = c.generation;
-                self.note(|| format!("c{client}: acquire #{id} lock {lock} {wait:?}"));
+                let kind = if reader { " (read)" } else { "" };
+                self.note(|| format!("c{client}: acquire #{id} lock {lock}{kind} {wait:?}"));
                 if let Some(after) = cancel_after {
                     self.schedule(
                         now + after,
@@ -728,8 +763,7 @@ impl World {
                 // create's reply is lost, so it looks for its node by id.
                 let watchers = self.server.data_watchers(&original);
                 if self.server.delete_as_admin(now, &original) {
-                    self.admin_deleted
-                        .insert(original, (self.writes, watchers));
+                    self.admin_deleted.insert(original, (self.writes, watchers));
                     let owner = self
                         .clients
                         .iter()
@@ -1002,7 +1036,7 @@ impl World {
                                 }
                             }
                             let t = self.clients[c].attempts.get_mut(&id).expect("present");
-                            let (lock, hold) = (t.lock, t.hold);
+                            let (lock, hold, reader) = (t.lock, t.hold, t.reader);
                             let node = guard.node_path();
                             let czxid = guard.fencing_token();
                             t.phase = Phase::Held {
@@ -1017,14 +1051,21 @@ impl World {
                             // is stale (found out one read later), and its
                             // token may be old.
                             let stale = self.admin_deleted.contains_key(&node);
-                            if !stale && czxid <= self.last_token[lock] {
+                            let floor = if reader {
+                                self.last_writer_token[lock]
+                            } else {
+                                self.last_token[lock]
+                            };
+                            if !stale && czxid <= floor {
                                 return Err(self.violation(format!(
-                                    "c{c}: #{id} fencing token {czxid} not above {}",
-                                    self.last_token[lock]
+                                    "c{c}: #{id} fencing token {czxid} not above {floor}"
                                 )));
                             }
                             if !stale {
-                                self.last_token[lock] = czxid;
+                                self.last_token[lock] = self.last_token[lock].max(czxid);
+                                if !reader {
+                                    self.last_writer_token[lock] = czxid;
+                                }
                             }
                             self.note(|| {
                                 format!("c{c}: #{id} holds lock {lock} as {node} (token {czxid})")
@@ -1109,7 +1150,7 @@ impl World {
 
     /// Invariants after every step.
     fn check(&self) -> Result<(), Violation> {
-        let mut holders: Vec<Vec<String>> = vec![Vec::new(); self.locks];
+        let mut holders: Vec<Vec<(String, bool)>> = vec![Vec::new(); self.locks];
         for (c, client) in self.clients.iter().enumerate() {
             let sid = client.core.session_id();
             for (id, t) in &client.attempts {
@@ -1171,11 +1212,13 @@ impl World {
                     }
                     continue;
                 }
-                holders[t.lock].push(format!("c{c}#{id}"));
+                holders[t.lock].push((format!("c{c}#{id}"), t.reader));
             }
         }
+        // One writer alone, or any number of readers.
         for (lock, h) in holders.iter().enumerate() {
-            if h.len() > 1 {
+            let writers = h.iter().filter(|(_, reader)| !reader).count();
+            if writers > 1 || (writers == 1 && h.len() > 1) {
                 return Err(self.violation(format!("lock {lock} held by {h:?} at once")));
             }
         }
