@@ -18,6 +18,7 @@ mod registry;
 mod rwlock;
 mod semaphore;
 mod service;
+mod wake;
 
 // The lock protocol's types live in the core below the I/O thread; the
 // recipes name them as their own.
@@ -39,6 +40,6 @@ pub use latch::{LatchEvent, LeaderLatch};
 pub use multilock::{MultiGuard, MultiLock};
 pub use mutex::{holder_identity, Mutex, MutexOptions};
 pub use pending::PendingLock;
-pub use pending_set::{PendingSet, SetOutcome};
+pub use pending_set::{NextOutcome, PendingSet, SetOutcome};
 pub use rwlock::RwLock;
 pub use semaphore::Semaphore;
