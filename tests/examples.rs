@@ -15,6 +15,8 @@ const EXAMPLES: &[&str] = &[
     "multilock",
     "future_block_on",
     "future_tokio",
+    "observer_log",
+    "observer_prometheus",
 ];
 
 /// target/<profile>/examples, next to this test's deps/ directory.
