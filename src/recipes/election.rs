@@ -87,10 +87,19 @@ impl Election {
     ) -> Result<LockGuard, LockError> {
         let guard = self.inner.lock_with(deadline, cancel)?;
         // Leadership belongs to our session, not just to the first position.
-        if guard.owner_session() != self.inner.client.session_id() {
+        if !self.is_ours(&guard) {
             return Err(LockError::Lost);
         }
         Ok(guard)
+    }
+
+    /// Whether `guard`'s node is owned by this client's session.
+    pub(crate) fn is_ours(&self, guard: &LockGuard) -> bool {
+        guard.owner_session() == self.inner.client.session_id()
+    }
+
+    pub(crate) fn queue_lock(&self) -> &QueueLock {
+        &self.inner
     }
 
     /// Campaigns for as long as the returned latch lives, again after

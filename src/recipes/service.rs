@@ -25,6 +25,9 @@ pub(crate) enum Outcome {
     InSet(Sender<SetOutcome>, u64, WakeSlot),
     /// A thread blocked in `lock()`.
     Blocked(oneshot::Sender<Result<LockGuard, LockError>>),
+    /// A recipe that reacts on the core's thread (a latch campaigning
+    /// again): called with the outcome there; it must not block.
+    Call(Arc<dyn Fn(Result<LockGuard, LockError>) + Send + Sync>),
 }
 
 impl Outcome {
@@ -45,6 +48,7 @@ impl Outcome {
             Outcome::Blocked(tx) => {
                 let _ = tx.send(outcome);
             }
+            Outcome::Call(f) => f(outcome),
         }
     }
 
