@@ -4,7 +4,8 @@
 //! as it happens, and it campaigns again from there.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 
@@ -71,6 +72,9 @@ struct Shared {
     tx: Sender<LatchEvent>,
     leading: AtomicBool,
     stopped: AtomicBool,
+    /// Signalled whenever `leading` or `stopped` may have changed.
+    changed: Condvar,
+    changed_lock: Mutex<()>,
     /// The campaign under way, or the leadership held.
     current: Mutex<Current>,
 }
@@ -98,6 +102,8 @@ impl LeaderLatch {
             tx,
             leading: AtomicBool::new(false),
             stopped: AtomicBool::new(false),
+            changed: Condvar::new(),
+            changed_lock: Mutex::new(()),
             current: Mutex::new(Current::default()),
         });
         Shared::campaign(&shared);
@@ -113,6 +119,30 @@ impl LeaderLatch {
     pub fn is_leader(&self) -> bool {
         self.shared.leading.load(Ordering::SeqCst)
     }
+
+    /// Waits at most `timeout` until we lead (Curator's `await`): `true`
+    /// if we do, `false` at the timeout or once the latch stopped. Reads
+    /// no event: [`LeaderLatch::events`] still reports everything.
+    pub fn await_leadership(&self, timeout: Duration) -> bool {
+        let until = crate::deadline::after(Instant::now(), timeout);
+        let s = &self.shared;
+        let Ok(mut guard) = s.changed_lock.lock() else {
+            return self.is_leader();
+        };
+        loop {
+            if s.leading.load(Ordering::SeqCst) {
+                return true;
+            }
+            let now = Instant::now();
+            if s.stopped.load(Ordering::SeqCst) || now >= until {
+                return false;
+            }
+            guard = match s.changed.wait_timeout(guard, until - now) {
+                Ok((g, _)) => g,
+                Err(_) => return self.is_leader(),
+            };
+        }
+    }
 }
 
 impl Drop for LeaderLatch {
@@ -120,7 +150,7 @@ impl Drop for LeaderLatch {
     /// released; nothing blocks.
     fn drop(&mut self) {
         self.shared.stopped.store(true, Ordering::SeqCst);
-        self.shared.leading.store(false, Ordering::SeqCst);
+        self.shared.set_leading(false);
         let (attempt, guard) = match self.shared.current.lock() {
             Ok(mut c) => (c.attempt.take(), c.guard.take()),
             Err(_) => (None, None),
@@ -180,7 +210,7 @@ impl Shared {
                 Shared::holder_changed(&shared, state);
             }
         }));
-        shared.leading.store(true, Ordering::SeqCst);
+        shared.set_leading(true);
         let _ = shared.tx.send(LatchEvent::Gained {
             fencing_token: guard.fencing_token(),
         });
@@ -193,16 +223,17 @@ impl Shared {
     fn holder_changed(shared: &Arc<Shared>, state: LockState) {
         match state {
             LockState::Held => {
-                if !shared.leading.swap(true, Ordering::SeqCst) {
+                if !shared.leading.load(Ordering::SeqCst) {
+                    shared.set_leading(true);
                     let _ = shared.tx.send(LatchEvent::Resumed);
                 }
             }
             LockState::Suspended => {
-                shared.leading.store(false, Ordering::SeqCst);
+                shared.set_leading(false);
                 let _ = shared.tx.send(LatchEvent::Suspended);
             }
             LockState::Lost => {
-                shared.leading.store(false, Ordering::SeqCst);
+                shared.set_leading(false);
                 let guard = shared.current.lock().ok().and_then(|mut c| c.guard.take());
                 let reason = guard.as_ref().and_then(LockGuard::lost_reason);
                 let _ = shared.tx.send(LatchEvent::Lost { reason });
@@ -213,9 +244,22 @@ impl Shared {
     }
 
     fn stop(&self, error: LockError) {
-        self.leading.store(false, Ordering::SeqCst);
+        self.set_leading(false);
         if !self.stopped.swap(true, Ordering::SeqCst) {
             let _ = self.tx.send(LatchEvent::Stopped(error));
         }
+        self.notify();
+    }
+
+    fn set_leading(&self, leading: bool) {
+        self.leading.store(leading, Ordering::SeqCst);
+        self.notify();
+    }
+
+    /// Wakes `await_leadership` (under its lock, so no wake-up is lost
+    /// between its look and its wait).
+    fn notify(&self) {
+        let _held = self.changed_lock.lock();
+        self.changed.notify_all();
     }
 }

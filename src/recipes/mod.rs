@@ -33,7 +33,7 @@ pub use crate::machine::{LockSpec, Rule};
 pub use crate::machine::{LockState, LossReason};
 pub use batch::{BatchGuard, BatchMutex};
 pub use cancel::CancelToken;
-pub use election::{Election, Leader};
+pub use election::{Election, Leader, LeaderObserver};
 pub use guard::LockGuard;
 pub use inspect::{inspect, QueueEntry};
 pub use latch::{LatchEvent, LeaderLatch};
