@@ -228,6 +228,8 @@ fn garbage_from_the_server_is_a_disconnect_not_a_panic() {
 #[test]
 fn idle_session_pings_then_times_out_without_replies() {
     let mut h = Harness::new();
+    // Pings and the read timeout alone; the leader check has tests below.
+    h.s.set_leader_check(false);
     h.connect(1, 9000);
     h.events();
     h.advance(T / 3);
@@ -716,6 +718,8 @@ fn expiry_abandons_persistent_watches() {
 #[test]
 fn lost_is_counted_from_the_send_time_of_the_last_answered_request() {
     let mut h = Harness::new();
+    // Without the leader check every answer counts (see the leader tests).
+    h.s.set_leader_check(false);
     h.connect(1, 9000);
     h.events();
     // A request sent now but answered 4 s later: the server heard us at
@@ -797,4 +801,226 @@ fn closing_says_closed_at_once() {
         h.sent_requests()[..],
         [(_, Request::CloseSession)]
     ));
+}
+
+// ---- liveness confirmed by the leader ----------------------------------
+
+/// Answers everything written so far after `rtt`, as a healthy server: pings
+/// and syncs alike. Returns how many syncs were answered.
+fn answer_all(h: &mut Harness, rtt: Duration) -> usize {
+    let sent = h.sent_requests();
+    h.now += rtt;
+    let mut syncs = 0;
+    for (xid, request) in sent {
+        let body = match request {
+            Request::Sync(path) => {
+                syncs += 1;
+                Response::Path(path)
+            }
+            Request::Exists(_) => Response::Stat(Stat::default()),
+            _ => Response::Empty,
+        };
+        h.reply(xid, 9, ErrorCode::Ok, body);
+    }
+    h.s.handle_timeout(h.now);
+    syncs
+}
+
+/// Answers pings only, as a follower cut off from the leader does: a sync
+/// stays forwarded to a leader that never sees it.
+fn answer_pings_only(h: &mut Harness) {
+    for (xid, request) in h.sent_requests() {
+        if request == Request::Ping {
+            h.reply(xid, 9, ErrorCode::Ok, Response::Empty);
+        }
+    }
+}
+
+fn sync_count(sent: &[(i32, Request)]) -> usize {
+    sent.iter()
+        .filter(|(_, r)| matches!(r, Request::Sync(_)))
+        .count()
+}
+
+#[test]
+fn a_healthy_session_syncs_once_per_probe_period_and_never_suspends() {
+    // Round trips up to T/6 (1.5 s here) are healthy: the proof of a
+    // session answered that slowly is at most T/3 + 2 × T/8 + T/6 = 3T/4
+    // old when the next answer lands.
+    for rtt_ms in [0u64, 20, 400, 1400] {
+        let mut h = Harness::new();
+        h.connect(1, 9000);
+        h.events();
+        let start = h.now;
+        let mut syncs = 0;
+        let step = Duration::from_millis(50);
+        while h.now < start + T * 10 {
+            h.advance(step);
+            syncs += answer_all(&mut h, Duration::from_millis(rtt_ms));
+        }
+        let ev = h.events();
+        assert_eq!(states(&ev), vec![], "rtt {rtt_ms} ms");
+        assert_eq!(drops(&ev), 0, "rtt {rtt_ms} ms");
+        // One sync per T/8 at most (80 in 10 T); fewer when the round
+        // trip delays the next one.
+        assert!(syncs <= 80, "rtt {rtt_ms} ms: {syncs} syncs");
+        assert!(
+            syncs >= 10 * 8 * 9000 / (9000 + 8 * rtt_ms as usize + 400),
+            "rtt {rtt_ms} ms: {syncs} syncs"
+        );
+    }
+}
+
+#[test]
+fn pings_answered_without_the_leader_suspend_then_lose_the_session() {
+    let mut h = Harness::new();
+    h.connect(1, 9000);
+    h.events();
+    let handshake = h.now;
+    // The follower answers pings, never the sync it forwarded.
+    let step = Duration::from_millis(10);
+    while h.now < handshake + T * 3 / 4 - step {
+        h.advance(step);
+        answer_pings_only(&mut h);
+        assert!(h.events().is_empty(), "still within 3T/4 of the handshake");
+    }
+    assert_eq!(h.s.poll_timeout(), Some(handshake + T * 3 / 4));
+    h.advance(handshake + T * 3 / 4 - h.now);
+    let ev = h.events();
+    assert!(ev.iter().any(|e| matches!(
+        e,
+        SessionEvent::DropConnection(DropReason::LeaderUnconfirmed)
+    )));
+    assert_eq!(states(&ev), vec![SessionState::Suspended]);
+    // Lost a whole timeout after the handshake, the last leader touch.
+    assert_eq!(h.s.poll_timeout(), Some(handshake + T));
+    h.advance(handshake + T - h.now - Duration::from_millis(1));
+    assert!(h.events().is_empty());
+    h.advance(Duration::from_millis(1));
+    assert_eq!(states(&h.events()), vec![SessionState::Lost]);
+}
+
+#[test]
+fn an_answered_sync_proves_only_the_touches_a_third_of_the_timeout_older() {
+    let mut h = Harness::new();
+    h.connect(1, 9000);
+    h.events();
+    let handshake = h.now;
+    // Run healthy for a while, remembering what was sent when.
+    let step = Duration::from_millis(100);
+    let mut sends: Vec<Instant> = vec![handshake];
+    let mut last_sync_sent = handshake;
+    while h.now < handshake + T * 2 {
+        h.advance(step);
+        let sent = h.sent_requests();
+        if !sent.is_empty() {
+            sends.push(h.now);
+        }
+        if sync_count(&sent) > 0 {
+            last_sync_sent = h.now;
+        }
+        for (xid, request) in sent {
+            let body = match request {
+                Request::Sync(p) => Response::Path(p),
+                _ => Response::Empty,
+            };
+            h.reply(xid, 9, ErrorCode::Ok, body);
+        }
+    }
+    assert!(h.events().is_empty());
+    // Cut: from now on only pings are answered. The proof is the newest
+    // send at least T/3 older than the last answered sync.
+    let proven = sends
+        .iter()
+        .copied()
+        .filter(|&t| t + T / 3 <= last_sync_sent)
+        .max()
+        .unwrap();
+    let suspend_at = proven + T * 3 / 4;
+    assert!(suspend_at > h.now, "healthy until the cut");
+    while h.now + step < suspend_at {
+        h.advance(step);
+        answer_pings_only(&mut h);
+        assert!(h.events().is_empty());
+    }
+    assert_eq!(h.s.poll_timeout(), Some(suspend_at));
+    h.advance(suspend_at - h.now);
+    assert_eq!(states(&h.events()), vec![SessionState::Suspended]);
+    assert_eq!(h.s.poll_timeout(), Some(proven + T));
+}
+
+#[test]
+fn a_successful_write_is_leader_proof_and_puts_the_sync_off() {
+    let mut h = Harness::new();
+    h.connect(1, 9000);
+    h.events();
+    let handshake = h.now;
+    // A write every T/16: the core never needs a sync of its own.
+    let mut writes = 0;
+    while h.now < handshake + T * 3 {
+        h.advance(T / 16);
+        h.s.submit(h.now, Request::Sync("/w".into()), writes, None);
+        writes += 1;
+        let sent = h.sent_requests();
+        assert_eq!(sync_count(&sent), 1, "only the caller's own request");
+        for (xid, request) in sent {
+            let body = match request {
+                Request::Sync(p) => Response::Path(p),
+                _ => Response::Empty,
+            };
+            h.reply(xid, 9, ErrorCode::Ok, body);
+        }
+    }
+    assert_eq!(states(&h.events()), vec![]);
+    // A failed write proves nothing: the follower may have answered it.
+    let last_ok = h.now;
+    let mut proof_deadline = h.s.poll_timeout();
+    h.advance(Duration::from_millis(1));
+    h.s.submit(
+        h.now,
+        Request::Delete(jute::PathVersion {
+            path: "/gone".into(),
+            version: -1,
+        }),
+        99,
+        None,
+    );
+    let (xid, _) = h.sent_requests()[0].clone();
+    h.reply(xid, 9, ErrorCode::NoNode, Response::Empty);
+    h.events();
+    // Nothing answered from here: Suspended comes at 3T/4 after the newest
+    // touch proven by the last successful write.
+    while h.s.state() == SessionState::Connected {
+        proof_deadline = h.s.poll_timeout();
+        h.advance(Duration::from_millis(100));
+        answer_pings_only(&mut h);
+    }
+    assert!(proof_deadline.unwrap() <= last_ok + T * 3 / 4);
+    assert!(proof_deadline.unwrap() >= last_ok - T / 3 - T / 16 + T * 3 / 4);
+}
+
+#[test]
+fn a_reconnect_is_leader_proof_and_resets_the_touches() {
+    let mut h = Harness::new();
+    h.connect(1, 9000);
+    h.events();
+    h.advance(T / 2);
+    answer_pings_only(&mut h);
+    h.s.handle_disconnected(h.now);
+    h.events();
+    h.advance(Duration::from_millis(100));
+    let resumed = h.now;
+    h.connect(1, 9000);
+    assert_eq!(states(&h.events()), vec![SessionState::Connected]);
+    // The leader revalidated the session: the proof is the new handshake,
+    // not the touches made on the old connection.
+    let step = Duration::from_millis(10);
+    while h.now + step < resumed + T * 3 / 4 {
+        h.advance(step);
+        answer_pings_only(&mut h);
+        assert!(h.events().is_empty());
+    }
+    assert_eq!(h.s.poll_timeout(), Some(resumed + T * 3 / 4));
+    h.advance(resumed + T * 3 / 4 - h.now);
+    assert_eq!(states(&h.events()), vec![SessionState::Suspended]);
 }
