@@ -65,12 +65,16 @@ impl Default for SessionConfig {
 pub enum SessionState {
     /// No session yet: connecting for the first time.
     Connecting,
-    /// Connected; requests flow.
+    /// Connected; requests flow, and the leader has heard the session
+    /// recently enough (see [`Session::set_leader_check`]).
     Connected,
-    /// The connection dropped; the session may still live on the server.
+    /// The connection dropped, or the leader has not confirmed the session
+    /// for three quarters of the session timeout; the session may still
+    /// live on the server.
     Suspended,
-    /// No contact for a whole session timeout: the server has probably
-    /// expired us. Reconnection goes on; only the server can say "expired".
+    /// No contact the leader confirmed for a whole session timeout: the
+    /// leader has probably expired us. Reconnection goes on; only the server
+    /// can say "expired".
     Lost,
     /// The server expired the session. Terminal.
     Expired,
@@ -287,6 +291,7 @@ impl<R, W: Clone> Session<R, W> {
     }
 
     /// Whether liveness must be confirmed by the leader (the default: on).
+    /// Set it before the first connection.
     ///
     /// On, the session counts as alive only what the leader itself must have
     /// seen: the handshake (the leader creates or revalidates the session)
@@ -331,7 +336,7 @@ impl<R, W: Clone> Session<R, W> {
 
     /// How often the core sends its own `sync` when nothing else
     /// leader-ordered went out: an eighth of the session timeout.
-    pub fn probe_period(&self) -> Duration {
+    fn probe_period(&self) -> Duration {
         self.timeout() / 8
     }
 
@@ -424,6 +429,9 @@ impl<R, W: Clone> Session<R, W> {
     /// Something was written at `now`: it touches the session where it lands.
     fn mark_sent(&mut self, now: Instant) {
         self.last_sent = now;
+        if !self.leader_check {
+            return;
+        }
         let grain = self.timeout() / TOUCH_GRAIN;
         if self.touches.back().is_none_or(|&t| now >= t + grain) {
             self.touches.push_back(now);

@@ -859,6 +859,8 @@ fn a_healthy_session_syncs_once_per_probe_period_and_never_suspends() {
             syncs += answer_all(&mut h, Duration::from_millis(rtt_ms));
         }
         let ev = h.events();
+        // At most one touch per T/64 since the oldest still needed.
+        assert!(h.s.touches.len() <= 64, "{} touches", h.s.touches.len());
         assert_eq!(states(&ev), vec![], "rtt {rtt_ms} ms");
         assert_eq!(drops(&ev), 0, "rtt {rtt_ms} ms");
         // One sync per T/8 at most (80 in 10 T); fewer when the round
@@ -1023,4 +1025,25 @@ fn a_reconnect_is_leader_proof_and_resets_the_touches() {
     assert_eq!(h.s.poll_timeout(), Some(resumed + T * 3 / 4));
     h.advance(resumed + T * 3 / 4 - h.now);
     assert_eq!(states(&h.events()), vec![SessionState::Suspended]);
+}
+
+#[test]
+fn touches_are_kept_coarse_and_not_at_all_without_the_leader_check() {
+    for check in [true, false] {
+        let mut h = Harness::new();
+        h.s.set_leader_check(check);
+        h.connect(1, 9000);
+        h.events();
+        // A busy session: a request every millisecond for T/2.
+        for i in 0..4500 {
+            h.advance(Duration::from_millis(1));
+            h.s.submit(h.now, exists("/busy", false), i, None);
+        }
+        let kept = h.s.touches.len();
+        if check {
+            assert!((32..=34).contains(&kept), "{kept} touches");
+        } else {
+            assert_eq!(kept, 0);
+        }
+    }
 }
