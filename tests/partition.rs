@@ -335,6 +335,10 @@ struct Store {
     /// (token, highest accepted at the time): a holder that still said Held
     /// wrote with a token older than someone else's.
     rejected: Vec<(i64, i64)>,
+    /// The worker asked to hold long next time it is granted.
+    hold_long: Option<usize>,
+    /// The worker in a long tenure, while it lasts: what a long fault aims at.
+    long_holder: Option<usize>,
 }
 
 impl Store {
@@ -410,10 +414,19 @@ fn referee_worker(
         let token = guard.fencing_token();
         let changes = guard.state_changes();
         let mut until = None;
-        // Write every 10 ms, only while Held, for 50-300 ms; one tenure in
-        // five lasts 2-4 s, through faults.
-        let writes = if rng.below(5) == 0 {
-            200 + rng.below(200)
+        // Write every 10 ms, only while Held, for 50-300 ms; 4-6 s when
+        // asked to hold long, through a fault.
+        let long = {
+            let mut store = store.lock().unwrap();
+            let long = store.hold_long == Some(worker);
+            if long {
+                store.hold_long = None;
+                store.long_holder = Some(worker);
+            }
+            long
+        };
+        let writes = if long {
+            400 + rng.below(200)
         } else {
             5 + rng.below(25)
         };
@@ -444,6 +457,9 @@ fn referee_worker(
             }
         }
         let until = until.unwrap_or_else(Instant::now);
+        if long {
+            store.lock().unwrap().long_holder = None;
+        }
         tenures.push(Tenure {
             worker,
             token,
@@ -479,10 +495,10 @@ fn fenced_writes_stay_in_order_while_member_links_fail() {
     let n = ens.len();
     let workers: Vec<_> = (0..3)
         .map(|w| {
-            // Each worker starts from another member, and may move.
-            let connect: Vec<String> = (0..n)
-                .map(|i| ens.member_addr((w + i) % n).to_string())
-                .collect();
+            // Each worker talks to one member only: clients free to move
+            // drift to the leader (the one server never cut off from it)
+            // and the hazard is never set up.
+            let connect = vec![ens.member_addr(w).to_string()];
             let (path, store, stop) = (path.clone(), store.clone(), stop.clone());
             let seed = rng.next() | 1;
             thread::spawn(move || referee_worker(w, connect.join(","), path, store, stop, seed))
@@ -491,18 +507,25 @@ fn fenced_writes_stay_in_order_while_member_links_fail() {
 
     let started = Instant::now();
     let mut faults = [0u32; 3];
+    let mut aimed_hits = 0;
     for round in 0..50 {
-        // Every fifth round outlasts a session timeout and a tick, long
+        // Every tenth round outlasts a session timeout and a tick, long
         // enough for the leader to expire sessions it no longer hears and
         // grant their locks to others: a silent cut or a stall between the
-        // leader and a follower. The other rounds hit any link, briefly.
-        let long = round % 5 == 4;
-        let (a, b, kind) = match ens.leader() {
-            Some(leader) if long => {
-                let other = (leader + 1 + rng.below(n as u64 - 1) as usize) % n;
-                (leader, other, [0, 2][rng.below(2) as usize])
+        // leader and a follower whose worker holds the lock for long. The
+        // other rounds hit any link, briefly.
+        let long = round % 10 == 9;
+        let target = if long {
+            aim_at_long_holder(&ens, &store, &mut rng)
+        } else {
+            None
+        };
+        let (a, b, kind) = match target {
+            Some((leader, follower, aimed)) => {
+                aimed_hits += u32::from(aimed);
+                (leader, follower, [0, 2][rng.below(2) as usize])
             }
-            _ => {
+            None => {
                 let a = rng.below(n as u64) as usize;
                 let b = (a + 1 + rng.below(n as u64 - 1) as usize) % n;
                 (a, b, rng.below(3) as usize)
@@ -565,7 +588,7 @@ fn fenced_writes_stay_in_order_while_member_links_fail() {
         .map(|(a, b)| a.until.min(b.until).saturating_duration_since(b.from))
         .max();
     eprintln!(
-        "referee: {} overlapping tenures (longest {longest:?})",
+        "referee: {aimed_hits} of 5 long faults cut off a holder in a long tenure; {} overlapping tenures (longest {longest:?})",
         overlaps.len()
     );
     assert!(
@@ -585,6 +608,10 @@ fn fenced_writes_stay_in_order_while_member_links_fail() {
         );
     }
     assert!(
+        aimed_hits >= 1,
+        "no long fault found a holder to cut off: the hazard was never set up"
+    );
+    assert!(
         calm,
         "fewer than 20 writes in 20 s after the links healed (tenures {per_worker:?})"
     );
@@ -595,4 +622,23 @@ fn fenced_writes_stay_in_order_while_member_links_fail() {
         .unwrap();
     testkit::wait_no_children(&observer, &path, SHORT * 3);
     let _ = observer.close();
+}
+
+/// The leader and a random follower, after asking the worker on that
+/// follower to hold long: true once it holds (6 s at most), so that the
+/// fault cuts a holder off. None without a leader.
+fn aim_at_long_holder(
+    ens: &ZkEnsemble,
+    store: &StdMutex<Store>,
+    rng: &mut Rng,
+) -> Option<(usize, usize, bool)> {
+    let leader = ens.leader()?;
+    let n = ens.len();
+    let follower = (leader + 1 + rng.below(n as u64 - 1) as usize) % n;
+    store.lock().unwrap().hold_long = Some(follower);
+    let holds = testkit::poll_until(Duration::from_secs(6), || {
+        store.lock().unwrap().long_holder == Some(follower)
+    });
+    store.lock().unwrap().hold_long = None;
+    Some((leader, follower, holds))
 }
