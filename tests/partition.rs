@@ -493,15 +493,16 @@ fn fenced_writes_stay_in_order_while_member_links_fail() {
     let store = Arc::new(StdMutex::new(Store::default()));
     let stop = Arc::new(AtomicBool::new(false));
     let n = ens.len();
-    let workers: Vec<_> = (0..3)
+    assert_eq!(n, 3, "one worker per member");
+    let workers: Vec<_> = (0..n)
         .map(|w| {
             // Each worker talks to one member only: clients free to move
             // drift to the leader (the one server never cut off from it)
             // and the hazard is never set up.
-            let connect = vec![ens.member_addr(w).to_string()];
+            let connect = ens.member_addr(w).to_string();
             let (path, store, stop) = (path.clone(), store.clone(), stop.clone());
             let seed = rng.next() | 1;
-            thread::spawn(move || referee_worker(w, connect.join(","), path, store, stop, seed))
+            thread::spawn(move || referee_worker(w, connect, path, store, stop, seed))
         })
         .collect();
 
