@@ -643,3 +643,44 @@ fn aim_at_long_holder(
     store.lock().unwrap().hold_long = None;
     Some((leader, follower, holds))
 }
+
+/// The harness itself: members really talk through the link proxies, the
+/// election's call-backs included, so that cutting the leader off from
+/// both followers makes them elect one of themselves, and healing brings
+/// the old leader back as a member.
+#[test]
+fn cutting_the_leader_off_from_both_followers_elects_another() {
+    let ens = ensemble();
+    let old = ens.leader().expect("a leader");
+    let followers = ens.followers();
+    assert_eq!(followers.len(), 2, "{followers:?}");
+    let hellos: u64 = (0..ens.len())
+        .flat_map(|a| (a + 1..ens.len()).map(move |b| (a, b)))
+        .map(|(a, b)| ens.link_traffic(a, b).1)
+        .sum();
+    assert!(hellos > 0, "no election hello went through a proxy");
+    let direct = ens.direct_member_connections();
+    assert!(
+        direct.is_empty(),
+        "members connected around the proxies (from, to, port): {direct:?}"
+    );
+    for &f in &followers {
+        ens.cut_link(old, f);
+    }
+    let elected = testkit::poll_until(WAIT, || {
+        ens.leader().is_some_and(|l| l != old) && ens.member_mode(old).as_deref() != Some("leader")
+    });
+    let modes: Vec<_> = (0..ens.len()).map(|i| ens.member_mode(i)).collect();
+    ens.heal_all();
+    assert!(
+        elected,
+        "the followers did not elect another leader (modes {modes:?})"
+    );
+    ens.wait_ready();
+    assert_eq!(ens.followers().len(), 2);
+    let direct = ens.direct_member_connections();
+    assert!(
+        direct.is_empty(),
+        "after the re-election, members connected around the proxies: {direct:?}"
+    );
+}

@@ -45,6 +45,8 @@ pub enum LinkState {
 /// names as `to`'s ports.
 struct MemberLinks {
     proxies: HashMap<(usize, usize), (Proxy, Proxy)>,
+    /// Each member's real quorum and election ports.
+    real: Vec<(u16, u16)>,
     states: Mutex<HashMap<(usize, usize), LinkState>>,
 }
 
@@ -170,6 +172,7 @@ impl ZkEnsemble {
         }
         let links = links.map(|_| MemberLinks {
             proxies,
+            real: (0..n).map(real).collect(),
             states: Mutex::new(HashMap::new()),
         });
         ZkEnsemble { members, links }
@@ -257,6 +260,27 @@ impl ZkEnsemble {
             hellos += e.hellos_rewritten();
         }
         (bytes, hellos)
+    }
+
+    /// Connections a member JVM holds to another member's real quorum or
+    /// election port, around the proxies, as `(from, to, remote port)`:
+    /// empty when every link is cuttable.
+    pub fn direct_member_connections(&self) -> Vec<(usize, usize, u16)> {
+        let links = self.links();
+        let mut direct = Vec::new();
+        for (from, member) in self.members.iter().enumerate() {
+            let Some(pid) = member.java_pid() else {
+                continue;
+            };
+            for (_, remote) in crate::established_ports(pid) {
+                for (to, &(quorum, election)) in links.real.iter().enumerate() {
+                    if to != from && (remote == quorum || remote == election) {
+                        direct.push((from, to, remote));
+                    }
+                }
+            }
+        }
+        direct
     }
 
     fn links(&self) -> &MemberLinks {
