@@ -154,6 +154,11 @@ fn trial(kind: Kind, timeout: Duration) -> Timeline {
     let follower = ens.followers()[0];
     let (traffic, _) = ens.link_traffic(follower, leader);
     assert!(traffic > 0, "members talk through the link proxies");
+    let direct = ens.direct_member_connections();
+    assert!(
+        direct.is_empty(),
+        "members talk around the proxies: {direct:?}"
+    );
     let path = format!(
         "/partition-{kind:?}-{}-{}",
         timeout.as_millis(),
