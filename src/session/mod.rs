@@ -297,7 +297,7 @@ impl<R, W: Clone> Session<R, W> {
     /// seen: the handshake (the leader creates or revalidates the session)
     /// and answered leader-ordered requests (a `sync` or a successful
     /// write). It sends a `sync` of its own when no leader-ordered request
-    /// went out for [`Self::probe_period`], reports
+    /// went out for an eighth of the session timeout, reports
     /// [`SessionState::Suspended`] (and drops the connection, so that another
     /// server may be tried) when the proof grows older than three quarters of
     /// the session timeout, and [`SessionState::Lost`] when it is a whole
