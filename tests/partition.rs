@@ -689,3 +689,71 @@ fn cutting_the_leader_off_from_both_followers_elects_another() {
         "after the re-election, members connected around the proxies: {direct:?}"
     );
 }
+
+/// The other half of the fix: a holder whose server is cut off from the
+/// leader drops that server once the leader stops confirming its session,
+/// finds another server while the session still lives, and holds again:
+/// Suspended, then Held, never Lost, same node.
+#[test]
+fn a_holder_cut_off_with_its_server_moves_to_another_and_keeps_the_lock() {
+    let ens = ensemble();
+    let leader = ens.leader().expect("a leader");
+    let followers = ens.followers();
+    assert_eq!(followers.len(), 2, "{followers:?}");
+    // Both followers, not the leader: whichever the client picks, it is one
+    // that can be cut off from the leader.
+    let connect = followers
+        .iter()
+        .map(|&f| ens.member_addr(f).to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let client = Client::builder(&connect)
+        .session_timeout(LONG)
+        .connect()
+        .unwrap();
+    let sid = format!("sid=0x{:x}", client.session_id());
+    let on = *followers
+        .iter()
+        .find(|&&f| ens.four_letter(f, "cons").contains(&sid))
+        .expect("the client's follower");
+    let path = format!("/partition-moves-{}", std::process::id());
+    let guard = Mutex::new(&client, &path)
+        .unwrap()
+        .lock_timeout(WAIT)
+        .unwrap();
+    let node = guard.node_path();
+    let changes = guard.state_changes();
+    assert_eq!(changes.recv_timeout(WAIT), Ok(LockState::Held));
+
+    let cut = Instant::now();
+    ens.cut_link(on, leader);
+    let suspended = changes.recv_timeout(LONG * 2);
+    let suspended_at = cut.elapsed();
+    let back = changes.recv_timeout(LONG * 2);
+    let back_at = cut.elapsed();
+    let moved_to = followers
+        .iter()
+        .copied()
+        .find(|&f| f != on && ens.four_letter(f, "cons").contains(&sid));
+    ens.heal_link(on, leader);
+    eprintln!(
+        "cut +0: {suspended:?} at +{} ms, then {back:?} at +{} ms, now on member {moved_to:?} (was {on})",
+        suspended_at.as_millis(),
+        back_at.as_millis()
+    );
+    assert_eq!(suspended, Ok(LockState::Suspended));
+    assert!(
+        suspended_at < LONG * 3 / 4,
+        "Suspended only at +{suspended_at:?}"
+    );
+    assert_eq!(back, Ok(LockState::Held), "the holder did not hold again");
+    assert!(
+        moved_to.is_some(),
+        "the client did not move to the other follower"
+    );
+    assert_eq!(guard.node_path(), node);
+    assert!(client.exists(&node).unwrap().is_some());
+    drop(guard);
+    let _ = client.close();
+    ens.wait_ready();
+}
