@@ -65,12 +65,16 @@ impl Default for SessionConfig {
 pub enum SessionState {
     /// No session yet: connecting for the first time.
     Connecting,
-    /// Connected; requests flow.
+    /// Connected; requests flow, and the leader has heard the session
+    /// recently enough (see [`Session::set_leader_check`]).
     Connected,
-    /// The connection dropped; the session may still live on the server.
+    /// The connection dropped, or the leader has not confirmed the session
+    /// for three quarters of the session timeout; the session may still
+    /// live on the server.
     Suspended,
-    /// No contact for a whole session timeout: the server has probably
-    /// expired us. Reconnection goes on; only the server can say "expired".
+    /// No contact the leader confirmed for a whole session timeout: the
+    /// leader has probably expired us. Reconnection goes on; only the server
+    /// can say "expired".
     Lost,
     /// The server expired the session. Terminal.
     Expired,
@@ -121,6 +125,10 @@ pub enum DropReason {
     ReadOnlyServer,
     /// The session ended (expired, closed, auth failed).
     SessionEnded,
+    /// No request the leader must order (a `sync` or a write) was answered
+    /// in time: this server may be cut off from the leader while it goes on
+    /// answering our pings. See [`Session::set_leader_check`].
+    LeaderUnconfirmed,
 }
 
 /// What the core has for the driver to deliver.
@@ -160,7 +168,8 @@ struct InFlight<R, W> {
     path: Option<String>,
     /// For addWatch: whether the watch is recursive.
     recursive: bool,
-    handle: R,
+    /// `None` for the core's own liveness `sync`, answered to nobody.
+    handle: Option<R>,
     watcher: Option<W>,
     /// When it was written: an answer proves the server heard us then.
     sent: Instant,
@@ -223,7 +232,25 @@ pub struct Session<R, W> {
     sasl_config: Option<SaslConfig>,
     sasl: Option<sasl::SaslRound>,
     auth_error: Option<SaslError>,
+    /// Count only leader-ordered answers as proof of life (on by default).
+    leader_check: bool,
+    /// Send times of what we wrote on this connection, oldest first, at most
+    /// one per [`TOUCH_GRAIN`] of the session timeout: each one touched the
+    /// session on the server we talk to.
+    touches: VecDeque<Instant>,
+    /// The newest of our touches known to have reached the leader's session
+    /// tracker: the leader cannot expire us before this plus the timeout.
+    leader_touch: Option<Instant>,
+    /// Send time of the newest leader-ordered request on this connection.
+    last_leader_send: Instant,
+    /// Our own liveness `sync` is in flight.
+    probe_in_flight: bool,
 }
+
+/// Touches are kept at most one per this fraction of the session timeout, so
+/// that a busy session keeps a short list (a dropped touch only makes the
+/// proof older, never younger).
+const TOUCH_GRAIN: u32 = 64;
 
 impl<R, W: Clone> Session<R, W> {
     /// A core with no session yet, wanting its first connection.
@@ -255,7 +282,62 @@ impl<R, W: Clone> Session<R, W> {
             sasl_config: None,
             sasl: None,
             auth_error: None,
+            leader_check: true,
+            touches: VecDeque::new(),
+            leader_touch: None,
+            last_leader_send: now,
+            probe_in_flight: false,
         }
+    }
+
+    /// Whether liveness must be confirmed by the leader (the default: on).
+    /// Set it before the first connection.
+    ///
+    /// On, the session counts as alive only what the leader itself must have
+    /// seen: the handshake (the leader creates or revalidates the session)
+    /// and answered leader-ordered requests (a `sync` or a successful
+    /// write). It sends a `sync` of its own when no leader-ordered request
+    /// went out for an eighth of the session timeout, reports
+    /// [`SessionState::Suspended`] (and drops the connection, so that another
+    /// server may be tried) when the proof grows older than three quarters of
+    /// the session timeout, and [`SessionState::Lost`] when it is a whole
+    /// timeout old. Off, every answer counts, pings included: a follower cut
+    /// off from the leader answers pings by itself while the leader expires
+    /// the session, so a lock holder may go on believing it holds.
+    ///
+    /// # Why these numbers
+    ///
+    /// A follower records each client packet in its touch table
+    /// (`LearnerSessionTracker.touchSession`, called from
+    /// `ZooKeeperServer.submitRequestNow` before the request is processed)
+    /// and hands that table to the leader only in its reply to the leader's
+    /// quorum ping (`Learner.ping`); the leader pings every `tickTime / 2`
+    /// (`Leader.lead`) and touches each session listed
+    /// (`LearnerHandler`, `Leader.touch`), which sets its expiry to
+    /// `now + timeout` rounded up to a tick (`ExpiryQueue.update`). So a
+    /// touch reaches the leader up to half a tick late, or never if the link
+    /// dies first. A `sync` is forwarded to the leader on the same link after
+    /// every ping reply the follower wrote before it, and the leader answers
+    /// it only if the session is live (`PrepRequestProcessor.checkSession`):
+    /// an answered sync sent at `s` proves that every touch we made before
+    /// `s - tickTime / 2 - transit` reached the leader. The server clamps
+    /// the timeout `T` to at least `2 × tickTime`, so `tickTime / 2 <= T / 4`;
+    /// we take the gap as `T / 3`, leaving `T / 12` for transit when `T` is
+    /// at its minimum. The proven touch `c` gives the leader's expiry
+    /// `E > c + T`. With a `sync` every `T / 8`, a healthy session's proof
+    /// is at most `T/3 + 2 × T/8 + rtt` old; Suspended at `3T/4` leaves
+    /// `T/6` for the sync's round trip before a false alarm, and a quarter
+    /// of the timeout between the holder hearing Suspended and the earliest
+    /// moment the leader may expire the session. (A server configured with
+    /// `minSessionTimeout` below `2 × tickTime` breaks the `T / 4` bound.)
+    pub fn set_leader_check(&mut self, on: bool) {
+        self.leader_check = on;
+    }
+
+    /// How often the core sends its own `sync` when nothing else
+    /// leader-ordered went out: an eighth of the session timeout.
+    fn probe_period(&self) -> Duration {
+        self.timeout() / 8
     }
 
     /// The state last announced through [`SessionEvent::State`].
@@ -320,6 +402,63 @@ impl<R, W: Clone> Session<R, W> {
         self.timeout() / 3
     }
 
+    /// How much older than an answered leader-ordered request a touch must
+    /// be for that answer to prove the touch reached the leader (see
+    /// [`Self::set_leader_check`]).
+    fn leader_gap(&self) -> Duration {
+        self.timeout() / 3
+    }
+
+    /// When the leader's proof of our session is too old to say Connected.
+    fn unconfirmed_deadline(&self) -> Option<Instant> {
+        if !self.leader_check || self.phase != Phase::Connected {
+            return None;
+        }
+        self.leader_touch
+            .map(|t| t + self.timeout() - self.timeout() / 4)
+    }
+
+    /// When our own `sync` is due.
+    fn probe_due(&self) -> Option<Instant> {
+        if !self.leader_check || self.probe_in_flight || !self.is_open() {
+            return None;
+        }
+        Some(self.last_leader_send + self.probe_period())
+    }
+
+    /// Something was written at `now`: it touches the session where it lands.
+    fn mark_sent(&mut self, now: Instant) {
+        self.last_sent = now;
+        if !self.leader_check {
+            return;
+        }
+        let grain = self.timeout() / TOUCH_GRAIN;
+        if self.touches.back().is_none_or(|&t| now >= t + grain) {
+            self.touches.push_back(now);
+        }
+    }
+
+    /// A leader-ordered request sent at `sent` was answered: every touch at
+    /// least [`Self::leader_gap`] older reached the leader.
+    fn leader_answered(&mut self, sent: Instant) {
+        let Some(limit) = sent.checked_sub(self.leader_gap()) else {
+            return;
+        };
+        let mut proven = None;
+        while let Some(&t) = self.touches.front() {
+            if t > limit {
+                break;
+            }
+            proven = Some(t);
+            self.touches.pop_front();
+        }
+        if let Some(t) = proven {
+            // Keep it: a later answer may need nothing newer.
+            self.touches.push_front(t);
+            self.leader_touch = Some(self.leader_touch.map_or(t, |l| l.max(t)));
+        }
+    }
+
     fn set_state(&mut self, state: SessionState) {
         if self.state != state {
             self.state = state;
@@ -345,7 +484,9 @@ impl<R, W: Clone> Session<R, W> {
             read_only: false,
         };
         encode_connect(&mut self.out, &req);
-        self.last_sent = now;
+        self.touches.clear();
+        self.probe_in_flight = false;
+        self.mark_sent(now);
         self.handshake_sent = now;
         self.pings.clear();
         // Resuming, a silent server must not eat the time left to find
@@ -376,9 +517,13 @@ impl<R, W: Clone> Session<R, W> {
         self.sasl = None;
         self.out.clear();
         self.input.clear();
+        self.probe_in_flight = false;
         for p in self.in_flight.drain(..) {
+            let Some(handle) = p.handle else {
+                continue;
+            };
             self.events.push_back(SessionEvent::Reply {
-                handle: p.handle,
+                handle,
                 result: Err(RequestError::ConnectionLoss),
             });
             // A watch whose registration was in flight was never set.
@@ -460,12 +605,20 @@ impl<R, W: Clone> Session<R, W> {
             }
             Phase::Connected => {
                 let heard = self.last_heard.unwrap_or(now);
-                if now.saturating_duration_since(heard) >= self.read_timeout() {
+                if self.unconfirmed_deadline().is_some_and(|d| now >= d) {
+                    self.drop_connection(now, DropReason::LeaderUnconfirmed);
+                } else if now.saturating_duration_since(heard) >= self.read_timeout() {
                     self.drop_connection(now, DropReason::ReadTimeout);
-                } else if now.saturating_duration_since(self.last_sent) >= self.ping_interval() {
-                    encode_request(&mut self.out, xid::PING, &Request::Ping);
-                    self.last_sent = now;
-                    self.pings.push_back(now);
+                } else {
+                    if self.probe_due().is_some_and(|d| now >= d) {
+                        self.probe_in_flight = true;
+                        self.send_as(now, Request::Sync("/".to_owned()), None, None);
+                    }
+                    if now.saturating_duration_since(self.last_sent) >= self.ping_interval() {
+                        encode_request(&mut self.out, xid::PING, &Request::Ping);
+                        self.mark_sent(now);
+                        self.pings.push_back(now);
+                    }
                 }
             }
             Phase::Closing { deadline } if now >= deadline => {
@@ -484,7 +637,12 @@ impl<R, W: Clone> Session<R, W> {
         if self.lost_reported || self.session_id == 0 || self.state.is_terminal() {
             return None;
         }
-        self.last_answered_send.map(|sent| sent + self.timeout())
+        let proof = if self.leader_check {
+            self.leader_touch
+        } else {
+            self.last_answered_send
+        };
+        proof.map(|sent| sent + self.timeout())
     }
 
     fn check_lost(&mut self, now: Instant) {
@@ -522,7 +680,7 @@ impl<R, W: Clone> Session<R, W> {
             }
             if self.is_open() {
                 encode_request(&mut self.out, xid::AUTH, &request);
-                self.last_sent = now;
+                self.mark_sent(now);
                 self.auth_in_flight.push_back(Some(handle));
             } else {
                 // Sent with every handshake; the caller learns of a failure
@@ -564,7 +722,7 @@ impl<R, W: Clone> Session<R, W> {
             Phase::Connected => {
                 let xid = self.take_xid();
                 encode_request(&mut self.out, xid, &Request::CloseSession);
-                self.last_sent = now;
+                self.mark_sent(now);
                 self.close_handle = Some(handle);
                 self.phase = Phase::Closing {
                     deadline: now + self.read_timeout(),
@@ -654,7 +812,12 @@ impl<R, W: Clone> Session<R, W> {
             Phase::Connected => {
                 let heard = self.last_heard.map(|h| h + self.read_timeout());
                 let ping = Some(self.last_sent + self.ping_interval());
-                heard.into_iter().chain(ping).min()
+                heard
+                    .into_iter()
+                    .chain(ping)
+                    .chain(self.unconfirmed_deadline())
+                    .chain(self.probe_due())
+                    .min()
             }
             _ => None,
         };
@@ -691,15 +854,25 @@ impl<R, W: Clone> Session<R, W> {
     }
 
     fn send(&mut self, now: Instant, request: Request, handle: R, watcher: Option<W>) {
+        self.send_as(now, request, Some(handle), watcher);
+    }
+
+    fn send_as(&mut self, now: Instant, request: Request, handle: Option<R>, watcher: Option<W>) {
         let mark = self.out.len();
         let xid = self.take_xid();
         let len = encode_request(&mut self.out, xid, &request);
         if len > self.config.max_frame {
             self.out.truncate(mark);
             let max = self.config.max_frame;
-            return self.refuse(handle, watcher, RequestError::TooLarge { len, max });
+            if let Some(handle) = handle {
+                self.refuse(handle, watcher, RequestError::TooLarge { len, max });
+            }
+            return;
         }
-        self.last_sent = now;
+        self.mark_sent(now);
+        if leader_ordered(request.op_code()) {
+            self.last_leader_send = now;
+        }
         let (path, recursive) = match &request {
             Request::Exists(p)
             | Request::GetData(p)
@@ -763,6 +936,14 @@ impl<R, W: Clone> Session<R, W> {
         self.lost_reported = false;
         self.last_heard = Some(now);
         self.last_answered_send = Some(self.handshake_sent);
+        // The leader itself created or revalidated the session (a follower
+        // asks it: `Learner.validateSession`), touching it no earlier than
+        // we sent the handshake.
+        self.leader_touch = Some(
+            self.leader_touch
+                .map_or(self.handshake_sent, |l| l.max(self.handshake_sent)),
+        );
+        self.last_leader_send = now;
         if !self.start_sasl(now, resumed) {
             self.open_for_requests(now, resumed);
         }
@@ -787,7 +968,7 @@ impl<R, W: Clone> Session<R, W> {
             };
             encode_request(&mut self.out, xid::SET_WATCHES, &request);
         }
-        self.last_sent = now;
+        self.mark_sent(now);
         self.set_state(SessionState::Connected);
         if resumed {
             // The server re-arms persistent watches but does not replay what
@@ -881,17 +1062,35 @@ impl<R, W: Clone> Session<R, W> {
             return Err("in-flight queue emptied under us".into());
         };
         self.answered(p.sent);
+        if leader_ordered(p.op) && header.err == ErrorCode::Ok {
+            self.leader_answered(p.sent);
+        }
+        let Some(handle) = p.handle else {
+            // Our own liveness sync: nobody to answer.
+            self.probe_in_flight = false;
+            if header.err == ErrorCode::SessionExpired {
+                self.events
+                    .push_back(SessionEvent::DropConnection(DropReason::SessionEnded));
+                self.finish(SessionState::Expired, RequestError::SessionExpired);
+            } else if header.err != ErrorCode::Ok {
+                log::warn!("liveness sync answered {:?}", header.err);
+            }
+            return Ok(());
+        };
         let result = match decode_reply_in(p.op, &header, body, Some(frame)) {
             Ok(r) => r,
             Err(e) => {
                 // Put the caller back so the disconnect answers it.
-                self.in_flight.push_front(p);
+                self.in_flight.push_front(InFlight {
+                    handle: Some(handle),
+                    ..p
+                });
                 return Err(format!("reply body: {e}"));
             }
         };
         if header.err == ErrorCode::SessionExpired {
             self.events.push_back(SessionEvent::Reply {
-                handle: p.handle,
+                handle,
                 result: Err(RequestError::SessionExpired),
             });
             if let Some(w) = p.watcher {
@@ -915,7 +1114,7 @@ impl<R, W: Clone> Session<R, W> {
                 });
             }
             self.events.push_back(SessionEvent::Reply {
-                handle: p.handle,
+                handle,
                 result: result.map_err(RequestError::Server),
             });
             return Ok(());
@@ -939,7 +1138,7 @@ impl<R, W: Clone> Session<R, W> {
             }
         }
         self.events.push_back(SessionEvent::Reply {
-            handle: p.handle,
+            handle,
             result: result.map_err(RequestError::Server),
         });
         Ok(())
@@ -989,9 +1188,12 @@ impl<R, W: Clone> Session<R, W> {
         self.set_state(state);
         self.out.clear();
         self.input.clear();
+        self.probe_in_flight = false;
         let in_flight = std::mem::take(&mut self.in_flight);
         for p in in_flight {
-            self.refuse(p.handle, p.watcher, reason.clone());
+            if let Some(handle) = p.handle {
+                self.refuse(handle, p.watcher, reason.clone());
+            }
         }
         let queued = std::mem::take(&mut self.queued);
         for q in queued {
@@ -1029,4 +1231,23 @@ impl<R, W> std::fmt::Debug for Session<R, W> {
             .field("watches", &self.watches.len())
             .finish()
     }
+}
+
+/// Requests a follower must pass to the leader, whose successful answer
+/// proves the leader heard this session through the server we talk to.
+fn leader_ordered(op: OpCode) -> bool {
+    matches!(
+        op,
+        OpCode::Create
+            | OpCode::Create2
+            | OpCode::CreateContainer
+            | OpCode::CreateTtl
+            | OpCode::Delete
+            | OpCode::SetData
+            | OpCode::SetAcl
+            | OpCode::Check
+            | OpCode::Multi
+            | OpCode::Reconfig
+            | OpCode::Sync
+    )
 }

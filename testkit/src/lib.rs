@@ -29,6 +29,7 @@ mod procfs;
 pub mod proxy;
 pub mod raw;
 mod scratch;
+mod sockets;
 mod wait;
 pub mod zk;
 
@@ -36,4 +37,5 @@ pub use client::{children, shared_client, wait_children, wait_no_children};
 pub use ports::free_ports;
 pub use procfs::{io_thread_ids, process_alive, rss_bytes, thread_count, thread_cpu};
 pub use scratch::{scratch_dir, target_dir};
+pub use sockets::established_ports;
 pub use wait::{poll_until, wait_until};

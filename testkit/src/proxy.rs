@@ -59,6 +59,25 @@ pub struct Proxy {
 impl Proxy {
     /// Starts a proxy forwarding every accepted connection to `upstream`.
     pub fn start(upstream: SocketAddr) -> Proxy {
+        Self::start_inner(upstream, false)
+    }
+
+    /// A proxy in front of a ZooKeeper member's election port, for the
+    /// member that dials through it.
+    ///
+    /// The first message on an election connection names the dialling
+    /// member's own election address. A member that receives a connection
+    /// from a lower-numbered one closes it and dials back to that address,
+    /// which would go around every proxy. This proxy rewrites the address
+    /// as the wildcard `0.0.0.0:0`, which ZooKeeper ignores
+    /// (`QuorumCnxManager.InitialMessage.parse`), so the member dials back
+    /// through the address in its own `zoo.cfg`: the proxy for that way.
+    /// Nothing is bound to or dialled at the wildcard.
+    pub fn start_election_link(upstream: SocketAddr) -> Proxy {
+        Self::start_inner(upstream, true)
+    }
+
+    fn start_inner(upstream: SocketAddr, rewrite_election_hello: bool) -> Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").expect("proxy: binding 127.0.0.1:0");
         let addr = listener
             .local_addr()
@@ -74,6 +93,8 @@ impl Proxy {
             accepted: AtomicU64::new(0),
             refused: AtomicU64::new(0),
             bytes: [AtomicU64::new(0), AtomicU64::new(0)],
+            rewrite_election_hello,
+            hellos_rewritten: AtomicU64::new(0),
         });
         let acceptor = {
             let shared = Arc::clone(&shared);
@@ -212,6 +233,12 @@ impl Proxy {
         self.shared.refused.load(Ordering::SeqCst)
     }
 
+    /// Election hellos whose address was rewritten
+    /// ([`Proxy::start_election_link`]).
+    pub fn hellos_rewritten(&self) -> u64 {
+        self.shared.hellos_rewritten.load(Ordering::SeqCst)
+    }
+
     /// Connections currently open through the proxy.
     pub fn active_connections(&self) -> usize {
         lock(&self.shared.conns).len()
@@ -267,6 +294,9 @@ struct Shared {
     accepted: AtomicU64,
     refused: AtomicU64,
     bytes: [AtomicU64; 2],
+    /// See [`Proxy::start_election_link`].
+    rewrite_election_hello: bool,
+    hellos_rewritten: AtomicU64,
 }
 
 #[derive(Default)]
@@ -501,7 +531,35 @@ fn run_connection(id: u64, client: TcpStream, shared: Arc<Shared>) {
 fn pump(shared: &Shared, conn: &Conn, way: Way, mut src: TcpStream, mut dst: TcpStream) {
     let mut buf = vec![0u8; CHUNK_SIZE];
     let mut frames = FrameScanner::default();
+    let mut hello =
+        (way == Way::ClientToServer && shared.rewrite_election_hello).then(ElectionHello::default);
     loop {
+        if let Some(h) = hello.as_mut() {
+            // Collect the whole hello first, then send it rewritten.
+            match src.read(&mut buf) {
+                Ok(0) | Err(_) => {
+                    conn.close();
+                    break;
+                }
+                Ok(n) => h.bytes.extend_from_slice(&buf[..n]),
+            }
+            let Some(rewritten) = h.rewrite() else {
+                continue;
+            };
+            hello = None;
+            shared.hellos_rewritten.fetch_add(1, Ordering::SeqCst);
+            match shared.gate(way, conn) {
+                Gate::Closed => break,
+                Gate::Discard => continue,
+                Gate::Forward => {}
+            }
+            shared.bytes[way as usize].fetch_add(rewritten.len() as u64, Ordering::SeqCst);
+            if dst.write_all(&rewritten).is_err() {
+                conn.close();
+                break;
+            }
+            continue;
+        }
         let n = match src.read(&mut buf) {
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -573,6 +631,45 @@ fn pump(shared: &Shared, conn: &Conn, way: Way, mut src: TcpStream, mut dst: Tcp
         lock(&shared.conns).remove(&conn.id);
     }
     shared.notify();
+}
+
+/// The first message a member sends on an election connection: protocol
+/// version (8 bytes), server id (8), then a length-prefixed `host:port`
+/// list; the bytes read so far.
+#[derive(Default)]
+struct ElectionHello {
+    bytes: Vec<u8>,
+}
+
+impl ElectionHello {
+    /// Address given as the wildcard, once the whole hello is in: the
+    /// hello rewritten, followed by whatever came after it. A version this
+    /// does not know passes unchanged.
+    fn rewrite(&self) -> Option<Vec<u8>> {
+        const V1: i64 = -65536;
+        const V2: i64 = -65535;
+        if self.bytes.len() < 8 {
+            return None;
+        }
+        let version = i64::from_be_bytes(self.bytes[..8].try_into().ok()?);
+        if version != V1 && version != V2 {
+            return Some(self.bytes.clone());
+        }
+        if self.bytes.len() < 20 {
+            return None;
+        }
+        let len = usize::try_from(be_i32(&self.bytes[16..20])).ok()?;
+        if self.bytes.len() < 20 + len {
+            return None;
+        }
+        let wildcard = b"0.0.0.0:0";
+        let mut out = Vec::with_capacity(self.bytes.len());
+        out.extend_from_slice(&self.bytes[..16]);
+        out.extend_from_slice(&(wildcard.len() as i32).to_be_bytes());
+        out.extend_from_slice(wildcard);
+        out.extend_from_slice(&self.bytes[20 + len..]);
+        Some(out)
+    }
 }
 
 /// Something the frame scanner noticed.

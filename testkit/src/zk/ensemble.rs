@@ -1,15 +1,18 @@
 //! An ensemble of members on loopback ports, with a leader to kill and
 //! members to restart.
 
+use std::collections::HashMap;
 use std::fs;
 use std::net::SocketAddr;
 use std::path::Path;
+use std::sync::Mutex;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use super::four_letter::{parse_mode, try_four_letter};
 use super::jvm::{tail_of_file, Node, StartFailure, POLL_INTERVAL, QUORUM_MAIN};
 use super::{ZkOptions, READY_TIMEOUT, START_ATTEMPTS};
+use crate::proxy::{Direction, Proxy};
 use crate::{free_ports, scratch_dir};
 
 /// A ZooKeeper ensemble of `n` members on 127.0.0.1 (`initLimit=5`,
@@ -19,6 +22,32 @@ use crate::{free_ports, scratch_dir};
 /// the leader is killed about 0.5 s; restarting a member about 0.9 s.
 pub struct ZkEnsemble {
     members: Vec<Node>,
+    /// Fault proxies on the member links, for [`ZkEnsemble::start_with_links`].
+    links: Option<MemberLinks>,
+}
+
+/// What a link between two members is doing now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinkState {
+    /// Bytes flow.
+    Up,
+    /// Silent: bytes are dropped both ways, connections stay open, new ones
+    /// are accepted and go nowhere.
+    Cut,
+    /// Connections were closed and new ones are refused.
+    Reset,
+    /// Bytes are held, neither forwarded nor dropped, until healed.
+    Stalled,
+}
+
+/// The proxies through which members dial each other: for `from != to`,
+/// `proxies[&(from, to)]` is (quorum, election), what `from`'s `zoo.cfg`
+/// names as `to`'s ports.
+struct MemberLinks {
+    proxies: HashMap<(usize, usize), (Proxy, Proxy)>,
+    /// Each member's real quorum and election ports.
+    real: Vec<(u16, u16)>,
+    states: Mutex<HashMap<(usize, usize), LinkState>>,
 }
 
 impl ZkEnsemble {
@@ -38,7 +67,7 @@ impl ZkEnsemble {
         assert!(n >= 1, "an ensemble needs at least one member");
         let mut attempt = 1;
         loop {
-            let ensemble = Self::spawn_members(n, options);
+            let ensemble = Self::spawn_members(n, options, None);
             match ensemble.wait_ready_within(READY_TIMEOUT) {
                 Ok(()) => return ensemble,
                 Err(failure) if failure.port_in_use && attempt < START_ATTEMPTS => {
@@ -50,20 +79,68 @@ impl ZkEnsemble {
         }
     }
 
-    fn spawn_members(n: usize, options: &ZkOptions) -> ZkEnsemble {
+    /// Starts `n` members whose quorum and election links all go through
+    /// fault proxies, so that the link between any two members can be cut,
+    /// reset, stalled and healed ([`ZkEnsemble::cut_link`], ...), with
+    /// `syncLimit` set to `sync_limit` ticks (`initLimit=5`).
+    ///
+    /// Each member has a static `zoo.cfg` of its own (reconfiguration stays
+    /// off, as by default in 3.8): its own line names its real ports, every
+    /// other line the proxies it dials that member through. A member that
+    /// is dialled by a lower-numbered one dials back to the address that
+    /// one announced; the election proxies rewrite that announcement (see
+    /// [`Proxy::start_election_link`]) so that the call back also takes a
+    /// proxy.
+    pub fn start_with_links(n: usize, options: &ZkOptions, sync_limit: u32) -> ZkEnsemble {
+        assert!(n >= 2, "links need at least two members");
+        let mut attempt = 1;
+        loop {
+            let ensemble = Self::spawn_members(n, options, Some(sync_limit));
+            match ensemble.wait_ready_within(READY_TIMEOUT) {
+                Ok(()) => return ensemble,
+                Err(failure) if failure.port_in_use && attempt < START_ATTEMPTS => {
+                    attempt += 1;
+                    drop(ensemble);
+                }
+                Err(failure) => panic!("{}", failure.message),
+            }
+        }
+    }
+
+    fn spawn_members(n: usize, options: &ZkOptions, links: Option<u32>) -> ZkEnsemble {
         // client, quorum and election port for each member, all distinct.
         let ports = free_ports(3 * n);
         let secure_ports = free_ports(if options.secure { n } else { 0 });
-        let servers: String = (0..n)
-            .map(|i| {
-                format!(
-                    "server.{}=127.0.0.1:{}:{}\n",
-                    i + 1,
-                    ports[3 * i + 1],
-                    ports[3 * i + 2]
-                )
-            })
-            .collect();
+        let real = |i: usize| (ports[3 * i + 1], ports[3 * i + 2]);
+        let at = |port: u16| SocketAddr::from(([127, 0, 0, 1], port));
+        let proxies: HashMap<(usize, usize), (Proxy, Proxy)> = match links {
+            None => HashMap::new(),
+            Some(_) => (0..n)
+                .flat_map(|from| (0..n).map(move |to| (from, to)))
+                .filter(|(from, to)| from != to)
+                .map(|(from, to)| {
+                    let (quorum, election) = real(to);
+                    let link = (
+                        Proxy::start(at(quorum)),
+                        Proxy::start_election_link(at(election)),
+                    );
+                    ((from, to), link)
+                })
+                .collect(),
+        };
+        // The `server.*` lines as member `me` sees them.
+        let servers = |me: usize| -> String {
+            (0..n)
+                .map(|i| {
+                    let (quorum, election) = match proxies.get(&(me, i)) {
+                        Some((q, e)) => (q.addr().port(), e.addr().port()),
+                        None => real(i),
+                    };
+                    format!("server.{}=127.0.0.1:{quorum}:{election}\n", i + 1)
+                })
+                .collect()
+        };
+        let sync_limit = links.unwrap_or(2);
         let members: Vec<Node> = (0..n)
             .map(|i| {
                 let dir = scratch_dir(&format!("ens-m{}", i + 1));
@@ -74,9 +151,10 @@ impl ZkEnsemble {
                     .unwrap_or_else(|e| panic!("writing myid in {}: {e}", data_dir.display()));
                 let secure_port = secure_ports.get(i).copied();
                 let config = format!(
-                    "{}{}initLimit=5\nsyncLimit=2\n{servers}",
+                    "{}{}initLimit=5\nsyncLimit={sync_limit}\n{}",
                     options.common_config(&data_dir, ports[3 * i]),
                     options.secure_config(secure_port),
+                    servers(i),
                 );
                 let mut node = Node::new(
                     &format!("member {i}"),
@@ -92,7 +170,141 @@ impl ZkEnsemble {
         for member in &members {
             member.spawn();
         }
-        ZkEnsemble { members }
+        let links = links.map(|_| MemberLinks {
+            proxies,
+            real: (0..n).map(real).collect(),
+            states: Mutex::new(HashMap::new()),
+        });
+        ZkEnsemble { members, links }
+    }
+
+    /// Indexes of the running members whose `srvr` says `Mode: follower`.
+    pub fn followers(&self) -> Vec<usize> {
+        (0..self.members.len())
+            .filter(|&i| self.member_mode(i).as_deref() == Some("follower"))
+            .collect()
+    }
+
+    /// Cuts the link between members `a` and `b` silently, both ways, quorum
+    /// and election alike: bytes stop, connections stay open, new
+    /// connections are accepted and hear nothing. The members notice only
+    /// by their own timeouts (a follower after `syncLimit` ticks).
+    pub fn cut_link(&self, a: usize, b: usize) {
+        self.set_link(a, b, LinkState::Cut, |p| p.blackhole(Direction::Both));
+    }
+
+    /// Closes every connection between `a` and `b` and refuses new ones
+    /// until [`ZkEnsemble::heal_link`]: a loud partition.
+    pub fn reset_link(&self, a: usize, b: usize) {
+        self.set_link(a, b, LinkState::Reset, |p| {
+            p.refuse(true);
+            p.cut_all();
+        });
+    }
+
+    /// Holds every byte between `a` and `b` (both ways) until healed, then
+    /// delivers them in order: a long pause of the network.
+    pub fn stall_link(&self, a: usize, b: usize) {
+        self.set_link(a, b, LinkState::Stalled, Proxy::stall);
+    }
+
+    /// Lets bytes flow between `a` and `b` again. Connections that lost
+    /// bytes to a cut are closed (TCP would have reset them by now), so the
+    /// members reconnect cleanly; stalled bytes are delivered.
+    pub fn heal_link(&self, a: usize, b: usize) {
+        let was = self.link_state(a, b);
+        self.set_link(a, b, LinkState::Up, |p| {
+            p.clear();
+            if was == LinkState::Cut {
+                p.cut_all();
+            }
+        });
+    }
+
+    /// Heals every link ([`ZkEnsemble::heal_link`]).
+    pub fn heal_all(&self) {
+        let n = self.members.len();
+        for a in 0..n {
+            for b in a + 1..n {
+                if self.link_state(a, b) != LinkState::Up {
+                    self.heal_link(a, b);
+                }
+            }
+        }
+    }
+
+    /// What the link between `a` and `b` is doing.
+    pub fn link_state(&self, a: usize, b: usize) -> LinkState {
+        let key = (a.min(b), a.max(b));
+        let links = self.links();
+        let states = links
+            .states
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        states.get(&key).copied().unwrap_or(LinkState::Up)
+    }
+
+    /// Bytes forwarded so far on the link between `a` and `b` (both ways,
+    /// quorum and election), and how many election hellos were rewritten:
+    /// proof that the members really talk through the proxies.
+    pub fn link_traffic(&self, a: usize, b: usize) -> (u64, u64) {
+        let links = self.links();
+        let mut bytes = 0;
+        let mut hellos = 0;
+        for key in [(a, b), (b, a)] {
+            let (q, e) = links
+                .proxies
+                .get(&key)
+                .unwrap_or_else(|| panic!("no link between members {a} and {b}"));
+            bytes += q.bytes_forwarded(Direction::Both) + e.bytes_forwarded(Direction::Both);
+            hellos += e.hellos_rewritten();
+        }
+        (bytes, hellos)
+    }
+
+    /// Connections a member JVM holds to another member's real quorum or
+    /// election port, around the proxies, as `(from, to, remote port)`:
+    /// empty when every link is cuttable.
+    pub fn direct_member_connections(&self) -> Vec<(usize, usize, u16)> {
+        let links = self.links();
+        let mut direct = Vec::new();
+        for (from, member) in self.members.iter().enumerate() {
+            let Some(pid) = member.java_pid() else {
+                continue;
+            };
+            for (_, remote) in crate::established_ports(pid) {
+                for (to, &(quorum, election)) in links.real.iter().enumerate() {
+                    if to != from && (remote == quorum || remote == election) {
+                        direct.push((from, to, remote));
+                    }
+                }
+            }
+        }
+        direct
+    }
+
+    fn links(&self) -> &MemberLinks {
+        self.links
+            .as_ref()
+            .expect("this ensemble has no member links: start it with ZkEnsemble::start_with_links")
+    }
+
+    fn set_link(&self, a: usize, b: usize, state: LinkState, apply: impl Fn(&Proxy)) {
+        assert_ne!(a, b, "a member has no link to itself");
+        let links = self.links();
+        for key in [(a, b), (b, a)] {
+            let (q, e) = links
+                .proxies
+                .get(&key)
+                .unwrap_or_else(|| panic!("no link between members {a} and {b}"));
+            apply(q);
+            apply(e);
+        }
+        links
+            .states
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .insert((a.min(b), a.max(b)), state);
     }
 
     /// Number of members.

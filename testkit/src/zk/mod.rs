@@ -23,7 +23,7 @@ mod server;
 
 use std::time::Duration;
 
-pub use ensemble::ZkEnsemble;
+pub use ensemble::{LinkState, ZkEnsemble};
 pub use four_letter::try_four_letter;
 pub use harness::{StoredStat, ZkHarness};
 pub use options::ZkOptions;
