@@ -92,6 +92,8 @@ enum Action {
     },
     /// A third party deletes this node (if it is still there).
     AdminDeletePath(String),
+    /// The server closes this connection (a follower dropping its clients).
+    CloseConn(ConnId),
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -120,6 +122,10 @@ pub enum Fault {
     /// The application closes the client (its session ends; a new client
     /// takes its place).
     Close { client: usize },
+    /// The client's server is a follower silently cut from the leader: it
+    /// answers pings and nothing else, the leader stops hearing of the
+    /// session, and after `for_` (its sync limit) it drops its clients.
+    FollowerCut { client: usize, for_: Duration },
     /// A third party creates a node carrying the attempt id of one in a
     /// lock's queue (owned by nobody's session), and deletes it later: a
     /// client recovering from an ambiguous create must not adopt it.
@@ -451,6 +457,12 @@ impl World {
                     for_: Duration::from_millis(1000 + rng.below(6000)),
                 },
                 16 => Fault::Close { client },
+                18 => Fault::FollowerCut {
+                    client,
+                    // ZooKeeper's default syncLimit × tick is 10 s, past the
+                    // 4 s session timeout here.
+                    for_: Duration::from_millis(2000 + rng.below(8000)),
+                },
                 17 => Fault::ForeignTwin {
                     lock: rng.below(plan.locks as u64) as usize,
                     for_: Duration::from_millis(300 + rng.below(3000)),
@@ -733,6 +745,10 @@ impl World {
                     self.note(|| format!("c{client}: latch dropped"));
                 }
             }
+            Action::CloseConn(conn) => {
+                self.server.close_connection(conn);
+                self.server_output();
+            }
             Action::AdminDeletePath(path) => {
                 if self.server.delete_as_admin(now, &path) {
                     self.note(|| format!("third party deletes {path}"));
@@ -782,6 +798,12 @@ impl World {
                 let c = &mut self.clients[client];
                 if !c.core.state().is_terminal() {
                     c.core.abort(now);
+                }
+            }
+            Fault::FollowerCut { client, for_ } => {
+                if let Some(conn) = self.clients[client].link.as_ref().map(|l| l.conn) {
+                    self.server.cut_from_leader(conn);
+                    self.schedule(now + for_, Action::CloseConn(conn));
                 }
             }
             Fault::ForeignTwin { lock, for_ } => {
@@ -917,6 +939,10 @@ impl World {
         let Some(conn) = self.clients[c].link.as_ref().map(|l| l.conn) else {
             return Ok(());
         };
+        // A follower cut from the leader never hears of the deletion.
+        if self.server.is_behind_cut(conn) {
+            return Ok(());
+        }
         for (id, t) in &self.clients[c].attempts {
             let Phase::Held { node, .. } = &t.phase else {
                 continue;

@@ -179,7 +179,7 @@ use bytes::BytesMut;
 use jute::{
     decode_request_header, encode_frame, split_frame, xid, Acl, AddWatchMode, ConnectRequest,
     ConnectResponse, CreateMode, CreateRequest, Decode, DecodeError, Encode, ErrorCode, EventType,
-    KeeperState, MultiOp, MultiResult, ReplyHeader, Request, Response, SetWatches, Stat,
+    KeeperState, MultiOp, MultiResult, OpCode, ReplyHeader, Request, Response, SetWatches, Stat,
     WatcherEvent, WatcherType,
 };
 
@@ -264,6 +264,9 @@ pub struct SimZooKeeper {
     /// it, or a listing of it): the simulator's proof that a holder
     /// re-read its node before saying Held again.
     last_reads: BTreeMap<(i64, String), Instant>,
+    /// Connections served by a follower that is silently cut from the
+    /// leader (see [`SimZooKeeper::cut_from_leader`]).
+    behind_cut: BTreeSet<ConnId>,
     tree: BTreeMap<String, Node>,
     zxid: i64,
     session_counter: i64,
@@ -369,6 +372,7 @@ impl SimZooKeeper {
             trace: None,
             tree: BTreeMap::new(),
             last_reads: BTreeMap::new(),
+            behind_cut: BTreeSet::new(),
             zxid: 0,
             session_counter: 0,
             sessions: BTreeMap::new(),
@@ -944,7 +948,51 @@ impl SimZooKeeper {
         });
     }
 
+    /// A follower cut from the leader answers its clients' pings itself
+    /// (Learner's connections stay up, FollowerZooKeeperServer handles
+    /// pings locally) but reaches the leader with nothing: the session's
+    /// touches stay in its LearnerSessionTracker (the leader never renews
+    /// the session), and a write or a sync waits for a leader that does
+    /// not answer. Reads would be served from a view that no longer moves;
+    /// the model holds them too (a client that learns nothing new is the
+    /// case that matters), and so it holds notifications.
+    fn on_request_behind_cut(&mut self, conn: ConnId, frame: &[u8]) {
+        let Ok((header, _)) = decode_request_header(frame) else {
+            return self.close_conn(conn);
+        };
+        if header.op == OpCode::Ping {
+            let zxid = self.zxid;
+            self.reply(conn, header.xid, zxid, Ok(Response::Empty));
+        }
+    }
+
+    /// The server of connection `conn` is a follower that the leader no
+    /// longer hears (a silent cut between the two): pings are answered,
+    /// nothing else, and the session is not renewed, so the leader expires
+    /// it after its timeout. End it with [`SimZooKeeper::close_connection`]
+    /// (the follower gives up on the leader and drops its clients).
+    pub fn cut_from_leader(&mut self, conn: ConnId) {
+        if self.conns.contains_key(&conn) {
+            self.behind_cut.insert(conn);
+        }
+    }
+
+    /// Whether `conn`'s server is cut from the leader (it hears nothing).
+    pub fn is_behind_cut(&self, conn: ConnId) -> bool {
+        self.behind_cut.contains(&conn)
+    }
+
+    /// The server closes connection `conn` (its session lives on).
+    pub fn close_connection(&mut self, conn: ConnId) {
+        if self.conns.contains_key(&conn) {
+            self.close_conn(conn);
+        }
+    }
+
     fn notify(&mut self, conn: ConnId, kind: EventType, path: &str) {
+        if self.behind_cut.contains(&conn) {
+            return;
+        }
         self.log(|| format!("conn {conn}: event {kind:?} {path}"));
         self.send(conn, |b| {
             ReplyHeader {
@@ -1085,6 +1133,9 @@ impl SimZooKeeper {
     }
 
     fn on_request(&mut self, now: Instant, conn: ConnId, session: i64, frame: &[u8]) {
+        if self.behind_cut.contains(&conn) {
+            return self.on_request_behind_cut(conn, frame);
+        }
         self.touch(now, session);
         let Ok((header, body)) = decode_request_header(frame) else {
             return self.close_conn(conn);
