@@ -1,15 +1,24 @@
 //! The lock machine on its own: handed replies, watch events, session
 //! changes and the time, no server and no clock. Each test plays the server
 //! by answering the requests the machine asks to send.
+//!
+//! One test at the end runs it inside the real core instead (session,
+//! SetWatches), against the simulator's ZooKeeper: the order in which
+//! SetWatches fires is the server's, not the test's.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use jute::{ErrorCode, EventType, Request, Response, Stat};
-use zklock::machine::{LockEvent, LockMachine, Outgoing};
-use zklock::recipes::{LockError, LockSpec, LockState, LossReason, Rule};
+use zklock::machine::{Core, CoreEvent, LockEvent, LockMachine, Outgoing};
+use zklock::recipes::{LockError, LockSpec, LockState, LossReason, Mutex, Rule};
 use zklock::session::{RequestError, SessionState, WatchEvent};
-use zklock::Acl;
+use zklock::{Acl, Client};
+
+/// The simulator's ZooKeeper, for the one test here that runs the machine
+/// inside the real core (session and SetWatches included) against it.
+#[path = "sim/zookeeper.rs"]
+mod sim_zookeeper;
 
 const UUID: &str = "00000000-0000-4000-8000-000000000001";
 const SESSION: i64 = 0x77;
@@ -974,4 +983,143 @@ fn a_cancel_that_races_a_refused_create_fails_the_attempt_once() {
     h.reply(&sent[0], Err(RequestError::Server(ErrorCode::NoAuth)));
     assert_eq!(h.events(), vec![]);
     assert!(h.m.is_empty());
+}
+
+// ---- through the real session, against the simulated server -----------
+
+/// One client: its handle, the core its driver runs, and its connection.
+struct Peer {
+    client: Client,
+    core: Core,
+    conn: Option<sim_zookeeper::ConnId>,
+    online: bool,
+}
+
+impl Peer {
+    fn new(now: Instant, seed: u128) -> Peer {
+        let (client, core) = Client::builder("127.0.0.1:2181")
+            .session_timeout(Duration::from_secs(30))
+            .build_manual(now, seed)
+            .expect("a manual client");
+        Peer {
+            client,
+            core,
+            conn: None,
+            online: true,
+        }
+    }
+}
+
+/// Drives the clients and the server, with no latency, until nothing moves.
+fn pump(zk: &mut sim_zookeeper::SimZooKeeper, peers: &mut [&mut Peer], now: Instant) {
+    loop {
+        let mut moved = false;
+        for p in peers.iter_mut() {
+            p.core.turn(now);
+            if p.conn.is_none() && p.online && p.core.wants_connection() {
+                p.core.prepare_connection();
+                p.conn = Some(zk.connect(now));
+                p.core.handle_connected(now);
+            }
+            while let Some(event) = p.core.poll_event() {
+                if let CoreEvent::DropConnection(_) = event {
+                    if let Some(conn) = p.conn.take() {
+                        zk.disconnect(now, conn);
+                        p.core.handle_disconnected(now);
+                    }
+                }
+                moved = true;
+            }
+            if let Some(conn) = p.conn {
+                let out = p.core.output().to_vec();
+                if !out.is_empty() {
+                    p.core.consume_output(out.len());
+                    zk.receive(now, conn, &out);
+                    moved = true;
+                }
+            }
+        }
+        zk.handle_timeout(now);
+        while let Some((conn, bytes)) = zk.poll_output() {
+            if let Some(p) = peers.iter_mut().find(|p| p.conn == Some(conn)) {
+                p.core.handle_input(now, &bytes);
+                moved = true;
+            }
+        }
+        while let Some(conn) = zk.poll_closed() {
+            if let Some(p) = peers.iter_mut().find(|p| p.conn == Some(conn)) {
+                p.conn = None;
+                p.core.handle_disconnected(now);
+                moved = true;
+            }
+        }
+        if !moved {
+            return;
+        }
+    }
+}
+
+/// The case the in-order argument does not cover, end to end: B waits
+/// alone behind A, its own watch set; B is cut off; a third party deletes
+/// B's node, then A releases. On B's reconnect SetWatches fires both
+/// deletions in the order of its list (by path), A's first when A's node
+/// sorts first. B must not take A's deletion for a grant: it queues again
+/// with a new node and holds by that one.
+#[test]
+fn end_to_end_setwatches_firing_the_blocker_first_grants_nothing_stale() {
+    let mut covered = 0;
+    for seed in 2..40u128 {
+        let now = Instant::now();
+        let mut zk = sim_zookeeper::SimZooKeeper::new(now, Duration::from_millis(2000));
+        let mut a = Peer::new(now, 1);
+        let mut b = Peer::new(now, seed);
+        let ma = Mutex::new(&a.client, "/l").unwrap();
+        let mb = Mutex::new(&b.client, "/l").unwrap();
+        let pa = ma.start_lock(None);
+        pump(&mut zk, &mut [&mut a, &mut b], now);
+        let ga = pa.try_take().expect("a free lock").unwrap();
+        let pb = mb.start_lock(None);
+        pump(&mut zk, &mut [&mut a, &mut b], now);
+        assert!(pb.try_take().is_none(), "B waits");
+        let a_path = ga.node_path();
+        let b_name = zk
+            .children("/l")
+            .into_iter()
+            .find(|n| format!("/l/{n}") != a_path)
+            .expect("B's node");
+        let b_path = format!("/l/{b_name}");
+        let b_conn = b.conn.expect("connected");
+        assert!(
+            zk.data_watchers(&b_path).contains(&b_conn),
+            "B watches its own node while waiting"
+        );
+        if a_path > b_path {
+            // SetWatches would fire B's own deletion first: the easy order.
+            continue;
+        }
+        covered += 1;
+        zk.disconnect(now, b_conn);
+        b.conn = None;
+        b.core.handle_disconnected(now);
+        b.online = false;
+        pump(&mut zk, &mut [&mut a, &mut b], now);
+        assert!(zk.delete_as_admin(now, &b_path));
+        drop(ga);
+        pump(&mut zk, &mut [&mut a, &mut b], now);
+        assert!(zk.children("/l").is_empty(), "A released");
+        b.online = true;
+        pump(&mut zk, &mut [&mut a, &mut b], now);
+        let gb = pb
+            .try_take()
+            .expect("B holds by a new node")
+            .expect("B holds");
+        assert_ne!(
+            gb.node_path(),
+            b_path,
+            "seed {seed}: held by a deleted node"
+        );
+        assert!(zk.exists(&gb.node_path()).is_some());
+        assert_eq!(gb.state(), LockState::Held);
+    }
+    assert!(covered > 0, "no seed put A's node first");
 }
