@@ -1,15 +1,24 @@
 //! The lock machine on its own: handed replies, watch events, session
 //! changes and the time, no server and no clock. Each test plays the server
 //! by answering the requests the machine asks to send.
+//!
+//! One test at the end runs it inside the real core instead (session,
+//! SetWatches), against the simulator's ZooKeeper: the order in which
+//! SetWatches fires is the server's, not the test's.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use jute::{ErrorCode, EventType, Request, Response, Stat};
-use zklock::machine::{LockEvent, LockMachine, Outgoing};
-use zklock::recipes::{LockError, LockSpec, LockState, LossReason, Rule};
+use zklock::machine::{Core, CoreEvent, LockEvent, LockMachine, Outgoing};
+use zklock::recipes::{LockError, LockSpec, LockState, LossReason, Mutex, Rule};
 use zklock::session::{RequestError, SessionState, WatchEvent};
-use zklock::Acl;
+use zklock::{Acl, Client};
+
+/// The simulator's ZooKeeper, for the one test here that runs the machine
+/// inside the real core (session and SetWatches included) against it.
+#[path = "sim/zookeeper.rs"]
+mod sim_zookeeper;
 
 const UUID: &str = "00000000-0000-4000-8000-000000000001";
 const SESSION: i64 = 0x77;
@@ -96,16 +105,66 @@ fn data(czxid: i64) -> Result<Response, RequestError> {
 
 const HEAD: &str = "_c_other-lock-0000000004";
 
-/// Attempt 1 (our node, sequence 5) queued behind `HEAD`, its watch set;
-/// returns that watch's request.
-fn queued_behind_head(h: &mut Harness, watch_node: bool) -> Outgoing {
+/// Whether `o` is a getData of the node named `name`, with a watch or not.
+fn reads(o: &Outgoing, name: &str, watch: bool) -> bool {
+    matches!(&o.request, Request::GetData(p) if p.watch == watch && p.path == format!("/l/{name}"))
+}
+
+/// Attempt 1 (our node, sequence 5) queued behind `HEAD` alone: the
+/// watches it sets, on our own node and on `HEAD`, in the order sent,
+/// their replies not given yet.
+fn queue_behind_head(h: &mut Harness, watch_node: bool) -> (Outgoing, Outgoing) {
     h.m.acquire(h.now, 1, spec(watch_node), UUID.into(), None, false);
     let sent = h.sent();
     h.reply(&sent[0], Ok(created(5)));
     h.reply(&sent[1], Ok(children(&[&ours(5), HEAD])));
-    let watch = h.sent().remove(0);
-    h.reply(&watch, data(1));
-    watch
+    let watches = h.sent();
+    let [own, head] = &watches[..] else {
+        panic!("two watches expected: {watches:?}")
+    };
+    // Our own node's first: its reply comes before anything about the head.
+    assert!(reads(own, &ours(5), true), "{own:?}");
+    assert!(reads(head, HEAD, true), "{head:?}");
+    (own.clone(), head.clone())
+}
+
+/// As [`queue_behind_head`], both watches set (replies given in order).
+fn queued_behind_head(h: &mut Harness, watch_node: bool) -> (Outgoing, Outgoing) {
+    let (own, head) = queue_behind_head(h, watch_node);
+    h.reply(&own, data(105));
+    h.reply(&head, data(1));
+    (own, head)
+}
+
+fn head_deleted(h: &mut Harness, head: &Outgoing) {
+    h.fire(head, EventType::NodeDeleted, &format!("/l/{HEAD}"));
+}
+
+fn acquired(events: &[LockEvent]) -> bool {
+    matches!(events, [LockEvent::Acquired { id: 1, stat, .. }] if stat.czxid == 105)
+}
+
+fn lost_node_deleted() -> Vec<LockEvent> {
+    vec![LockEvent::State {
+        id: 1,
+        state: LockState::Lost,
+        reason: Some(LossReason::NodeDeleted),
+    }]
+}
+
+/// A new node and the listing behind it: queueing again.
+fn queues_again(sent: &[Outgoing]) -> bool {
+    matches!(sent, [c, l] if matches!(c.request, Request::Create2(_)) && matches!(l.request, Request::GetChildren(_)))
+}
+
+fn drop_connection(h: &mut Harness, in_flight: &[&Outgoing]) {
+    for o in in_flight {
+        h.reply(o, Err(RequestError::ConnectionLoss));
+        if o.watch {
+            h.m.handle_watch(h.now, o.token, Err(RequestError::ConnectionLoss));
+        }
+    }
+    h.m.handle_session(h.now, SessionState::Suspended, SESSION);
 }
 
 #[test]
@@ -142,37 +201,339 @@ fn a_free_lock_is_one_round_trip_then_a_watch_on_our_node() {
 }
 
 #[test]
-fn the_head_leaving_grants_without_listing_again() {
+fn the_head_leaving_grants_on_the_event_alone() {
     let mut h = Harness::new();
-    let watch = queued_behind_head(&mut h, false);
+    let (own, head) = queued_behind_head(&mut h, false);
+    assert!(h.sent().is_empty());
+    head_deleted(&mut h, &head);
+    // Our own watch was set before the head's deletion was sent and has
+    // not fired: our node outlived the head. No read, no listing.
+    assert!(acquired(&h.events()));
     assert!(
-        matches!(&watch.request, Request::GetData(p) if p.watch && p.path.ends_with("0000000004"))
+        h.sent().is_empty(),
+        "no read and no watch for an unwatched holder"
     );
-    h.fire(&watch, EventType::NodeDeleted, &format!("/l/{HEAD}"));
-    // One read of our own node proves it is still there; no listing.
-    let check = h.sent();
+    // An unwatched holder does not want its waiting watch re-armed; the
+    // server's copy ends with the node at release.
+    assert!(!h.m.wants_watch(own.token));
+    h.m.release(h.now, 1, true);
+    let delete = h.sent();
+    assert_eq!(deletes(&delete), vec![format!("/l/{}", ours(5))]);
+    h.fire(&own, EventType::NodeDeleted, &format!("/l/{}", ours(5)));
     assert!(
-        matches!(&check[..], [o] if matches!(&o.request, Request::GetData(p) if !p.watch && p.path.ends_with(&ours(5))))
+        h.events().is_empty(),
+        "our own delete fired it: nothing to say"
     );
-    h.reply(&check[0], data(105));
-    assert!(matches!(
-        &h.events()[..],
-        [LockEvent::Acquired { id: 1, .. }]
-    ));
-    assert!(h.sent().is_empty(), "no watch on an unwatched holder");
+    h.reply(&delete[0], Ok(Response::Empty));
+    assert_eq!(
+        h.events(),
+        vec![LockEvent::Released {
+            id: 1,
+            refused: None
+        }]
+    );
+    assert!(h.m.is_empty());
 }
 
 #[test]
-fn a_waiter_whose_node_was_deleted_queues_again_instead_of_holding() {
+fn a_watched_holder_keeps_its_waiting_watch_and_reads_nothing_more() {
     let mut h = Harness::new();
-    let watch = queued_behind_head(&mut h, true);
-    h.fire(&watch, EventType::NodeDeleted, &format!("/l/{HEAD}"));
+    let (own, head) = queued_behind_head(&mut h, true);
+    head_deleted(&mut h, &head);
+    assert!(acquired(&h.events()));
+    assert!(h.sent().is_empty(), "no confirm: the waiting watch serves");
+    assert!(h.m.wants_watch(own.token));
+    // Someone deletes our node: Lost at once, through that watch.
+    h.fire(&own, EventType::NodeDeleted, &format!("/l/{}", ours(5)));
+    assert_eq!(h.events(), lost_node_deleted());
+    assert!(h.sent().is_empty());
+    assert!(h.m.is_empty());
+}
+
+#[test]
+fn our_node_deleted_before_the_head_means_queueing_again_at_once() {
+    for watch_node in [false, true] {
+        let mut h = Harness::new();
+        let (own, head) = queued_behind_head(&mut h, watch_node);
+        // Deleted by a third party: its event comes first, as ZooKeeper
+        // fires watches in the order of the changes.
+        h.fire(&own, EventType::NodeDeleted, &format!("/l/{}", ours(5)));
+        assert!(h.events().is_empty());
+        let again = h.sent();
+        assert!(queues_again(&again), "{again:?}");
+        assert!(!h.m.wants_watch(head.token), "the head no longer matters");
+        head_deleted(&mut h, &head);
+        assert!(h.events().is_empty(), "never Held without a node");
+        assert!(h.sent().is_empty());
+    }
+}
+
+#[test]
+fn our_node_deleted_after_the_head_is_held_then_lost() {
+    for watch_node in [false, true] {
+        let mut h = Harness::new();
+        let (own, head) = queued_behind_head(&mut h, watch_node);
+        head_deleted(&mut h, &head);
+        assert!(acquired(&h.events()));
+        // We held it from the head's deletion to our node's: told at once,
+        // watched or not (the event names a held node).
+        h.fire(&own, EventType::NodeDeleted, &format!("/l/{}", ours(5)));
+        assert_eq!(h.events(), lost_node_deleted(), "watch_node {watch_node}");
+        assert!(h.sent().is_empty(), "nothing left to delete");
+        assert!(h.m.is_empty());
+    }
+}
+
+#[test]
+fn our_own_watch_answered_no_node_means_queueing_again() {
+    let mut h = Harness::new();
+    let (own, head) = queue_behind_head(&mut h, false);
+    h.reply(&own, Err(RequestError::Server(ErrorCode::NoNode)));
+    let again = h.sent();
+    assert!(queues_again(&again), "{again:?}");
+    h.reply(&head, data(1));
+    head_deleted(&mut h, &head);
+    assert!(h.events().is_empty());
+    assert!(h.sent().is_empty());
+}
+
+#[test]
+fn the_head_leaving_before_our_watch_is_known_set_means_one_read() {
+    for watch_node in [false, true] {
+        let mut h = Harness::new();
+        let (own, head) = queue_behind_head(&mut h, watch_node);
+        // Out of order (the machine must not rely on the order it sent):
+        // the head's deletion before our own watch's reply.
+        h.reply(&head, data(1));
+        head_deleted(&mut h, &head);
+        assert!(h.events().is_empty(), "not proven: no grant yet");
+        let check = h.sent();
+        let [check] = &check[..] else {
+            panic!("one read expected: {check:?}")
+        };
+        // Our own watch is on its way: the read need not set another.
+        assert!(reads(check, &ours(5), false), "{check:?}");
+        h.reply(&own, data(105));
+        assert!(h.events().is_empty());
+        h.reply(check, data(105));
+        assert!(acquired(&h.events()));
+        assert!(h.sent().is_empty(), "watch_node {watch_node}: no confirm");
+        assert_eq!(h.m.wants_watch(own.token), watch_node);
+    }
+}
+
+#[test]
+fn our_own_watch_fired_otherwise_means_one_read() {
+    let mut h = Harness::new();
+    let (own, head) = queued_behind_head(&mut h, true);
+    // Someone wrote to our node: the one-shot watch is spent.
+    h.fire(&own, EventType::NodeDataChanged, &format!("/l/{}", ours(5)));
+    head_deleted(&mut h, &head);
+    assert!(h.events().is_empty());
     let check = h.sent();
-    assert!(matches!(&check[..], [o] if matches!(&o.request, Request::GetData(p) if p.watch)));
+    // It sets the holder's watch this time.
+    assert!(
+        matches!(&check[..], [o] if reads(o, &ours(5), true)),
+        "{check:?}"
+    );
     h.reply(&check[0], Err(RequestError::Server(ErrorCode::NoNode)));
     assert!(h.events().is_empty(), "never Held without a node");
     let again = h.sent();
     assert!(matches!(again[0].request, Request::Create2(_)), "{again:?}");
+}
+
+#[test]
+fn after_a_reconnect_the_head_leaving_needs_a_read() {
+    // SetWatches fires what changed while we were away in the order of its
+    // list, not of the changes: the head's deletion may come before our
+    // own node's. Our watch is re-armed, but proves nothing about order.
+    let mut h = Harness::new();
+    let (own, head) = queued_behind_head(&mut h, true);
+    drop_connection(&mut h, &[]);
+    h.m.handle_session(h.now, SessionState::Connected, SESSION);
+    assert!(h.m.wants_watch(own.token) && h.m.wants_watch(head.token));
+    assert!(h.sent().is_empty());
+    head_deleted(&mut h, &head);
+    assert!(h.events().is_empty(), "no grant on a re-armed watch's word");
+    let check = h.sent();
+    let [check] = &check[..] else {
+        panic!("one read expected: {check:?}")
+    };
+    assert!(reads(check, &ours(5), false), "{check:?}");
+    // Our node's deletion, fired next by the same SetWatches.
+    h.fire(&own, EventType::NodeDeleted, &format!("/l/{}", ours(5)));
+    assert!(h.events().is_empty());
+    let again = h.sent();
+    assert!(queues_again(&again), "{again:?}");
+    h.reply(check, Err(RequestError::Server(ErrorCode::NoNode)));
+    assert!(h.events().is_empty(), "never Held without a node");
+    assert!(h.sent().is_empty(), "the stale read changes nothing");
+}
+
+#[test]
+fn after_a_reconnect_a_read_grants_and_the_rearmed_watch_serves_the_holder() {
+    let mut h = Harness::new();
+    let (own, head) = queued_behind_head(&mut h, true);
+    drop_connection(&mut h, &[]);
+    h.m.handle_session(h.now, SessionState::Connected, SESSION);
+    head_deleted(&mut h, &head);
+    let check = h.sent();
+    h.reply(&check[0], data(105));
+    assert!(acquired(&h.events()));
+    assert!(h.sent().is_empty(), "no confirm: the re-armed watch serves");
+    h.fire(&own, EventType::NodeDeleted, &format!("/l/{}", ours(5)));
+    assert_eq!(h.events(), lost_node_deleted());
+}
+
+#[test]
+fn after_a_reconnect_the_next_listing_sets_our_watch_again() {
+    let mut h = Harness::new();
+    let (own, head) = queued_behind_head(&mut h, false);
+    drop_connection(&mut h, &[]);
+    h.m.handle_session(h.now, SessionState::Connected, SESSION);
+    // The head was rewritten meanwhile: look again.
+    h.fire(&head, EventType::NodeDataChanged, &format!("/l/{HEAD}"));
+    let list = h.sent();
+    h.reply(&list[0], Ok(children(&[&ours(5), HEAD])));
+    let watches = h.sent();
+    let [own2, head2] = &watches[..] else {
+        panic!("two watches expected: {watches:?}")
+    };
+    assert!(reads(own2, &ours(5), true) && reads(head2, HEAD, true));
+    assert!(!h.m.wants_watch(own.token), "the re-armed one is replaced");
+    h.reply(own2, data(105));
+    h.reply(head2, data(1));
+    head_deleted(&mut h, head2);
+    assert!(acquired(&h.events()), "proven again on this connection");
+    assert!(h.sent().is_empty());
+}
+
+#[test]
+fn a_connection_lost_with_both_watches_in_flight_sets_both_again() {
+    let mut h = Harness::new();
+    let (own, head) = queue_behind_head(&mut h, false);
+    drop_connection(&mut h, &[&own, &head]);
+    assert!(!h.m.wants_watch(own.token) && !h.m.wants_watch(head.token));
+    h.m.handle_session(h.now, SessionState::Connected, SESSION);
+    let list = h.sent();
+    assert!(matches!(&list[..], [o] if matches!(o.request, Request::GetChildren(_))));
+    h.reply(&list[0], Ok(children(&[&ours(5), HEAD])));
+    let watches = h.sent();
+    assert!(
+        matches!(&watches[..], [a, b] if reads(a, &ours(5), true) && reads(b, HEAD, true)),
+        "{watches:?}"
+    );
+    h.reply(&watches[0], data(105));
+    h.reply(&watches[1], data(1));
+    head_deleted(&mut h, &watches[1]);
+    assert!(acquired(&h.events()));
+}
+
+#[test]
+fn a_session_expired_while_waiting_ends_the_attempt_and_nothing_grants() {
+    let mut h = Harness::new();
+    let (own, head) = queued_behind_head(&mut h, true);
+    h.m.handle_session(h.now, SessionState::Expired, SESSION);
+    assert_eq!(
+        h.events(),
+        vec![LockEvent::Failed {
+            id: 1,
+            error: LockError::SessionExpired
+        }]
+    );
+    assert!(
+        h.sent().is_empty(),
+        "the server deleted our node with the session"
+    );
+    assert!(!h.m.wants_watch(own.token) && !h.m.wants_watch(head.token));
+    head_deleted(&mut h, &head);
+    assert!(h.events().is_empty());
+    assert!(h.m.is_empty());
+}
+
+#[test]
+fn giving_up_while_waiting_leaves_no_watch_wanted_and_deletes_our_node() {
+    for how in ["cancel", "timeout", "cancel before our watch is set"] {
+        let mut h = Harness::new();
+        let deadline = h.now + Duration::from_millis(50);
+        h.m.acquire(h.now, 1, spec(true), UUID.into(), Some(deadline), false);
+        let sent = h.sent();
+        h.reply(&sent[0], Ok(created(5)));
+        h.reply(&sent[1], Ok(children(&[&ours(5), HEAD])));
+        let watches = h.sent();
+        let (own, head) = (&watches[0], &watches[1]);
+        if how != "cancel before our watch is set" {
+            h.reply(own, data(105));
+            h.reply(head, data(1));
+        }
+        match how {
+            "timeout" => {
+                h.now = deadline;
+                h.m.handle_timeout(h.now);
+            }
+            _ => h.m.cancel(h.now, 1),
+        }
+        let error = if how == "timeout" {
+            LockError::Timeout
+        } else {
+            LockError::Cancelled
+        };
+        assert_eq!(
+            h.events(),
+            vec![LockEvent::Failed { id: 1, error }],
+            "{how}"
+        );
+        // Our delete goes after the read that set our watch: it fires it,
+        // so no watch stays on the server.
+        let delete = h.sent();
+        assert_eq!(deletes(&delete), vec![format!("/l/{}", ours(5))], "{how}");
+        assert!(
+            !h.m.wants_watch(own.token) && !h.m.wants_watch(head.token),
+            "{how}"
+        );
+        if how == "cancel before our watch is set" {
+            h.reply(own, data(105));
+            h.reply(head, data(1));
+            assert!(!h.m.wants_watch(own.token) && !h.m.wants_watch(head.token));
+        }
+        head_deleted(&mut h, head);
+        h.fire(own, EventType::NodeDeleted, &format!("/l/{}", ours(5)));
+        assert!(h.events().is_empty(), "{how}");
+        assert!(h.sent().is_empty(), "{how}");
+        h.reply(&delete[0], Ok(Response::Empty));
+        assert!(h.m.is_empty(), "{how}");
+    }
+}
+
+#[test]
+fn only_a_waiter_whose_blocker_is_alone_watches_its_own_node() {
+    let mut h = Harness::new();
+    h.m.acquire(h.now, 1, spec(true), UUID.into(), None, false);
+    let sent = h.sent();
+    h.reply(&sent[0], Ok(created(5)));
+    h.reply(
+        &sent[1],
+        Ok(children(&[&ours(5), HEAD, "_c_a-lock-0000000001"])),
+    );
+    let watch = h.sent();
+    assert!(
+        matches!(&watch[..], [o] if reads(o, HEAD, true)),
+        "{watch:?}"
+    );
+    h.reply(&watch[0], data(1));
+    head_deleted(&mut h, &watch[0]);
+    let relist = h.sent();
+    assert!(matches!(&relist[..], [o] if matches!(o.request, Request::GetChildren(_))));
+    // Now alone behind the first: both watches, own first.
+    h.reply(
+        &relist[0],
+        Ok(children(&[&ours(5), "_c_a-lock-0000000001"])),
+    );
+    let watches = h.sent();
+    assert!(
+        matches!(&watches[..], [a, b] if reads(a, &ours(5), true) && reads(b, "_c_a-lock-0000000001", true)),
+        "{watches:?}"
+    );
 }
 
 #[test]
@@ -387,10 +748,12 @@ fn creates_sent_together_share_one_listing() {
         &h.events()[..],
         [LockEvent::Acquired { id: 1, .. }]
     ));
-    // The second waits on the first, from the same listing.
+    // The second waits on the first, from the same listing (and, the
+    // first alone below it, watches its own node too).
     let watch = h.sent();
     assert!(
-        matches!(&watch[..], [o] if matches!(&o.request, Request::GetData(p) if p.watch && p.path.ends_with(&ours(5))))
+        matches!(&watch[..], [own, o] if reads(own, &theirs, true) && reads(o, &ours(5), true)),
+        "{watch:?}"
     );
 }
 
@@ -419,9 +782,12 @@ fn a_holder_hears_its_node_deleted_through_another_attempts_watch() {
         Ok(children(&["_c_x-lock-0000000001", &ours(5), &theirs])),
     );
     let watches = h.sent();
+    // Attempt 1 sends its own node's watch and the head's, then attempt 2
+    // its watch on attempt 1's node: the last read of that node.
     let on_ours = watches
         .iter()
-        .find(|o| matches!(&o.request, Request::GetData(p) if p.path.ends_with(&ours(5))))
+        .rev()
+        .find(|o| reads(o, &ours(5), true))
         .expect("attempt 2 watches attempt 1's node")
         .clone();
     for w in &watches {
@@ -429,7 +795,7 @@ fn a_holder_hears_its_node_deleted_through_another_attempts_watch() {
     }
     h.m.cancel(h.now, 2);
     h.events();
-    // The head goes; attempt 1 checks its node and holds.
+    // The head goes; attempt 1 holds on that event alone.
     let head_watch = watches
         .iter()
         .find(|o| matches!(&o.request, Request::GetData(p) if p.path.ends_with("0000000001")))
@@ -440,12 +806,6 @@ fn a_holder_hears_its_node_deleted_through_another_attempts_watch() {
         EventType::NodeDeleted,
         "/l/_c_x-lock-0000000001",
     );
-    let check: Vec<_> = h
-        .sent()
-        .into_iter()
-        .filter(|o| matches!(&o.request, Request::GetData(p) if p.path.ends_with(&ours(5))))
-        .collect();
-    h.reply(&check[0], data(105));
     assert!(matches!(
         &h.events()[..],
         [LockEvent::Acquired { id: 1, .. }]
@@ -623,4 +983,143 @@ fn a_cancel_that_races_a_refused_create_fails_the_attempt_once() {
     h.reply(&sent[0], Err(RequestError::Server(ErrorCode::NoAuth)));
     assert_eq!(h.events(), vec![]);
     assert!(h.m.is_empty());
+}
+
+// ---- through the real session, against the simulated server -----------
+
+/// One client: its handle, the core its driver runs, and its connection.
+struct Peer {
+    client: Client,
+    core: Core,
+    conn: Option<sim_zookeeper::ConnId>,
+    online: bool,
+}
+
+impl Peer {
+    fn new(now: Instant, seed: u128) -> Peer {
+        let (client, core) = Client::builder("127.0.0.1:2181")
+            .session_timeout(Duration::from_secs(30))
+            .build_manual(now, seed)
+            .expect("a manual client");
+        Peer {
+            client,
+            core,
+            conn: None,
+            online: true,
+        }
+    }
+}
+
+/// Drives the clients and the server, with no latency, until nothing moves.
+fn pump(zk: &mut sim_zookeeper::SimZooKeeper, peers: &mut [&mut Peer], now: Instant) {
+    loop {
+        let mut moved = false;
+        for p in peers.iter_mut() {
+            p.core.turn(now);
+            if p.conn.is_none() && p.online && p.core.wants_connection() {
+                p.core.prepare_connection();
+                p.conn = Some(zk.connect(now));
+                p.core.handle_connected(now);
+            }
+            while let Some(event) = p.core.poll_event() {
+                if let CoreEvent::DropConnection(_) = event {
+                    if let Some(conn) = p.conn.take() {
+                        zk.disconnect(now, conn);
+                        p.core.handle_disconnected(now);
+                    }
+                }
+                moved = true;
+            }
+            if let Some(conn) = p.conn {
+                let out = p.core.output().to_vec();
+                if !out.is_empty() {
+                    p.core.consume_output(out.len());
+                    zk.receive(now, conn, &out);
+                    moved = true;
+                }
+            }
+        }
+        zk.handle_timeout(now);
+        while let Some((conn, bytes)) = zk.poll_output() {
+            if let Some(p) = peers.iter_mut().find(|p| p.conn == Some(conn)) {
+                p.core.handle_input(now, &bytes);
+                moved = true;
+            }
+        }
+        while let Some(conn) = zk.poll_closed() {
+            if let Some(p) = peers.iter_mut().find(|p| p.conn == Some(conn)) {
+                p.conn = None;
+                p.core.handle_disconnected(now);
+                moved = true;
+            }
+        }
+        if !moved {
+            return;
+        }
+    }
+}
+
+/// The case the in-order argument does not cover, end to end: B waits
+/// alone behind A, its own watch set; B is cut off; a third party deletes
+/// B's node, then A releases. On B's reconnect SetWatches fires both
+/// deletions in the order of its list (by path), A's first when A's node
+/// sorts first. B must not take A's deletion for a grant: it queues again
+/// with a new node and holds by that one.
+#[test]
+fn end_to_end_setwatches_firing_the_blocker_first_grants_nothing_stale() {
+    let mut covered = 0;
+    for seed in 2..40u128 {
+        let now = Instant::now();
+        let mut zk = sim_zookeeper::SimZooKeeper::new(now, Duration::from_millis(2000));
+        let mut a = Peer::new(now, 1);
+        let mut b = Peer::new(now, seed);
+        let ma = Mutex::new(&a.client, "/l").unwrap();
+        let mb = Mutex::new(&b.client, "/l").unwrap();
+        let pa = ma.start_lock(None);
+        pump(&mut zk, &mut [&mut a, &mut b], now);
+        let ga = pa.try_take().expect("a free lock").unwrap();
+        let pb = mb.start_lock(None);
+        pump(&mut zk, &mut [&mut a, &mut b], now);
+        assert!(pb.try_take().is_none(), "B waits");
+        let a_path = ga.node_path();
+        let b_name = zk
+            .children("/l")
+            .into_iter()
+            .find(|n| format!("/l/{n}") != a_path)
+            .expect("B's node");
+        let b_path = format!("/l/{b_name}");
+        let b_conn = b.conn.expect("connected");
+        assert!(
+            zk.data_watchers(&b_path).contains(&b_conn),
+            "B watches its own node while waiting"
+        );
+        if a_path > b_path {
+            // SetWatches would fire B's own deletion first: the easy order.
+            continue;
+        }
+        covered += 1;
+        zk.disconnect(now, b_conn);
+        b.conn = None;
+        b.core.handle_disconnected(now);
+        b.online = false;
+        pump(&mut zk, &mut [&mut a, &mut b], now);
+        assert!(zk.delete_as_admin(now, &b_path));
+        drop(ga);
+        pump(&mut zk, &mut [&mut a, &mut b], now);
+        assert!(zk.children("/l").is_empty(), "A released");
+        b.online = true;
+        pump(&mut zk, &mut [&mut a, &mut b], now);
+        let gb = pb
+            .try_take()
+            .expect("B holds by a new node")
+            .expect("B holds");
+        assert_ne!(
+            gb.node_path(),
+            b_path,
+            "seed {seed}: held by a deleted node"
+        );
+        assert!(zk.exists(&gb.node_path()).is_some());
+        assert_eq!(gb.state(), LockState::Held);
+    }
+    assert!(covered > 0, "no seed put A's node first");
 }

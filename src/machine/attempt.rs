@@ -181,7 +181,11 @@ pub(crate) enum Purpose {
     WatchBlocker,
     /// getData (with a watch if asked) on our own held node.
     Confirm,
+    /// getData with a watch on our own node, sent with the watch on a
+    /// blocker whose deletion alone grants us the lock: see [`OwnWatch`].
+    WatchOwn,
     /// getData on our node once the blocker went: it must still exist.
+    /// Only when [`OwnWatch`] cannot prove it.
     GrantCheck,
     /// delete of a node of ours (the node itself or a stray duplicate).
     Delete(String),
@@ -197,9 +201,41 @@ impl Purpose {
     pub(crate) fn is_main_line(&self) -> bool {
         !matches!(
             self,
-            Purpose::Confirm | Purpose::Delete(_) | Purpose::EndWatch
+            Purpose::Confirm | Purpose::Delete(_) | Purpose::EndWatch | Purpose::WatchOwn
         )
     }
+}
+
+/// A data watch on our own node, kept while we wait for a blocker whose
+/// deletion alone grants us the lock.
+///
+/// ZooKeeper sends a connection its replies and watch events in the order
+/// it processed them, and fires watches in the order of the changes that
+/// trigger them. So once the reply that set this watch has come in on the
+/// current connection, a blocker's NodeDeleted arriving later on that same
+/// connection, with no event of this watch before it, proves our node still
+/// existed when the blocker went (its own deletion would have been
+/// reported first): the lock is ours without another read. After a
+/// reconnect that proof is gone: SetWatches fires what happened meanwhile in
+/// the order of its list, not of the changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct OwnWatch {
+    /// The getData that sets it, and the watch's token.
+    pub token: u64,
+    pub seen: OwnSeen,
+}
+
+/// How far an [`OwnWatch`] is known to be set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OwnSeen {
+    /// The getData is in flight (or waits for a connection).
+    Asked,
+    /// Its reply came on the current connection: the proof holds.
+    Set,
+    /// Set on a connection since lost; SetWatches re-arms it (or fires it
+    /// at once). It still tells of our node's deletion, but proves nothing
+    /// about order.
+    Rearmed,
 }
 
 /// One acquisition, from queueing to the removal of its node.
@@ -231,6 +267,8 @@ pub(crate) struct Attempt {
     pub end_watch: Option<u64>,
     /// The watched blocker's deletion grants us the lock.
     pub blocker_alone: bool,
+    /// While waiting on a blocker alone: the watch on our own node.
+    pub own_watch: Option<OwnWatch>,
     /// What the holder was last told.
     pub state: LockState,
     /// Someone waits to hear that the release finished.
@@ -261,6 +299,7 @@ impl Attempt {
             watch: None,
             end_watch: None,
             blocker_alone: false,
+            own_watch: None,
             state: LockState::Held,
             report_release: false,
             release_refused: None,

@@ -162,14 +162,20 @@ impl LockMachine {
             return;
         };
         a.goal = Goal::Release;
-        for t in [a.watch.take(), a.end_watch.take()].into_iter().flatten() {
+        let own = a.own_watch.take().map(|o| o.token);
+        for t in [a.watch.take(), a.end_watch.take(), own]
+            .into_iter()
+            .flatten()
+        {
             self.watches.remove(&t);
         }
-        // A main-line request in flight other than a create is moot; a
-        // create's reply still tells us the node to delete.
+        // A main-line request in flight other than a create is moot (and
+        // so is the watch it may set); a create's reply still tells us the
+        // node to delete.
         if let Some(t) = a.busy {
             if !matches!(self.pending.get(&t), Some((_, Purpose::Create))) {
                 a.busy = None;
+                self.watches.remove(&t);
             }
         }
         self.step(id)

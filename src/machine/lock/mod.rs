@@ -26,7 +26,7 @@ mod queueing;
 
 use jute::{ErrorCode, EventType, PathWatch, Request, Response, Stat};
 
-use super::attempt::{Attempt, Goal, LockSpec, Purpose, Rule};
+use super::attempt::{Attempt, Goal, LockSpec, OwnSeen, Purpose, Rule};
 use super::error::LockError;
 use super::held::{LockState, LossReason};
 use super::queue::protected_id;
@@ -239,6 +239,17 @@ impl LockMachine {
     /// nodes must show).
     pub fn handle_session(&mut self, _now: Instant, state: SessionState, session_id: i64) {
         self.session = Some(state);
+        if state != SessionState::Connected {
+            // The connection that set our own-node watches is gone: what
+            // comes on the next one is no longer in order with them.
+            for a in self.attempts.values_mut() {
+                if let Some(own) = a.own_watch.as_mut() {
+                    if own.seen == OwnSeen::Set {
+                        own.seen = OwnSeen::Rearmed;
+                    }
+                }
+            }
+        }
         if session_id != 0 {
             self.session_id = session_id;
         }
@@ -363,6 +374,7 @@ impl LockMachine {
                     self.step(id)
                 }
             },
+            Purpose::WatchOwn => self.on_own_watch_set(id, token, result),
             Purpose::Confirm => self.on_confirm(id, token, result),
             Purpose::GrantCheck => match result {
                 Ok(_) => {
@@ -402,7 +414,7 @@ impl LockMachine {
     /// fire.
     pub fn handle_watch(
         &mut self,
-        _now: Instant,
+        now: Instant,
         token: u64,
         event: Result<WatchEvent, RequestError>,
     ) {
@@ -431,6 +443,21 @@ impl LockMachine {
             }
             return;
         }
+        if a.own_watch.is_some_and(|o| o.token == token) {
+            a.own_watch = None;
+            return match event {
+                // Our node went while we waited: queue again now.
+                Ok(e)
+                    if e.kind == EventType::NodeDeleted
+                        && matches!(a.goal, Goal::Acquire { .. }) =>
+                {
+                    self.node_vanished(id)
+                }
+                // Fired otherwise (one-shot: gone now), or never set: it
+                // proves nothing any more; the grant falls back to a read.
+                _ => {}
+            };
+        }
         if a.watch != Some(token) {
             // A watch we stopped caring about (its reply, if an error, says
             // what to do next).
@@ -447,13 +474,21 @@ impl LockMachine {
             (Goal::Acquire { .. }, Ok(e)) => {
                 if e.kind == EventType::NodeDeleted && a.blocker_alone {
                     // Nothing else was below us (later nodes sort after
-                    // ours): the lock is ours if our node still is. One
-                    // read, not a listing; it leaves the holder's watch.
+                    // ours): the lock is ours if our node still is.
+                    let proven = a.own_watch.is_some_and(|o| o.seen == OwnSeen::Set);
+                    if proven && self.session == Some(SessionState::Connected) {
+                        // Our own watch was set before this event was sent
+                        // and has not fired: our node outlived the blocker
+                        // (see OwnWatch). Held on the event alone.
+                        return self.grant(now, id, None);
+                    }
+                    // Not proven: one read, not a listing; it leaves the
+                    // holder's watch unless our own watch will serve.
                     let Some(name) = a.node_name() else {
                         return self.step(id);
                     };
                     let path = a.spec.child(name);
-                    let watch = a.spec.watch_node;
+                    let watch = a.spec.watch_node && a.own_watch.is_none();
                     let token = self.send(
                         id,
                         Purpose::GrantCheck,

@@ -8,7 +8,7 @@ use jute::{
 };
 
 use super::{list, AttemptId, LockEvent, LockMachine, Regression};
-use crate::machine::attempt::{Blocker, Goal, Node, Purpose};
+use crate::machine::attempt::{Blocker, Goal, Node, OwnSeen, OwnWatch, Purpose};
 use crate::machine::error::LockError;
 use crate::machine::held::LockState;
 use crate::machine::held::LossReason;
@@ -250,14 +250,93 @@ impl LockMachine {
         self.step(id)
     }
 
-    /// Our node vanished while we queued: someone deleted it. Queue again.
+    /// Our node vanished while we queued: someone deleted it. Queue again,
+    /// at once: whatever we waited for (a blocker's watch, a reply) is moot.
     pub(super) fn node_vanished(&mut self, id: AttemptId) {
         if let Some(a) = self.attempts.get_mut(&id) {
             if matches!(a.goal, Goal::Acquire { .. }) {
                 a.node = None;
+                let own = a.own_watch.take().map(|o| o.token);
+                for t in [a.watch.take(), a.busy.take(), own].into_iter().flatten() {
+                    self.watches.remove(&t);
+                }
             }
         }
         self.step(id)
+    }
+
+    /// Sets (or sets again, after a reconnect) the watch on our own node
+    /// that lets a blocker's deletion alone grant us the lock. Sent before
+    /// the blocker's watch, so its reply comes first.
+    pub(super) fn watch_own_node(&mut self, id: AttemptId) {
+        let Some(a) = self.attempts.get_mut(&id) else {
+            return;
+        };
+        match a.own_watch {
+            Some(OwnWatch {
+                seen: OwnSeen::Asked | OwnSeen::Set,
+                ..
+            }) => return,
+            Some(OwnWatch { token, .. }) => {
+                // Re-armed by SetWatches: it proves nothing about order
+                // any more. A fresh read sets it again on this connection
+                // (the server keeps one watch per node and connection).
+                a.own_watch = None;
+                self.watches.remove(&token);
+            }
+            None => {}
+        }
+        let Some(a) = self.attempts.get(&id) else {
+            return;
+        };
+        let Some(name) = a.node_name() else {
+            return;
+        };
+        let path = a.spec.child(name);
+        let request = Request::GetData(PathWatch { path, watch: true });
+        let token = self.send(id, Purpose::WatchOwn, request, true);
+        if let Some(a) = self.attempts.get_mut(&id) {
+            a.own_watch = Some(OwnWatch {
+                token,
+                seen: OwnSeen::Asked,
+            });
+        }
+    }
+
+    /// The reply to the read that sets our own-node watch.
+    pub(super) fn on_own_watch_set(
+        &mut self,
+        id: AttemptId,
+        token: u64,
+        result: Result<Response, RequestError>,
+    ) {
+        let Some(a) = self.attempts.get_mut(&id) else {
+            self.watches.remove(&token);
+            return;
+        };
+        let current = a.own_watch.is_some_and(|o| o.token == token);
+        if !current || !matches!(a.goal, Goal::Acquire { .. }) {
+            // Superseded, granted from a listing, or given up: if it was
+            // set, it goes when our node does.
+            self.watches.remove(&token);
+            return;
+        }
+        match result {
+            Ok(_) => {
+                a.own_watch = Some(OwnWatch {
+                    token,
+                    seen: OwnSeen::Set,
+                })
+            }
+            // Our node is gone (a third party deleted it): queue again.
+            Err(RequestError::Server(ErrorCode::NoNode)) => self.node_vanished(id),
+            // Not set (the connection dropped): the grant falls back to a
+            // read, unless it is set again first.
+            Err(_) => {
+                a.own_watch = None;
+                self.watches.remove(&token);
+            }
+        }
     }
 
     /// The listing behind a batch of creates: each attempt whose create
@@ -317,8 +396,7 @@ impl LockMachine {
         let rule = a.spec.rule;
         let Some(standing) = rule.standing(children, &our_name) else {
             // Our node is gone: deleted by someone. Queue again.
-            a.node = None;
-            return self.step(id);
+            return self.node_vanished(id);
         };
         if standing.past_the_end {
             if let Some(t) = watch {
@@ -352,6 +430,12 @@ impl LockMachine {
             Some(Blocker::Node { name, alone }) => {
                 a.blocker_alone = alone;
                 let path = a.spec.child(name);
+                if alone {
+                    // Its deletion alone will grant us the lock: watch our
+                    // own node too, in the same turn (no round trip added
+                    // on the way to the grant).
+                    self.watch_own_node(id);
+                }
                 // getData, not exists: on a node already gone it leaves no
                 // watch behind.
                 let read = PathWatch { path, watch: true };
@@ -401,6 +485,18 @@ impl LockMachine {
         }
         a.goal = Goal::Hold;
         a.state = LockState::Held;
+        // The watch on our own node kept while waiting is the holder's
+        // watch, if it wants one and it is known to be set (its reply came
+        // before whatever granted us); else it is forgotten here, and the
+        // server's copy ends when our node is deleted at release.
+        let own = a.own_watch.take();
+        let watch = watch.or_else(|| {
+            own.filter(|o| a.spec.watch_node && o.seen != OwnSeen::Asked)
+                .map(|o| o.token)
+        });
+        if let Some(o) = own.filter(|o| Some(o.token) != watch) {
+            self.watches.remove(&o.token);
+        }
         a.watch = watch;
         let path = a.spec.child(&name);
         let confirm = a.spec.watch_node && watch.is_none();
