@@ -268,8 +268,15 @@ fn each_release_wakes_exactly_one_waiter() {
     }
     assert_eq!(acquired.load(Ordering::SeqCst), WAITERS);
     // One deletion per release, each seen by the single waiter behind it.
+    // A waiter with nothing but its blocker below it also watches its own
+    // node (so the blocker's deletion alone grants it): that watch fires
+    // once more at its own release. Only the first waiters can be alone
+    // (one, or two after a late listing); a herd would add hundreds.
     let events = c.watch_events_received() - events_before;
-    assert_eq!(events, WAITERS as u64, "releases woke more than one waiter");
+    assert!(
+        (WAITERS as u64..=WAITERS as u64 + 2).contains(&events),
+        "releases woke more than one waiter: {events} events for {WAITERS} waiters"
+    );
 }
 
 #[test]

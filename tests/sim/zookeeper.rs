@@ -977,6 +977,13 @@ impl SimZooKeeper {
         }
     }
 
+    /// Standard child watches on `path`, one per connection.
+    pub fn child_watch_count(&self, path: &str) -> usize {
+        self.child_watches.get(path).map_or(0, |m| {
+            m.values().filter(|mode| **mode == Mode::Standard).count()
+        })
+    }
+
     /// Whether `conn`'s server is cut from the leader (it hears nothing).
     pub fn is_behind_cut(&self, conn: ConnId) -> bool {
         self.behind_cut.contains(&conn)
