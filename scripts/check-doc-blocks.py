@@ -250,7 +250,7 @@ def check_cargo(args, cwd, where, problems):
         rest, after = rest[:i], rest[i + 1:]
     else:
         after = []
-    packages, tests, i = [], [], 0
+    packages, tests, positional, i = [], [], [], 0
     manifest_dir = cwd
     while i < len(rest):
         a = rest[i]
@@ -291,6 +291,9 @@ def check_cargo(args, cwd, where, problems):
             i += 2
         elif a in CARGO_FLAGS:
             i += 1
+        elif sub == "test" and not a.startswith("-"):
+            positional.append(a)  # a test name filter
+            i += 1
         elif sub == "install" and not a.startswith("-"):
             if a not in TOOLS and a not in PACKAGES:
                 problems.add(where, f"cargo install {a}: neither a crate here nor a known tool")
@@ -308,7 +311,10 @@ def check_cargo(args, cwd, where, problems):
                 problems.add(where, f"cargo test --test {t}: no tests/{t}.rs in "
                                     f"{[rel(d) or '.' for d in dirs]}")
             files += found
-        filters = [a for a in after if not a.startswith("-")]
+        filters = positional + [a for a in after if not a.startswith("-")]
+        if not tests and "--lib" in rest:
+            files = [f for d in dirs for f in glob.glob(os.path.join(d, "src/**/*.rs"),
+                                                        recursive=True)]
         for a in after:
             if a.startswith("-") and a.split("=")[0] not in TEST_BIN_FLAGS | {"--test-threads"}:
                 problems.add(where, f"test binary flag {a!r} unknown")
