@@ -30,6 +30,7 @@ is checked statically:
 README.md's ```rust blocks must appear, line for line, in the crate doc of src/lib.rs, whose
 doc test (`cargo test --doc`) compiles them.
 
+It first checks itself on lines it must refuse and lines it must pass (SELF_TEST).
 Exits non-zero with one line per problem.
 """
 import glob
@@ -322,8 +323,9 @@ def check_cargo(args, cwd, where, problems):
             names = set().union(*(test_functions(f) for f in files))
             for flt in filters:
                 if not any(flt in n for n in names):
-                    problems.add(where, f"test filter {flt!r} matches no function in "
-                                        f"{[rel(f) for f in files]}")
+                    shown = [rel(f) for f in files]
+                    shown = shown if len(shown) <= 3 else f"{len(shown)} files"
+                    problems.add(where, f"test filter {flt!r} matches no function in {shown}")
     elif sub == "clippy":
         if after and after not in (["-D", "warnings"],):
             problems.add(where, f"cargo clippy -- {' '.join(after)}: unexpected")
@@ -430,7 +432,48 @@ def check_rust_in_readme(path, lang, body, where, problems):
             return
 
 
+# The checker checked: lines it must refuse, and lines it must let pass.
+SELF_TEST = [
+    ("cargo test --test nosuch", False),
+    ("cargo test --test simulation -- nosuchfn", False),
+    ("cargo test --test simulation -- replay --nocapture", True),
+    ("NO_SUCH_VARIABLE_ANYWHERE=1 cargo test --test simulation", False),
+    ("./scripts/public-api.sh --nosuch", False),
+    ("./scripts/public-api.sh --update", True),
+    ("cd fuzz && ./fuzz/run-all.sh", False),
+    ("cd fuzz && ./run-all.sh 60 frames", True),
+    ("zklock exec --nosuch /x -- true", False),
+    ("zklock -c a:1 status --json /x", True),
+    ("cargo fuzz run nosuch", False),
+    ("cargo test -p nosuch", False),
+    ("scripts/inject-bugs.py nosuch-bug", False),
+    ("cargo test -p zklock --lib nosuchname", False),
+    ("$ cargo test", False),
+    ("SIM_SEED=<seed> cargo test --test simulation -- replay", False),
+    ("frobnicate", False),
+]
+
+
+def self_test():
+    failed = 0
+    for line, ok in SELF_TEST:
+        p = Problems()
+        cwd = ROOT
+        for _, logical in commands("sh", [line], "self-test", p):
+            for cmd in split_commands(logical):
+                cwd = check_command(cmd, cwd, "self-test", p)
+        if (not p.items) != ok:
+            failed += 1
+            print(f"doc-blocks self-test: {line!r} should {'pass' if ok else 'fail'}: "
+                  f"{p.items}", file=sys.stderr)
+    print(f"doc-blocks self-test: {len(SELF_TEST) - failed}/{len(SELF_TEST)} as expected",
+          file=sys.stderr)
+    return failed == 0
+
+
 def main():
+    if not self_test():
+        sys.exit(1)
     listing = "--list" in sys.argv[1:]
     problems = Problems()
     ran = checked = 0
