@@ -17,7 +17,7 @@ use mio::net::TcpStream;
 use mio::{Events, Poll, Token, Waker};
 
 use crate::machine::status::Status;
-use crate::machine::{Command, CommandSender, Core, CoreEvent, CoreHandles, Wake};
+use crate::machine::{Command, CommandSender, Core, CoreEvent, CoreHandles, Observer, Wake};
 use crate::session::{DropReason, SaslConfig, SessionConfig, SessionState};
 
 mod hosts;
@@ -42,6 +42,7 @@ pub(crate) struct DriverConfig {
     pub names: Vec<(SocketAddr, String)>,
     pub connector: Connector,
     pub sasl: Option<SaslConfig>,
+    pub observer: Option<Arc<dyn Observer>>,
 }
 
 /// The API side's handle on the core and on the thread that drives it.
@@ -99,7 +100,13 @@ pub(crate) fn spawn(config: DriverConfig) -> io::Result<DriverHandle> {
     });
     let now = Instant::now();
     let (failures_tx, failures) = crossbeam_channel::bounded(64);
-    let (core, handles) = Core::new(config.session.clone(), config.sasl, now, waker);
+    let (core, handles) = Core::new(
+        config.session.clone(),
+        config.sasl,
+        now,
+        waker,
+        config.observer,
+    );
     let mut driver = Driver {
         links: link::Links::new(config.connector, config.names, failures_tx),
         asleep,

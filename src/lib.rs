@@ -39,6 +39,7 @@ pub use client::{
 };
 pub use error::{ConnectError, Error, Result};
 pub use jute::{perms, Acl, AddWatchMode, CreateMode, ErrorCode, EventType, Id, OpCode, Stat};
+pub use machine::Observer;
 pub use path::validate_path;
 pub use session::{SaslConfig, SaslError, SaslMechanism, SessionState, WatchEvent};
 #[cfg(feature = "tls")]

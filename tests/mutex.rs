@@ -556,3 +556,65 @@ fn a_refused_release_is_an_error_not_a_success() {
         testkit::wait_no_children(&admin, &path, WAIT);
     }
 }
+
+/// Polls `fut` on this thread until it resolves or `WAIT` passes, parking
+/// between polls: the crate's futures need no runtime, only a waker (here
+/// the thread's unpark), which the client's I/O thread calls.
+fn block_on<F: std::future::Future>(fut: F) -> Option<F::Output> {
+    use std::task::{Context, Poll, Wake, Waker};
+    struct Unpark(std::thread::Thread);
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut fut = std::pin::pin!(fut);
+    let until = std::time::Instant::now() + WAIT;
+    loop {
+        if let Poll::Ready(out) = fut.as_mut().poll(&mut cx) {
+            return Some(out);
+        }
+        let now = std::time::Instant::now();
+        if now >= until {
+            return None;
+        }
+        std::thread::park_timeout(until - now);
+    }
+}
+
+#[test]
+fn a_pending_lock_and_a_pending_set_are_futures_woken_by_the_io_thread() {
+    let path = lock_path("future");
+    let (holder_client, c) = (client(), client());
+    let holder = Mutex::new(&holder_client, &path).unwrap().lock().unwrap();
+    let waiter = {
+        let m = Mutex::new(&c, &path).unwrap();
+        std::thread::spawn(move || block_on(m.start_lock(None)))
+    };
+    // The waiter queues behind the holder; its release wakes the task.
+    testkit::wait_children(&holder_client, &path, 2, WAIT);
+    drop(holder);
+    let guard = waiter
+        .join()
+        .unwrap()
+        .expect("the future resolved")
+        .unwrap();
+    assert_eq!(guard.state(), LockState::Held);
+    drop(guard);
+    // A set's outcomes, one by one, then None.
+    let locks: Vec<Mutex> = (0..3)
+        .map(|i| Mutex::new(&c, &format!("{path}-set-{i}")).unwrap())
+        .collect();
+    let mut set = PendingSet::new();
+    let mut keys: Vec<u64> = locks.iter().map(|m| set.start_lock(m, None)).collect();
+    let mut got = Vec::new();
+    while let Some((key, outcome)) = block_on(set.next_outcome()).expect("resolved") {
+        drop(outcome.unwrap());
+        got.push(key);
+    }
+    got.sort_unstable();
+    keys.sort_unstable();
+    assert_eq!(got, keys);
+}

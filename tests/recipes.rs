@@ -414,3 +414,33 @@ fn leader_latch_requeues_after_a_loss() {
     drop(latch_a);
     testkit::wait_no_children(&a, &p, WAIT);
 }
+
+/// Any client follows the leadership without campaigning, new values
+/// proclaimed by the leader included; a latch's holder can wait for
+/// leadership with a deadline.
+#[test]
+fn observers_follow_leaders_and_what_they_proclaim() {
+    let p = path("observe");
+    let (a, b, watcher) = (client(), client(), client());
+    let observed = Election::new(&watcher, &p, b"never campaigns").unwrap();
+    let mut observer = observed.observe();
+    assert_eq!(observer.next(WAIT).unwrap(), None, "nobody leads yet");
+    let ea = Election::new(&a, &p, b"a").unwrap();
+    let ga = ea.campaign_timeout(WAIT).unwrap();
+    assert_eq!(observer.next(WAIT).unwrap().unwrap().id, b"a");
+    ea.proclaim(&ga, b"a, second term").unwrap();
+    assert_eq!(observer.next(WAIT).unwrap().unwrap().id, b"a, second term");
+    // B's latch waits behind A; A steps down and B leads.
+    let latch_b = Election::new(&b, &p, b"b").unwrap().latch();
+    wait_children(&a, &p, 2);
+    assert!(!latch_b.is_leader());
+    drop(ga);
+    assert!(latch_b.await_leadership(WAIT));
+    assert_eq!(observer.next(WAIT).unwrap().unwrap().id, b"b");
+    drop(latch_b);
+    assert_eq!(observer.next(WAIT).unwrap(), None, "B withdrew");
+    // A leader whose node is gone cannot proclaim.
+    let ga = ea.campaign_timeout(WAIT).unwrap();
+    client().delete(&ga.node_path(), None).unwrap();
+    assert_eq!(ea.proclaim(&ga, b"too late"), Err(LockError::Lost));
+}

@@ -8,6 +8,7 @@ use super::{Client, Inner};
 use crate::deadline;
 use crate::driver::{self, DriverConfig, DriverHandle};
 use crate::error::{Error, Result};
+use crate::machine::Observer;
 use crate::path::Chroot;
 use crate::session::{SaslConfig, SessionConfig};
 
@@ -29,8 +30,19 @@ pub struct ClientBuilder {
     pub(super) persistent_watch_capacity: usize,
     pub(super) wait_connected: bool,
     pub(super) sasl: Option<SaslConfig>,
+    pub(super) observer: Option<ObserverRef>,
     #[cfg(feature = "tls")]
     pub(super) tls: Option<crate::TlsOptions>,
+}
+
+/// An observer as the builder keeps it (a trait object has no Debug).
+#[derive(Clone)]
+pub(super) struct ObserverRef(pub(super) Arc<dyn Observer>);
+
+impl std::fmt::Debug for ObserverRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Observer")
+    }
 }
 
 impl ClientBuilder {
@@ -92,6 +104,14 @@ impl ClientBuilder {
         self
     }
 
+    /// Tells `observer` what the client sees: session changes, dropped
+    /// connections, and every lock acquisition's wait, outcome, holder
+    /// states and hold time (see [`Observer`]). For metrics and logs.
+    pub fn observer(mut self, observer: Arc<dyn Observer>) -> Self {
+        self.observer = Some(ObserverRef(observer));
+        self
+    }
+
     /// Connects with TLS, verifying each server against the connect
     /// string's host (cargo feature `tls`).
     #[cfg(feature = "tls")]
@@ -146,6 +166,7 @@ impl ClientBuilder {
                 max_frame: self.max_frame,
             },
             names: named.iter().map(|(n, a)| (*a, n.clone())).collect(),
+            observer: self.observer.as_ref().map(|o| o.0.clone()),
             connector,
             sasl: self.sasl.clone(),
         };
@@ -237,6 +258,7 @@ impl ClientBuilder {
             self.sasl.clone(),
             now,
             Arc::new(crate::machine::NoWake),
+            self.observer.as_ref().map(|o| o.0.clone()),
         );
         let client = Client {
             inner: Arc::new(Inner {

@@ -138,6 +138,7 @@ impl Client {
             persistent_watch_capacity: watch::DEFAULT_PERSISTENT_WATCH_CAPACITY,
             wait_connected: true,
             sasl: None,
+            observer: None,
             #[cfg(feature = "tls")]
             tls: None,
         }

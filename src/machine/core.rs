@@ -17,6 +17,7 @@ use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use super::command::{Command, CommandSender, Wake};
 use super::lock::Regression;
 use super::locks::Locks;
+use super::observer::Observer;
 use super::recipient::{ReplyTo, WatchOutcome, WatchTo};
 use super::status::Status;
 use crate::oneshot;
@@ -56,6 +57,7 @@ pub struct Core {
     /// A Client remains (no shutdown asked for yet).
     commands_open: bool,
     events: VecDeque<CoreEvent>,
+    observer: Option<Arc<dyn Observer>>,
 }
 
 impl std::fmt::Debug for Core {
@@ -76,6 +78,7 @@ impl Core {
         sasl: Option<SaslConfig>,
         now: Instant,
         wake: Arc<dyn Wake>,
+        observer: Option<Arc<dyn Observer>>,
     ) -> (Core, CoreHandles) {
         let (tx, rx) = crossbeam_channel::unbounded();
         let sender = CommandSender::new(tx, wake);
@@ -85,13 +88,14 @@ impl Core {
         let watch_events = Arc::new(AtomicU64::new(0));
         let core = Core {
             session,
-            locks: Locks::new(sender.clone()),
+            locks: Locks::new(sender.clone(), observer.clone()),
             commands: rx,
             subscribers: Vec::new(),
             status: status.clone(),
             watch_events: watch_events.clone(),
             commands_open: true,
             events: VecDeque::new(),
+            observer,
         };
         core.publish();
         let handles = CoreHandles {
@@ -324,6 +328,9 @@ impl Core {
                 }
                 SessionEvent::State(state) => {
                     log::info!("session {:#x}: {state:?}", self.session.session_id());
+                    if let Some(o) = &self.observer {
+                        o.session_state(state);
+                    }
                     self.publish();
                     self.locks
                         .handle_session(now, state, self.session.session_id());
@@ -331,6 +338,9 @@ impl Core {
                     self.events.push_back(CoreEvent::State(state));
                 }
                 SessionEvent::DropConnection(reason) => {
+                    if let Some(o) = &self.observer {
+                        o.connection_dropped(&reason);
+                    }
                     self.events.push_back(CoreEvent::DropConnection(reason));
                 }
             }

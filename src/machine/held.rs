@@ -4,7 +4,7 @@
 //! Curator and kazoo never tell a holder that it lost its lock; we do.
 
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use crossbeam_channel::{Receiver, Sender};
 
@@ -56,13 +56,27 @@ fn decode_state(v: u8) -> LockState {
 }
 
 /// Shared by a guard and the runner that reports on it.
-#[derive(Debug)]
 pub(crate) struct HolderState {
     state: AtomicU8,
     released: AtomicBool,
     reason: Mutex<Option<LossReason>>,
     listeners: Mutex<Vec<Sender<LockState>>>,
+    /// Functions told of each change, on the thread that makes it (the
+    /// core's): for recipes that react without a thread of their own.
+    callbacks: Mutex<Vec<StateCallback>>,
 }
+
+impl std::fmt::Debug for HolderState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HolderState")
+            .field("state", &self.current())
+            .field("reason", &self.reason())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Told of a holder's state change.
+pub(crate) type StateCallback = Arc<dyn Fn(LockState) + Send + Sync>;
 
 impl HolderState {
     pub(crate) fn new() -> Self {
@@ -71,6 +85,14 @@ impl HolderState {
             released: AtomicBool::new(false),
             reason: Mutex::new(None),
             listeners: Mutex::new(Vec::new()),
+            callbacks: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Calls `f` with each later change (not after a release).
+    pub(crate) fn on_change(&self, f: StateCallback) {
+        if let Ok(mut cs) = self.callbacks.lock() {
+            cs.push(f);
         }
     }
 
@@ -78,6 +100,10 @@ impl HolderState {
     /// release ends ([`HolderState::finish_release`]).
     pub(crate) fn mark_released(&self) {
         self.released.store(true, Ordering::SeqCst);
+        // No change comes any more; a callback may own the guard.
+        if let Ok(mut cs) = self.callbacks.lock() {
+            cs.clear();
+        }
     }
 
     /// The release finished. If the server refused to delete the node,
@@ -146,6 +172,16 @@ impl HolderState {
             })
             .is_ok();
         if changed {
+            // Outside every lock: a callback may drop the guard, or start
+            // another acquisition.
+            let callbacks: Vec<StateCallback> = self
+                .callbacks
+                .lock()
+                .map(|cs| cs.clone())
+                .unwrap_or_default();
+            for f in callbacks {
+                f(state);
+            }
             if let Ok(mut ls) = self.listeners.lock() {
                 ls.retain(|l| l.send(state).is_ok());
             }

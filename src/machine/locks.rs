@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use jute::Response;
 
@@ -13,12 +13,18 @@ use super::error::LockError;
 use super::grant::{Grant, GrantSink};
 use super::held::{HolderState, LockState};
 use super::lock::{AttemptId, LockEvent, LockMachine, Outgoing, Regression};
+use super::observer::Observer;
 use crate::oneshot;
 use crate::session::{RequestError, SessionState, WatchEvent};
 use crate::Error;
 
 pub(crate) struct Locks {
     machine: LockMachine,
+    observer: Option<Arc<dyn Observer>>,
+    /// With an observer: when each attempt started, and its lock path.
+    started: HashMap<AttemptId, (Instant, String)>,
+    /// With an observer: when each holder was granted, and its node.
+    granted: HashMap<AttemptId, (Instant, String)>,
     /// For grants: where their release goes.
     sender: CommandSender,
     waiting: HashMap<AttemptId, GrantSink>,
@@ -30,9 +36,12 @@ pub(crate) struct Locks {
 }
 
 impl Locks {
-    pub(crate) fn new(sender: CommandSender) -> Self {
+    pub(crate) fn new(sender: CommandSender, observer: Option<Arc<dyn Observer>>) -> Self {
         Locks {
             machine: LockMachine::new(),
+            observer,
+            started: HashMap::new(),
+            granted: HashMap::new(),
             sender,
             waiting: HashMap::new(),
             held: HashMap::new(),
@@ -61,6 +70,9 @@ impl Locks {
                 outcome,
             } => {
                 self.waiting.insert(id, outcome);
+                if self.observer.is_some() {
+                    self.started.insert(id, (now, spec.parent.clone()));
+                }
                 self.machine.acquire(now, id, spec, uuid, deadline, no_wait);
             }
             LockCommand::Cancel(id) => {
@@ -143,6 +155,14 @@ impl Locks {
                         self.machine.release(now, id, false);
                         continue;
                     };
+                    if let Some(o) = &self.observer {
+                        let waited = self
+                            .started
+                            .remove(&id)
+                            .map_or(Duration::ZERO, |(at, _)| now - at);
+                        o.lock_acquired(&path, waited);
+                        self.granted.insert(id, (now, path.clone()));
+                    }
                     let state = Arc::new(HolderState::new());
                     self.held.insert(id, state.clone());
                     // If the waiter left meanwhile, the grant comes back and
@@ -150,11 +170,18 @@ impl Locks {
                     outcome(Ok(Grant::new(id, path, stat, state, self.sender.clone())));
                 }
                 LockEvent::Failed { id, error } => {
+                    if let (Some(o), Some((at, path))) = (&self.observer, self.started.remove(&id))
+                    {
+                        o.lock_failed(&path, &error, now - at);
+                    }
                     if let Some(outcome) = self.waiting.remove(&id) {
                         outcome(Err(error));
                     }
                 }
                 LockEvent::State { id, state, reason } => {
+                    if let (Some(o), Some((_, node))) = (&self.observer, self.granted.get(&id)) {
+                        o.holder_state(node, state);
+                    }
                     if let Some(holder) = self.held.get(&id) {
                         match (state, reason) {
                             (LockState::Lost, Some(r)) => holder.lose(r),
@@ -166,6 +193,10 @@ impl Locks {
                     }
                 }
                 LockEvent::Released { id, refused } => {
+                    if let (Some(o), Some((at, node))) = (&self.observer, self.granted.remove(&id))
+                    {
+                        o.lock_released(&node, now - at, refused.is_some());
+                    }
                     // The caller of unlock names its node (path filled in
                     // on its side, which knows the chroot).
                     let result = match refused {

@@ -20,6 +20,7 @@ mod grant;
 pub(crate) mod held;
 mod lock;
 mod locks;
+mod observer;
 pub(crate) mod queue;
 pub(crate) mod recipient;
 pub(crate) mod status;
@@ -32,6 +33,7 @@ pub use error::LockError;
 pub(crate) use grant::{Grant, GrantSink};
 pub use held::{LockState, LossReason};
 pub use lock::{AttemptId, LockEvent, LockMachine, Outgoing, Regression};
+pub use observer::Observer;
 pub use queue::{
     past_the_end, sequence_order, sorted_contenders, Contender, NodeKind, NodeOrigin,
     SEQUENCE_WARNING,

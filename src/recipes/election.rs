@@ -87,10 +87,57 @@ impl Election {
     ) -> Result<LockGuard, LockError> {
         let guard = self.inner.lock_with(deadline, cancel)?;
         // Leadership belongs to our session, not just to the first position.
-        if guard.owner_session() != self.inner.client.session_id() {
+        if !self.is_ours(&guard) {
             return Err(LockError::Lost);
         }
         Ok(guard)
+    }
+
+    /// The leader updates the value it campaigned with (its node's data),
+    /// keeping leadership; observers see the new value (etcd's Proclaim).
+    ///
+    /// # Errors
+    /// [`LockError::Lost`] if `guard`'s node is gone (leadership already
+    /// ended; the guard reports `Lost` too); [`LockError::Client`] with the
+    /// client's error otherwise.
+    pub fn proclaim(&self, guard: &LockGuard, value: &[u8]) -> Result<(), LockError> {
+        match self.inner.client.set_data(&guard.node_path(), value, None) {
+            Ok(_) => Ok(()),
+            Err(e) if e.is_no_node() => Err(LockError::Lost),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Follows the leadership without campaigning (etcd's Observe): each
+    /// [`LeaderObserver::next`] returns the leader (or none) once it differs
+    /// from the last one returned, a new value proclaimed included.
+    pub fn observe(&self) -> LeaderObserver<'_> {
+        LeaderObserver {
+            election: self,
+            last: None,
+            first: true,
+        }
+    }
+
+    /// `leader` with its value read again, after a watch on its node was
+    /// set (a proclaim between the first read and the watch is seen here).
+    fn leader_value(&self, leader: Leader) -> Result<Leader, LockError> {
+        let path = format!("{}/{}", self.inner.path.trim_end_matches('/'), leader.node);
+        match self.inner.client.get_data(&path) {
+            Ok((id, _)) => Ok(Leader { id, ..leader }),
+            // Gone: the watch fires for it.
+            Err(e) if e.is_no_node() => Ok(leader),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Whether `guard`'s node is owned by this client's session.
+    pub(crate) fn is_ours(&self, guard: &LockGuard) -> bool {
+        guard.owner_session() == self.inner.client.session_id()
+    }
+
+    pub(crate) fn queue_lock(&self) -> &QueueLock {
+        &self.inner
     }
 
     /// Campaigns for as long as the returned latch lives, again after
@@ -144,6 +191,49 @@ impl Election {
                 (Some(_), w) => return Ok((Some(leader), w)),
                 // Stepped down between the two calls: look again.
                 (None, _) => continue,
+            }
+        }
+    }
+}
+
+/// Leader changes, read by any client without campaigning; see
+/// [`Election::observe`]. The caller's thread waits on one watch at a time.
+#[derive(Debug)]
+pub struct LeaderObserver<'a> {
+    election: &'a Election,
+    last: Option<Leader>,
+    first: bool,
+}
+
+impl LeaderObserver<'_> {
+    /// Waits at most `timeout` for the leadership to differ from the last
+    /// answer (the first call answers at once): `Ok(Some(leader))`, or
+    /// `Ok(None)` when nobody leads.
+    ///
+    /// # Errors
+    /// [`LockError::Timeout`] if nothing changed in time;
+    /// [`LockError::Client`] with the client's error.
+    pub fn next(&mut self, timeout: Duration) -> Result<Option<Leader>, LockError> {
+        let deadline = crate::deadline::after(Instant::now(), timeout);
+        loop {
+            let (leader, watch) = self.election.watch_leader()?;
+            let leader = match leader {
+                // The value as it is now: a proclaim changes the data.
+                Some(l) => Some(self.election.leader_value(l)?),
+                None => None,
+            };
+            if self.first || leader != self.last {
+                self.first = false;
+                self.last = leader.clone();
+                return Ok(leader);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            match watch.recv_timeout(left) {
+                Ok(_) => continue,
+                Err(crate::Error::Timeout) => return Err(LockError::Timeout),
+                // The connection dropped: the watch is re-armed; look again.
+                Err(e) if e.is_connection_loss() => continue,
+                Err(e) => return Err(e.into()),
             }
         }
     }

@@ -139,6 +139,11 @@ impl LockGuard {
         self.holding.grant.state().reason()
     }
 
+    /// Calls `f` on the core's thread with each later state change.
+    pub(crate) fn on_state_change(&self, f: crate::machine::held::StateCallback) {
+        self.holding.grant.state().on_change(f);
+    }
+
     /// A channel that yields the current state, then every change.
     pub fn state_changes(&self) -> Receiver<LockState> {
         self.holding.grant.state().changes()

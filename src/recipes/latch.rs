@@ -1,16 +1,20 @@
 //! Leadership that keeps campaigning: a LeaderLatch (Curator's name) over
-//! an [`Election`], reporting each gain and loss on a channel.
+//! an [`Election`], reporting each gain and loss on a channel. It has no
+//! thread: the client's I/O thread hands it each outcome and holder state
+//! as it happens, and it campaigns again from there.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
-use crossbeam_channel::{select, Receiver, Sender};
+use crossbeam_channel::{Receiver, Sender};
 
-use super::cancel::CancelToken;
 use super::election::Election;
 use super::error::LockError;
+use super::guard::LockGuard;
 use super::held::{LockState, LossReason};
-use crate::Error;
+use super::service::Outcome;
+use crate::machine::{AttemptId, CommandSender, LockCommand};
 
 /// What a [`LeaderLatch`] reports, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,8 +40,8 @@ pub enum LatchEvent {
 }
 
 /// Campaigns, leads, and after a loss campaigns again, until dropped.
-/// One thread per latch; dropping it withdraws the candidacy (and
-/// leadership) without blocking.
+/// No thread of its own: the client's I/O thread drives it. Dropping it
+/// withdraws the candidacy (and leadership) without blocking.
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -59,29 +63,51 @@ pub enum LatchEvent {
 #[must_use = "dropping the latch withdraws the candidacy"]
 pub struct LeaderLatch {
     events: Receiver<LatchEvent>,
-    leading: Arc<AtomicBool>,
-    stop: CancelToken,
+    shared: Arc<Shared>,
+}
+
+/// What the latch and the I/O thread's calls into it share.
+struct Shared {
+    election: Election,
+    tx: Sender<LatchEvent>,
+    leading: AtomicBool,
+    stopped: AtomicBool,
+    /// Signalled whenever `leading` or `stopped` may have changed.
+    changed: Condvar,
+    changed_lock: Mutex<()>,
+    /// The campaign under way, or the leadership held.
+    current: Mutex<Current>,
+}
+
+#[derive(Default)]
+struct Current {
+    attempt: Option<(AttemptId, CommandSender)>,
+    guard: Option<LockGuard>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeaderLatch")
+            .field("leading", &self.leading.load(Ordering::SeqCst))
+            .field("stopped", &self.stopped.load(Ordering::SeqCst))
+            .finish_non_exhaustive()
+    }
 }
 
 impl LeaderLatch {
     pub(crate) fn start(election: Election) -> LeaderLatch {
         let (tx, events) = crossbeam_channel::unbounded();
-        let leading = Arc::new(AtomicBool::new(false));
-        let stop = CancelToken::new();
-        let spawned = std::thread::Builder::new()
-            .name("zklock-latch".into())
-            .spawn({
-                let (leading, stop, tx) = (leading.clone(), stop.clone(), tx.clone());
-                move || campaign_forever(&election, &tx, &leading, &stop)
-            });
-        if let Err(e) = spawned {
-            let _ = tx.send(LatchEvent::Stopped(LockError::Client(Error::from(e))));
-        }
-        LeaderLatch {
-            events,
-            leading,
-            stop,
-        }
+        let shared = Arc::new(Shared {
+            election,
+            tx,
+            leading: AtomicBool::new(false),
+            stopped: AtomicBool::new(false),
+            changed: Condvar::new(),
+            changed_lock: Mutex::new(()),
+            current: Mutex::new(Current::default()),
+        });
+        Shared::campaign(&shared);
+        LeaderLatch { events, shared }
     }
 
     /// Gains, losses and the rest, in order.
@@ -91,65 +117,149 @@ impl LeaderLatch {
 
     /// Whether we lead now (held, and connected).
     pub fn is_leader(&self) -> bool {
-        self.leading.load(Ordering::SeqCst)
+        self.shared.leading.load(Ordering::SeqCst)
+    }
+
+    /// Waits at most `timeout` until we lead (Curator's `await`): `true`
+    /// if we do, `false` at the timeout or once the latch stopped. Reads
+    /// no event: [`LeaderLatch::events`] still reports everything.
+    pub fn await_leadership(&self, timeout: Duration) -> bool {
+        let until = crate::deadline::after(Instant::now(), timeout);
+        let s = &self.shared;
+        let Ok(mut guard) = s.changed_lock.lock() else {
+            return self.is_leader();
+        };
+        loop {
+            if s.leading.load(Ordering::SeqCst) {
+                return true;
+            }
+            let now = Instant::now();
+            if s.stopped.load(Ordering::SeqCst) || now >= until {
+                return false;
+            }
+            guard = match s.changed.wait_timeout(guard, until - now) {
+                Ok((g, _)) => g,
+                Err(_) => return self.is_leader(),
+            };
+        }
     }
 }
 
 impl Drop for LeaderLatch {
+    /// Withdraws: the campaign under way is given up, the leadership node
+    /// released; nothing blocks.
     fn drop(&mut self) {
-        self.stop.cancel();
+        self.shared.stopped.store(true, Ordering::SeqCst);
+        self.shared.set_leading(false);
+        let (attempt, guard) = match self.shared.current.lock() {
+            Ok(mut c) => (c.attempt.take(), c.guard.take()),
+            Err(_) => (None, None),
+        };
+        if let Some((id, sender)) = attempt {
+            // A grant on its way is released too.
+            sender.lock(LockCommand::Withdraw(id));
+        }
+        drop(guard);
     }
 }
 
-fn campaign_forever(
-    election: &Election,
-    tx: &Sender<LatchEvent>,
-    leading: &AtomicBool,
-    stop: &CancelToken,
-) {
-    loop {
-        let guard = match election.campaign_with(None, Some(stop)) {
-            Ok(guard) => guard,
-            Err(LockError::Cancelled) => return,
-            // Lost between the grant and the check of its owner: again.
-            Err(LockError::Lost) => continue,
-            Err(e) => {
-                let _ = tx.send(LatchEvent::Stopped(e));
-                return;
-            }
-        };
-        leading.store(true, Ordering::SeqCst);
-        let _ = tx.send(LatchEvent::Gained {
-            fencing_token: guard.fencing_token(),
-        });
-        let changes = guard.state_changes();
-        loop {
-            select! {
-                recv(changes) -> state => match state {
-                    Ok(LockState::Held) => {
-                        if !leading.swap(true, Ordering::SeqCst) {
-                            let _ = tx.send(LatchEvent::Resumed);
-                        }
-                    }
-                    Ok(LockState::Suspended) => {
-                        leading.store(false, Ordering::SeqCst);
-                        let _ = tx.send(LatchEvent::Suspended);
-                    }
-                    Ok(LockState::Lost) | Err(_) => break,
-                },
-                recv(stop.receiver()) -> _ => {
-                    leading.store(false, Ordering::SeqCst);
-                    return;
-                }
-            }
-        }
-        leading.store(false, Ordering::SeqCst);
-        let _ = tx.send(LatchEvent::Lost {
-            reason: guard.lost_reason(),
-        });
-        drop(guard);
-        if stop.is_cancelled() {
+impl Shared {
+    /// Queues for leadership; the outcome comes to `granted` on the I/O
+    /// thread.
+    fn campaign(shared: &Arc<Shared>) {
+        if shared.stopped.load(Ordering::SeqCst) {
             return;
         }
+        let weak = Arc::downgrade(shared);
+        let outcome = Outcome::Call(Arc::new(move |result| {
+            if let Some(shared) = weak.upgrade() {
+                Shared::decided(&shared, result);
+            }
+        }));
+        match shared.election.queue_lock().start_to(None, outcome) {
+            Ok(attempt) => {
+                if let Ok(mut c) = shared.current.lock() {
+                    c.attempt = Some(attempt);
+                }
+            }
+            Err(e) => shared.stop(e),
+        }
+    }
+
+    /// The campaign's outcome.
+    fn decided(shared: &Arc<Shared>, result: Result<LockGuard, LockError>) {
+        if let Ok(mut c) = shared.current.lock() {
+            c.attempt = None;
+        }
+        let guard = match result {
+            Ok(guard) => guard,
+            Err(LockError::Cancelled) => return,
+            Err(e) => return shared.stop(e),
+        };
+        if shared.stopped.load(Ordering::SeqCst) {
+            return; // the guard releases as it drops
+        }
+        // Leadership belongs to our session, not just to the first place.
+        if !shared.election.is_ours(&guard) {
+            drop(guard);
+            return Shared::campaign(shared);
+        }
+        let weak = Arc::downgrade(shared);
+        guard.on_state_change(Arc::new(move |state| {
+            if let Some(shared) = weak.upgrade() {
+                Shared::holder_changed(&shared, state);
+            }
+        }));
+        shared.set_leading(true);
+        let _ = shared.tx.send(LatchEvent::Gained {
+            fencing_token: guard.fencing_token(),
+        });
+        if let Ok(mut c) = shared.current.lock() {
+            c.guard = Some(guard);
+        }
+    }
+
+    /// The leader's holder state changed.
+    fn holder_changed(shared: &Arc<Shared>, state: LockState) {
+        match state {
+            LockState::Held => {
+                if !shared.leading.load(Ordering::SeqCst) {
+                    shared.set_leading(true);
+                    let _ = shared.tx.send(LatchEvent::Resumed);
+                }
+            }
+            LockState::Suspended => {
+                shared.set_leading(false);
+                let _ = shared.tx.send(LatchEvent::Suspended);
+            }
+            LockState::Lost => {
+                shared.set_leading(false);
+                let guard = shared.current.lock().ok().and_then(|mut c| c.guard.take());
+                let reason = guard.as_ref().and_then(LockGuard::lost_reason);
+                let _ = shared.tx.send(LatchEvent::Lost { reason });
+                drop(guard);
+                Shared::campaign(shared);
+            }
+        }
+    }
+
+    fn stop(&self, error: LockError) {
+        self.set_leading(false);
+        if !self.stopped.swap(true, Ordering::SeqCst) {
+            let _ = self.tx.send(LatchEvent::Stopped(error));
+        }
+        self.notify();
+    }
+
+    fn set_leading(&self, leading: bool) {
+        self.leading.store(leading, Ordering::SeqCst);
+        self.notify();
+    }
+
+    /// Wakes `await_leadership` (under its lock, so no wake-up is lost
+    /// between its look and its wait).
+    fn notify(&self) {
+        let _held = self.changed_lock.lock();
+        self.changed.notify_all();
     }
 }

@@ -18,6 +18,7 @@ mod registry;
 mod rwlock;
 mod semaphore;
 mod service;
+mod wake;
 
 // The lock protocol's types live in the core below the I/O thread; the
 // recipes name them as their own.
@@ -32,13 +33,13 @@ pub use crate::machine::{LockSpec, Rule};
 pub use crate::machine::{LockState, LossReason};
 pub use batch::{BatchGuard, BatchMutex};
 pub use cancel::CancelToken;
-pub use election::{Election, Leader};
+pub use election::{Election, Leader, LeaderObserver};
 pub use guard::LockGuard;
 pub use inspect::{inspect, QueueEntry};
 pub use latch::{LatchEvent, LeaderLatch};
 pub use multilock::{MultiGuard, MultiLock};
 pub use mutex::{holder_identity, Mutex, MutexOptions};
 pub use pending::PendingLock;
-pub use pending_set::{PendingSet, SetOutcome};
+pub use pending_set::{NextOutcome, PendingSet, SetOutcome};
 pub use rwlock::RwLock;
 pub use semaphore::Semaphore;

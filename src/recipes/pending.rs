@@ -1,11 +1,16 @@
 //! An acquisition under way, for callers that do not want to block: one
 //! thread can wait on any number of them together with other channels.
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, TryRecvError};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use crossbeam_channel::{Receiver, RecvTimeoutError, TryRecvError};
+
 use super::guard::LockGuard;
+use super::wake::WakeSlot;
 use crate::machine::{AttemptId, CommandSender, LockCommand, LockError};
 use crate::Error;
 
@@ -36,6 +41,15 @@ use crate::Error;
 /// println!("first lock: {}", guard.node_path());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+///
+/// It is also a [`Future`] of its outcome, for async code on any executor
+/// (the crate needs no runtime: the client's I/O thread wakes the task):
+///
+/// ```no_run
+/// # async fn f(mutex: &zklock::recipes::Mutex) -> Result<(), zklock::recipes::LockError> {
+/// let guard = mutex.start_lock(None).await?;
+/// # Ok(()) }
+/// ```
 #[derive(Debug)]
 #[must_use = "dropping the handle gives the acquisition up"]
 pub struct PendingLock {
@@ -46,6 +60,8 @@ pub struct PendingLock {
     /// The outcome was taken: nothing to give up on drop (and no message
     /// to wake the core's driver for).
     taken: AtomicBool,
+    /// The task polling this as a future.
+    wake: WakeSlot,
 }
 
 impl PendingLock {
@@ -53,12 +69,14 @@ impl PendingLock {
         id: AttemptId,
         outcome: Receiver<Result<LockGuard, LockError>>,
         sender: CommandSender,
+        wake: WakeSlot,
     ) -> Self {
         PendingLock {
             id,
             outcome,
             sender: Some(sender),
             taken: AtomicBool::new(false),
+            wake,
         }
     }
 
@@ -120,6 +138,25 @@ impl PendingLock {
     /// a caller in this crate): dropping the handle gives nothing up.
     pub(crate) fn mark_taken(&self) {
         self.taken.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Resolves to the outcome, as [`PendingLock::wait`] would return it,
+/// without blocking a thread. Dropping the future before it resolves gives
+/// the acquisition up, as dropping the handle does.
+impl Future for PendingLock {
+    type Output = Result<LockGuard, LockError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        if let Some(outcome) = self.try_take() {
+            return Poll::Ready(outcome);
+        }
+        self.wake.register(cx.waker());
+        // The outcome may have come between the look and the registration.
+        match self.try_take() {
+            Some(outcome) => Poll::Ready(outcome),
+            None => Poll::Pending,
+        }
     }
 }
 

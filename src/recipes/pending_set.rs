@@ -1,6 +1,9 @@
 //! Many acquisitions under way, their outcomes on one channel.
 
 use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
@@ -9,6 +12,7 @@ use super::guard::LockGuard;
 use super::mutex::{Mutex, QueueLock};
 use super::rwlock::RwLock;
 use super::service::Outcome;
+use super::wake::WakeSlot;
 use crate::machine::{AttemptId, CommandSender, LockCommand, LockError};
 
 /// One outcome of a [`PendingSet`]: the key its start returned, and the
@@ -52,6 +56,8 @@ pub struct PendingSet {
     open: HashMap<u64, Option<(AttemptId, CommandSender)>>,
     /// Outcomes read from the channel early (by a cancel), not yet handed out.
     ready: VecDeque<SetOutcome>,
+    /// The task polling [`PendingSet::next_outcome`].
+    wake: WakeSlot,
     next_key: u64,
 }
 
@@ -70,6 +76,7 @@ impl PendingSet {
             rx,
             open: HashMap::new(),
             ready: VecDeque::new(),
+            wake: WakeSlot::default(),
             next_key: 0,
         }
     }
@@ -93,7 +100,10 @@ impl PendingSet {
     fn start(&mut self, lock: &QueueLock, deadline: Option<Instant>) -> u64 {
         let key = self.next_key;
         self.next_key += 1;
-        match lock.start_to(deadline, Outcome::InSet(self.tx.clone(), key)) {
+        match lock.start_to(
+            deadline,
+            Outcome::InSet(self.tx.clone(), key, self.wake.clone()),
+        ) {
             Ok(attempt) => {
                 self.open.insert(key, Some(attempt));
             }
@@ -193,6 +203,20 @@ impl PendingSet {
         }
     }
 
+    /// The next outcome, as a [`Future`]: like [`PendingSet::recv`] without
+    /// blocking a thread; `None` once the set is empty.
+    ///
+    /// ```no_run
+    /// # async fn f(set: &mut zklock::recipes::PendingSet) {
+    /// while let Some((key, outcome)) = set.next_outcome().await {
+    ///     println!("{key}: {}", outcome.is_ok());
+    /// }
+    /// # }
+    /// ```
+    pub fn next_outcome(&mut self) -> NextOutcome<'_> {
+        NextOutcome { set: self }
+    }
+
     /// The first outcome read early whose key is still open.
     fn take_ready(&mut self) -> Option<SetOutcome> {
         while let Some(outcome) = self.ready.pop_front() {
@@ -214,6 +238,34 @@ impl Drop for PendingSet {
     fn drop(&mut self) {
         for (id, sender) in self.open.drain().filter_map(|(_, attempt)| attempt) {
             sender.lock(LockCommand::Withdraw(id));
+        }
+    }
+}
+
+/// The future of [`PendingSet::next_outcome`].
+#[derive(Debug)]
+#[must_use = "a future does nothing unless polled"]
+pub struct NextOutcome<'a> {
+    set: &'a mut PendingSet,
+}
+
+impl Future for NextOutcome<'_> {
+    type Output = Option<SetOutcome>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let set = &mut *self.get_mut().set;
+        if set.is_empty() {
+            return Poll::Ready(None);
+        }
+        if let Some(outcome) = set.try_recv() {
+            return Poll::Ready(Some(outcome));
+        }
+        set.wake.register(cx.waker());
+        // An outcome may have come between the look and the registration.
+        match set.try_recv() {
+            Some(outcome) => Poll::Ready(Some(outcome)),
+            None if set.is_empty() => Poll::Ready(None),
+            None => Poll::Pending,
         }
     }
 }

@@ -10,6 +10,7 @@ use crossbeam_channel::Sender;
 use super::guard::LockGuard;
 use super::pending::PendingLock;
 use super::pending_set::SetOutcome;
+use super::wake::WakeSlot;
 use crate::client::WeakClient;
 use crate::machine::{AttemptId, Grant, GrantSink, LockCommand, LockError, LockSpec};
 use crate::{oneshot, Client, Error};
@@ -17,23 +18,38 @@ use crate::{oneshot, Client, Error};
 /// Where an acquisition's outcome goes.
 #[derive(Clone)]
 pub(crate) enum Outcome {
-    /// The channel of its own [`PendingLock`].
-    Alone(Sender<Result<LockGuard, LockError>>),
-    /// A [`PendingSet`](super::PendingSet)'s channel, with the set's key.
-    InSet(Sender<SetOutcome>, u64),
+    /// The channel of its own [`PendingLock`], and its future's task.
+    Alone(Sender<Result<LockGuard, LockError>>, WakeSlot),
+    /// A [`PendingSet`](super::PendingSet)'s channel, with the set's key,
+    /// and the task of a future on the set.
+    InSet(Sender<SetOutcome>, u64, WakeSlot),
     /// A thread blocked in `lock()`.
     Blocked(oneshot::Sender<Result<LockGuard, LockError>>),
+    /// A recipe that reacts on the core's thread (a latch campaigning
+    /// again): called with the outcome there; it must not block.
+    Call(Arc<dyn Fn(Result<LockGuard, LockError>) + Send + Sync>),
 }
 
 impl Outcome {
     /// Hands the outcome over. If nobody waits any more, it is dropped
     /// here: a guard then releases itself.
     fn send(self, outcome: Result<LockGuard, LockError>) {
-        let _ = match self {
-            Outcome::Alone(tx) => tx.send(outcome).map_err(drop),
-            Outcome::InSet(tx, key) => tx.send((key, outcome)).map_err(drop),
-            Outcome::Blocked(tx) => tx.send(outcome).map_err(drop),
-        };
+        match self {
+            Outcome::Alone(tx, wake) => {
+                if tx.send(outcome).is_ok() {
+                    wake.wake();
+                }
+            }
+            Outcome::InSet(tx, key, wake) => {
+                if tx.send((key, outcome)).is_ok() {
+                    wake.wake();
+                }
+            }
+            Outcome::Blocked(tx) => {
+                let _ = tx.send(outcome);
+            }
+            Outcome::Call(f) => f(outcome),
+        }
     }
 
     /// What the core calls with the grant or the error: a guard on the
@@ -65,8 +81,15 @@ pub(crate) fn start(
     no_wait: bool,
 ) -> PendingLock {
     let (tx, rx) = crossbeam_channel::bounded(1);
-    let id = start_to(client, spec, deadline, no_wait, Outcome::Alone(tx));
-    PendingLock::new(id, rx, client.command_sender())
+    let wake = WakeSlot::default();
+    let id = start_to(
+        client,
+        spec,
+        deadline,
+        no_wait,
+        Outcome::Alone(tx, wake.clone()),
+    );
+    PendingLock::new(id, rx, client.command_sender(), wake)
 }
 
 /// Starts an acquisition for a thread that blocks until its outcome.

@@ -34,6 +34,6 @@ pub mod zk;
 
 pub use client::{children, shared_client, wait_children, wait_no_children};
 pub use ports::free_ports;
-pub use procfs::{io_thread_ids, process_alive, rss_bytes, thread_cpu};
+pub use procfs::{io_thread_ids, process_alive, rss_bytes, thread_count, thread_cpu};
 pub use scratch::{scratch_dir, target_dir};
 pub use wait::{poll_until, wait_until};

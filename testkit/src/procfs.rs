@@ -23,6 +23,11 @@ pub fn io_thread_ids() -> HashSet<u32> {
         .collect()
 }
 
+/// How many threads this process has now.
+pub fn thread_count() -> usize {
+    fs::read_dir("/proc/self/task").map_or(0, |d| d.flatten().count())
+}
+
 /// CPU time (user + system) a thread of this process has used; `None`
 /// once it has ended.
 pub fn thread_cpu(tid: u32) -> Option<Duration> {

@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 
 use zklock::machine::{Core, CoreEvent, Regression};
 use zklock::recipes::{
-    LockError, LockGuard, LockState, Mutex, MutexOptions, PendingLock, PendingSet, RwLock,
+    Election, LeaderLatch, LockError, LockGuard, LockState, Mutex, MutexOptions, PendingLock,
+    PendingSet, RwLock,
 };
 use zklock::Client;
 
@@ -79,6 +80,16 @@ enum Action {
         id: AttemptId,
     },
     Fault(Fault),
+    /// The client starts campaigning with a leader latch on `LATCH_PATH`.
+    LatchStart {
+        client: usize,
+        generation: u32,
+    },
+    /// The client drops its latch (withdrawing).
+    LatchDrop {
+        client: usize,
+        generation: u32,
+    },
     /// A third party deletes this node (if it is still there).
     AdminDeletePath(String),
 }
@@ -169,6 +180,8 @@ struct SimClient {
     locks: Vec<SimLock>,
     /// Where some acquisitions are started instead of a `PendingLock`.
     set: PendingSet,
+    /// A leader latch campaigning on `LATCH_PATH`, while started.
+    latch: Option<LeaderLatch>,
     link: Option<Link>,
     connect_at: Instant,
     /// A stall armed to start at the next grant.
@@ -190,6 +203,9 @@ enum SimLock {
     /// Lock 1: readers and writers.
     Rw(RwLock),
 }
+
+/// Where the clients' leader latches campaign.
+const LATCH_PATH: &str = "/locks/latch";
 
 /// Whether lock `l`'s holders watch their node (0 and 2 do; 1 has the
 /// default). No draw: seeds replay.
@@ -236,6 +252,7 @@ impl SimClient {
             core,
             locks,
             set: PendingSet::new(),
+            latch: None,
             link: None,
             connect_at: now,
             stall_after_grant: None,
@@ -365,6 +382,26 @@ impl World {
                 );
             }
         }
+        // Each client campaigns with a latch for a while, once.
+        for c in 0..plan.clients {
+            let window = plan.fault_window.as_millis() as u64;
+            let start = Duration::from_millis(rng.below(window / 2 + 1));
+            let stop = start + Duration::from_millis(1 + rng.below(window / 2 + 1));
+            world.schedule(
+                base + start,
+                Action::LatchStart {
+                    client: c,
+                    generation: 0,
+                },
+            );
+            world.schedule(
+                base + stop,
+                Action::LatchDrop {
+                    client: c,
+                    generation: 0,
+                },
+            );
+        }
         for (at, fault) in faults {
             world.schedule(base + *at, Action::Fault(*fault));
         }
@@ -492,6 +529,7 @@ impl World {
         }
         self.clients.iter().all(|c| {
             c.core.lock_attempts() == 0
+                && c.latch.is_none()
                 && !c.core.has_commands()
                 && c.attempts
                     .values()
@@ -678,6 +716,21 @@ impl World {
                         t.phase = Phase::Failed(LockError::Cancelled);
                         self.note(|| format!("c{client}: cancel #{id}"));
                     }
+                }
+            }
+            Action::LatchStart { client, generation } => {
+                let c = &mut self.clients[client];
+                if c.generation == generation && c.latch.is_none() {
+                    let election =
+                        Election::new(&c.client, LATCH_PATH, b"candidate").expect("an election");
+                    c.latch = Some(election.latch());
+                    self.note(|| format!("c{client}: latch starts"));
+                }
+            }
+            Action::LatchDrop { client, generation } => {
+                let c = &mut self.clients[client];
+                if c.generation == generation && c.latch.take().is_some() {
+                    self.note(|| format!("c{client}: latch dropped"));
                 }
             }
             Action::AdminDeletePath(path) => {
@@ -1215,6 +1268,28 @@ impl World {
                 holders[t.lock].push((format!("c{c}#{id}"), t.reader));
             }
         }
+        // At most one latch leads, and only while its session lives.
+        let leaders: Vec<usize> = self
+            .clients
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.latch.as_ref().is_some_and(LeaderLatch::is_leader))
+            .map(|(i, _)| i)
+            .collect();
+        if leaders.len() > 1 {
+            return Err(self.violation(format!("latches of {leaders:?} lead at once")));
+        }
+        for &c in &leaders {
+            let sid = self.clients[c].core.session_id();
+            if !self.server.session_alive(sid) {
+                return Err(self.violation(format!(
+                    "c{c}: its latch leads but session {sid:#x} is gone on the server"
+                )));
+            }
+            if self.clients[c].link.is_none() {
+                return Err(self.violation(format!("c{c}: its latch leads with no connection")));
+            }
+        }
         // One writer alone, or any number of readers.
         for (lock, h) in holders.iter().enumerate() {
             let writers = h.iter().filter(|(_, reader)| !reader).count();
@@ -1249,6 +1324,10 @@ impl World {
                     client.core.lock_attempts()
                 )));
             }
+        }
+        let latch_left = self.server.children(LATCH_PATH);
+        if !latch_left.is_empty() {
+            return Err(self.violation(format!("nodes left under {LATCH_PATH}: {latch_left:?}")));
         }
         for l in 0..self.locks {
             let left = self.server.children(&lock_path(l));

@@ -1,0 +1,41 @@
+//! Locks awaited on tokio: `PendingLock` is a `Future` (and
+//! `PendingSet::next_outcome` returns one), woken from the client's own I/O thread,
+//! so they run on any executor without the library depending on one.
+//! `ZKLOCK_CONNECT` names the server (default 127.0.0.1:2181).
+
+use std::time::{Duration, Instant};
+
+use zklock::recipes::{Mutex, PendingSet};
+use zklock::Client;
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let connect = std::env::var("ZKLOCK_CONNECT").unwrap_or_else(|_| "127.0.0.1:2181".into());
+    // Connecting blocks for one round trip: off the runtime's thread.
+    let client =
+        tokio::task::spawn_blocking(move || Client::connect(&connect, Duration::from_secs(10)))
+            .await??;
+    let deadline = Some(Instant::now() + Duration::from_secs(30));
+
+    let mutex = Mutex::new(&client, "/examples/future")?;
+    let guard = mutex.start_lock(deadline).await?;
+    println!(
+        "holding {} (token {})",
+        guard.node_path(),
+        guard.fencing_token()
+    );
+    drop(guard);
+
+    // Many locks at once, outcomes as they come.
+    let jobs: Vec<Mutex> = (0..5)
+        .map(|i| Mutex::new(&client, &format!("/examples/future-job-{i}")))
+        .collect::<Result<_, _>>()?;
+    let mut set = PendingSet::new();
+    for job in &jobs {
+        set.start_lock(job, deadline);
+    }
+    while let Some((key, outcome)) = set.next_outcome().await {
+        println!("job {key}: {}", outcome?.node_path());
+    }
+    Ok(())
+}
