@@ -10,6 +10,9 @@ start=$(date +%s)
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 cargo clippy --workspace --all-targets --all-features -- -D warnings
+# Every shell block of README.md and docs/ works when pasted: cheap blocks
+# are run, the others checked command by command (scripts/check-doc-blocks.py).
+python3 scripts/check-doc-blocks.py
 # --all-features: the TLS tests need the `tls` feature.
 cargo test --workspace --all-targets --all-features "$@"
 cargo test --workspace --doc --all-features
