@@ -625,3 +625,24 @@ fn a_pending_lock_and_a_pending_set_are_futures_woken_by_the_io_thread() {
     keys.sort_unstable();
     assert_eq!(got, keys);
 }
+
+/// A holder's horizon: in the future while it holds, moved on by the
+/// session's proofs of life, gone once Lost.
+#[test]
+fn valid_until_lies_ahead_while_held_and_ends_with_the_lock() {
+    let path = lock_path("valid-until");
+    let (c, admin) = (client(), client());
+    let m = Mutex::with_options(&c, &path, MutexOptions::default().watch_node(true)).unwrap();
+    let g = m.lock_timeout(WAIT).unwrap();
+    let first = g.valid_until().expect("a horizon while held");
+    let now = std::time::Instant::now();
+    assert!(first > now && first <= now + T, "{:?}", first - now);
+    // The session's own syncs (every T/8) push it on.
+    testkit::wait_until("the horizon moves on", WAIT, || {
+        g.valid_until().is_some_and(|v| v > first)
+    });
+    let changes = g.state_changes();
+    admin.delete(&g.node_path(), None).unwrap();
+    assert!(becomes_lost(&changes));
+    assert_eq!(g.valid_until(), None);
+}

@@ -60,6 +60,8 @@ enum Kind {
 struct Holding {
     _keep: Box<dyn Send>,
     not_held: Receiver<Instant>,
+    /// The guard's `valid_until` (a latch has none).
+    valid_until: Box<dyn Fn() -> Option<Instant> + Send>,
 }
 
 /// Reports the first state other than Held.
@@ -112,14 +114,18 @@ fn take(kind: Kind, client: &Client, path: &str) -> Holding {
             return Holding {
                 _keep: Box::new(latch),
                 not_held: rx,
+                valid_until: Box::new(|| None),
             };
         }
     };
     let guard = guard.unwrap_or_else(|e| panic!("{kind:?} at {path}: {e}"));
     let not_held = watch_guard(&guard);
+    let guard = std::sync::Arc::new(guard);
+    let horizon = guard.clone();
     Holding {
         _keep: Box::new(guard),
         not_held,
+        valid_until: Box::new(move || horizon.valid_until()),
     }
 }
 
@@ -216,6 +222,15 @@ fn trial(kind: Kind, timeout: Duration) -> Timeline {
     let granted = granted_rx
         .recv_timeout(bound)
         .unwrap_or_else(|_| panic!("{kind:?}: the second client was never granted"));
+    // The first holder's horizon never reached past the other's grant.
+    if let Some(horizon) = (holding.valid_until)() {
+        assert!(
+            horizon <= granted,
+            "{kind:?}: valid_until {:?} after the cut, the next grant at {:?}",
+            horizon.saturating_duration_since(cut),
+            granted.saturating_duration_since(cut)
+        );
+    }
     let expiry = deleted_rx.recv_timeout(Duration::from_secs(5)).ok();
     // The first holder must let go; bounded by the follower's own giving up.
     let not_held = holding

@@ -444,6 +444,11 @@ impl Client {
         self.inner.driver.sender.clone()
     }
 
+    /// Until when the server cannot have expired the session.
+    pub(crate) fn valid_until(&self) -> Option<Instant> {
+        self.inner.driver.status.valid_until()
+    }
+
     /// A new lock attempt's id and protected UUID.
     pub(crate) fn next_attempt(&self) -> (AttemptId, String) {
         self.inner.attempts.next()

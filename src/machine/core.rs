@@ -84,7 +84,7 @@ impl Core {
         let sender = CommandSender::new(tx, wake);
         let mut session = Session::new(config, now);
         session.set_sasl(sasl);
-        let status = Arc::new(Status::default());
+        let status = Arc::new(Status::new(now));
         let watch_events = Arc::new(AtomicU64::new(0));
         let core = Core {
             session,

@@ -144,6 +144,21 @@ impl LockGuard {
         self.holding.grant.state().on_change(f);
     }
 
+    /// The latest instant up to which this holder can be sure that no one
+    /// else holds the lock: the server cannot have expired our session
+    /// before it (counted from the last answer the leader itself gave, see
+    /// docs/PARTITION.md). Check it before a side effect outside ZooKeeper
+    /// and stop if it is near; pass [`LockGuard::fencing_token`] along too,
+    /// since a process can pause after the check. `None` once Lost (or with
+    /// no proof of life yet). A node deleted by a third party is not
+    /// covered: [`LockGuard::state`] reports that.
+    pub fn valid_until(&self) -> Option<Instant> {
+        if self.state() == LockState::Lost {
+            return None;
+        }
+        self.holding.client.valid_until()
+    }
+
     /// A channel that yields the current state, then every change.
     pub fn state_changes(&self) -> Receiver<LockState> {
         self.holding.grant.state().changes()

@@ -631,6 +631,14 @@ impl<R, W: Clone> Session<R, W> {
         self.check_lost(now);
     }
 
+    /// Until when the server cannot have expired this session: the
+    /// earliest moment the leader may expire it, from the last proof of
+    /// life (see [`Session::set_leader_check`]). `None` before a session,
+    /// once it ended, or once Lost was reported.
+    pub fn valid_until(&self) -> Option<Instant> {
+        self.lost_deadline()
+    }
+
     /// When the server may expire us: a session timeout after the send
     /// time of the last request it answered.
     fn lost_deadline(&self) -> Option<Instant> {

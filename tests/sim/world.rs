@@ -1233,6 +1233,19 @@ impl World {
         for (c, client) in self.clients.iter().enumerate() {
             let sid = client.core.session_id();
             for (id, t) in &client.attempts {
+                // A holder's horizon never passes the server's expiry.
+                if let (Handle::Guard(g), Some(expiry)) =
+                    (&t.handle, self.server.session_deadline(sid))
+                {
+                    if let Some(horizon) = g.valid_until() {
+                        if horizon > expiry {
+                            return Err(self.violation(format!(
+                                "c{c}: #{id} valid_until is {:?} past the server's expiry",
+                                horizon - expiry
+                            )));
+                        }
+                    }
+                }
                 if let Phase::Held { state, .. } = &t.phase {
                     // S2: Suspended as soon as the connection is gone...
                     if *state == LockState::Held && client.link.is_none() {
