@@ -846,7 +846,31 @@ fn queue_at(seq: i32, others: &[&str]) -> (Vec<LockEvent>, Vec<Outgoing>, Harnes
     let mut names = vec![me.as_str()];
     names.extend_from_slice(others);
     h.reply(&sent[1], Ok(children(&names)));
-    (h.events(), h.sent(), h)
+    // Past SEQUENCE_WARNING every create is announced; tested on its own.
+    let events = h
+        .events()
+        .into_iter()
+        .filter(|e| !matches!(e, LockEvent::NearSequenceEnd { .. }))
+        .collect();
+    (events, h.sent(), h)
+}
+
+#[test]
+fn a_node_issued_near_the_end_is_announced_once() {
+    let mut h = Harness::new();
+    h.m.acquire(h.now, 1, spec(false), UUID.into(), None, false);
+    let sent = h.sent();
+    h.reply(&sent[0], Ok(created_at(i32::MAX - 3)));
+    assert_eq!(
+        h.events(),
+        vec![LockEvent::NearSequenceEnd {
+            id: 1,
+            node: format!("/l/{}", ours_at(i32::MAX - 3)),
+            sequence: i32::MAX - 3
+        }]
+    );
+    let (events, _, _) = queue_at(5, &[]);
+    assert!(matches!(&events[..], [LockEvent::Acquired { .. }]));
 }
 
 fn exhausted(events: &[LockEvent]) -> bool {

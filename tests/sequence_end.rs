@@ -583,3 +583,41 @@ fn kazoo_lock_at_the_counter_end_measured() {
     assert_eq!(held + timeouts + errors, CLIENTS * ROUNDS);
     assert!(past > 0, "kazoo held no node past the end");
 }
+
+/// Well before the end, the observer (and the log) hear that the counter
+/// runs out, once per node issued past `SEQUENCE_WARNING`; before it,
+/// never.
+#[test]
+fn the_observer_is_warned_near_the_end() {
+    use std::sync::atomic::AtomicI32;
+    use zklock::recipes::SEQUENCE_WARNING;
+    use zklock::Observer;
+    #[derive(Default)]
+    struct Warned {
+        calls: AtomicUsize,
+        last: AtomicI32,
+    }
+    impl Observer for Warned {
+        fn sequence_near_end(&self, _node: &str, sequence: i32) {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            self.last.store(sequence, Ordering::SeqCst);
+        }
+    }
+    let server = ZkHarness::start(TICK);
+    let warned = Arc::new(Warned::default());
+    let c = Client::builder(&server.connect_string())
+        .session_timeout(SESSION)
+        .observer(warned.clone())
+        .connect()
+        .unwrap();
+    let path = "/end/warned";
+    let m = Mutex::new(&c, path).unwrap();
+    m.lock_timeout(ACQUIRE).unwrap().unlock().unwrap();
+    assert_eq!(warned.calls.load(Ordering::SeqCst), 0, "far from the end");
+    server.set_sequence_counter(path, SEQUENCE_WARNING + 1);
+    for _ in 0..3 {
+        m.lock_timeout(ACQUIRE).unwrap().unlock().unwrap();
+    }
+    assert_eq!(warned.calls.load(Ordering::SeqCst), 3);
+    assert_eq!(warned.last.load(Ordering::SeqCst), SEQUENCE_WARNING + 3);
+}

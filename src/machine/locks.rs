@@ -192,6 +192,11 @@ impl Locks {
                         self.held.remove(&id);
                     }
                 }
+                LockEvent::NearSequenceEnd { node, sequence, .. } => {
+                    if let Some(o) = &self.observer {
+                        o.sequence_near_end(&node, sequence);
+                    }
+                }
                 LockEvent::Released { id, refused } => {
                     if let (Some(o), Some((at, node))) = (&self.observer, self.granted.remove(&id))
                     {

@@ -56,6 +56,14 @@ pub trait Observer: Send + Sync {
         let _ = (node, state);
     }
 
+    /// A node of ours was issued near the end of its lock path's sequence
+    /// counter (past [`SEQUENCE_WARNING`](crate::machine::SEQUENCE_WARNING)):
+    /// recreate the path, or move to a new one, before acquisitions there
+    /// fail closed with [`LockError::SequenceExhausted`].
+    fn sequence_near_end(&self, node: &str, sequence: i32) {
+        let _ = (node, sequence);
+    }
+
     /// A holder let go (or was told it lost the lock), after holding
     /// `held`; `refused` if the server refused to delete the node.
     fn lock_released(&self, node: &str, held: Duration, refused: bool) {

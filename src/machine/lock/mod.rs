@@ -51,7 +51,19 @@ pub struct Outgoing {
 
 /// What happened to an acquisition.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum LockEvent {
+    /// Our node's sequence is past [`SEQUENCE_WARNING`](crate::machine::SEQUENCE_WARNING):
+    /// the lock path's counter is near its end, where acquisitions fail
+    /// closed. Recreate the path (or move to a new one) before then.
+    NearSequenceEnd {
+        /// The acquisition.
+        id: AttemptId,
+        /// Our node, as the server names it.
+        node: String,
+        /// Its sequence.
+        sequence: i32,
+    },
     /// The lock is ours: our node's server path and Stat (czxid is the
     /// fencing token).
     Acquired {

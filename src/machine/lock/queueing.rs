@@ -135,11 +135,18 @@ impl LockMachine {
         match result {
             Ok(Response::Created { path, stat }) => {
                 let name = path.rsplit('/').next().unwrap_or_default().to_owned();
-                if Contender::classify(&name).is_some_and(|(seq, _)| seq > SEQUENCE_WARNING) {
+                if let Some((sequence, _)) =
+                    Contender::classify(&name).filter(|(seq, _)| *seq > SEQUENCE_WARNING)
+                {
                     log::warn!(
                         "{path}: the parent's sequence counter is near its end (2147483647); \
                          delete and recreate the lock path before it runs out"
                     );
+                    self.events.push_back(LockEvent::NearSequenceEnd {
+                        id,
+                        node: path.clone(),
+                        sequence,
+                    });
                 }
                 a.maybe_created = false;
                 a.node = Some(Node {
