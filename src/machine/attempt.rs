@@ -134,6 +134,10 @@ pub struct LockSpec {
     /// Whether a holder watches its own node, to learn at once that it was
     /// deleted.
     pub watch_node: bool,
+    /// Whether a holder heeds a revocation request: a third party writing
+    /// [`REVOKE`](crate::machine::REVOKE) into its node (Curator's
+    /// `Revoker` protocol). Implies watching the node.
+    pub revocable: bool,
 }
 
 impl LockSpec {

@@ -6,7 +6,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::{Receiver, Sender, TrySendError};
 
 /// What a holder can rely on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -64,6 +64,9 @@ pub(crate) struct HolderState {
     /// Functions told of each change, on the thread that makes it (the
     /// core's): for recipes that react without a thread of their own.
     callbacks: Mutex<Vec<StateCallback>>,
+    /// Someone asked the holder to let go (revocable locks).
+    revocation: AtomicBool,
+    revocation_listeners: Mutex<Vec<Sender<()>>>,
 }
 
 impl std::fmt::Debug for HolderState {
@@ -86,7 +89,39 @@ impl HolderState {
             reason: Mutex::new(None),
             listeners: Mutex::new(Vec::new()),
             callbacks: Mutex::new(Vec::new()),
+            revocation: AtomicBool::new(false),
+            revocation_listeners: Mutex::new(Vec::new()),
         }
+    }
+
+    /// A revocation request arrived: listeners hear it once each time.
+    pub(crate) fn request_revocation(&self) {
+        if self.released.load(Ordering::SeqCst) {
+            return;
+        }
+        self.revocation.store(true, Ordering::SeqCst);
+        if let Ok(mut ls) = self.revocation_listeners.lock() {
+            // A listener that has not read the last request needs no other.
+            ls.retain(|l| !matches!(l.try_send(()), Err(TrySendError::Disconnected(_))));
+        }
+    }
+
+    /// Whether a revocation request arrived.
+    pub(crate) fn revocation_requested(&self) -> bool {
+        self.revocation.load(Ordering::SeqCst)
+    }
+
+    /// A channel that yields once per revocation request (one already
+    /// received: at once).
+    pub(crate) fn revocations(&self) -> Receiver<()> {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        if self.revocation_requested() {
+            let _ = tx.try_send(());
+        }
+        if let Ok(mut ls) = self.revocation_listeners.lock() {
+            ls.push(tx);
+        }
+        rx
     }
 
     /// Calls `f` with each later change (not after a release).

@@ -192,6 +192,11 @@ impl Locks {
                         self.held.remove(&id);
                     }
                 }
+                LockEvent::RevocationRequested { id } => {
+                    if let Some(holder) = self.held.get(&id) {
+                        holder.request_revocation();
+                    }
+                }
                 LockEvent::NearSequenceEnd { node, sequence, .. } => {
                     if let Some(o) = &self.observer {
                         o.sequence_near_end(&node, sequence);

@@ -32,7 +32,7 @@ pub(crate) use command::{Command, CommandSender, LockCommand, NoWake, Wake};
 pub use error::LockError;
 pub(crate) use grant::{Grant, GrantSink};
 pub use held::{LockState, LossReason};
-pub use lock::{AttemptId, LockEvent, LockMachine, Outgoing, Regression};
+pub use lock::{AttemptId, LockEvent, LockMachine, Outgoing, Regression, REVOKE};
 pub use observer::Observer;
 pub use queue::{
     past_the_end, sequence_order, sorted_contenders, Contender, NodeKind, NodeOrigin,

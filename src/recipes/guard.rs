@@ -159,6 +159,19 @@ impl LockGuard {
         self.holding.client.valid_until()
     }
 
+    /// Whether someone asked this holder to let go (a
+    /// [revocable](super::MutexOptions::revocable) lock). Letting go stays
+    /// the holder's decision.
+    pub fn revocation_requested(&self) -> bool {
+        self.holding.grant.state().revocation_requested()
+    }
+
+    /// A channel that yields once per revocation request (at once if one
+    /// came already), for `select!` beside the holder's work.
+    pub fn revocation_requests(&self) -> Receiver<()> {
+        self.holding.grant.state().revocations()
+    }
+
     /// A channel that yields the current state, then every change.
     pub fn state_changes(&self) -> Receiver<LockState> {
         self.holding.grant.state().changes()

@@ -41,6 +41,7 @@ pub struct MutexOptions {
     data: Option<Vec<u8>>,
     reentrant: bool,
     watch_node: bool,
+    revocable: bool,
     acl: Option<Vec<Acl>>,
     parent_acl: Option<Vec<Acl>>,
 }
@@ -49,6 +50,17 @@ impl MutexOptions {
     /// Data stored in our lock node (default `hostname:pid`), shown by inspection.
     pub fn data(mut self, data: &[u8]) -> Self {
         self.data = Some(data.to_vec());
+        self
+    }
+
+    /// Lets others ask the holder to release (Curator's revocation: a
+    /// third party writes `__REVOKE__` into the holder's node, e.g. with
+    /// [`revoke`](super::revoke) or Curator's `Revoker.attemptRevoke`); the
+    /// guard then says so ([`LockGuard::revocation_requests`](super::LockGuard::revocation_requests)).
+    /// Releasing stays the holder's choice. Implies
+    /// [`watch_node`](Self::watch_node).
+    pub fn revocable(mut self, yes: bool) -> Self {
+        self.revocable = yes;
         self
     }
 
@@ -130,7 +142,8 @@ impl QueueLock {
                 acl: options.acl.clone().unwrap_or_else(Acl::open_unsafe),
                 parent_acl: options.parent_acl.clone().unwrap_or_else(Acl::open_unsafe),
                 rule,
-                watch_node: options.watch_node,
+                watch_node: options.watch_node || options.revocable,
+                revocable: options.revocable,
             }),
             side,
             reentrant: options.reentrant,

@@ -3,7 +3,7 @@
 // with our library (and with kazoo) for the same locks.
 //
 // Usage: java CuratorPeer <connect_string> <lock_path> <kind> <id>
-//   kind: mutex | read | write | semaphore:<n> | leader
+//   kind: mutex | revocable-mutex | read | write | semaphore:<n> | leader
 //
 // stdout (one line each, flushed):
 //   ready                               connected, commands accepted
@@ -12,7 +12,9 @@
 //   released <unix_millis>              lock released (millis taken right BEFORE releasing)
 //   children <a,b,c>                    sorted child names of lock_path (empty if none)
 //   error <message>                     command failed; the peer keeps going
-// stdin commands: acquire | acquire <timeout_ms> | release | children | quit
+//   revocation-requested                (revocable-mutex) someone asked the holder to let go
+//   revoked <path>                      "revoke <path>" wrote Curator's revocation message
+// stdin commands: acquire | acquire <timeout_ms> | release | children | revoke <path> | quit
 // quit or EOF on stdin: release whatever is held, close the client, exit 0.
 
 import java.io.BufferedReader;
@@ -33,6 +35,7 @@ import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
 import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
 import org.apache.curator.framework.recipes.locks.Lease;
+import org.apache.curator.framework.recipes.locks.Revoker;
 import org.apache.curator.retry.RetryNTimes;
 import org.apache.zookeeper.KeeperException;
 
@@ -212,6 +215,11 @@ public final class CuratorPeer {
         if (kind.equals("mutex")) {
             return new MutexHolder(new InterProcessMutex(client, path));
         }
+        if (kind.equals("revocable-mutex")) {
+            InterProcessMutex mutex = new InterProcessMutex(client, path);
+            mutex.makeRevocable(m -> emit("revocation-requested"));
+            return new MutexHolder(mutex);
+        }
         if (kind.equals("read")) {
             return new MutexHolder(new InterProcessReadWriteLock(client, path).readLock());
         }
@@ -383,6 +391,16 @@ public final class CuratorPeer {
             }
             if (command.equals("children")) {
                 emit(children(client, path));
+                continue;
+            }
+            if (command.startsWith("revoke ")) {
+                String target = command.substring("revoke ".length()).trim();
+                try {
+                    Revoker.attemptRevoke(client, target);
+                    emit("revoked " + target);
+                } catch (Exception e) {
+                    emit("error revoke: " + describe(e));
+                }
                 continue;
             }
             worker.submit(command);

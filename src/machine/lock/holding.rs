@@ -3,7 +3,7 @@
 
 use jute::{ErrorCode, PathWatch, Request, Response};
 
-use super::{AttemptId, LockEvent, LockMachine, Regression};
+use super::{AttemptId, LockEvent, LockMachine, Regression, REVOKE};
 use crate::machine::attempt::{Goal, Purpose};
 use crate::machine::error::LockError;
 use crate::machine::held::{LockState, LossReason};
@@ -55,9 +55,13 @@ impl LockMachine {
             return;
         }
         match result {
-            Ok(_) => {
+            Ok(response) => {
                 if self.watches.contains_key(&token) {
                     a.watch = Some(token);
+                }
+                let revoke = matches!(&response, Response::Data { data, .. } if data == REVOKE);
+                if a.spec.revocable && revoke {
+                    self.events.push_back(LockEvent::RevocationRequested { id });
                 }
                 if self.session == Some(SessionState::Connected) {
                     self.set_state(id, LockState::Held, None);

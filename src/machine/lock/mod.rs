@@ -33,6 +33,10 @@ use super::queue::protected_id;
 use crate::session::{RequestError, SessionState, WatchEvent};
 use crate::Error;
 
+/// What a third party writes into a holder's node to ask it to let go
+/// (Curator's `LockInternals.REVOKE_MESSAGE`).
+pub const REVOKE: &[u8] = b"__REVOKE__";
+
 /// Names one acquisition; chosen by the caller, unique per machine.
 pub type AttemptId = u64;
 
@@ -89,6 +93,12 @@ pub enum LockEvent {
         state: LockState,
         /// Why it was lost, with `Lost`.
         reason: Option<LossReason>,
+    },
+    /// Someone asked a revocable holder to let go (wrote
+    /// [`REVOKE`](crate::machine::REVOKE) into its node).
+    RevocationRequested {
+        /// The acquisition.
+        id: AttemptId,
     },
     /// A release asked with `report` finished: the node is gone (or will go
     /// with the session), unless the server refused to delete it.

@@ -506,7 +506,9 @@ impl LockMachine {
         }
         a.watch = watch;
         let path = a.spec.child(&name);
-        let confirm = a.spec.watch_node && watch.is_none();
+        // A revocable holder reads its node once granted: a request written
+        // while it waited is heeded too.
+        let confirm = (a.spec.watch_node && watch.is_none()) || a.spec.revocable;
         let near_end = Contender::classify(&name).is_some_and(|(seq, _)| seq > SEQUENCE_WARNING);
         self.held_nodes.insert(path.clone(), id);
         self.events
