@@ -15,7 +15,7 @@ use lexopt::Arg;
 
 mod help;
 mod parsed;
-use help::{EXEC_HELP, LEADER_HELP, MAIN_HELP, STATUS_HELP};
+use help::{EXEC_HELP, LEADER_HELP, MAIN_HELP, REVOKE_HELP, STATUS_HELP};
 pub use parsed::{Command, Global, Hold, HoldKind, Parsed, Security, Status};
 
 /// The address used when neither `-c` nor `$ZKLOCK_CONNECT` is given.
@@ -53,6 +53,7 @@ enum Sub {
     Exec,
     Leader,
     Status,
+    Revoke,
 }
 
 impl Sub {
@@ -61,6 +62,7 @@ impl Sub {
             "exec" => Some(Sub::Exec),
             "leader" => Some(Sub::Leader),
             "status" => Some(Sub::Status),
+            "revoke" => Some(Sub::Revoke),
             _ => None,
         }
     }
@@ -70,6 +72,7 @@ impl Sub {
             Sub::Exec => "exec",
             Sub::Leader => "leader",
             Sub::Status => "status",
+            Sub::Revoke => "revoke",
         }
     }
 
@@ -78,6 +81,7 @@ impl Sub {
             Sub::Exec => EXEC_HELP,
             Sub::Leader => LEADER_HELP,
             Sub::Status => STATUS_HELP,
+            Sub::Revoke => REVOKE_HELP,
         }
     }
 }
@@ -98,6 +102,7 @@ struct Given {
     id: Option<String>,
     kill_after: Option<String>,
     json: bool,
+    revocable: bool,
     tls_ca: Option<String>,
     tls_cert: Option<String>,
     tls_key: Option<String>,
@@ -174,6 +179,7 @@ fn read(parser: &mut lexopt::Parser, sub: Option<Sub>, given: &mut Given) -> Res
             }
             Long("id") if sub == Some(Sub::Leader) => given.id = Some(text_value(parser, &option)?),
             Long("json") if sub == Some(Sub::Status) => given.json = true,
+            Long("revocable") if sub == Some(Sub::Exec) => given.revocable = true,
             Value(v) => {
                 let v = v
                     .into_string()
@@ -333,12 +339,18 @@ fn interpret(sub: Sub, given: Given) -> Result<Command, UsageError> {
     if let Some(extra) = positionals.next() {
         return usage(
             cmd,
-            if sub == Sub::Status {
+            if matches!(sub, Sub::Status | Sub::Revoke) {
                 format!("unexpected argument {extra:?}")
             } else {
                 format!("unexpected argument {extra:?}; put '--' before the command")
             },
         );
+    }
+    if sub == Sub::Revoke {
+        if given.rest.is_some() {
+            return usage(cmd, "revoke takes no command");
+        }
+        return Ok(Command::Revoke(path));
     }
     if sub == Sub::Status {
         if given.rest.is_some() {
@@ -394,6 +406,7 @@ fn interpret(sub: Sub, given: Given) -> Result<Command, UsageError> {
         conflict_exit_code,
         data: given.data,
         kill_after,
+        revocable: given.revocable,
         command: command_line,
     }))
 }

@@ -125,7 +125,8 @@ fn work(
     // operator breaking it ends the hold at once.
     let options = MutexOptions::default()
         .data(data.as_bytes())
-        .watch_node(true);
+        .watch_node(true)
+        .revocable(h.revocable);
     let acquired = match &h.kind {
         HoldKind::Exclusive => Mutex::with_options(&client, &h.path, options)
             .and_then(|m| m.lock_with(deadline, Some(&cancel))),
@@ -242,6 +243,12 @@ fn run_command(
 
     let mut states = guard.state_changes();
     let mut signals_open = signals.clone();
+    // Asked to let go: CMD gets SIGTERM once; the lock goes when it exits.
+    let mut revocations = if h.revocable {
+        guard.revocation_requests()
+    } else {
+        never()
+    };
     let status = loop {
         match cmd.child.try_wait() {
             Ok(Some(status)) => break status,
@@ -260,6 +267,17 @@ fn run_command(
                 ),
                 Ok(LockState::Held) => log::info!("{} held", h.path),
                 Err(_) => states = never(),
+            },
+            recv(revocations) -> r => {
+                revocations = never();
+                if r.is_ok() {
+                    log::warn!(
+                        "asked to let go of {}: sending CMD (pid {}) SIGTERM",
+                        h.path,
+                        cmd.pid().as_raw_nonzero()
+                    );
+                    cmd.signal(rustix::process::Signal::TERM.as_raw());
+                }
             },
             recv(signals_open) -> s => match s {
                 Ok(Caught::Child) => {}

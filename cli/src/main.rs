@@ -331,6 +331,7 @@ fn main() -> ExitCode {
             Ok(0)
         }
         args::Command::Status(s) => status::run(&parsed.global, &s),
+        args::Command::Revoke(path) => status::revoke(&parsed.global, &path),
         args::Command::Hold(h) => {
             check_path(&h.path, h.subcommand()).map(|()| hold::run(&parsed.global, &h))
         }

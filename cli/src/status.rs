@@ -6,7 +6,7 @@ use serde::Serialize;
 use zklock::recipes::{inspect, NodeKind, NodeOrigin, QueueEntry};
 
 use crate::args::{Global, Status};
-use crate::{check_path, client_failure, connect, Failure};
+use crate::{check_path, client_failure, connect, lock_failure, Failure};
 
 /// Whether each entry holds: a read node holds when no non-read node is
 /// ahead of it; anything else only when first. Semaphore leases cannot be
@@ -206,6 +206,26 @@ pub fn run(global: &Global, s: &Status) -> Result<u8, Failure> {
     };
     print!("{text}");
     Ok(0)
+}
+
+/// `zklock revoke`: asks the holder of `path` to let go (exit 1 if nobody
+/// holds it).
+pub fn revoke(global: &Global, path: &str) -> Result<u8, Failure> {
+    check_path(path, "revoke")?;
+    let client = connect(global)?;
+    let asked = zklock::recipes::revoke_holder(&client, path)
+        .map_err(|e| lock_failure(&e, &format!("revoke: asking the holder of {path}")))?;
+    let _ = client.close();
+    match asked {
+        Some(node) => {
+            println!("asked the holder of {path} to let go: {node}");
+            Ok(0)
+        }
+        None => {
+            println!("nobody holds {path}");
+            Ok(1)
+        }
+    }
 }
 
 #[cfg(test)]

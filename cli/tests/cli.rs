@@ -1086,3 +1086,47 @@ fn sigkill_of_a_sasl_holder_frees_the_lock_at_once() {
     );
     assert!(took < Duration::from_secs(1), "takeover took {took:?}");
 }
+
+#[test]
+fn revoke_asks_a_revocable_holder_to_let_go() {
+    let c = shared();
+    let script = r#"trap 'echo "got TERM"; kill $! 2>/dev/null; exit 0' TERM
+echo locked
+sleep 60 & wait"#;
+    // Nobody holds it yet.
+    let (code, out, _) = run(&c, &["revoke", "/cli-revoke"]);
+    assert_eq!(
+        (code, out.join("\n")),
+        (1, "nobody holds /cli-revoke".to_string())
+    );
+    let mut p = Proc::spawn(zklock(
+        &c,
+        &[
+            "exec",
+            "--revocable",
+            "/cli-revoke",
+            "--",
+            "sh",
+            "-c",
+            script,
+        ],
+    ));
+    p.expect_line("locked");
+    let (code, out, err) = run(&c, &["revoke", "/cli-revoke"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out[0].starts_with("asked the holder of /cli-revoke to let go: /cli-revoke/_c_"),
+        "{out:?}"
+    );
+    // CMD gets SIGTERM, exits, and the lock is released.
+    p.expect_line("got TERM");
+    let (status, _, err) = p.finish(PROMPT);
+    assert_eq!(status.code(), Some(0), "{err}");
+    assert_eq!(queue_len(&c, "/cli-revoke"), 0, "released");
+    // A holder that did not opt in is asked, and carries on.
+    let holder = hold(&c, &[], "/cli-revoke");
+    let (code, _, _) = run(&c, &["revoke", "/cli-revoke"]);
+    assert_eq!(code, 0);
+    assert_eq!(queue_len(&c, "/cli-revoke"), 1, "not revocable: still held");
+    release(holder);
+}

@@ -4,10 +4,11 @@ pub const MAIN_HELP: &str = "\
 zklock: flock for a cluster. Distributed locks on Apache ZooKeeper.
 
 Usage:
-  zklock [GLOBAL OPTIONS] exec [-w SECS | -n] [-s] [-E CODE] [--data TEXT] LOCK_PATH -- CMD [ARGS...]
+  zklock [GLOBAL OPTIONS] exec [-w SECS | -n] [-s] [-E CODE] [--data TEXT] [--revocable] LOCK_PATH -- CMD [ARGS...]
   zklock [GLOBAL OPTIONS] status [--json] LOCK_PATH
+  zklock [GLOBAL OPTIONS] revoke LOCK_PATH
   zklock [GLOBAL OPTIONS] leader [-w SECS] --id TEXT ELECTION_PATH -- CMD [ARGS...]
-  zklock help [exec|status|leader]
+  zklock help [exec|status|leader|revoke]
 
 Global options (also accepted after the subcommand):
   -c, --connect HOSTS        host:port[,host:port...][/chroot]
@@ -61,6 +62,9 @@ Options:
                                (default hostname:pid)
   -k, --kill-after SECS        when the lock is lost, SIGKILL CMD this long
                                after SIGTERM (default 5)
+      --revocable              let 'zklock revoke' (or Curator's Revoker) ask
+                               for the lock: CMD then gets SIGTERM, and the
+                               lock is released when it exits
 
 CMD's environment gets ZKLOCK_FENCING_TOKEN (a number that rises with every
 new holder of any lock in the ensemble: pass it to what you protect and let
@@ -134,4 +138,21 @@ Options:
 Examples:
   zklock status /locks/deploy
   zklock -c zk1:2181 status --json /locks/deploy | jq '.queue[0].data'
+";
+
+pub const REVOKE_HELP: &str = "\
+zklock revoke: ask whoever holds a lock to let go.
+
+Usage: zklock [GLOBAL OPTIONS] revoke LOCK_PATH
+
+Writes Apache Curator's revocation message into the node of the lock's
+holder (the first in its queue). A holder that opted in lets go: 'zklock
+exec --revocable' sends its CMD SIGTERM and releases when CMD exits; a
+Curator InterProcessMutex made revocable calls its listener. Other holders
+ignore it. Prints the holder's node, or says that nobody holds the lock
+(exit 1).
+
+Examples:
+  zklock revoke /locks/deploy
+  zklock -c zk1:2181 revoke /locks/nightly-report
 ";

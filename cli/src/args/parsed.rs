@@ -54,6 +54,8 @@ pub struct Hold {
     pub conflict_exit_code: u8,
     pub data: Option<String>,
     pub kill_after: Duration,
+    /// `--revocable`: a revocation request sends CMD SIGTERM.
+    pub revocable: bool,
     pub command: Vec<OsString>,
 }
 
@@ -76,6 +78,8 @@ pub struct Status {
 pub enum Command {
     Hold(Hold),
     Status(Status),
+    /// Ask the holder of this lock path to let go.
+    Revoke(String),
     /// Print this text to stdout and exit 0.
     Help(&'static str),
     Version,
