@@ -1209,3 +1209,48 @@ fn a_holder_that_is_not_revocable_ignores_the_message() {
     );
     assert_eq!(h.events(), vec![]);
 }
+
+/// A session listener and a guard's state channel that nobody reads stay
+/// bounded however often the connection flaps (600 changes here), and
+/// still work afterwards: no growth the server can drive.
+#[test]
+fn unread_state_channels_stay_bounded_across_many_reconnects() {
+    use zklock::machine::STATE_CHANNEL_CAPACITY;
+    use zklock::recipes::Mutex;
+    let now = Instant::now();
+    let mut zk = sim_zookeeper::SimZooKeeper::new(now, Duration::from_millis(2000));
+    let mut p = Peer::new(now, 7);
+    pump(&mut zk, &mut [&mut p], now);
+    let states = p.client.subscribe();
+    let m = Mutex::new(&p.client, "/bounded").unwrap();
+    let pending = m.start_lock(None);
+    pump(&mut zk, &mut [&mut p], now);
+    let guard = pending.try_take().expect("granted").unwrap();
+    let changes = guard.state_changes();
+    for _ in 0..300 {
+        let conn = p.conn.take().expect("connected");
+        zk.disconnect(now, conn);
+        p.core.handle_disconnected(now);
+        pump(&mut zk, &mut [&mut p], now);
+    }
+    assert!(states.len() <= STATE_CHANNEL_CAPACITY, "{}", states.len());
+    assert!(changes.len() <= STATE_CHANNEL_CAPACITY, "{}", changes.len());
+    assert_eq!(
+        states.len(),
+        STATE_CHANNEL_CAPACITY,
+        "it was full: changes were dropped, not queued"
+    );
+    // Still attached: once read, the next change arrives.
+    while states.try_recv().is_ok() {}
+    while changes.try_recv().is_ok() {}
+    let conn = p.conn.take().expect("connected");
+    zk.disconnect(now, conn);
+    p.core.handle_disconnected(now);
+    pump(&mut zk, &mut [&mut p], now);
+    assert!(
+        states.try_recv().is_ok(),
+        "the listener hears later changes"
+    );
+    assert!(changes.try_recv().is_ok(), "the guard's channel too");
+    assert_eq!(guard.state(), zklock::recipes::LockState::Held);
+}

@@ -188,6 +188,9 @@ impl Client {
 
     /// A channel of session state changes, starting with the current state.
     /// The I/O thread forgets it at the first change after it is dropped.
+    /// It keeps at most [`STATE_CHANNEL_CAPACITY`](crate::machine::STATE_CHANNEL_CAPACITY)
+    /// unread changes: a reader that far behind misses later ones until it
+    /// reads ([`Client::state`] is always current).
     pub fn subscribe(&self) -> Receiver<SessionState> {
         self.subscribe_with(None)
     }
@@ -200,7 +203,9 @@ impl Client {
     }
 
     fn subscribe_with(&self, token: Option<std::sync::Weak<()>>) -> Receiver<SessionState> {
-        let (tx, rx) = crossbeam_channel::unbounded();
+        // Bounded: a listener that stops reading costs at most this much
+        // (see `Client::subscribe`).
+        let (tx, rx) = crossbeam_channel::bounded(crate::machine::STATE_CHANNEL_CAPACITY);
         if !self
             .inner
             .driver

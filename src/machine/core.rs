@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Instant;
 
-use crossbeam_channel::{Receiver, Sender, TryRecvError};
+use crossbeam_channel::{Receiver, Sender, TryRecvError, TrySendError};
 
 use super::command::{Command, CommandSender, Wake};
 use super::lock::Regression;
@@ -334,7 +334,12 @@ impl Core {
                     self.publish();
                     self.locks
                         .handle_session(now, state, self.session.session_id());
-                    self.subscribers.retain(|(s, _)| s.send(state).is_ok());
+                    // A listener that fell a whole channel behind misses
+                    // this change (`Client::state` stays current); one that
+                    // is gone is forgotten.
+                    self.subscribers.retain(|(s, _)| {
+                        !matches!(s.try_send(state), Err(TrySendError::Disconnected(_)))
+                    });
                     self.events.push_back(CoreEvent::State(state));
                 }
                 SessionEvent::DropConnection(reason) => {

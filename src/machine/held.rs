@@ -78,6 +78,12 @@ impl std::fmt::Debug for HolderState {
     }
 }
 
+/// How many state changes a listener's channel keeps unread (session
+/// subscribers and guards' `state_changes` alike). A reader that falls this
+/// far behind misses later changes until it reads; the current state is
+/// always readable where the channel came from.
+pub const STATE_CHANNEL_CAPACITY: usize = 256;
+
 /// Told of a holder's state change.
 pub(crate) type StateCallback = Arc<dyn Fn(LockState) + Send + Sync>;
 
@@ -161,7 +167,7 @@ impl HolderState {
 
     /// A channel yielding the current state, then every change.
     pub(crate) fn changes(&self) -> Receiver<LockState> {
-        let (tx, rx) = crossbeam_channel::unbounded();
+        let (tx, rx) = crossbeam_channel::bounded(STATE_CHANNEL_CAPACITY);
         if let Ok(mut ls) = self.listeners.lock() {
             let _ = tx.send(self.current());
             if !self.released.load(Ordering::SeqCst) {
@@ -218,7 +224,9 @@ impl HolderState {
                 f(state);
             }
             if let Ok(mut ls) = self.listeners.lock() {
-                ls.retain(|l| l.send(state).is_ok());
+                // Bounded channels: a reader a whole channel behind misses
+                // this change (`LockGuard::state` stays current).
+                ls.retain(|l| !matches!(l.try_send(state), Err(TrySendError::Disconnected(_))));
             }
         }
     }

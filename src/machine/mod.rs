@@ -31,7 +31,7 @@ pub use attempt::{LockSpec, Rule};
 pub(crate) use command::{Command, CommandSender, LockCommand, NoWake, Wake};
 pub use error::LockError;
 pub(crate) use grant::{Grant, GrantSink};
-pub use held::{LockState, LossReason};
+pub use held::{LockState, LossReason, STATE_CHANNEL_CAPACITY};
 pub use lock::{AttemptId, LockEvent, LockMachine, Outgoing, Regression, REVOKE};
 pub use observer::Observer;
 pub use queue::{

@@ -172,7 +172,10 @@ impl LockGuard {
         self.holding.grant.state().revocations()
     }
 
-    /// A channel that yields the current state, then every change.
+    /// A channel that yields the current state, then every change. It keeps
+    /// at most [`STATE_CHANNEL_CAPACITY`](crate::machine::STATE_CHANNEL_CAPACITY)
+    /// unread changes: a reader that far behind misses later ones until it
+    /// reads ([`LockGuard::state`] is always current).
     pub fn state_changes(&self) -> Receiver<LockState> {
         self.holding.grant.state().changes()
     }

@@ -96,7 +96,9 @@ impl std::fmt::Debug for Shared {
 
 impl LeaderLatch {
     pub(crate) fn start(election: Election) -> LeaderLatch {
-        let (tx, events) = crossbeam_channel::unbounded();
+        // Bounded: a latch nobody reads costs at most this much; a reader
+        // that far behind misses events (`is_leader` stays current).
+        let (tx, events) = crossbeam_channel::bounded(crate::machine::STATE_CHANNEL_CAPACITY);
         let shared = Arc::new(Shared {
             election,
             tx,
@@ -211,7 +213,7 @@ impl Shared {
             }
         }));
         shared.set_leading(true);
-        let _ = shared.tx.send(LatchEvent::Gained {
+        let _ = shared.tx.try_send(LatchEvent::Gained {
             fencing_token: guard.fencing_token(),
         });
         if let Ok(mut c) = shared.current.lock() {
@@ -225,18 +227,18 @@ impl Shared {
             LockState::Held => {
                 if !shared.leading.load(Ordering::SeqCst) {
                     shared.set_leading(true);
-                    let _ = shared.tx.send(LatchEvent::Resumed);
+                    let _ = shared.tx.try_send(LatchEvent::Resumed);
                 }
             }
             LockState::Suspended => {
                 shared.set_leading(false);
-                let _ = shared.tx.send(LatchEvent::Suspended);
+                let _ = shared.tx.try_send(LatchEvent::Suspended);
             }
             LockState::Lost => {
                 shared.set_leading(false);
                 let guard = shared.current.lock().ok().and_then(|mut c| c.guard.take());
                 let reason = guard.as_ref().and_then(LockGuard::lost_reason);
-                let _ = shared.tx.send(LatchEvent::Lost { reason });
+                let _ = shared.tx.try_send(LatchEvent::Lost { reason });
                 drop(guard);
                 Shared::campaign(shared);
             }
@@ -246,7 +248,7 @@ impl Shared {
     fn stop(&self, error: LockError) {
         self.set_leading(false);
         if !self.stopped.swap(true, Ordering::SeqCst) {
-            let _ = self.tx.send(LatchEvent::Stopped(error));
+            let _ = self.tx.try_send(LatchEvent::Stopped(error));
         }
         self.notify();
     }
