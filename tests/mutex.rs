@@ -646,3 +646,38 @@ fn valid_until_lies_ahead_while_held_and_ends_with_the_lock() {
     assert!(becomes_lost(&changes));
     assert_eq!(g.valid_until(), None);
 }
+
+/// A lock refused by an ACL names what was refused, where, as the caller
+/// named it.
+#[test]
+fn a_refused_acquisition_names_the_create_and_the_lock_path() {
+    use zklock::{perms, Acl, CreateOptions, Error, ErrorCode, Id, OpCode};
+    let admin = client();
+    admin.add_auth("digest", b"lock-admin:secret").unwrap();
+    let read_only = Acl {
+        perms: perms::READ,
+        id: Id {
+            scheme: "world".into(),
+            id: "anyone".into(),
+        },
+    };
+    let path = lock_path("refused-create");
+    let closed = CreateOptions::new(CreateMode::Persistent)
+        .acl([Acl::creator_all(), vec![read_only]].concat());
+    admin.create_with(&path, b"", &closed).unwrap();
+    let err = Mutex::new(&client(), &path)
+        .unwrap()
+        .lock_timeout(WAIT)
+        .unwrap_err();
+    match &err {
+        LockError::Client(Error::Server { code, op, path: p }) => {
+            assert_eq!(
+                (*code, *op, p.as_deref()),
+                (ErrorCode::NoAuth, Some(OpCode::Create), Some(path.as_str()))
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    let text = err.to_string();
+    assert!(text.contains("NoAuth") && text.contains(&path), "{text}");
+}

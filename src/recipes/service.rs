@@ -66,6 +66,15 @@ impl Outcome {
                 Err(LockError::SequenceExhausted { path }) => Err(LockError::SequenceExhausted {
                     path: client.to_client_path(&path),
                 }),
+                Err(LockError::Client(Error::Server {
+                    code,
+                    op,
+                    path: Some(path),
+                })) => Err(LockError::Client(Error::Server {
+                    code,
+                    op,
+                    path: Some(client.to_client_path(&path)),
+                })),
                 Err(e) => Err(e),
             };
             self.send(outcome)

@@ -4,7 +4,7 @@
 use std::time::Instant;
 
 use jute::{
-    CreateMode, CreateRequest, ErrorCode, Names, PathVersion, PathWatch, Request, Response,
+    CreateMode, CreateRequest, ErrorCode, Names, OpCode, PathVersion, PathWatch, Request, Response,
 };
 
 use super::{list, AttemptId, LockEvent, LockMachine, Regression};
@@ -179,7 +179,13 @@ impl LockMachine {
             }
             Err(e) => {
                 a.maybe_created = false;
-                self.fail(id, LockError::from(Error::from(e)))
+                // Named as the caller would read it: the create, under the
+                // lock path (the sink maps it out of the chroot).
+                let path = a.spec.parent.clone();
+                self.fail(
+                    id,
+                    LockError::from(Error::from(e).at(OpCode::Create, Some(path))),
+                )
             }
         }
     }
@@ -200,7 +206,11 @@ impl LockMachine {
             // An ancestor vanished (an emptied container): from the top.
             Err(RequestError::Server(ErrorCode::NoNode)) => a.parents_from = Some(0),
             Err(RequestError::ConnectionLoss) => {}
-            Err(e) => return self.fail(id, LockError::from(Error::from(e))),
+            Err(e) => {
+                let path = crate::path::ancestors(&a.spec.parent).get(n).cloned();
+                let error = Error::from(e).at(OpCode::CreateContainer, path);
+                return self.fail(id, LockError::from(error));
+            }
         }
         self.step(id)
     }
