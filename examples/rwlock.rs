@@ -11,7 +11,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let lock = RwLock::new(&client, "/examples/rwlock")?;
     let r1 = lock.read()?;
     let other = RwLock::new(&client.clone(), "/examples/rwlock")?;
-    let r2 = std::thread::spawn(move || other.read().map(|g| g.node_path())).join();
+    let r2 = std::thread::spawn(move || other.read().map(|g| g.node_path().to_owned())).join();
     println!("two readers: {} and {:?}", r1.node_path(), r2);
     drop(r1);
     let writer = lock.write_timeout(Duration::from_secs(10))?;

@@ -18,6 +18,15 @@
 //! # let _ = token;
 //! # Ok::<(), zklock::recipes::LockError>(())
 //! ```
+//!
+//! # Channels
+//!
+//! Handles that deliver over time hand out `crossbeam_channel::Receiver`s
+//! ([`PendingLock::receiver`](recipes::PendingLock::receiver),
+//! [`LockGuard::state_changes`](recipes::LockGuard::state_changes),
+//! [`Client::subscribe`], a latch's events): chosen so that one thread can
+//! `select!` over locks, watches and its own channels together. The crate
+//! re-exports [`crossbeam_channel`] so that callers use the same version.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -37,6 +46,7 @@ pub use client::{
     Client, ClientBuilder, CreateOptions, Op, OpResult, PersistentWatch, Watch,
     DEFAULT_PERSISTENT_WATCH_CAPACITY, MIN_MAX_FRAME,
 };
+pub use crossbeam_channel;
 pub use error::{ConnectError, Error, Result};
 pub use jute::{perms, Acl, AddWatchMode, CreateMode, ErrorCode, EventType, Id, OpCode, Stat};
 pub use machine::Observer;

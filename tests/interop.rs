@@ -192,7 +192,7 @@ impl Local {
                         Cmd::Acquire => match take() {
                             Ok(guard) => {
                                 let millis = now_millis();
-                                let node = guard.node_path();
+                                let node = guard.node_path().to_owned();
                                 let token = guard.fencing_token();
                                 held = Some(guard);
                                 Event::Acquired {

@@ -1106,7 +1106,7 @@ fn end_to_end_setwatches_firing_the_blocker_first_grants_nothing_stale() {
         let pb = mb.start_lock(None);
         pump(&mut zk, &mut [&mut a, &mut b], now);
         assert!(pb.try_take().is_none(), "B waits");
-        let a_path = ga.node_path();
+        let a_path = ga.node_path().to_owned();
         let b_name = zk
             .children("/l")
             .into_iter()

@@ -543,7 +543,7 @@ fn a_refused_release_is_an_error_not_a_success() {
         let contender = client();
         let m = Mutex::new(&contender, &path).unwrap();
         let g = m.lock_timeout(WAIT).unwrap();
-        let node = g.node_path();
+        let node = g.node_path().to_owned();
         if side == "unlock" {
             match g.unlock() {
                 Err(LockError::ReleaseRefused { path: p, code }) => {

@@ -107,7 +107,7 @@ impl Record {
         match r {
             Ok(guard) => {
                 let guard = Arc::new(guard);
-                let node = guard.node_path();
+                let node = guard.node_path().to_owned();
                 let g = guard.clone();
                 let id = self.begin_hold(&node, Arc::new(move || g.state() == LockState::Held));
                 if past_the_end(sequence_of(&node)) {

@@ -223,7 +223,7 @@ fn run_command(
     }
     let env = [
         ("ZKLOCK_FENCING_TOKEN", guard.fencing_token().to_string()),
-        ("ZKLOCK_NODE", guard.node_path()),
+        ("ZKLOCK_NODE", guard.node_path().to_owned()),
     ];
     let mut cmd = match Cmd::spawn(&h.command, &env, in_terminal) {
         Ok(cmd) => cmd,

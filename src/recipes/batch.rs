@@ -136,7 +136,7 @@ impl BatchMutex {
             match local.hand.turn(usable) {
                 Turn::Take => {
                     let (token, node) = match local.zk.as_ref() {
-                        Some(zk) => (zk.fencing_token(), zk.node_path()),
+                        Some(zk) => (zk.fencing_token(), zk.node_path().to_owned()),
                         None => (0, String::new()),
                     };
                     local.owner = Some(std::thread::current().id());

@@ -112,8 +112,8 @@ impl LockGuard {
     }
 
     /// Our lock node's path.
-    pub fn node_path(&self) -> String {
-        self.holding.path.clone()
+    pub fn node_path(&self) -> &str {
+        &self.holding.path
     }
 
     /// The lock node's creation zxid: strictly increasing across holders of

@@ -1116,7 +1116,7 @@ impl World {
                             }
                             let t = self.clients[c].attempts.get_mut(&id).expect("present");
                             let (lock, hold, reader) = (t.lock, t.hold, t.reader);
-                            let node = guard.node_path();
+                            let node = guard.node_path().to_owned();
                             let czxid = guard.fencing_token();
                             t.phase = Phase::Held {
                                 node: node.clone(),
