@@ -304,7 +304,7 @@ fn mutex_both_ways(name: &str, kind: PeerKind, peer_kind: &str, marker: &str, or
     wait_for_queue(&c, &path, 2);
     let q = queue(&c, &path);
     assert_eq!(q.len(), 2, "{}", describe(&q));
-    let our_name = last_segment(&ours.node_path()).to_string();
+    let our_name = last_segment(ours.node_path()).to_string();
     assert_entry(
         &q,
         0,
@@ -446,7 +446,7 @@ fn fifo_across_implementations() {
 
     let q = queue(&c, &path);
     assert_eq!(q.len(), 4, "{}", describe(&q));
-    let a_name = last_segment(&a_guard.node_path()).to_string();
+    let a_name = last_segment(a_guard.node_path()).to_string();
     assert_entry(
         &q,
         0,

@@ -1143,7 +1143,7 @@ fn end_to_end_setwatches_firing_the_blocker_first_grants_nothing_stale() {
             b_path,
             "seed {seed}: held by a deleted node"
         );
-        assert!(zk.exists(&gb.node_path()).is_some());
+        assert!(zk.exists(gb.node_path()).is_some());
         assert_eq!(gb.state(), LockState::Held);
     }
     assert!(covered > 0, "no seed put A's node first");

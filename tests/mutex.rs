@@ -193,7 +193,7 @@ fn fencing_token_rises_and_fenced_writes_stop_after_loss() {
     let changes = g.state_changes();
     assert_eq!(changes.recv_timeout(WAIT).unwrap(), LockState::Held);
     // Someone deletes our node: the lock is lost, and we are told.
-    client().delete(&g.node_path(), None).unwrap();
+    client().delete(g.node_path(), None).unwrap();
     assert_eq!(changes.recv_timeout(WAIT).unwrap(), LockState::Lost);
     assert_eq!(g.state(), LockState::Lost);
     assert_eq!(g.lost_reason(), Some(LossReason::NodeDeleted));
@@ -484,7 +484,7 @@ fn a_lost_holding_is_not_reentered_nor_a_deadlock() {
         let r = Mutex::with_options(&c, &path, options).unwrap();
         let first = r.lock_timeout(WAIT).unwrap();
         let changes = first.state_changes();
-        admin.delete(&first.node_path(), None).unwrap();
+        admin.delete(first.node_path(), None).unwrap();
         if watch {
             assert!(becomes_lost(&changes), "watch {watch}");
         }
@@ -499,7 +499,7 @@ fn a_lost_holding_is_not_reentered_nor_a_deadlock() {
     let m = Mutex::with_options(&c, &path, MutexOptions::default().watch_node(true)).unwrap();
     let first = m.lock_timeout(WAIT).unwrap();
     let changes = first.state_changes();
-    admin.delete(&first.node_path(), None).unwrap();
+    admin.delete(first.node_path(), None).unwrap();
     assert!(becomes_lost(&changes));
     let second = m
         .lock_timeout(WAIT)
@@ -642,7 +642,7 @@ fn valid_until_lies_ahead_while_held_and_ends_with_the_lock() {
         g.valid_until().is_some_and(|v| v > first)
     });
     let changes = g.state_changes();
-    admin.delete(&g.node_path(), None).unwrap();
+    admin.delete(g.node_path(), None).unwrap();
     assert!(becomes_lost(&changes));
     assert_eq!(g.valid_until(), None);
 }

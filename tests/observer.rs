@@ -72,7 +72,7 @@ fn the_observer_hears_each_session_change_and_lock_event_once() {
     // observer.
     let g = m.lock_timeout(WAIT).unwrap();
     let changes = g.state_changes();
-    other.delete(&g.node_path(), None).unwrap();
+    other.delete(g.node_path(), None).unwrap();
     while changes.recv_timeout(WAIT).unwrap() != LockState::Lost {}
     drop(g);
     c.close().unwrap();

@@ -767,7 +767,7 @@ fn a_holder_cut_off_with_its_server_moves_to_another_and_keeps_the_lock() {
         "the client did not move to the other follower"
     );
     assert_eq!(guard.node_path(), node);
-    assert!(client.exists(&node).unwrap().is_some());
+    assert!(client.exists(node).unwrap().is_some());
     drop(guard);
     let _ = client.close();
     ens.wait_ready();

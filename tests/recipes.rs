@@ -318,7 +318,7 @@ fn creator_only_lock_nodes_refuse_other_identities() {
         .unwrap();
     let bob = authed(b"bob:other");
     assert_eq!(
-        bob.delete(&held.node_path(), None).unwrap_err().code(),
+        bob.delete(held.node_path(), None).unwrap_err().code(),
         Some(ErrorCode::NoAuth)
     );
     let refused = Mutex::with_options(&bob, &p, options.clone())
@@ -441,6 +441,6 @@ fn observers_follow_leaders_and_what_they_proclaim() {
     assert_eq!(observer.next(WAIT).unwrap(), None, "B withdrew");
     // A leader whose node is gone cannot proclaim.
     let ga = ea.campaign_timeout(WAIT).unwrap();
-    client().delete(&ga.node_path(), None).unwrap();
+    client().delete(ga.node_path(), None).unwrap();
     assert_eq!(ea.proclaim(&ga, b"too late"), Err(LockError::Lost));
 }

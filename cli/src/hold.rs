@@ -172,7 +172,7 @@ fn work(
         return Ok(interrupted(signal, "taking the lock"));
     }
     if let Some(helper) = helper.as_deref_mut() {
-        helper.holding(client.session_id(), &guard.node_path());
+        helper.holding(client.session_id(), guard.node_path());
     }
     Ok(run_command(&client, h, guard, signals, helper))
 }

@@ -101,7 +101,7 @@ impl Election {
     /// ended; the guard reports `Lost` too); [`LockError::Client`] with the
     /// client's error otherwise.
     pub fn proclaim(&self, guard: &LockGuard, value: &[u8]) -> Result<(), LockError> {
-        match self.inner.client.set_data(&guard.node_path(), value, None) {
+        match self.inner.client.set_data(guard.node_path(), value, None) {
             Ok(_) => Ok(()),
             Err(e) if e.is_no_node() => Err(LockError::Lost),
             Err(e) => Err(e.into()),
