@@ -43,6 +43,7 @@ pub(crate) struct DriverConfig {
     pub connector: Connector,
     pub sasl: Option<SaslConfig>,
     pub observer: Option<Arc<dyn Observer>>,
+    pub leader_check: bool,
 }
 
 /// The API side's handle on the core and on the thread that drives it.
@@ -100,13 +101,14 @@ pub(crate) fn spawn(config: DriverConfig) -> io::Result<DriverHandle> {
     });
     let now = Instant::now();
     let (failures_tx, failures) = crossbeam_channel::bounded(64);
-    let (core, handles) = Core::new(
+    let (mut core, handles) = Core::new(
         config.session.clone(),
         config.sasl,
         now,
         waker,
         config.observer,
     );
+    core.set_leader_check(config.leader_check);
     let mut driver = Driver {
         links: link::Links::new(config.connector, config.names, failures_tx),
         asleep,

@@ -1254,3 +1254,47 @@ fn unread_state_channels_stay_bounded_across_many_reconnects() {
     assert!(changes.try_recv().is_ok(), "the guard's channel too");
     assert_eq!(guard.state(), zklock::recipes::LockState::Held);
 }
+
+/// The leader check is the builder's to switch: on (the default), an idle
+/// session sends its own `sync`s; off, only pings.
+#[test]
+fn the_builder_switches_the_leader_check() {
+    for on in [true, false] {
+        let start = Instant::now();
+        let mut zk =
+            sim_zookeeper::SimZooKeeper::new(start, Duration::from_millis(2000)).with_trace();
+        let (client, core) = Client::builder("127.0.0.1:2181")
+            .session_timeout(Duration::from_secs(8))
+            .leader_check(on)
+            .build_manual(start, 1)
+            .unwrap();
+        let mut p = Peer {
+            client,
+            core,
+            conn: None,
+            online: true,
+        };
+        // Ten virtual seconds, idle, in 100 ms steps.
+        for step in 0..100u32 {
+            pump(
+                &mut zk,
+                &mut [&mut p],
+                start + Duration::from_millis(100) * step,
+            );
+        }
+        let syncs = zk
+            .take_trace()
+            .iter()
+            .filter(|l| l.contains("Sync("))
+            .count();
+        if on {
+            assert!(
+                syncs >= 5,
+                "an idle session proves itself to the leader: {syncs}"
+            );
+        } else {
+            assert_eq!(syncs, 0, "no syncs with the check off");
+        }
+        assert_eq!(p.client.state(), zklock::SessionState::Connected);
+    }
+}

@@ -31,6 +31,7 @@ pub struct ClientBuilder {
     pub(super) wait_connected: bool,
     pub(super) sasl: Option<SaslConfig>,
     pub(super) observer: Option<ObserverRef>,
+    pub(super) leader_check: bool,
     #[cfg(feature = "tls")]
     pub(super) tls: Option<crate::TlsOptions>,
 }
@@ -104,6 +105,19 @@ impl ClientBuilder {
         self
     }
 
+    /// Whether the session counts only answers the ZooKeeper leader itself
+    /// gave as proof that it lives (default on). On, it sends a `sync` when
+    /// nothing leader-ordered went out for an eighth of the session timeout,
+    /// and a holder whose server is cut off from the leader is told
+    /// Suspended before the leader can expire the session (docs/PARTITION.md).
+    /// Off, a follower answering pings by itself keeps a holder saying Held
+    /// while the leader expires the session. Turn it off only for a
+    /// standalone server where no request may be spared.
+    pub fn leader_check(mut self, on: bool) -> Self {
+        self.leader_check = on;
+        self
+    }
+
     /// Tells `observer` what the client sees: session changes, dropped
     /// connections, and every lock acquisition's wait, outcome, holder
     /// states and hold time (see [`Observer`]). For metrics and logs.
@@ -167,6 +181,7 @@ impl ClientBuilder {
             },
             names: named.iter().map(|(n, a)| (*a, n.clone())).collect(),
             observer: self.observer.as_ref().map(|o| o.0.clone()),
+            leader_check: self.leader_check,
             connector,
             sasl: self.sasl.clone(),
         };
@@ -260,6 +275,8 @@ impl ClientBuilder {
             Arc::new(crate::machine::NoWake),
             self.observer.as_ref().map(|o| o.0.clone()),
         );
+        let mut core = core;
+        core.set_leader_check(self.leader_check);
         let client = Client {
             inner: Arc::new(Inner {
                 driver: DriverHandle::manual(handles),

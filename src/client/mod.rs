@@ -139,6 +139,7 @@ impl Client {
             wait_connected: true,
             sasl: None,
             observer: None,
+            leader_check: true,
             #[cfg(feature = "tls")]
             tls: None,
         }

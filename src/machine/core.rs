@@ -221,6 +221,13 @@ impl Core {
         self.locks.len()
     }
 
+    /// Whether only the leader's answers count as proof that the session
+    /// lives (on by default; see
+    /// [`Session::set_leader_check`](crate::session::Session::set_leader_check)).
+    pub fn set_leader_check(&mut self, on: bool) {
+        self.session.set_leader_check(on);
+    }
+
     /// Re-creates an old failure shape in the lock machine (tests of the
     /// simulator only).
     #[doc(hidden)]
