@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Measures the simulator's checker: injects realistic lock bugs into the
 source one at a time, runs the ZooKeeper-free suites that should catch
-each, and reports which were caught. The tree is restored after each bug.
+each (the crate's unit tests, the machine tests, the simulator), and
+reports which were caught. The tree is restored after each bug: do not
+edit or commit while it runs.
 
     scripts/inject-bugs.py            every bug, SIM_SEEDS=3000
     scripts/inject-bugs.py NAME...    only these
@@ -15,6 +17,7 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+UNIT = ["cargo", "test", "-q", "-p", "zklock", "--lib"]
 MACHINE = ["cargo", "test", "-q", "--test", "lock_machine"]
 SIM = ["cargo", "test", "-q", "--test", "simulation", "--", "seeds"]
 
@@ -70,6 +73,22 @@ BUGS = [
      "src/session/mod.rs",
      "    pub fn valid_until(&self) -> Option<Instant> {\n        self.lost_deadline()",
      "    pub fn valid_until(&self) -> Option<Instant> {\n        self.lost_deadline().map(|t| t + self.timeout() / 2)"),
+    ("lost-a-second-late",
+     "src/session/mod.rs",
+     "        proof.map(|sent| sent + self.timeout())",
+     "        proof.map(|sent| sent + self.timeout() + Duration::from_secs(1))"),
+    ("leader-gap-ignored",
+     "src/session/mod.rs",
+     "        let Some(limit) = sent.checked_sub(self.leader_gap()) else {",
+     "        let Some(limit) = Some(sent) else {"),
+    ("strays-left-in-the-queue",
+     "src/machine/lock/queueing.rs",
+     "        let strays = std::mem::take(&mut a.strays);",
+     "        a.strays.clear();\n        let strays: Vec<String> = Vec::new();"),
+    ("every-waiter-watches-the-head",
+     "src/machine/attempt.rs",
+     "sequence_order(seq, s).then_with(|| name.cmp(n)).is_gt()",
+     "sequence_order(seq, s).then_with(|| name.cmp(n)).is_lt()"),
     ("holder-state-not-updated",
      "src/machine/locks.rs",
      "                            (s, _) => holder.set(s),",
@@ -101,7 +120,11 @@ def main():
             if run(["cargo", "build", "-q", "--tests"]) != 0:
                 results.append((name, "does not compile"))
                 continue
-            caught = run(MACHINE) != 0 or run(SIM, {"SIM_SEEDS": seeds}) != 0
+            caught = (
+                run(UNIT) != 0
+                or run(MACHINE) != 0
+                or run(SIM, {"SIM_SEEDS": seeds}) != 0
+            )
             results.append((name, "caught" if caught else "MISSED"))
         finally:
             open(full, "w").write(text)
