@@ -1129,7 +1129,13 @@ impl World {
                             // listing that granted it was taken: the grant
                             // is stale (found out one read later), and its
                             // token may be old.
-                            let stale = self.admin_deleted.contains_key(&node);
+                            // A PendingSet read late may hand out a grant
+                            // after later ones (even already Lost): its place
+                            // in the order of tokens is not the reading's.
+                            // Tokens are checked on the other two thirds;
+                            // a late guard still Held is held to S1 and to
+                            // exclusion from this step on.
+                            let stale = self.admin_deleted.contains_key(&node) || read_late;
                             let floor = if reader {
                                 self.last_writer_token[lock]
                             } else {
@@ -1137,7 +1143,8 @@ impl World {
                             };
                             if !stale && czxid <= floor {
                                 return Err(self.violation(format!(
-                                    "c{c}: #{id} fencing token {czxid} not above {floor}"
+                                    "c{c}: #{id} fencing token {czxid} not above {floor} (holding {node}; queue {:?})",
+                                    self.server.children(&lock_path(lock))
                                 )));
                             }
                             if !stale {
