@@ -1147,3 +1147,174 @@ fn end_to_end_setwatches_firing_the_blocker_first_grants_nothing_stale() {
     }
     assert!(covered > 0, "no seed put A's node first");
 }
+
+// ---- checks added for mutants that both suites missed (docs/MUTANTS.md) ---
+
+/// A spec like [`spec`] on another lock path.
+fn spec_at(parent: &str, watch_node: bool) -> Arc<LockSpec> {
+    Arc::new(LockSpec {
+        parent: parent.into(),
+        ..(*spec(watch_node)).clone()
+    })
+}
+
+/// Attempt `id` takes the free lock at `parent` (our node: sequence `seq`);
+/// returns its node's path. The Acquired event is consumed.
+fn hold_free(h: &mut Harness, id: u64, parent: &str, watch_node: bool, seq: u32) -> String {
+    h.m.acquire(
+        h.now,
+        id,
+        spec_at(parent, watch_node),
+        UUID.into(),
+        None,
+        false,
+    );
+    let sent = h.sent();
+    let name = ours(seq);
+    h.reply(
+        &sent[0],
+        Ok(Response::Created {
+            path: format!("{parent}/{name}"),
+            stat: stat(100 + i64::from(seq)),
+        }),
+    );
+    h.reply(&sent[1], Ok(children(&[&name])));
+    let events = h.events();
+    assert!(
+        matches!(&events[..], [LockEvent::Acquired { id: i, .. }] if *i == id),
+        "{events:?}"
+    );
+    format!("{parent}/{name}")
+}
+
+/// Two unwatched holders, cut off twice: every reconnect re-reads both
+/// nodes (one read each, in the same turn, no watch asked) and both say
+/// Held again once read. Kills: confirm serialised without the regression
+/// (holding.rs:16), confirm asking a watch of an unwatched holder
+/// (holding.rs:33), a confirm never marked answered (holding.rs:50).
+#[test]
+fn every_holder_is_re_read_at_each_reconnect_and_held_again() {
+    let mut h = Harness::new();
+    let a = hold_free(&mut h, 1, "/l", false, 1);
+    let b = hold_free(&mut h, 2, "/m", false, 2);
+    assert!(h.sent().is_empty(), "unwatched holders read nothing");
+    for round in 0..2 {
+        h.m.handle_session(h.now, SessionState::Suspended, SESSION);
+        assert_eq!(
+            h.events(),
+            [1, 2].map(|id| LockEvent::State {
+                id,
+                state: LockState::Suspended,
+                reason: None
+            }),
+            "round {round}"
+        );
+        h.m.handle_session(h.now, SessionState::Connected, SESSION);
+        let reads = h.sent();
+        let paths: Vec<(String, bool)> = reads
+            .iter()
+            .map(|o| match &o.request {
+                Request::GetData(p) => (p.path.clone(), p.watch),
+                r => panic!("round {round}: a read expected, got {r:?}"),
+            })
+            .collect();
+        assert_eq!(
+            paths,
+            vec![(a.clone(), false), (b.clone(), false)],
+            "round {round}"
+        );
+        assert!(reads.iter().all(|o| !o.watch), "round {round}");
+        for o in &reads {
+            h.reply(o, data(1));
+        }
+        assert_eq!(
+            h.events(),
+            [1, 2].map(|id| LockEvent::State {
+                id,
+                state: LockState::Held,
+                reason: None
+            }),
+            "round {round}"
+        );
+        assert!(h.sent().is_empty(), "round {round}");
+    }
+}
+
+/// A watch the machine acts on that will never fire (the driver says so
+/// while connected) is not waited on: a waiter looks at the queue again, a
+/// holder reads its node again. Kills: LockMachine::resume emptied or
+/// either of its arms deleted (holding.rs:110-112).
+#[test]
+fn a_watch_that_will_never_fire_is_replaced_while_connected() {
+    // A waiter deep in the queue: its blocker's watch is abandoned.
+    let mut h = Harness::new();
+    h.m.acquire(h.now, 1, spec(false), UUID.into(), None, false);
+    let sent = h.sent();
+    h.reply(&sent[0], Ok(created(9)));
+    h.reply(
+        &sent[1],
+        Ok(children(&[
+            &ours(9),
+            "_c_a-lock-0000000002",
+            "_c_b-lock-0000000007",
+        ])),
+    );
+    let watch = h.sent();
+    let [watch] = &watch[..] else {
+        panic!("one watch expected: {watch:?}")
+    };
+    h.reply(watch, data(1));
+    assert!(h.sent().is_empty());
+    h.m.handle_watch(h.now, watch.token, Err(RequestError::ConnectionLoss));
+    let again = h.sent();
+    assert!(
+        matches!(&again[..], [o] if matches!(o.request, Request::GetChildren(_))),
+        "{again:?}"
+    );
+    assert!(h.events().is_empty());
+
+    // A watched holder: its node's watch is abandoned.
+    let mut h = Harness::new();
+    let path = hold_free(&mut h, 1, "/l", true, 3);
+    let confirm = h.sent();
+    let [confirm] = &confirm[..] else {
+        panic!("one confirm expected: {confirm:?}")
+    };
+    assert!(matches!(&confirm.request, Request::GetData(p) if p.watch && p.path == path));
+    h.reply(confirm, data(103));
+    assert!(h.sent().is_empty());
+    h.m.handle_watch(h.now, confirm.token, Err(RequestError::ConnectionLoss));
+    let again = h.sent();
+    assert!(
+        matches!(&again[..], [o] if matches!(&o.request, Request::GetData(p) if p.watch && p.path == path)),
+        "{again:?}"
+    );
+    assert!(h.events().is_empty(), "still Held: nothing to say");
+}
+
+/// A released holder leaves nothing behind in the machine: its node is no
+/// longer remembered as held (a long-lived client would otherwise grow a
+/// map entry per lock ever held). Read through the machine's Debug output,
+/// the only view of that map. Kills: LockMachine::unhold emptied or its
+/// owner check inverted (holding.rs:148, :153).
+#[test]
+fn a_released_holder_is_no_longer_remembered_as_held() {
+    for watch_node in [false, true] {
+        let mut h = Harness::new();
+        let path = hold_free(&mut h, 1, "/l", watch_node, 4);
+        assert!(format!("{:?}", h.m).contains(&path), "held: remembered");
+        for o in h.sent() {
+            h.reply(&o, data(104));
+        }
+        h.m.release(h.now, 1, false);
+        let delete = h.sent();
+        assert_eq!(deletes(&delete), vec![path.clone()]);
+        h.reply(&delete[0], Ok(Response::Empty));
+        assert!(h.m.is_empty());
+        let state = format!("{:?}", h.m);
+        assert!(
+            !state.contains(&path),
+            "watch_node {watch_node}: the released node is still known: {state}"
+        );
+    }
+}
