@@ -1318,3 +1318,91 @@ fn a_released_holder_is_no_longer_remembered_as_held() {
         );
     }
 }
+
+/// The boundary of "near the counter's end": a node issued at
+/// SEQUENCE_WARNING (i32::MAX - 1 000 000) itself is not announced and its
+/// holder watches nothing more; the next one is and does. Kills: `>` made
+/// `>=` in the warning of on_created (queueing.rs:139) and in grant's
+/// near-end test.
+#[test]
+fn the_warning_starts_past_the_warning_sequence_not_at_it() {
+    const WARNING: i32 = i32::MAX - 1_000_000;
+    let (events, sent, _) = queue_at(WARNING, &[]);
+    assert!(matches!(&events[..], [LockEvent::Acquired { .. }]));
+    assert!(sent.is_empty(), "at the warning sequence: {sent:?}");
+    let mut h = Harness::new();
+    h.m.acquire(h.now, 1, spec(false), UUID.into(), None, false);
+    let sent = h.sent();
+    h.reply(&sent[0], Ok(created_at(WARNING)));
+    assert_eq!(
+        h.events(),
+        vec![],
+        "no announcement at the warning sequence"
+    );
+    let mut h = Harness::new();
+    h.m.acquire(h.now, 1, spec(false), UUID.into(), None, false);
+    let sent = h.sent();
+    h.reply(&sent[0], Ok(created_at(WARNING + 1)));
+    assert!(
+        matches!(&h.events()[..], [LockEvent::NearSequenceEnd { sequence, .. }] if *sequence == WARNING + 1)
+    );
+    let (_, sent, _) = queue_at(WARNING + 1, &[]);
+    assert!(
+        matches!(&sent[..], [o] if matches!(&o.request, Request::GetChildren(p) if p.watch)),
+        "past the warning sequence the holder watches the queue: {sent:?}"
+    );
+}
+
+/// A node found again after an ambiguous create, gone before its Stat is
+/// read: the attempt queues again with a new node, it does not ask for the
+/// Stat of a missing node again and again. Kills: on_stat's NoNode arm
+/// deleted (queueing.rs:254).
+#[test]
+fn a_found_node_gone_before_its_stat_is_read_means_queueing_again() {
+    let mut h = Harness::new();
+    h.m.acquire(h.now, 1, spec(false), UUID.into(), None, false);
+    let sent = h.sent();
+    h.reply(&sent[0], Err(RequestError::ConnectionLoss));
+    h.reply(&sent[1], Err(RequestError::ConnectionLoss));
+    let recover = h.sent();
+    assert!(matches!(&recover[..], [o] if matches!(o.request, Request::GetChildren(_))));
+    h.reply(&recover[0], Ok(children(&[&ours(7)])));
+    let exists = h.sent();
+    let [exists] = &exists[..] else {
+        panic!("one exists expected: {exists:?}")
+    };
+    assert!(matches!(exists.request, Request::Exists(_)), "{exists:?}");
+    h.reply(exists, Err(RequestError::Server(ErrorCode::NoNode)));
+    let again = h.sent();
+    assert!(queues_again(&again), "{again:?}");
+    assert!(h.events().is_empty());
+}
+
+/// The reply to a superseded own-node read (for a node since deleted)
+/// sets nothing for the new node: once queued again behind a blocker
+/// alone, the new node's own watch is asked for. Replies out of order, as
+/// in the_head_leaving_before_our_watch_is_known_set_means_one_read.
+/// Kills: on_own_watch_set's `||` made `&&` (queueing.rs:325), which takes
+/// the stale reply for the new node's proof of order.
+#[test]
+fn a_stale_own_watch_reply_proves_nothing_for_a_new_node() {
+    let mut h = Harness::new();
+    let (own, head) = queue_behind_head(&mut h, false);
+    // The head is gone before its watch; the listing then shows our node
+    // gone too (deleted by a third party): queue again.
+    h.reply(&head, Err(RequestError::Server(ErrorCode::NoNode)));
+    let list = h.sent();
+    assert!(matches!(&list[..], [o] if matches!(o.request, Request::GetChildren(_))));
+    h.reply(&list[0], Ok(children(&[HEAD])));
+    let again = h.sent();
+    assert!(queues_again(&again), "{again:?}");
+    // The old read's reply, late.
+    h.reply(&own, data(105));
+    h.reply(&again[0], Ok(created(6)));
+    h.reply(&again[1], Ok(children(&[&ours(6), HEAD])));
+    let watches = h.sent();
+    assert!(
+        matches!(&watches[..], [a, b] if reads(a, &ours(6), true) && reads(b, HEAD, true)),
+        "the new node's own watch is asked for: {watches:?}"
+    );
+}
