@@ -1406,3 +1406,52 @@ fn a_stale_own_watch_reply_proves_nothing_for_a_new_node() {
         "the new node's own watch is asked for: {watches:?}"
     );
 }
+
+/// A listing that shows another node with our attempt id (a late create)
+/// beside ours: it is deleted, whether we hold or wait. Kills: the
+/// `name != our_name` test of evaluate inverted (queueing.rs:399).
+#[test]
+fn a_duplicate_of_our_node_in_a_listing_is_deleted() {
+    // Held: the duplicate sorts after ours.
+    let mut h = Harness::new();
+    h.m.acquire(h.now, 1, spec(false), UUID.into(), None, false);
+    let sent = h.sent();
+    h.reply(&sent[0], Ok(created(5)));
+    h.reply(&sent[1], Ok(children(&[&ours(8), &ours(5)])));
+    let events = h.events();
+    assert!(
+        matches!(&events[..], [LockEvent::Acquired { id: 1, .. }]),
+        "{events:?}"
+    );
+    let next = h.sent();
+    assert_eq!(deletes(&next), vec![format!("/l/{}", ours(8))], "{next:?}");
+    // Waiting: deleted alongside the blocker's watch.
+    let mut h = Harness::new();
+    h.m.acquire(h.now, 1, spec(false), UUID.into(), None, false);
+    let sent = h.sent();
+    h.reply(&sent[0], Ok(created(5)));
+    h.reply(&sent[1], Ok(children(&[&ours(5), HEAD, &ours(9)])));
+    let next = h.sent();
+    assert_eq!(deletes(&next), vec![format!("/l/{}", ours(9))], "{next:?}");
+    assert!(next.iter().any(|o| reads(o, HEAD, true)), "{next:?}");
+}
+
+/// A holder near the counter's end that releases while its queue listing
+/// is in flight: the listing failing afterwards sets no new child watch.
+/// Kills: watch_queue_end's `||` made `&&` (queueing.rs:531).
+#[test]
+fn a_released_holder_near_the_end_sets_no_new_queue_watch() {
+    let (events, sent, mut h) = queue_at(i32::MAX - 3, &[]);
+    assert!(matches!(&events[..], [LockEvent::Acquired { .. }]));
+    let [watch] = &sent[..] else {
+        panic!("one listing expected: {sent:?}")
+    };
+    h.m.release(h.now, 1, false);
+    let delete = h.sent();
+    assert_eq!(deletes(&delete).len(), 1, "{delete:?}");
+    h.reply(watch, Err(RequestError::ConnectionLoss));
+    h.m.handle_watch(h.now, watch.token, Err(RequestError::ConnectionLoss));
+    assert!(h.sent().is_empty(), "no listing for a releasing attempt");
+    h.reply(&delete[0], Ok(Response::Empty));
+    assert!(h.m.is_empty());
+}
