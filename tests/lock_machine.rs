@@ -1455,3 +1455,37 @@ fn a_released_holder_near_the_end_sets_no_new_queue_watch() {
     h.reply(&delete[0], Ok(Response::Empty));
     assert!(h.m.is_empty());
 }
+
+/// A holder near the counter's end whose queue listing is lost with the
+/// connection (the reply comes before the state change, as the session
+/// reports them) watches the queue again: nodes past the end still reach
+/// it. Kills: on_end_listing's `==` made `!=` (queueing.rs:573).
+#[test]
+fn a_near_end_holder_watches_the_queue_again_after_a_drop() {
+    let (events, sent, mut h) = queue_at(i32::MAX - 3, &[]);
+    assert!(matches!(&events[..], [LockEvent::Acquired { .. }]));
+    let [watch] = &sent[..] else {
+        panic!("one listing expected: {sent:?}")
+    };
+    drop_connection(&mut h, &[watch]);
+    h.m.handle_session(h.now, SessionState::Connected, SESSION);
+    let again = h.sent();
+    let list = again
+        .iter()
+        .find(|o| matches!(&o.request, Request::GetChildren(p) if p.watch && p.path == "/l"))
+        .unwrap_or_else(|| panic!("the queue is watched again: {again:?}"));
+    for o in again.iter().filter(|o| o.token != list.token) {
+        h.reply(o, data(7));
+    }
+    h.events();
+    let me = ours_at(i32::MAX - 3);
+    h.reply(list, Ok(children(&[&me, "_c_s-lock--2147483648"])));
+    assert_eq!(
+        h.events(),
+        vec![LockEvent::State {
+            id: 1,
+            state: LockState::Lost,
+            reason: Some(LossReason::SequenceExhausted)
+        }]
+    );
+}
