@@ -1489,3 +1489,46 @@ fn a_near_end_holder_watches_the_queue_again_after_a_drop() {
         }]
     );
 }
+
+/// Every duplicate of our node is deleted, however many there are and
+/// whatever deletes are already in flight. Kills: add_stray's `==` made
+/// `!=` in either of its "already known" checks (attempt.rs:316, :317),
+/// which drop a second duplicate.
+#[test]
+fn every_duplicate_of_our_node_is_deleted() {
+    let mut h = Harness::new();
+    h.m.acquire(h.now, 1, spec(false), UUID.into(), None, false);
+    let sent = h.sent();
+    h.reply(&sent[0], Err(RequestError::ConnectionLoss));
+    h.reply(&sent[1], Err(RequestError::ConnectionLoss));
+    let recover = h.sent();
+    // Three creates of this attempt made it: 7 is kept, 9 and 11 go.
+    h.reply(&recover[0], Ok(children(&[&ours(9), &ours(7), &ours(11)])));
+    let next = h.sent();
+    let mut gone = deletes(&next);
+    gone.sort();
+    assert_eq!(
+        gone,
+        vec![format!("/l/{}", ours(9)), format!("/l/{}", ours(11))],
+        "{next:?}"
+    );
+    // With a delete still in flight, a listing shows one more (a late
+    // create): it is deleted too.
+    let exists = next
+        .iter()
+        .find(|o| matches!(o.request, Request::Exists(_)))
+        .expect("the kept node's Stat is read");
+    h.reply(exists, Ok(Response::Stat(stat(107))));
+    let list = h.sent();
+    h.reply(
+        &list[0],
+        Ok(children(&[&ours(7), &ours(9), &ours(11), &ours(12)])),
+    );
+    let events = h.events();
+    assert!(
+        matches!(&events[..], [LockEvent::Acquired { id: 1, stat, .. }] if stat.czxid == 107),
+        "{events:?}"
+    );
+    let more = h.sent();
+    assert_eq!(deletes(&more), vec![format!("/l/{}", ours(12))], "{more:?}");
+}
