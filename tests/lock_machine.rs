@@ -1532,3 +1532,60 @@ fn every_duplicate_of_our_node_is_deleted() {
     let more = h.sent();
     assert_eq!(deletes(&more), vec![format!("/l/{}", ours(12))], "{more:?}");
 }
+
+/// A watch the machine no longer wants is not re-armed after a reconnect:
+/// B waits on A's node, gives up (its own node goes; its watch on A's
+/// node stays on the server, the machine no longer cares), is cut off and
+/// comes back: SetWatches leaves A's node unwatched by B. Kills:
+/// Locks::wants_watch made `true` (locks.rs:145), which re-arms every
+/// watch ever left and leaks them on the server.
+#[test]
+fn end_to_end_a_watch_given_up_is_not_rearmed_after_a_reconnect() {
+    let now = Instant::now();
+    let mut zk = sim_zookeeper::SimZooKeeper::new(now, Duration::from_millis(2000));
+    let mut a = Peer::new(now, 1);
+    let mut b = Peer::new(now, 2);
+    let ma = Mutex::new(&a.client, "/l").unwrap();
+    let mb = Mutex::new(&b.client, "/l").unwrap();
+    let pa = ma.start_lock(None);
+    pump(&mut zk, &mut [&mut a, &mut b], now);
+    let ga = pa.try_take().expect("a free lock").unwrap();
+    let pb = mb.start_lock(None);
+    pump(&mut zk, &mut [&mut a, &mut b], now);
+    assert!(pb.try_take().is_none(), "B waits");
+    let a_path = ga.node_path();
+    let b_conn = b.conn.expect("connected");
+    assert!(zk.data_watchers(&a_path).contains(&b_conn), "B watches A");
+    drop(pb);
+    pump(&mut zk, &mut [&mut a, &mut b], now);
+    assert_eq!(zk.children("/l").len(), 1, "B's node is gone");
+    zk.disconnect(now, b_conn);
+    b.conn = None;
+    b.core.handle_disconnected(now);
+    pump(&mut zk, &mut [&mut a, &mut b], now);
+    let b_conn = b.conn.expect("B is back");
+    assert!(
+        !zk.data_watchers(&a_path).contains(&b_conn),
+        "a watch B gave up was re-armed"
+    );
+    drop(ga);
+}
+
+/// A waiter whose core goes (the I/O thread ends) hears Closed at once,
+/// not never. Kills: Locks' Drop emptied (locks.rs:230).
+#[test]
+fn a_waiter_hears_closed_when_the_core_goes() {
+    let now = Instant::now();
+    let p = Peer::new(now, 1);
+    let m = Mutex::new(&p.client, "/l").unwrap();
+    let pending = m.start_lock(None);
+    let Peer {
+        mut core, client, ..
+    } = p;
+    core.turn(now);
+    assert!(pending.try_take().is_none(), "no server: it waits");
+    drop(core);
+    let outcome = pending.try_take().expect("told at once");
+    assert!(outcome.is_err(), "{:?}", outcome.map(|g| g.node_path()));
+    drop(client);
+}
