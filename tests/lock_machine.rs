@@ -1298,3 +1298,449 @@ fn the_builder_switches_the_leader_check() {
         assert_eq!(p.client.state(), zklock::SessionState::Connected);
     }
 }
+
+// ---- checks added for mutants that both suites missed (docs/MUTANTS.md) ---
+
+/// A spec like [`spec`] on another lock path.
+fn spec_at(parent: &str, watch_node: bool) -> Arc<LockSpec> {
+    Arc::new(LockSpec {
+        parent: parent.into(),
+        ..(*spec(watch_node)).clone()
+    })
+}
+
+/// Attempt `id` takes the free lock at `parent` (our node: sequence `seq`);
+/// returns its node's path. The Acquired event is consumed.
+fn hold_free(h: &mut Harness, id: u64, parent: &str, watch_node: bool, seq: u32) -> String {
+    h.m.acquire(
+        h.now,
+        id,
+        spec_at(parent, watch_node),
+        UUID.into(),
+        None,
+        false,
+    );
+    let sent = h.sent();
+    let name = ours(seq);
+    h.reply(
+        &sent[0],
+        Ok(Response::Created {
+            path: format!("{parent}/{name}"),
+            stat: stat(100 + i64::from(seq)),
+        }),
+    );
+    h.reply(&sent[1], Ok(children(&[&name])));
+    let events = h.events();
+    assert!(
+        matches!(&events[..], [LockEvent::Acquired { id: i, .. }] if *i == id),
+        "{events:?}"
+    );
+    format!("{parent}/{name}")
+}
+
+/// Two unwatched holders, cut off twice: every reconnect re-reads both
+/// nodes (one read each, in the same turn, no watch asked) and both say
+/// Held again once read. Kills: confirm serialised without the regression
+/// (holding.rs:16), confirm asking a watch of an unwatched holder
+/// (holding.rs:33), a confirm never marked answered (holding.rs:50).
+#[test]
+fn every_holder_is_re_read_at_each_reconnect_and_held_again() {
+    let mut h = Harness::new();
+    let a = hold_free(&mut h, 1, "/l", false, 1);
+    let b = hold_free(&mut h, 2, "/m", false, 2);
+    assert!(h.sent().is_empty(), "unwatched holders read nothing");
+    for round in 0..2 {
+        h.m.handle_session(h.now, SessionState::Suspended, SESSION);
+        assert_eq!(
+            h.events(),
+            [1, 2].map(|id| LockEvent::State {
+                id,
+                state: LockState::Suspended,
+                reason: None
+            }),
+            "round {round}"
+        );
+        h.m.handle_session(h.now, SessionState::Connected, SESSION);
+        let reads = h.sent();
+        let paths: Vec<(String, bool)> = reads
+            .iter()
+            .map(|o| match &o.request {
+                Request::GetData(p) => (p.path.clone(), p.watch),
+                r => panic!("round {round}: a read expected, got {r:?}"),
+            })
+            .collect();
+        assert_eq!(
+            paths,
+            vec![(a.clone(), false), (b.clone(), false)],
+            "round {round}"
+        );
+        assert!(reads.iter().all(|o| !o.watch), "round {round}");
+        for o in &reads {
+            h.reply(o, data(1));
+        }
+        assert_eq!(
+            h.events(),
+            [1, 2].map(|id| LockEvent::State {
+                id,
+                state: LockState::Held,
+                reason: None
+            }),
+            "round {round}"
+        );
+        assert!(h.sent().is_empty(), "round {round}");
+    }
+}
+
+/// A watch the machine acts on that will never fire (the driver says so
+/// while connected) is not waited on: a waiter looks at the queue again, a
+/// holder reads its node again. Kills: LockMachine::resume emptied or
+/// either of its arms deleted (holding.rs:110-112).
+#[test]
+fn a_watch_that_will_never_fire_is_replaced_while_connected() {
+    // A waiter deep in the queue: its blocker's watch is abandoned.
+    let mut h = Harness::new();
+    h.m.acquire(h.now, 1, spec(false), UUID.into(), None, false);
+    let sent = h.sent();
+    h.reply(&sent[0], Ok(created(9)));
+    h.reply(
+        &sent[1],
+        Ok(children(&[
+            &ours(9),
+            "_c_a-lock-0000000002",
+            "_c_b-lock-0000000007",
+        ])),
+    );
+    let watch = h.sent();
+    let [watch] = &watch[..] else {
+        panic!("one watch expected: {watch:?}")
+    };
+    h.reply(watch, data(1));
+    assert!(h.sent().is_empty());
+    h.m.handle_watch(h.now, watch.token, Err(RequestError::ConnectionLoss));
+    let again = h.sent();
+    assert!(
+        matches!(&again[..], [o] if matches!(o.request, Request::GetChildren(_))),
+        "{again:?}"
+    );
+    assert!(h.events().is_empty());
+
+    // A watched holder: its node's watch is abandoned.
+    let mut h = Harness::new();
+    let path = hold_free(&mut h, 1, "/l", true, 3);
+    let confirm = h.sent();
+    let [confirm] = &confirm[..] else {
+        panic!("one confirm expected: {confirm:?}")
+    };
+    assert!(matches!(&confirm.request, Request::GetData(p) if p.watch && p.path == path));
+    h.reply(confirm, data(103));
+    assert!(h.sent().is_empty());
+    h.m.handle_watch(h.now, confirm.token, Err(RequestError::ConnectionLoss));
+    let again = h.sent();
+    assert!(
+        matches!(&again[..], [o] if matches!(&o.request, Request::GetData(p) if p.watch && p.path == path)),
+        "{again:?}"
+    );
+    assert!(h.events().is_empty(), "still Held: nothing to say");
+}
+
+/// A released holder leaves nothing behind in the machine: its node is no
+/// longer remembered as held (a long-lived client would otherwise grow a
+/// map entry per lock ever held). Read through the machine's Debug output,
+/// the only view of that map. Kills: LockMachine::unhold emptied or its
+/// owner check inverted (holding.rs:148, :153).
+#[test]
+fn a_released_holder_is_no_longer_remembered_as_held() {
+    for watch_node in [false, true] {
+        let mut h = Harness::new();
+        let path = hold_free(&mut h, 1, "/l", watch_node, 4);
+        assert!(format!("{:?}", h.m).contains(&path), "held: remembered");
+        for o in h.sent() {
+            h.reply(&o, data(104));
+        }
+        h.m.release(h.now, 1, false);
+        let delete = h.sent();
+        assert_eq!(deletes(&delete), vec![path.clone()]);
+        h.reply(&delete[0], Ok(Response::Empty));
+        assert!(h.m.is_empty());
+        let state = format!("{:?}", h.m);
+        assert!(
+            !state.contains(&path),
+            "watch_node {watch_node}: the released node is still known: {state}"
+        );
+    }
+}
+
+/// The boundary of "near the counter's end": a node issued at
+/// SEQUENCE_WARNING (i32::MAX - 1 000 000) itself is not announced and its
+/// holder watches nothing more; the next one is and does. Kills: `>` made
+/// `>=` in the warning of on_created (queueing.rs:139) and in grant's
+/// near-end test.
+#[test]
+fn the_warning_starts_past_the_warning_sequence_not_at_it() {
+    const WARNING: i32 = i32::MAX - 1_000_000;
+    let (events, sent, _) = queue_at(WARNING, &[]);
+    assert!(matches!(&events[..], [LockEvent::Acquired { .. }]));
+    assert!(sent.is_empty(), "at the warning sequence: {sent:?}");
+    let mut h = Harness::new();
+    h.m.acquire(h.now, 1, spec(false), UUID.into(), None, false);
+    let sent = h.sent();
+    h.reply(&sent[0], Ok(created_at(WARNING)));
+    assert_eq!(
+        h.events(),
+        vec![],
+        "no announcement at the warning sequence"
+    );
+    let mut h = Harness::new();
+    h.m.acquire(h.now, 1, spec(false), UUID.into(), None, false);
+    let sent = h.sent();
+    h.reply(&sent[0], Ok(created_at(WARNING + 1)));
+    assert!(
+        matches!(&h.events()[..], [LockEvent::NearSequenceEnd { sequence, .. }] if *sequence == WARNING + 1)
+    );
+    let (_, sent, _) = queue_at(WARNING + 1, &[]);
+    assert!(
+        matches!(&sent[..], [o] if matches!(&o.request, Request::GetChildren(p) if p.watch)),
+        "past the warning sequence the holder watches the queue: {sent:?}"
+    );
+}
+
+/// A node found again after an ambiguous create, gone before its Stat is
+/// read: the attempt queues again with a new node, it does not ask for the
+/// Stat of a missing node again and again. Kills: on_stat's NoNode arm
+/// deleted (queueing.rs:254).
+#[test]
+fn a_found_node_gone_before_its_stat_is_read_means_queueing_again() {
+    let mut h = Harness::new();
+    h.m.acquire(h.now, 1, spec(false), UUID.into(), None, false);
+    let sent = h.sent();
+    h.reply(&sent[0], Err(RequestError::ConnectionLoss));
+    h.reply(&sent[1], Err(RequestError::ConnectionLoss));
+    let recover = h.sent();
+    assert!(matches!(&recover[..], [o] if matches!(o.request, Request::GetChildren(_))));
+    h.reply(&recover[0], Ok(children(&[&ours(7)])));
+    let exists = h.sent();
+    let [exists] = &exists[..] else {
+        panic!("one exists expected: {exists:?}")
+    };
+    assert!(matches!(exists.request, Request::Exists(_)), "{exists:?}");
+    h.reply(exists, Err(RequestError::Server(ErrorCode::NoNode)));
+    let again = h.sent();
+    assert!(queues_again(&again), "{again:?}");
+    assert!(h.events().is_empty());
+}
+
+/// The reply to a superseded own-node read (for a node since deleted)
+/// sets nothing for the new node: once queued again behind a blocker
+/// alone, the new node's own watch is asked for. Replies out of order, as
+/// in the_head_leaving_before_our_watch_is_known_set_means_one_read.
+/// Kills: on_own_watch_set's `||` made `&&` (queueing.rs:325), which takes
+/// the stale reply for the new node's proof of order.
+#[test]
+fn a_stale_own_watch_reply_proves_nothing_for_a_new_node() {
+    let mut h = Harness::new();
+    let (own, head) = queue_behind_head(&mut h, false);
+    // The head is gone before its watch; the listing then shows our node
+    // gone too (deleted by a third party): queue again.
+    h.reply(&head, Err(RequestError::Server(ErrorCode::NoNode)));
+    let list = h.sent();
+    assert!(matches!(&list[..], [o] if matches!(o.request, Request::GetChildren(_))));
+    h.reply(&list[0], Ok(children(&[HEAD])));
+    let again = h.sent();
+    assert!(queues_again(&again), "{again:?}");
+    // The old read's reply, late.
+    h.reply(&own, data(105));
+    h.reply(&again[0], Ok(created(6)));
+    h.reply(&again[1], Ok(children(&[&ours(6), HEAD])));
+    let watches = h.sent();
+    assert!(
+        matches!(&watches[..], [a, b] if reads(a, &ours(6), true) && reads(b, HEAD, true)),
+        "the new node's own watch is asked for: {watches:?}"
+    );
+}
+
+/// A listing that shows another node with our attempt id (a late create)
+/// beside ours: it is deleted, whether we hold or wait. Kills: the
+/// `name != our_name` test of evaluate inverted (queueing.rs:399).
+#[test]
+fn a_duplicate_of_our_node_in_a_listing_is_deleted() {
+    // Held: the duplicate sorts after ours.
+    let mut h = Harness::new();
+    h.m.acquire(h.now, 1, spec(false), UUID.into(), None, false);
+    let sent = h.sent();
+    h.reply(&sent[0], Ok(created(5)));
+    h.reply(&sent[1], Ok(children(&[&ours(8), &ours(5)])));
+    let events = h.events();
+    assert!(
+        matches!(&events[..], [LockEvent::Acquired { id: 1, .. }]),
+        "{events:?}"
+    );
+    let next = h.sent();
+    assert_eq!(deletes(&next), vec![format!("/l/{}", ours(8))], "{next:?}");
+    // Waiting: deleted alongside the blocker's watch.
+    let mut h = Harness::new();
+    h.m.acquire(h.now, 1, spec(false), UUID.into(), None, false);
+    let sent = h.sent();
+    h.reply(&sent[0], Ok(created(5)));
+    h.reply(&sent[1], Ok(children(&[&ours(5), HEAD, &ours(9)])));
+    let next = h.sent();
+    assert_eq!(deletes(&next), vec![format!("/l/{}", ours(9))], "{next:?}");
+    assert!(next.iter().any(|o| reads(o, HEAD, true)), "{next:?}");
+}
+
+/// A holder near the counter's end that releases while its queue listing
+/// is in flight: the listing failing afterwards sets no new child watch.
+/// Kills: watch_queue_end's `||` made `&&` (queueing.rs:531).
+#[test]
+fn a_released_holder_near_the_end_sets_no_new_queue_watch() {
+    let (events, sent, mut h) = queue_at(i32::MAX - 3, &[]);
+    assert!(matches!(&events[..], [LockEvent::Acquired { .. }]));
+    let [watch] = &sent[..] else {
+        panic!("one listing expected: {sent:?}")
+    };
+    h.m.release(h.now, 1, false);
+    let delete = h.sent();
+    assert_eq!(deletes(&delete).len(), 1, "{delete:?}");
+    h.reply(watch, Err(RequestError::ConnectionLoss));
+    h.m.handle_watch(h.now, watch.token, Err(RequestError::ConnectionLoss));
+    assert!(h.sent().is_empty(), "no listing for a releasing attempt");
+    h.reply(&delete[0], Ok(Response::Empty));
+    assert!(h.m.is_empty());
+}
+
+/// A holder near the counter's end whose queue listing is lost with the
+/// connection (the reply comes before the state change, as the session
+/// reports them) watches the queue again: nodes past the end still reach
+/// it. Kills: on_end_listing's `==` made `!=` (queueing.rs:573).
+#[test]
+fn a_near_end_holder_watches_the_queue_again_after_a_drop() {
+    let (events, sent, mut h) = queue_at(i32::MAX - 3, &[]);
+    assert!(matches!(&events[..], [LockEvent::Acquired { .. }]));
+    let [watch] = &sent[..] else {
+        panic!("one listing expected: {sent:?}")
+    };
+    drop_connection(&mut h, &[watch]);
+    h.m.handle_session(h.now, SessionState::Connected, SESSION);
+    let again = h.sent();
+    let list = again
+        .iter()
+        .find(|o| matches!(&o.request, Request::GetChildren(p) if p.watch && p.path == "/l"))
+        .unwrap_or_else(|| panic!("the queue is watched again: {again:?}"));
+    for o in again.iter().filter(|o| o.token != list.token) {
+        h.reply(o, data(7));
+    }
+    h.events();
+    let me = ours_at(i32::MAX - 3);
+    h.reply(list, Ok(children(&[&me, "_c_s-lock--2147483648"])));
+    assert_eq!(
+        h.events(),
+        vec![LockEvent::State {
+            id: 1,
+            state: LockState::Lost,
+            reason: Some(LossReason::SequenceExhausted)
+        }]
+    );
+}
+
+/// Every duplicate of our node is deleted, however many there are and
+/// whatever deletes are already in flight. Kills: add_stray's `==` made
+/// `!=` in either of its "already known" checks (attempt.rs:316, :317),
+/// which drop a second duplicate.
+#[test]
+fn every_duplicate_of_our_node_is_deleted() {
+    let mut h = Harness::new();
+    h.m.acquire(h.now, 1, spec(false), UUID.into(), None, false);
+    let sent = h.sent();
+    h.reply(&sent[0], Err(RequestError::ConnectionLoss));
+    h.reply(&sent[1], Err(RequestError::ConnectionLoss));
+    let recover = h.sent();
+    // Three creates of this attempt made it: 7 is kept, 9 and 11 go.
+    h.reply(&recover[0], Ok(children(&[&ours(9), &ours(7), &ours(11)])));
+    let next = h.sent();
+    let mut gone = deletes(&next);
+    gone.sort();
+    assert_eq!(
+        gone,
+        vec![format!("/l/{}", ours(9)), format!("/l/{}", ours(11))],
+        "{next:?}"
+    );
+    // With a delete still in flight, a listing shows one more (a late
+    // create): it is deleted too.
+    let exists = next
+        .iter()
+        .find(|o| matches!(o.request, Request::Exists(_)))
+        .expect("the kept node's Stat is read");
+    h.reply(exists, Ok(Response::Stat(stat(107))));
+    let list = h.sent();
+    h.reply(
+        &list[0],
+        Ok(children(&[&ours(7), &ours(9), &ours(11), &ours(12)])),
+    );
+    let events = h.events();
+    assert!(
+        matches!(&events[..], [LockEvent::Acquired { id: 1, stat, .. }] if stat.czxid == 107),
+        "{events:?}"
+    );
+    let more = h.sent();
+    assert_eq!(deletes(&more), vec![format!("/l/{}", ours(12))], "{more:?}");
+}
+
+/// A watch the machine no longer wants is not re-armed after a reconnect:
+/// B waits on A's node, gives up (its own node goes; its watch on A's
+/// node stays on the server, the machine no longer cares), is cut off and
+/// comes back: SetWatches leaves A's node unwatched by B. Kills:
+/// Locks::wants_watch made `true` (locks.rs:145), which re-arms every
+/// watch ever left and leaks them on the server.
+#[test]
+fn end_to_end_a_watch_given_up_is_not_rearmed_after_a_reconnect() {
+    let now = Instant::now();
+    let mut zk = sim_zookeeper::SimZooKeeper::new(now, Duration::from_millis(2000));
+    let mut a = Peer::new(now, 1);
+    let mut b = Peer::new(now, 2);
+    let ma = Mutex::new(&a.client, "/l").unwrap();
+    let mb = Mutex::new(&b.client, "/l").unwrap();
+    let pa = ma.start_lock(None);
+    pump(&mut zk, &mut [&mut a, &mut b], now);
+    let ga = pa.try_take().expect("a free lock").unwrap();
+    let pb = mb.start_lock(None);
+    pump(&mut zk, &mut [&mut a, &mut b], now);
+    assert!(pb.try_take().is_none(), "B waits");
+    let a_path = ga.node_path();
+    let b_conn = b.conn.expect("connected");
+    assert!(zk.data_watchers(&a_path).contains(&b_conn), "B watches A");
+    drop(pb);
+    pump(&mut zk, &mut [&mut a, &mut b], now);
+    assert_eq!(zk.children("/l").len(), 1, "B's node is gone");
+    zk.disconnect(now, b_conn);
+    b.conn = None;
+    b.core.handle_disconnected(now);
+    pump(&mut zk, &mut [&mut a, &mut b], now);
+    let b_conn = b.conn.expect("B is back");
+    assert!(
+        !zk.data_watchers(&a_path).contains(&b_conn),
+        "a watch B gave up was re-armed"
+    );
+    drop(ga);
+}
+
+/// A waiter whose core goes (the I/O thread ends) hears Closed at once,
+/// not never. Kills: Locks' Drop emptied (locks.rs:230).
+#[test]
+fn a_waiter_hears_closed_when_the_core_goes() {
+    let now = Instant::now();
+    let p = Peer::new(now, 1);
+    let m = Mutex::new(&p.client, "/l").unwrap();
+    let pending = m.start_lock(None);
+    let Peer {
+        mut core, client, ..
+    } = p;
+    core.turn(now);
+    assert!(pending.try_take().is_none(), "no server: it waits");
+    drop(core);
+    let outcome = pending.try_take().expect("told at once");
+    assert!(
+        outcome.is_err(),
+        "{:?}",
+        outcome.map(|g| g.node_path().to_owned())
+    );
+    drop(client);
+}
