@@ -1706,7 +1706,7 @@ fn end_to_end_a_watch_given_up_is_not_rearmed_after_a_reconnect() {
     assert!(pb.try_take().is_none(), "B waits");
     let a_path = ga.node_path();
     let b_conn = b.conn.expect("connected");
-    assert!(zk.data_watchers(&a_path).contains(&b_conn), "B watches A");
+    assert!(zk.data_watchers(a_path).contains(&b_conn), "B watches A");
     drop(pb);
     pump(&mut zk, &mut [&mut a, &mut b], now);
     assert_eq!(zk.children("/l").len(), 1, "B's node is gone");
@@ -1716,7 +1716,7 @@ fn end_to_end_a_watch_given_up_is_not_rearmed_after_a_reconnect() {
     pump(&mut zk, &mut [&mut a, &mut b], now);
     let b_conn = b.conn.expect("B is back");
     assert!(
-        !zk.data_watchers(&a_path).contains(&b_conn),
+        !zk.data_watchers(a_path).contains(&b_conn),
         "a watch B gave up was re-armed"
     );
     drop(ga);
