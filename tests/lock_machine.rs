@@ -1438,7 +1438,8 @@ fn a_duplicate_of_our_node_in_a_listing_is_deleted() {
 
 /// A holder near the counter's end that releases while its queue listing
 /// is in flight: the listing failing afterwards sets no new child watch.
-/// Kills: watch_queue_end's `||` made `&&` (queueing.rs:531).
+/// (Written for watch_queue_end's `||` made `&&`, queueing.rs:531, which
+/// turned out equivalent: see docs/MUTANTS.md.)
 #[test]
 fn a_released_holder_near_the_end_sets_no_new_queue_watch() {
     let (events, sent, mut h) = queue_at(i32::MAX - 3, &[]);
