@@ -1573,7 +1573,9 @@ fn end_to_end_a_watch_given_up_is_not_rearmed_after_a_reconnect() {
 }
 
 /// A waiter whose core goes (the I/O thread ends) hears Closed at once,
-/// not never. Kills: Locks' Drop emptied (locks.rs:230).
+/// not never. (Written for Locks' Drop emptied, locks.rs:230; it does not
+/// kill it: a Mutex waiter's channel disconnects anyway. See
+/// docs/MUTANTS.md.)
 #[test]
 fn a_waiter_hears_closed_when_the_core_goes() {
     let now = Instant::now();
