@@ -23,6 +23,8 @@
 #   scripts/mutants.sh --file src/machine/lock/holding.rs   # one file
 #   scripts/mutants.sh --file src/machine/attempt.rs --shard 1/2
 #   scripts/mutants.sh -F 'holding.rs:217'      # mutants whose name matches
+#   scripts/mutants.sh --file src/machine/locks.rs --baseline skip -F 'locks.rs:145:'
+#                       # re-run known mutants without the unmutated run first
 # Extra arguments go to cargo-mutants; when any --file/-f is given it
 # replaces the default file set.
 #

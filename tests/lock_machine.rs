@@ -1589,7 +1589,8 @@ fn a_duplicate_of_our_node_in_a_listing_is_deleted() {
 
 /// A holder near the counter's end that releases while its queue listing
 /// is in flight: the listing failing afterwards sets no new child watch.
-/// Kills: watch_queue_end's `||` made `&&` (queueing.rs:531).
+/// (Written for watch_queue_end's `||` made `&&`, queueing.rs:531, which
+/// turned out equivalent: see docs/MUTANTS.md.)
 #[test]
 fn a_released_holder_near_the_end_sets_no_new_queue_watch() {
     let (events, sent, mut h) = queue_at(i32::MAX - 3, &[]);
@@ -1723,7 +1724,9 @@ fn end_to_end_a_watch_given_up_is_not_rearmed_after_a_reconnect() {
 }
 
 /// A waiter whose core goes (the I/O thread ends) hears Closed at once,
-/// not never. Kills: Locks' Drop emptied (locks.rs:230).
+/// not never. (Written for Locks' Drop emptied, locks.rs:230; it does not
+/// kill it: a Mutex waiter's channel disconnects anyway. See
+/// docs/MUTANTS.md.)
 #[test]
 fn a_waiter_hears_closed_when_the_core_goes() {
     let now = Instant::now();
