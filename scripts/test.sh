@@ -13,6 +13,9 @@ cargo clippy --workspace --all-targets --all-features -- -D warnings
 # Every shell block of README.md and docs/ works when pasted: cheap blocks
 # are run, the others checked command by command (scripts/check-doc-blocks.py).
 python3 scripts/check-doc-blocks.py
+# The examples as plain programs: tests/examples.rs runs each one against a
+# real server (cargo test --all-targets builds them as test harnesses only).
+cargo build --workspace --examples --all-features
 # --all-features: the TLS tests need the `tls` feature.
 cargo test --workspace --all-targets --all-features "$@"
 cargo test --workspace --doc --all-features

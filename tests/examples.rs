@@ -1,7 +1,7 @@
 //! Every example runs to success against a real ZooKeeper: what a new user
-//! copies must work. The examples are built by `cargo test` with all
-//! targets (as scripts/test.sh runs it); run alone, build them first with
-//! `cargo build --examples`.
+//! copies must work. `cargo test --all-targets` builds examples only as test
+//! harnesses, so scripts/test.sh builds them as programs first with
+//! `cargo build --examples --all-features`; run alone, do the same.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -36,7 +36,7 @@ fn every_example_runs_against_a_real_server() {
         let bin = dir.join(name);
         assert!(
             bin.exists(),
-            "example {name} is not built at {}: run `cargo build --examples` (or cargo test with all targets)",
+            "example {name} is not built at {}: run `cargo build --examples --all-features` first (scripts/test.sh does)",
             bin.display()
         );
         let mut child = Command::new(&bin)
