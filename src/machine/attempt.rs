@@ -2,7 +2,7 @@
 //! knows of its node, and which of its requests and watches are in flight.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use jute::{Acl, Names, Stat};
 
@@ -138,6 +138,11 @@ pub struct LockSpec {
     /// [`REVOKE`](crate::machine::REVOKE) into its node (Curator's
     /// `Revoker` protocol). Implies watching the node.
     pub revocable: bool,
+    /// Lock-delay: after a holder's unclean end (its session ended, not a
+    /// release), the next holder is granted only this long after it saw
+    /// so. Holders then keep a tenure mark beside their node (see
+    /// `lock::tenure`).
+    pub lock_delay: Option<Duration>,
 }
 
 impl LockSpec {
@@ -197,6 +202,15 @@ pub(crate) enum Purpose {
     EndWatch,
     /// getChildren to find every node of this attempt before releasing.
     CleanupList,
+    /// getChildren at the grant, with lock-delay: tenure marks left by
+    /// holders that ended uncleanly.
+    TenureList,
+    /// multi(check our node, create our tenure mark): the grant, with
+    /// lock-delay.
+    TenureMark,
+    /// delete of a tenure mark left by a holder that ended uncleanly, once
+    /// the delay has been served.
+    TenureSweep,
 }
 
 impl Purpose {
@@ -205,7 +219,11 @@ impl Purpose {
     pub(crate) fn is_main_line(&self) -> bool {
         !matches!(
             self,
-            Purpose::Confirm | Purpose::Delete(_) | Purpose::EndWatch | Purpose::WatchOwn
+            Purpose::Confirm
+                | Purpose::Delete(_)
+                | Purpose::EndWatch
+                | Purpose::WatchOwn
+                | Purpose::TenureSweep
         )
     }
 }
@@ -279,6 +297,24 @@ pub(crate) struct Attempt {
     pub report_release: bool,
     /// The server refused to delete our node (with this code).
     pub release_refused: Option<jute::ErrorCode>,
+    /// With lock-delay: what the grant found and did about tenure marks.
+    pub tenure: Option<Box<Tenure>>,
+}
+
+/// An attempt's passage through lock-delay, from the grant's listing to
+/// its own tenure mark (see `lock::tenure`).
+#[derive(Debug, Default)]
+pub(crate) struct Tenure {
+    /// A holder before us ended uncleanly.
+    pub unclean: bool,
+    /// Granted no earlier than this (the delay, counted from when we first
+    /// saw a mark left by an unclean end).
+    pub until: Option<Instant>,
+    /// Marks left by unclean ends, to delete once the delay is served.
+    pub stale: Vec<String>,
+    /// Our mark is on the server, made for this node of ours: released
+    /// together with it.
+    pub marked: Option<String>,
 }
 
 impl Attempt {
@@ -307,6 +343,7 @@ impl Attempt {
             state: LockState::Held,
             report_release: false,
             release_refused: None,
+            tenure: None,
         }
     }
 

@@ -30,6 +30,8 @@ pub(crate) struct Grant {
     sender: CommandSender,
     /// Released, or abandoned: dropping does nothing more.
     released: AtomicBool,
+    /// With lock-delay: the holder before ended uncleanly.
+    after_unclean_end: bool,
 }
 
 impl Grant {
@@ -47,7 +49,18 @@ impl Grant {
             state,
             sender,
             released: AtomicBool::new(false),
+            after_unclean_end: false,
         }
+    }
+
+    /// Says that a holder before this one ended uncleanly (lock-delay).
+    pub(crate) fn after_unclean_end(mut self, yes: bool) -> Grant {
+        self.after_unclean_end = yes;
+        self
+    }
+
+    pub(crate) fn follows_unclean_end(&self) -> bool {
+        self.after_unclean_end
     }
 
     /// Our node's server path.

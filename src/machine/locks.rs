@@ -149,7 +149,12 @@ impl Locks {
     fn dispatch(&mut self, now: Instant) {
         while let Some(event) = self.machine.poll_event() {
             match event {
-                LockEvent::Acquired { id, path, stat } => {
+                LockEvent::Acquired {
+                    id,
+                    path,
+                    stat,
+                    after_unclean_end,
+                } => {
                     let Some(outcome) = self.waiting.remove(&id) else {
                         // Nobody waits any more.
                         self.machine.release(now, id, false);
@@ -167,7 +172,8 @@ impl Locks {
                     self.held.insert(id, state.clone());
                     // If the waiter left meanwhile, the grant comes back and
                     // releases itself as it drops.
-                    outcome(Ok(Grant::new(id, path, stat, state, self.sender.clone())));
+                    let grant = Grant::new(id, path, stat, state, self.sender.clone());
+                    outcome(Ok(grant.after_unclean_end(after_unclean_end)));
                 }
                 LockEvent::Failed { id, error } => {
                     if let (Some(o), Some((at, path))) = (&self.observer, self.started.remove(&id))

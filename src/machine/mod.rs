@@ -36,5 +36,5 @@ pub use lock::{AttemptId, LockEvent, LockMachine, Outgoing, Regression, REVOKE};
 pub use observer::Observer;
 pub use queue::{
     past_the_end, sequence_order, sorted_contenders, Contender, NodeKind, NodeOrigin,
-    SEQUENCE_WARNING,
+    SEQUENCE_WARNING, TENURE_MARK,
 };

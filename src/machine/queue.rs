@@ -85,6 +85,10 @@ impl Contender {
     /// sequence is the last 10 characters (11 for `-2147483648`); the
     /// marker, when there is one, ends right before it.
     pub(crate) fn classify(name: &str) -> Option<(i32, NodeKind)> {
+        if name.starts_with(TENURE_MARK) {
+            // A uuid may end in ten digits: never read one as a sequence.
+            return None;
+        }
         for len in [10, 11] {
             let Some(split) = name.len().checked_sub(len) else {
                 continue;
@@ -140,6 +144,11 @@ fn trailing_sequence(name: &str) -> Option<&str> {
     name.get(name.len().checked_sub(10)?..)
 }
 
+/// What lock-delay's tenure marks' names start with (`~tenure.<uuid>`, see
+/// [`MutexOptions::lock_delay`](crate::recipes::MutexOptions::lock_delay)):
+/// never a contender.
+pub const TENURE_MARK: &str = "~tenure.";
+
 /// Sequences past this one are near the end of the parent's counter: a
 /// warning is logged, and a holder there watches the queue for nodes
 /// past the end.
@@ -187,6 +196,14 @@ pub fn sorted_contenders<S: AsRef<str>>(children: impl IntoIterator<Item = S>) -
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tenure_marks_are_never_contenders() {
+        // A uuid whose last group is all digits ends in ten of them.
+        let mark = format!("{TENURE_MARK}00000000-0000-4000-8000-000000000001");
+        assert_eq!(Contender::classify(&mark), None);
+        assert!(sorted_contenders([mark.as_str()]).is_empty());
+    }
 
     #[test]
     fn parses_curator_kazoo_and_ours() {

@@ -88,7 +88,21 @@ impl BatchMutex {
     /// [`LockError::Client`] with [`Error::InvalidPath`](crate::Error::InvalidPath)
     /// if `path` is not a valid ZooKeeper path.
     pub fn new(client: &Client, path: &str, max_batch: usize) -> Result<BatchMutex, LockError> {
-        let options = MutexOptions::default().reentrant(false);
+        BatchMutex::with_options(client, path, max_batch, MutexOptions::default())
+    }
+
+    /// Like [`BatchMutex::new`], with options (data, ACLs,
+    /// [lock-delay](MutexOptions::lock_delay)); never re-entrant.
+    ///
+    /// # Errors
+    /// As [`BatchMutex::new`].
+    pub fn with_options(
+        client: &Client,
+        path: &str,
+        max_batch: usize,
+        options: MutexOptions,
+    ) -> Result<BatchMutex, LockError> {
+        let options = options.reentrant(false);
         Ok(BatchMutex {
             shared: Arc::new(Shared {
                 mutex: Mutex::with_options(client, path, options)?,
@@ -222,6 +236,16 @@ impl BatchGuard {
     /// The lock node the whole batch shares.
     pub fn node_path(&self) -> &str {
         &self.node
+    }
+
+    /// Whether the batch's grant came after a holder's unclean end (see
+    /// [`LockGuard::follows_unclean_end`](super::LockGuard::follows_unclean_end)).
+    pub fn follows_unclean_end(&self) -> bool {
+        self.shared
+            .local()
+            .zk
+            .as_ref()
+            .is_some_and(|g| g.follows_unclean_end())
     }
 
     /// The shared node's state; `Lost` once the process lost the lock.

@@ -51,7 +51,22 @@ impl Election {
     /// [`LockError::Client`] with [`Error::InvalidPath`](crate::Error::InvalidPath)
     /// if `path` is not a valid ZooKeeper path.
     pub fn new(client: &Client, path: &str, id: &[u8]) -> Result<Election, LockError> {
-        let options = MutexOptions::default().data(id).watch_node(true);
+        Election::with_options(client, path, id, MutexOptions::default())
+    }
+
+    /// Like [`Election::new`], with options (ACLs,
+    /// [lock-delay](MutexOptions::lock_delay)); `id` replaces the options'
+    /// data, and a candidate always watches its node.
+    ///
+    /// # Errors
+    /// As [`Election::new`].
+    pub fn with_options(
+        client: &Client,
+        path: &str,
+        id: &[u8],
+        options: MutexOptions,
+    ) -> Result<Election, LockError> {
+        let options = options.data(id).watch_node(true);
         Ok(Election {
             inner: QueueLock::new(
                 client,

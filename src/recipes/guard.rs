@@ -123,6 +123,15 @@ impl LockGuard {
         self.holding.grant.stat().czxid
     }
 
+    /// Whether a holder before this one ended uncleanly (its session ended
+    /// without a release) and this grant waited out the
+    /// [lock-delay](super::MutexOptions::lock_delay) first. Work the last
+    /// holder left half done may need repair. Always `false` without
+    /// lock-delay.
+    pub fn follows_unclean_end(&self) -> bool {
+        self.holding.grant.follows_unclean_end()
+    }
+
     /// The session that owns our node.
     pub fn owner_session(&self) -> i64 {
         self.holding.grant.stat().ephemeral_owner

@@ -42,6 +42,7 @@ pub struct MutexOptions {
     reentrant: bool,
     watch_node: bool,
     revocable: bool,
+    lock_delay: Option<Duration>,
     acl: Option<Vec<Acl>>,
     parent_acl: Option<Vec<Acl>>,
 }
@@ -61,6 +62,27 @@ impl MutexOptions {
     /// [`watch_node`](Self::watch_node).
     pub fn revocable(mut self, yes: bool) -> Self {
         self.revocable = yes;
+        self
+    }
+
+    /// Lock-delay (Chubby's and Consul's): when a holder ends uncleanly —
+    /// its session expired or was closed, not a release — the next holder
+    /// is granted only `delay` after it saw so, giving the old holder time
+    /// to notice ([`LockState::Lost`](crate::recipes::LockState)) and stop
+    /// before anyone else acts. The new guard says so
+    /// ([`LockGuard::follows_unclean_end`](super::LockGuard::follows_unclean_end)).
+    ///
+    /// Each holder keeps a tenure mark, a persistent node
+    /// `~tenure.<uuid>` beside its lock node, deleted with it on release in
+    /// one write; a mark without its node is what an unclean end leaves.
+    /// So every contender on the path should set the same delay: a
+    /// holder without it leaves no mark, and its unclean end goes unseen.
+    /// Curator's and kazoo's mutexes skip the marks (Curator's semaphore
+    /// counts them as leases). A grant costs one listing and one write
+    /// more. Without this option: no delay and no marks. A zero delay
+    /// keeps the marks, to tell the next holder, and does not wait.
+    pub fn lock_delay(mut self, delay: Duration) -> Self {
+        self.lock_delay = Some(delay);
         self
     }
 
@@ -144,6 +166,7 @@ impl QueueLock {
                 rule,
                 watch_node: options.watch_node || options.revocable,
                 revocable: options.revocable,
+                lock_delay: options.lock_delay,
             }),
             side,
             reentrant: options.reentrant,

@@ -91,6 +91,25 @@ impl LockMachine {
             return;
         };
         a.deleting.retain(|n| n != name);
+        let result = match result {
+            // Node and tenure mark together (lock-delay).
+            Ok(Response::Multi(results)) => match super::tenure::culprit(&results) {
+                None => Ok(Response::Empty),
+                // Our node was already gone: its mark stays, as an unclean
+                // end's would.
+                Some((0, code)) => Err(RequestError::Server(code)),
+                // The mark was gone (deleted by a third party): delete the
+                // node alone.
+                Some(_) => {
+                    if let Some(t) = a.tenure.as_mut() {
+                        t.marked = None;
+                    }
+                    a.strays.push(name.to_owned());
+                    return self.step(id);
+                }
+            },
+            other => other,
+        };
         match result {
             Ok(_) | Err(RequestError::Server(ErrorCode::NoNode)) => {}
             // Retried; it waits in the session core for the next connection.
@@ -177,7 +196,11 @@ impl LockMachine {
         // so is the watch it may set); a create's reply still tells us the
         // node to delete.
         if let Some(t) = a.busy {
-            if !matches!(self.pending.get(&t), Some((_, Purpose::Create))) {
+            // Nor is a tenure mark's: a mark made must go with the node.
+            if !matches!(
+                self.pending.get(&t),
+                Some((_, Purpose::Create | Purpose::TenureMark))
+            ) {
                 a.busy = None;
                 self.watches.remove(&t);
             }
@@ -240,6 +263,7 @@ impl LockMachine {
         self.pending.clear();
         self.watches.clear();
         self.deadlines.clear();
+        self.delays.clear();
         self.shared_listings.clear();
         self.listings_wanted.clear();
         self.held_nodes.clear();

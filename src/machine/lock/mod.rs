@@ -23,6 +23,7 @@ use std::time::Instant;
 
 mod holding;
 mod queueing;
+mod tenure;
 
 use jute::{ErrorCode, EventType, PathWatch, Request, Response, Stat};
 
@@ -77,6 +78,9 @@ pub enum LockEvent {
         path: String,
         /// Our node's Stat.
         stat: Stat,
+        /// With lock-delay: a holder before us ended uncleanly, and the
+        /// delay was served before this grant.
+        after_unclean_end: bool,
     },
     /// The acquisition ended without the lock; its nodes are being removed.
     Failed {
@@ -154,6 +158,8 @@ pub struct LockMachine {
     /// A listing's token → the attempts whose creates it follows.
     shared_listings: HashMap<u64, Vec<AttemptId>>,
     deadlines: BTreeSet<(Instant, AttemptId)>,
+    /// Lock-delays being served: when each attempt may make its mark.
+    delays: BTreeSet<(Instant, AttemptId)>,
     outgoing: VecDeque<Outgoing>,
     events: VecDeque<LockEvent>,
     next_token: u64,
@@ -413,6 +419,9 @@ impl LockMachine {
                 }
             },
             Purpose::Delete(name) => self.on_deleted(id, &name, result),
+            Purpose::TenureList => self.on_tenure_list(now, id, result),
+            Purpose::TenureMark => self.on_tenure_mark(now, id, result),
+            Purpose::TenureSweep => {}
             Purpose::EndWatch => self.on_end_listing(id, token, result),
             Purpose::CleanupList => {
                 match result {
@@ -560,6 +569,7 @@ impl LockMachine {
                 }
             }
         }
+        self.serve_delays(now);
     }
 
     // ---- outputs ------------------------------------------------------
@@ -594,7 +604,12 @@ impl LockMachine {
 
     /// When [`LockMachine::handle_timeout`] must next be called.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.deadlines.first().map(|(at, _)| *at)
+        let deadline = self.deadlines.first().map(|(at, _)| *at);
+        let delay = self.delays.first().map(|(at, _)| *at);
+        match (deadline, delay) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     fn send_main(&mut self, id: AttemptId, purpose: Purpose, request: Request) {

@@ -114,12 +114,10 @@ impl LockMachine {
         }
         a.deleting.push(name.clone());
         let path = a.spec.child(&name);
-        self.send(
-            id,
-            Purpose::Delete(name),
-            Request::Delete(PathVersion { path, version: -1 }),
-            false,
-        );
+        let request = self
+            .release_marked(id, &name)
+            .unwrap_or(Request::Delete(PathVersion { path, version: -1 }));
+        self.send(id, Purpose::Delete(name), request, false);
     }
 
     pub(super) fn on_created(
@@ -494,6 +492,9 @@ impl LockMachine {
         else {
             return self.step(id);
         };
+        if a.spec.lock_delay.is_some() && a.tenure.as_ref().is_none_or(|t| t.marked.is_none()) {
+            return self.begin_tenure(id, watch);
+        }
         if let Goal::Acquire {
             deadline: Some(d), ..
         } = a.goal
@@ -521,8 +522,13 @@ impl LockMachine {
         let confirm = (a.spec.watch_node && watch.is_none()) || a.spec.revocable;
         let near_end = Contender::classify(&name).is_some_and(|(seq, _)| seq > SEQUENCE_WARNING);
         self.held_nodes.insert(path.clone(), id);
-        self.events
-            .push_back(LockEvent::Acquired { id, path, stat });
+        let after_unclean_end = a.tenure.as_ref().is_some_and(|t| t.unclean);
+        self.events.push_back(LockEvent::Acquired {
+            id,
+            path,
+            stat,
+            after_unclean_end,
+        });
         if confirm {
             self.confirm(id);
         }
