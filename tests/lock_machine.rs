@@ -1961,3 +1961,46 @@ fn lock_delay_given_up_with_the_mark_in_flight_removes_both() {
         "{sent:?}"
     );
 }
+
+// ---- a holder's check refused by the server ---------------------------------
+
+/// A holder back from Suspended whose node read is answered `code`.
+fn reconnect_and_refuse(code: ErrorCode) -> Harness {
+    let mut h = Harness::new();
+    hold_free(&mut h, 1, "/l", false, 1);
+    h.m.handle_session(h.now, SessionState::Suspended, SESSION);
+    h.events();
+    h.m.handle_session(h.now, SessionState::Connected, SESSION);
+    let sent = h.sent();
+    assert!(
+        matches!(&sent[..], [r] if matches!(r.request, Request::GetData(_))),
+        "{sent:?}"
+    );
+    h.reply(&sent[0], Err(RequestError::Server(code)));
+    h
+}
+
+#[test]
+fn a_check_refused_for_want_of_read_permission_means_the_node_exists() {
+    let mut h = reconnect_and_refuse(ErrorCode::NoAuth);
+    assert_eq!(
+        h.events(),
+        vec![LockEvent::State {
+            id: 1,
+            state: LockState::Held,
+            reason: None
+        }]
+    );
+    assert!(h.sent().is_empty());
+}
+
+#[test]
+fn a_check_refused_otherwise_is_not_sent_again_at_once() {
+    let mut h = reconnect_and_refuse(ErrorCode::MarshallingError);
+    assert!(h.events().is_empty(), "still Suspended");
+    assert!(h.sent().is_empty(), "no retry loop while the refusal lasts");
+    // The next reconnect checks again.
+    h.m.handle_session(h.now, SessionState::Suspended, SESSION);
+    h.m.handle_session(h.now, SessionState::Connected, SESSION);
+    assert_eq!(h.sent().len(), 1);
+}

@@ -71,6 +71,22 @@ impl LockMachine {
                 self.watches.remove(&token);
                 self.node_deleted_under(id);
             }
+            // The server looks the node up before it checks the ACL: a
+            // node we may not read exists (and no watch was left).
+            Err(RequestError::Server(ErrorCode::NoAuth)) => {
+                self.watches.remove(&token);
+                if self.session == Some(SessionState::Connected) {
+                    self.set_state(id, LockState::Held, None);
+                }
+            }
+            Err(RequestError::Server(code)) => {
+                // Any other refusal would come again at once: no retry
+                // loop. The holder keeps its state; a reconnect or a watch
+                // event checks again.
+                self.watches.remove(&token);
+                let path = a.node_name().map(|n| a.spec.child(n)).unwrap_or_default();
+                log::error!("the server refused to read held lock node {path}: {code:?}");
+            }
             Err(_) => {
                 // The connection dropped first: confirmed after the reconnect.
                 self.watches.remove(&token);
