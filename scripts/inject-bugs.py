@@ -93,6 +93,31 @@ BUGS = [
      "src/machine/locks.rs",
      "                            (s, _) => holder.set(s),",
      "                            (s, _) => {\n                                let _ = (holder, s);\n                            }"),
+    # The failure shapes of the blocking recipes the machine replaced
+    # (issue 9's scenarios), once switches compiled into the machine.
+    ("holder-state-waits-for-its-check",
+     "src/machine/lock/mod.rs",
+     "SessionState::Suspended | SessionState::Connecting => {",
+     "SessionState::Suspended | SessionState::Connecting if a.confirming.is_none() => {"),
+    ("deadline-waits-for-the-reply",
+     "src/machine/lock/mod.rs",
+     "                if let Goal::Acquire { .. } = a.goal {\n                    self.fail(id, LockError::Timeout);",
+     "                if let Goal::Acquire { .. } = a.goal {\n"
+     "                    if a.busy.is_some() {\n                        continue;\n                    }\n"
+     "                    self.fail(id, LockError::Timeout);"),
+    ("cleanup-known-node-only",
+     "src/machine/lock/queueing.rs",
+     "            Goal::Release => {\n                if let Some(node) = a.node.take() {",
+     "            Goal::Release => {\n                a.maybe_created = false;\n                a.strays.clear();\n"
+     "                if let Some(node) = a.node.take() {"),
+    ("holders-miss-session-end",
+     "src/machine/lock/holding.rs",
+     "                Goal::Hold => {\n                    if a.state != LockState::Lost {",
+     "                Goal::Hold => {\n                    if false {"),
+    ("exists-watch-on-the-blocker",
+     "src/machine/lock/queueing.rs",
+     "let request = Request::GetData(read);",
+     "let request = Request::Exists(read);"),
 ]
 
 

@@ -9,12 +9,6 @@
 #
 # Left out, because their mutants only add noise:
 #   - Debug impls (`<impl std::fmt::Debug for ...>::fmt`): formatting only;
-#   - the regression switches in src/machine/lock/mod.rs and their plumbing
-#     (LockMachine::set_regression / regressed / apply_regressions,
-#     Locks::set_regression, Core::set_regression): test-only scaffolding
-#     that turns known bugs on for tests/simulation.rs's self-check. The
-#     inline `self.regression == Some(..)` tests inside the protocol stay in:
-#     a mutant there turns a bug on in normal operation;
 #   - src/session/fuzz.rs (fuzz helpers) and the rest of src/session/ (SASL,
 #     codec glue): not protocol logic, and not covered by these suites.
 #
@@ -50,7 +44,7 @@ for arg in "$@"; do
     esac
 done
 
-exclude_re='impl std::fmt::Debug for|set_regression|LockMachine::regressed|LockMachine::apply_regressions'
+exclude_re='impl std::fmt::Debug for'
 
 status=0
 cargo mutants \

@@ -15,7 +15,6 @@ use std::time::Instant;
 use crossbeam_channel::{Receiver, Sender, TryRecvError, TrySendError};
 
 use super::command::{Command, CommandSender, Wake};
-use super::lock::Regression;
 use super::locks::Locks;
 use super::observer::Observer;
 use super::recipient::{ReplyTo, WatchOutcome, WatchTo};
@@ -226,13 +225,6 @@ impl Core {
     /// [`Session::set_leader_check`](crate::session::Session::set_leader_check)).
     pub fn set_leader_check(&mut self, on: bool) {
         self.session.set_leader_check(on);
-    }
-
-    /// Re-creates an old failure shape in the lock machine (tests of the
-    /// simulator only).
-    #[doc(hidden)]
-    pub fn set_regression(&mut self, regression: Option<Regression>) {
-        self.locks.set_regression(regression);
     }
 
     // ---- routing ------------------------------------------------------

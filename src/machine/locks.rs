@@ -12,7 +12,7 @@ use super::command::{CommandSender, LockCommand};
 use super::error::LockError;
 use super::grant::{Grant, GrantSink};
 use super::held::{HolderState, LockState};
-use super::lock::{AttemptId, LockEvent, LockMachine, Outgoing, Regression};
+use super::lock::{AttemptId, LockEvent, LockMachine, Outgoing};
 use super::observer::Observer;
 use crate::oneshot;
 use crate::session::{RequestError, SessionState, WatchEvent};
@@ -48,10 +48,6 @@ impl Locks {
             releasing: HashMap::new(),
             releasing_states: HashMap::new(),
         }
-    }
-
-    pub(crate) fn set_regression(&mut self, regression: Option<Regression>) {
-        self.machine.set_regression(regression);
     }
 
     /// Acquisitions the machine still tracks.

@@ -32,7 +32,7 @@ pub(crate) use command::{Command, CommandSender, LockCommand, NoWake, Wake};
 pub use error::LockError;
 pub(crate) use grant::{Grant, GrantSink};
 pub use held::{LockState, LossReason, STATE_CHANNEL_CAPACITY};
-pub use lock::{AttemptId, LockEvent, LockMachine, Outgoing, Regression, REVOKE};
+pub use lock::{AttemptId, LockEvent, LockMachine, Outgoing, REVOKE};
 pub use observer::Observer;
 pub use queue::{
     past_the_end, sequence_order, sorted_contenders, Contender, NodeKind, NodeOrigin,

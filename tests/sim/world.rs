@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
-use zklock::machine::{Core, CoreEvent, Regression};
+use zklock::machine::{Core, CoreEvent};
 use zklock::recipes::{
     Election, LeaderLatch, LockError, LockGuard, LockState, Mutex, MutexOptions, PendingLock,
     PendingSet, RwLock,
@@ -224,20 +224,13 @@ fn lock_path(l: usize) -> String {
 }
 
 impl SimClient {
-    fn new(
-        now: Instant,
-        index: usize,
-        generation: u32,
-        locks: usize,
-        regression: Option<Regression>,
-    ) -> SimClient {
+    fn new(now: Instant, index: usize, generation: u32, locks: usize) -> SimClient {
         let seed = (index as u128) << 64 | u128::from(generation) << 32 | 0x5eed;
-        let (client, mut core) = Client::builder("127.0.0.1:2181")
+        let (client, core) = Client::builder("127.0.0.1:2181")
             .session_timeout(SESSION_TIMEOUT)
             .connect_timeout(SESSION_TIMEOUT / 3)
             .build_manual(now, seed)
             .expect("a manual client");
-        core.set_regression(regression);
         let locks = (0..locks)
             .map(|l| {
                 let options = MutexOptions::default()
@@ -316,24 +309,17 @@ pub struct World {
     log: String,
     keep_log: bool,
     verbose: bool,
-    regression: Option<Regression>,
     pub stats: Stats,
 }
 
 impl World {
-    /// A world for `plan`; `regression` re-creates an old failure shape in
-    /// every client's core.
-    pub fn new(
-        seed: u64,
-        plan: &Plan,
-        faults: &[(Duration, Fault)],
-        regression: Option<Regression>,
-    ) -> World {
+    /// A world for `plan`.
+    pub fn new(seed: u64, plan: &Plan, faults: &[(Duration, Fault)]) -> World {
         let mut rng = Rng::new(seed);
         let base = Instant::now();
         let server = SimZooKeeper::new(base, TICK).with_sequence_start(plan.sequence_start);
         let clients = (0..plan.clients)
-            .map(|c| SimClient::new(base, c, 0, plan.locks, regression))
+            .map(|c| SimClient::new(base, c, 0, plan.locks))
             .collect();
         let mut world = World {
             rng: Rng::new(rng.next()),
@@ -353,7 +339,6 @@ impl World {
             log: String::new(),
             keep_log: false,
             verbose: std::env::var_os("SIM_VERBOSE").is_some(),
-            regression,
             stats: Stats::default(),
         };
         for c in 0..plan.clients {
@@ -1039,7 +1024,7 @@ impl World {
         // application would.
         if self.clients[c].core.state().is_terminal() && self.clients[c].core.lock_attempts() == 0 {
             let generation = self.clients[c].generation + 1;
-            let fresh = SimClient::new(now, c, generation, self.locks, self.regression);
+            let fresh = SimClient::new(now, c, generation, self.locks);
             let mut old = std::mem::replace(&mut self.clients[c], fresh);
             if let Some(mut link) = old.link.take() {
                 // What the old session sent (its closeSession) still

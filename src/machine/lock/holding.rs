@@ -3,7 +3,7 @@
 
 use jute::{ErrorCode, PathWatch, Request, Response};
 
-use super::{AttemptId, LockEvent, LockMachine, Regression, REVOKE};
+use super::{AttemptId, LockEvent, LockMachine, REVOKE};
 use crate::machine::attempt::{Goal, Purpose};
 use crate::machine::error::LockError;
 use crate::machine::held::{LockState, LossReason};
@@ -13,8 +13,6 @@ impl LockMachine {
     /// Reads our held node: it must still exist (and, when watched, leave
     /// a data watch to hear of its deletion at once).
     pub(super) fn confirm(&mut self, id: AttemptId) {
-        let serialised = self.regression == Some(Regression::LateHolderState)
-            && self.attempts.values().any(|a| a.confirming.is_some());
         let Some(a) = self.attempts.get_mut(&id) else {
             return;
         };
@@ -25,11 +23,6 @@ impl LockMachine {
             return;
         }
         let path = a.spec.child(name);
-        if serialised {
-            // One check at a time, as the old monitor's blocking calls.
-            self.confirm_queue.push_back(id);
-            return;
-        }
         let watch = a.spec.watch_node && a.watch.is_none();
         let request = Request::GetData(PathWatch { path, watch });
         let token = self.send(id, Purpose::Confirm, request, watch);
@@ -257,7 +250,6 @@ impl LockMachine {
                     id,
                     error: error.clone(),
                 }),
-                Goal::Hold if self.regression == Some(Regression::HoldersMissSessionEnd) => {}
                 Goal::Hold => {
                     if a.state != LockState::Lost {
                         self.events.push_back(LockEvent::State {

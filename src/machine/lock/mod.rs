@@ -115,28 +115,6 @@ pub enum LockEvent {
     },
 }
 
-/// Failure shapes of the blocking recipes this machine replaced, re-created
-/// on demand so the simulator can show that it finds each one. Never set
-/// outside tests.
-#[doc(hidden)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Regression {
-    /// Session changes reach holders only once pending re-checks finish
-    /// (the one-by-one holder monitor).
-    LateHolderState,
-    /// A deadline waits for the reply in flight (blocking calls bounded by
-    /// the request timeout, not the caller's deadline).
-    DeadlineWaitsForReplies,
-    /// Cleanup deletes only the node it knows, not every create of the
-    /// attempt.
-    CleanupKnownNodeOnly,
-    /// Holders are not told that the session ended.
-    HoldersMissSessionEnd,
-    /// The blocker is watched with `exists`, which leaves a watch on a node
-    /// that is already gone.
-    ExistsWatch,
-}
-
 /// The lock protocol for every acquisition of one session. See the module
 /// docs.
 #[derive(Debug, Default)]
@@ -165,30 +143,12 @@ pub struct LockMachine {
     next_token: u64,
     session: Option<SessionState>,
     session_id: i64,
-    regression: Option<Regression>,
-    /// Session changes held back, and holder checks waiting for the one in
-    /// flight (only with [`Regression::LateHolderState`]).
-    deferred: Option<SessionState>,
-    confirm_queue: VecDeque<AttemptId>,
-    /// Attempts whose deadline passed while a reply was awaited (only with
-    /// [`Regression::DeadlineWaitsForReplies`]).
-    late: BTreeSet<AttemptId>,
 }
 
 impl LockMachine {
     /// A machine with no acquisitions.
     pub fn new() -> Self {
         LockMachine::default()
-    }
-
-    /// Re-creates an old failure shape (tests of the simulator only).
-    #[doc(hidden)]
-    pub fn set_regression(&mut self, regression: Option<Regression>) {
-        self.regression = regression;
-    }
-
-    fn regressed(&self, r: Regression) -> bool {
-        self.regression == Some(r)
     }
 
     /// Acquisitions not yet forgotten (waiting, held, or being cleaned up).
@@ -288,12 +248,6 @@ impl LockMachine {
             };
             return self.end_all(error, reason);
         }
-        if self.regressed(Regression::LateHolderState)
-            && self.attempts.values().any(|a| a.confirming.is_some())
-        {
-            self.deferred = Some(state);
-            return;
-        }
         let ids: Vec<AttemptId> = self.attempts.keys().copied().collect();
         for id in ids {
             let Some(a) = self.attempts.get_mut(&id) else {
@@ -323,38 +277,6 @@ impl LockMachine {
         result: Result<Response, RequestError>,
     ) {
         self.route_reply(now, token, result);
-        if self.regression.is_some() {
-            self.apply_regressions(now);
-        }
-    }
-
-    /// What the old failure shapes did once a reply was in.
-    fn apply_regressions(&mut self, now: Instant) {
-        let late: Vec<AttemptId> = self.late.iter().copied().collect();
-        for id in late {
-            match self.attempts.get(&id) {
-                Some(a) if a.busy.is_some() => {}
-                Some(a) if matches!(a.goal, Goal::Acquire { .. }) => {
-                    self.late.remove(&id);
-                    self.fail(id, LockError::Timeout);
-                }
-                _ => {
-                    self.late.remove(&id);
-                }
-            }
-        }
-        if !self.attempts.values().any(|a| a.confirming.is_some()) {
-            while let Some(id) = self.confirm_queue.pop_front() {
-                if self.attempts.get(&id).is_some_and(|a| a.goal == Goal::Hold) {
-                    self.confirm(id);
-                    return;
-                }
-            }
-            if let Some(state) = self.deferred.take() {
-                let id = self.session_id;
-                self.handle_session(now, state, id);
-            }
-        }
     }
 
     fn route_reply(&mut self, now: Instant, token: u64, result: Result<Response, RequestError>) {
@@ -559,12 +481,6 @@ impl LockMachine {
             self.deadlines.remove(&(at, id));
             if let Some(a) = self.attempts.get(&id) {
                 if let Goal::Acquire { .. } = a.goal {
-                    if self.regression == Some(Regression::DeadlineWaitsForReplies)
-                        && a.busy.is_some()
-                    {
-                        self.late.insert(id);
-                        continue;
-                    }
                     self.fail(id, LockError::Timeout);
                 }
             }

@@ -7,7 +7,7 @@ use jute::{
     CreateMode, CreateRequest, ErrorCode, Names, OpCode, PathVersion, PathWatch, Request, Response,
 };
 
-use super::{list, AttemptId, LockEvent, LockMachine, Regression};
+use super::{list, AttemptId, LockEvent, LockMachine};
 use crate::machine::attempt::{Blocker, Goal, Node, OwnSeen, OwnWatch, Purpose};
 use crate::machine::error::LockError;
 use crate::machine::held::LockState;
@@ -26,10 +26,6 @@ impl LockMachine {
         let Some(a) = self.attempts.get_mut(&id) else {
             return;
         };
-        if a.goal == Goal::Release && self.regression == Some(Regression::CleanupKnownNodeOnly) {
-            a.maybe_created = false;
-            a.strays.clear();
-        }
         if !a.strays.is_empty() {
             self.send_strays(id);
         }
@@ -454,11 +450,7 @@ impl LockMachine {
                 // getData, not exists: on a node already gone it leaves no
                 // watch behind.
                 let read = PathWatch { path, watch: true };
-                let request = if self.regression == Some(Regression::ExistsWatch) {
-                    Request::Exists(read)
-                } else {
-                    Request::GetData(read)
-                };
+                let request = Request::GetData(read);
                 let token = self.send(id, Purpose::WatchBlocker, request, true);
                 if let Some(a) = self.attempts.get_mut(&id) {
                     a.busy = Some(token);
