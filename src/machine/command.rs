@@ -7,7 +7,7 @@ use crossbeam_channel::Sender;
 use jute::Request;
 
 use super::attempt::LockSpec;
-use super::grant::GrantSink;
+use super::grant::{GrantSink, ReleaseDoor};
 use super::lock::AttemptId;
 use super::recipient::{ReplySender, WatchSender};
 use crate::oneshot;
@@ -87,6 +87,16 @@ pub(crate) struct CommandSender {
 impl std::fmt::Debug for CommandSender {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("CommandSender")
+    }
+}
+
+impl ReleaseDoor for CommandSender {
+    fn release(
+        &self,
+        id: AttemptId,
+        done: Option<oneshot::Sender<Result<(), super::error::LockError>>>,
+    ) -> bool {
+        self.lock(LockCommand::Release { id, done })
     }
 }
 

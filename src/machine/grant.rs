@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use jute::Stat;
 
-use super::command::{CommandSender, LockCommand};
 use super::error::LockError;
 use super::held::HolderState;
 use super::lock::AttemptId;
@@ -16,6 +15,13 @@ use crate::oneshot;
 /// called once on the core's thread, that turns the grant into its own
 /// guard and hands it to whoever waits (or drops it, which releases).
 pub(crate) type GrantSink = Box<dyn FnOnce(Result<Grant, LockError>) + Send>;
+
+/// Where a grant asks the core to remove its node: the core's command
+/// channel, seen from below so that this file does not name it.
+pub(crate) trait ReleaseDoor: Send + Sync + std::fmt::Debug {
+    /// Asks for the release of `id`; `false` if the core is gone.
+    fn release(&self, id: AttemptId, done: Option<oneshot::Sender<Result<(), LockError>>>) -> bool;
+}
 
 /// A held lock. Dropping it releases the lock (the core deletes the node,
 /// and again after reconnects while the session lives), unless it was
@@ -27,7 +33,7 @@ pub(crate) struct Grant {
     path: String,
     stat: Stat,
     state: Arc<HolderState>,
-    sender: CommandSender,
+    door: Arc<dyn ReleaseDoor>,
     /// Released, or abandoned: dropping does nothing more.
     released: AtomicBool,
     /// With lock-delay: the holder before ended uncleanly.
@@ -40,14 +46,14 @@ impl Grant {
         path: String,
         stat: Stat,
         state: Arc<HolderState>,
-        sender: CommandSender,
+        door: Arc<dyn ReleaseDoor>,
     ) -> Grant {
         Grant {
             id,
             path,
             stat,
             state,
-            sender,
+            door,
             released: AtomicBool::new(false),
             after_unclean_end: false,
         }
@@ -83,7 +89,7 @@ impl Grant {
             return false;
         }
         self.state.mark_released();
-        self.sender.lock(LockCommand::Release { id: self.id, done })
+        self.door.release(self.id, done)
     }
 
     /// Gives up releasing: nothing asks the core to remove our node.

@@ -10,7 +10,7 @@ use jute::Response;
 
 use super::command::{CommandSender, LockCommand};
 use super::error::LockError;
-use super::grant::{Grant, GrantSink};
+use super::grant::{Grant, GrantSink, ReleaseDoor};
 use super::held::{HolderState, LockState};
 use super::lock::{AttemptId, LockEvent, LockMachine, Outgoing};
 use super::observer::Observer;
@@ -25,8 +25,8 @@ pub(crate) struct Locks {
     started: HashMap<AttemptId, (Instant, String)>,
     /// With an observer: when each holder was granted, and its node.
     granted: HashMap<AttemptId, (Instant, String)>,
-    /// For grants: where their release goes.
-    sender: CommandSender,
+    /// For grants: where their release goes (the core's command channel).
+    door: Arc<dyn ReleaseDoor>,
     waiting: HashMap<AttemptId, GrantSink>,
     held: HashMap<AttemptId, Arc<HolderState>>,
     /// Releases under way: who waits to hear how they end, and the
@@ -42,7 +42,7 @@ impl Locks {
             observer,
             started: HashMap::new(),
             granted: HashMap::new(),
-            sender,
+            door: Arc::new(sender),
             waiting: HashMap::new(),
             held: HashMap::new(),
             releasing: HashMap::new(),
@@ -168,7 +168,7 @@ impl Locks {
                     self.held.insert(id, state.clone());
                     // If the waiter left meanwhile, the grant comes back and
                     // releases itself as it drops.
-                    let grant = Grant::new(id, path, stat, state, self.sender.clone());
+                    let grant = Grant::new(id, path, stat, state, self.door.clone());
                     outcome(Ok(grant.after_unclean_end(after_unclean_end)));
                 }
                 LockEvent::Failed { id, error } => {

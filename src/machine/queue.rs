@@ -145,7 +145,7 @@ fn trailing_sequence(name: &str) -> Option<&str> {
 }
 
 /// What lock-delay's tenure marks' names start with (`~tenure.<uuid>`, see
-/// [`MutexOptions::lock_delay`](crate::recipes::MutexOptions::lock_delay)):
+/// `MutexOptions::lock_delay` in the recipes):
 /// never a contender.
 pub const TENURE_MARK: &str = "~tenure.";
 

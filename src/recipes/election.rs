@@ -8,7 +8,6 @@ use super::cancel::CancelToken;
 use super::error::LockError;
 use super::guard::LockGuard;
 use super::inspect::inspect;
-use super::latch::LeaderLatch;
 use super::mutex::{lock_calls, MutexOptions, QueueLock};
 use super::queue::sorted_contenders;
 use super::registry::Side;
@@ -153,13 +152,6 @@ impl Election {
 
     pub(crate) fn queue_lock(&self) -> &QueueLock {
         &self.inner
-    }
-
-    /// Campaigns for as long as the returned latch lives, again after
-    /// every loss, reporting each gain and loss on its channel (Curator's
-    /// LeaderLatch).
-    pub fn latch(self) -> LeaderLatch {
-        LeaderLatch::start(self)
     }
 
     /// The current leader, if any.

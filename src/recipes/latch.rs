@@ -94,6 +94,15 @@ impl std::fmt::Debug for Shared {
     }
 }
 
+impl Election {
+    /// Campaigns for as long as the returned latch lives, again after
+    /// every loss, reporting each gain and loss on its channel (Curator's
+    /// LeaderLatch).
+    pub fn latch(self) -> LeaderLatch {
+        LeaderLatch::start(self)
+    }
+}
+
 impl LeaderLatch {
     pub(crate) fn start(election: Election) -> LeaderLatch {
         // Bounded: a latch nobody reads costs at most this much; a reader

@@ -9,7 +9,6 @@ use crossbeam_channel::Sender;
 
 use super::guard::LockGuard;
 use super::pending::PendingLock;
-use super::pending_set::SetOutcome;
 use super::wake::WakeSlot;
 use crate::client::WeakClient;
 use crate::machine::{AttemptId, Grant, GrantSink, LockCommand, LockError, LockSpec};
@@ -20,9 +19,9 @@ use crate::{oneshot, Client, Error};
 pub(crate) enum Outcome {
     /// The channel of its own [`PendingLock`], and its future's task.
     Alone(Sender<Result<LockGuard, LockError>>, WakeSlot),
-    /// A [`PendingSet`](super::PendingSet)'s channel, with the set's key,
-    /// and the task of a future on the set.
-    InSet(Sender<SetOutcome>, u64, WakeSlot),
+    /// A [`PendingSet`](super::PendingSet)'s channel (outcomes tagged with
+    /// their keys), the set's key, and the task of a future on the set.
+    InSet(Sender<(u64, Result<LockGuard, LockError>)>, u64, WakeSlot),
     /// A thread blocked in `lock()`.
     Blocked(oneshot::Sender<Result<LockGuard, LockError>>),
     /// A recipe that reacts on the core's thread (a latch campaigning

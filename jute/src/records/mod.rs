@@ -3,6 +3,7 @@ pub mod data;
 pub mod header;
 pub mod multi;
 pub mod names;
+pub mod op;
 pub mod request;
 pub mod response;
 pub mod watch;

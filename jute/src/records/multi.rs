@@ -4,7 +4,7 @@
 use bytes::BytesMut;
 
 use crate::primitives::{write_bool, write_i32, write_string, Reader};
-use crate::records::request::{
+use crate::records::op::{
     read_create, read_path_version, read_set_data, write_create, write_path_version,
     write_set_data, CreateRequest, PathVersion, SetDataRequest,
 };
