@@ -231,3 +231,118 @@ impl HolderState {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+
+    #[test]
+    fn lost_is_final_and_its_first_reason_stays() {
+        let h = HolderState::new();
+        let rx = h.changes();
+        assert_eq!(rx.try_recv(), Ok(LockState::Held));
+        h.set(LockState::Held);
+        assert!(rx.try_recv().is_err(), "no change, nothing sent");
+        h.set(LockState::Suspended);
+        h.lose(LossReason::NoContact);
+        h.lose(LossReason::SessionExpired);
+        h.set(LockState::Held);
+        assert_eq!(
+            rx.try_iter().collect::<Vec<_>>(),
+            [LockState::Suspended, LockState::Lost]
+        );
+        assert_eq!(h.current(), LockState::Lost);
+        assert_eq!(h.reason(), Some(LossReason::NoContact));
+    }
+
+    #[test]
+    fn after_a_release_nothing_changes_and_no_callback_runs() {
+        let h = HolderState::new();
+        let calls = Arc::new(AtomicUsize::new(0));
+        let counted = calls.clone();
+        h.on_change(Arc::new(move |_| {
+            counted.fetch_add(1, Ordering::SeqCst);
+        }));
+        h.set(LockState::Suspended);
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        h.mark_released();
+        h.set(LockState::Held);
+        h.lose(LossReason::NodeDeleted);
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        assert_eq!(h.current(), LockState::Suspended);
+        assert_eq!(h.reason(), None);
+        // A channel asked for now gets the state and then ends.
+        let rx = h.changes();
+        assert_eq!(rx.recv(), Ok(LockState::Suspended));
+        assert!(rx.recv().is_err());
+    }
+
+    #[test]
+    fn a_refused_release_tells_listeners_lost_and_a_clean_one_ends_them() {
+        let refused = HolderState::new();
+        let rx = refused.changes();
+        rx.try_recv().unwrap();
+        refused.mark_released();
+        refused.finish_release(true);
+        assert_eq!(rx.try_recv(), Ok(LockState::Lost));
+        assert!(rx.recv().is_err(), "no listener left");
+        assert_eq!(refused.current(), LockState::Lost);
+        assert_eq!(refused.reason(), Some(LossReason::ReleaseRefused));
+
+        let clean = HolderState::new();
+        let rx = clean.changes();
+        rx.try_recv().unwrap();
+        clean.mark_released();
+        clean.finish_release(false);
+        assert!(rx.recv().is_err(), "ended without a Lost");
+        assert_eq!(clean.current(), LockState::Held);
+        assert_eq!(clean.reason(), None);
+    }
+
+    #[test]
+    fn revocation_is_told_to_every_listener_once_per_request_and_not_after_release() {
+        let h = HolderState::new();
+        let early = h.revocations();
+        assert!(!h.revocation_requested());
+        assert!(early.try_recv().is_err());
+        h.request_revocation();
+        h.request_revocation();
+        assert!(h.revocation_requested());
+        // One unread request is enough: the channel holds one.
+        assert_eq!(early.try_iter().count(), 1);
+        // A listener that comes later hears of it at once.
+        let late = h.revocations();
+        assert_eq!(late.try_iter().count(), 1);
+        h.request_revocation();
+        assert_eq!(early.try_iter().count(), 1);
+        assert_eq!(late.try_iter().count(), 1);
+
+        let released = HolderState::new();
+        let rx = released.revocations();
+        released.mark_released();
+        released.request_revocation();
+        assert!(!released.revocation_requested());
+        assert!(rx.try_recv().is_err());
+    }
+
+    #[test]
+    fn a_reader_a_whole_channel_behind_misses_changes_but_not_the_current_state() {
+        let h = HolderState::new();
+        let rx = h.changes();
+        for _ in 0..STATE_CHANNEL_CAPACITY {
+            h.set(LockState::Suspended);
+            h.set(LockState::Held);
+        }
+        assert_eq!(rx.len(), STATE_CHANNEL_CAPACITY);
+        h.lose(LossReason::NodeDeleted);
+        assert_eq!(h.current(), LockState::Lost);
+        let read: Vec<_> = rx.try_iter().collect();
+        assert_eq!(read.len(), STATE_CHANNEL_CAPACITY);
+        assert_ne!(
+            read.last(),
+            Some(&LockState::Lost),
+            "the Lost found no room"
+        );
+    }
+}
