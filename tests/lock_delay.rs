@@ -35,6 +35,18 @@ fn children(client: &Client, path: &str) -> Vec<String> {
     testkit::children(client, path)
 }
 
+/// A holder of `path` whose session is closed under it: its node goes with
+/// the session, its tenure mark stays.
+fn end_uncleanly(path: &str) {
+    let a = connect();
+    let held = Mutex::with_options(&a, path, delayed(FOREVER))
+        .unwrap()
+        .lock_timeout(WAIT)
+        .unwrap();
+    std::mem::forget(held);
+    a.close().unwrap();
+}
+
 #[test]
 fn a_clean_release_hands_over_at_once_and_leaves_nothing() {
     let path = base("clean");
@@ -101,13 +113,7 @@ fn a_waiter_behind_an_unclean_end_waits_the_delay_and_is_told() {
 #[test]
 fn a_newcomer_after_an_unclean_end_waits_too_then_the_next_does_not() {
     let path = base("newcomer");
-    let a = connect();
-    let held = Mutex::with_options(&a, &path, delayed(FOREVER))
-        .unwrap()
-        .lock_timeout(WAIT)
-        .unwrap();
-    std::mem::forget(held);
-    a.close().unwrap();
+    end_uncleanly(&path);
     let b = connect();
     // The lock is free, but a mark says its last holder ended uncleanly: a
     // try-lock cannot be granted before the delay.
@@ -133,13 +139,7 @@ fn a_newcomer_after_an_unclean_end_waits_too_then_the_next_does_not() {
 #[test]
 fn a_timeout_during_the_delay_leaves_no_node_and_keeps_the_old_mark() {
     let path = base("timeout");
-    let a = connect();
-    let held = Mutex::with_options(&a, &path, delayed(FOREVER))
-        .unwrap()
-        .lock_timeout(WAIT)
-        .unwrap();
-    std::mem::forget(held);
-    a.close().unwrap();
+    end_uncleanly(&path);
     let b = connect();
     let mutex = Mutex::with_options(&b, &path, delayed(FOREVER)).unwrap();
     let start = Instant::now();
