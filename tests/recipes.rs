@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 
 use testkit::{children, wait_until};
 use zklock::recipes::{
-    CancelToken, Election, LockError, LockState, MultiLock, NodeKind, RwLock, Semaphore,
+    CancelToken, CloseMode, Election, LatchEvent, LockError, LockState, MultiLock, NodeKind,
+    RwLock, Semaphore,
 };
 use zklock::{Client, EventType};
 
@@ -443,4 +444,50 @@ fn observers_follow_leaders_and_what_they_proclaim() {
     let ga = ea.campaign_timeout(WAIT).unwrap();
     client().delete(ga.node_path(), None).unwrap();
     assert_eq!(ea.proclaim(&ga, b"too late"), Err(LockError::Lost));
+}
+
+/// Curator's close modes: NotifyLeader tells a leader's readers `Lost`, then
+/// `Closed`; Silent just ends the events. Either way the node is gone when
+/// `close` returns, and the next candidate leads.
+#[test]
+fn close_modes_tell_readers_or_not_and_hand_over_at_once() {
+    let client = client();
+    let path = format!("/latch-close-{}", std::process::id());
+    for mode in [CloseMode::NotifyLeader, CloseMode::Silent] {
+        let leader = Election::new(&client, &path, b"first").unwrap().latch();
+        let reader = leader.events().clone();
+        assert!(matches!(
+            reader.recv_timeout(WAIT),
+            Ok(LatchEvent::Gained { .. })
+        ));
+        let next = Election::new(&client, &path, b"next").unwrap().latch();
+        testkit::wait_children(&client, &path, 2, WAIT);
+        leader.close(mode).unwrap();
+        assert_eq!(
+            testkit::children(&client, &path).len(),
+            1,
+            "{mode:?}: the leader's node is gone when close returns"
+        );
+        let told: Vec<_> = reader.try_iter().collect();
+        match mode {
+            CloseMode::NotifyLeader => assert_eq!(
+                told,
+                [LatchEvent::Lost { reason: None }, LatchEvent::Closed],
+                "{mode:?}"
+            ),
+            _ => assert!(told.is_empty(), "{mode:?}: {told:?}"),
+        }
+        assert!(matches!(
+            next.events().recv_timeout(WAIT),
+            Ok(LatchEvent::Gained { .. })
+        ));
+        // A candidate that never led hears only Closed.
+        let waiting = Election::new(&client, &path, b"third").unwrap().latch();
+        let third = waiting.events().clone();
+        testkit::wait_children(&client, &path, 2, WAIT);
+        waiting.close(CloseMode::NotifyLeader).unwrap();
+        assert_eq!(third.try_iter().collect::<Vec<_>>(), [LatchEvent::Closed]);
+        drop(next);
+        testkit::wait_no_children(&client, &path, WAIT);
+    }
 }

@@ -37,6 +37,21 @@ pub enum LatchEvent {
     },
     /// The latch stopped for good: the session ended or campaigning failed.
     Stopped(LockError),
+    /// Closed with [`CloseMode::NotifyLeader`]: the last event.
+    Closed,
+}
+
+/// What [`LeaderLatch::close`] tells those reading the latch's events
+/// (Curator's `LeaderLatch.CloseMode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum CloseMode {
+    /// Nothing more: the events just end (as when the latch is dropped).
+    #[default]
+    Silent,
+    /// A leader's readers hear `Lost { reason: None }`, then every reader
+    /// hears `Closed`.
+    NotifyLeader,
 }
 
 /// Campaigns, leads, and after a loss campaigns again, until dropped.
@@ -153,6 +168,38 @@ impl LeaderLatch {
                 Err(_) => return self.is_leader(),
             };
         }
+    }
+}
+
+impl LeaderLatch {
+    /// Withdraws and, if we lead, deletes the leadership node and waits for
+    /// the server to confirm it (Curator's `close`): when this returns
+    /// `Ok`, another candidate may lead. `mode` says whether readers of
+    /// [`LeaderLatch::events`] (clones of it) hear of the close.
+    ///
+    /// # Errors
+    /// As [`LockGuard::unlock`] when we led (the node stays if the server
+    /// refused the delete, until the session ends); else never.
+    pub fn close(self, mode: CloseMode) -> Result<(), LockError> {
+        let s = &self.shared;
+        s.stopped.store(true, Ordering::SeqCst);
+        let was_leading = s.leading.swap(false, Ordering::SeqCst);
+        s.notify();
+        let (attempt, guard) = match s.current.lock() {
+            Ok(mut c) => (c.attempt.take(), c.guard.take()),
+            Err(_) => (None, None),
+        };
+        if let Some((id, sender)) = attempt {
+            sender.lock(LockCommand::Withdraw(id));
+        }
+        let result = guard.map_or(Ok(()), LockGuard::unlock);
+        if mode == CloseMode::NotifyLeader {
+            if was_leading {
+                let _ = s.tx.try_send(LatchEvent::Lost { reason: None });
+            }
+            let _ = s.tx.try_send(LatchEvent::Closed);
+        }
+        result
     }
 }
 

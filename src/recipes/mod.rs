@@ -37,7 +37,7 @@ pub use cancel::CancelToken;
 pub use election::{Election, Leader, LeaderObserver};
 pub use guard::LockGuard;
 pub use inspect::{inspect, QueueEntry};
-pub use latch::{LatchEvent, LeaderLatch};
+pub use latch::{CloseMode, LatchEvent, LeaderLatch};
 pub use multilock::{MultiGuard, MultiLock};
 pub use mutex::{holder_identity, Mutex, MutexOptions};
 pub use pending::PendingLock;
