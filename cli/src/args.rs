@@ -16,7 +16,7 @@ use lexopt::Arg;
 mod help;
 mod parsed;
 use help::{EXEC_HELP, LEADER_HELP, MAIN_HELP, REVOKE_HELP, STATUS_HELP};
-pub use parsed::{Command, Global, Hold, HoldKind, Parsed, Security, Status};
+pub use parsed::{Command, Global, Hold, HoldKind, NodeAcl, Parsed, Security, Status};
 
 /// The address used when neither `-c` nor `$ZKLOCK_CONNECT` is given.
 pub const DEFAULT_CONNECT: &str = "127.0.0.1:2181";
@@ -103,6 +103,7 @@ struct Given {
     kill_after: Option<String>,
     json: bool,
     revocable: bool,
+    acl: Option<String>,
     tls_ca: Option<String>,
     tls_cert: Option<String>,
     tls_key: Option<String>,
@@ -180,6 +181,7 @@ fn read(parser: &mut lexopt::Parser, sub: Option<Sub>, given: &mut Given) -> Res
             Long("id") if sub == Some(Sub::Leader) => given.id = Some(text_value(parser, &option)?),
             Long("json") if sub == Some(Sub::Status) => given.json = true,
             Long("revocable") if sub == Some(Sub::Exec) => given.revocable = true,
+            Long("acl") if in_hold => given.acl = Some(text_value(parser, &option)?),
             Value(v) => {
                 let v = v
                     .into_string()
@@ -399,6 +401,10 @@ fn interpret(sub: Sub, given: Given) -> Result<Command, UsageError> {
     } else {
         HoldKind::Exclusive
     };
+    let acl = match &given.acl {
+        None => NodeAcl::Default,
+        Some(text) => node_acl(text).or_else(|e| usage(cmd, e))?,
+    };
     Ok(Command::Hold(Hold {
         kind,
         path,
@@ -407,8 +413,58 @@ fn interpret(sub: Sub, given: Given) -> Result<Command, UsageError> {
         data: given.data,
         kill_after,
         revocable: given.revocable,
+        acl,
         command: command_line,
     }))
+}
+
+/// `creator`, `open`, or `scheme:id:perms,...` with perms from `cdrwa`
+/// (`world:PERMS` is `world:anyone:PERMS`; a digest id keeps its colon).
+fn node_acl(text: &str) -> Result<NodeAcl, String> {
+    match text.trim() {
+        "creator" => return Ok(NodeAcl::Creator),
+        "open" => return Ok(NodeAcl::Open),
+        _ => {}
+    }
+    let bad = |entry: &str, why: &str| {
+        format!("--acl: bad entry {entry:?} ({why}); want creator, open, or scheme:id:perms[,...] with perms from cdrwa")
+    };
+    let mut acl = Vec::new();
+    for entry in text.split(',').map(str::trim) {
+        let (head, perms) = entry
+            .rsplit_once(':')
+            .ok_or_else(|| bad(entry, "no perms"))?;
+        let (scheme, id) = match head.split_once(':') {
+            Some((scheme, id)) => (scheme, id),
+            None if head == "world" => ("world", "anyone"),
+            None => return Err(bad(entry, "no id")),
+        };
+        if scheme.is_empty() || id.is_empty() {
+            return Err(bad(entry, "empty scheme or id"));
+        }
+        let mut bits = 0;
+        for p in perms.chars() {
+            bits |= match p {
+                'c' => zklock::perms::CREATE,
+                'd' => zklock::perms::DELETE,
+                'r' => zklock::perms::READ,
+                'w' => zklock::perms::WRITE,
+                'a' => zklock::perms::ADMIN,
+                _ => return Err(bad(entry, "perms are letters of cdrwa")),
+            };
+        }
+        if bits == 0 {
+            return Err(bad(entry, "no perms"));
+        }
+        acl.push(zklock::Acl {
+            perms: bits,
+            id: zklock::Id {
+                scheme: scheme.to_owned(),
+                id: id.to_owned(),
+            },
+        });
+    }
+    Ok(NodeAcl::List(acl))
 }
 
 #[cfg(test)]
@@ -421,6 +477,49 @@ mod tests {
 
     fn parse_ok(v: &[&str]) -> Parsed {
         parse(os(v), None).unwrap_or_else(|e| panic!("{v:?}: {e}"))
+    }
+
+    #[test]
+    fn acl_specs() {
+        use zklock::perms::{ADMIN, ALL, CREATE, DELETE, READ, WRITE};
+        assert_eq!(node_acl("creator"), Ok(NodeAcl::Creator));
+        assert_eq!(node_acl("open"), Ok(NodeAcl::Open));
+        let Ok(NodeAcl::List(acl)) = node_acl("world:r, sasl:alice:cdrwa,digest:bob:SGVsbG8=:rw")
+        else {
+            panic!("a list")
+        };
+        let ids: Vec<_> = acl
+            .iter()
+            .map(|a| (a.id.scheme.as_str(), a.id.id.as_str(), a.perms))
+            .collect();
+        assert_eq!(
+            ids,
+            [
+                ("world", "anyone", READ),
+                ("sasl", "alice", ALL),
+                ("digest", "bob:SGVsbG8=", READ | WRITE)
+            ]
+        );
+        assert_eq!(CREATE | DELETE | ADMIN | READ | WRITE, ALL);
+        for bad in [
+            "",
+            "world",
+            "sasl:alice",
+            "sasl::r",
+            ":x:r",
+            "sasl:alice:rx",
+            "world:",
+        ] {
+            assert!(node_acl(bad).is_err(), "{bad:?}");
+        }
+        let p = parse_ok(&["exec", "--acl", "creator", "/l", "--", "true"]);
+        assert!(matches!(
+            p.command,
+            Command::Hold(Hold {
+                acl: NodeAcl::Creator,
+                ..
+            })
+        ));
     }
 
     #[test]

@@ -10,9 +10,9 @@ use zklock::recipes::{
     inspect, CancelToken, Election, LockError, LockGuard, LockState, LossReason, Mutex,
     MutexOptions, RwLock,
 };
-use zklock::{Client, SessionState};
+use zklock::{Acl, Client, SessionState};
 
-use crate::args::{Global, Hold, HoldKind};
+use crate::args::{Global, Hold, HoldKind, NodeAcl};
 use crate::command::{status_code, terminal_foreground_group, Cmd};
 use crate::release_helper::ReleaseHelper;
 use crate::signals::{self, Caught};
@@ -123,16 +123,25 @@ fn work(
         .unwrap_or_else(|| zklock::recipes::holder_identity(std::process::id()));
     // A held lock outlives many commands: watch its node so that an
     // operator breaking it ends the hold at once.
+    let authenticated = global.security.sasl_user.is_some() || secrets.digest.is_some();
+    let acl = match &h.acl {
+        NodeAcl::Default if authenticated => Acl::creator_all(),
+        NodeAcl::Default | NodeAcl::Open => Acl::open_unsafe(),
+        NodeAcl::Creator => Acl::creator_all(),
+        NodeAcl::List(acl) => acl.clone(),
+    };
     let options = MutexOptions::default()
         .data(data.as_bytes())
         .watch_node(true)
-        .revocable(h.revocable);
+        .revocable(h.revocable)
+        .acl(acl.clone())
+        .parent_acl(acl);
     let acquired = match &h.kind {
         HoldKind::Exclusive => Mutex::with_options(&client, &h.path, options)
             .and_then(|m| m.lock_with(deadline, Some(&cancel))),
         HoldKind::Shared => RwLock::with_options(&client, &h.path, options)
             .and_then(|l| l.read_with(deadline, Some(&cancel))),
-        HoldKind::Leader { id } => Election::new(&client, &h.path, id.as_bytes())
+        HoldKind::Leader { id } => Election::with_options(&client, &h.path, id.as_bytes(), options)
             .and_then(|e| e.campaign_with(deadline, Some(&cancel))),
     };
     drop(stop_tx);

@@ -27,6 +27,8 @@ use zklock::{Client, Error, ErrorCode};
 pub mod exit {
     /// Bad arguments or a bad path (EX_USAGE).
     pub const USAGE: u8 = 64;
+    /// An input file is missing or unreadable (EX_NOINPUT).
+    pub const NOINPUT: u8 = 66;
     /// No ZooKeeper server reachable (EX_UNAVAILABLE).
     pub const UNAVAILABLE: u8 = 69;
     /// Internal error (EX_SOFTWARE).
@@ -106,8 +108,31 @@ pub struct Secrets {
     pub digest: Option<String>,
 }
 
+/// Every input file `security` names must be readable before anything
+/// is sent: a missing one is the user's to fix (exit 66, naming it), not a
+/// server that cannot be reached.
+pub fn check_inputs(security: &args::Security) -> Result<(), Failure> {
+    let client = security.tls_client.iter().flat_map(|(c, k)| [c, k]);
+    let files = security
+        .tls_ca
+        .iter()
+        .chain(client)
+        .chain(&security.sasl_password_file)
+        .chain(&security.digest_file);
+    for file in files {
+        if let Err(e) = std::fs::File::open(file) {
+            return Err(Failure::new(
+                exit::NOINPUT,
+                format!("cannot read {}: {e}", file.display()),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Reads the secrets `security` names (files, else [`SECRET_VARS`]).
 pub fn secrets(security: &args::Security) -> Result<Secrets, Failure> {
+    check_inputs(security)?;
     let sasl_password = match &security.sasl_user {
         Some(_) => Some(
             secret(
@@ -152,7 +177,7 @@ pub fn connect_with(global: &args::Global, secrets: &Secrets) -> Result<Client, 
                 secs(global.session_timeout.max(Duration::from_secs(1)))
             ),
         ),
-        other => client_failure(&other, &format!("connecting to {}", global.connect)),
+        other => client_failure(&other, &connecting(&global.connect, &other)),
     })?;
     if let Some(digest) = &secrets.digest {
         client
@@ -168,12 +193,32 @@ pub fn connect_with(global: &args::Global, secrets: &Secrets) -> Result<Client, 
     Ok(client)
 }
 
+/// "connecting to HOSTS", unless the error names the server itself: each
+/// message names the address once.
+fn connecting(connect: &str, e: &Error) -> String {
+    let text = e.to_string();
+    let hosts = connect.split('/').next().unwrap_or(connect);
+    if hosts
+        .split(',')
+        .any(|h| !h.is_empty() && text.contains(h.trim()))
+    {
+        "connecting".to_owned()
+    } else {
+        format!("connecting to {connect}")
+    }
+}
+
 /// A secret from a file (trailing newline dropped), else from `env`.
 fn secret(file: Option<&Path>, env: &str) -> Result<Option<String>, Failure> {
     match file {
         Some(path) => std::fs::read_to_string(path)
             .map(|s| Some(s.trim_end_matches(['\r', '\n']).to_owned()))
-            .map_err(|e| Failure::new(exit::USAGE, format!("reading {}: {e}", path.display()))),
+            .map_err(|e| {
+                Failure::new(
+                    exit::NOINPUT,
+                    format!("cannot read {}: {e}", path.display()),
+                )
+            }),
         None => Ok(std::env::var(env).ok().filter(|v| !v.is_empty())),
     }
 }

@@ -763,6 +763,12 @@ fn bad_input_has_documented_codes_and_one_line_reasons() {
         (&["exec", "--bogus", "/x", "--", "true"], 64, "--bogus"),
         (&["leader", "/e", "--", "true"], 64, "--id"),
         (&["launch", "/x"], 64, "unknown subcommand"),
+        (&["exec", "--acl", "world", "/x", "--", "true"], 64, "--acl"),
+        (
+            &["exec", "--acl", "sasl:bob:rx", "/x", "--", "true"],
+            64,
+            "cdrwa",
+        ),
         (&[], 64, "missing subcommand"),
     ];
     for (args, want, says) in cases {
@@ -790,10 +796,9 @@ fn bad_input_has_documented_codes_and_one_line_reasons() {
         let started = Instant::now();
         let (code, _, err) = run(&dead, args);
         assert_eq!(code, 69, "{args:?}: {err}");
-        assert!(
-            one_line(&err).contains("no ZooKeeper server reachable"),
-            "{err}"
-        );
+        let line = one_line(&err);
+        assert!(line.contains("no ZooKeeper server reachable"), "{err}");
+        assert_eq!(line.matches(&dead).count(), 1, "the address once: {line}");
         assert!(started.elapsed() < Duration::from_secs(10));
     }
 
@@ -894,6 +899,8 @@ fn exec_and_status_over_tls() {
         err.to_lowercase().contains("ca") || err.contains("certificate"),
         "{err}"
     );
+    let line = one_line(&err);
+    assert_eq!(line.matches(&c).count(), 1, "the address once: {line}");
 }
 
 /// SASL DIGEST-MD5 with the password from the environment (never argv);
@@ -1129,4 +1136,89 @@ sleep 60 & wait"#;
     assert_eq!(code, 0);
     assert_eq!(queue_len(&c, "/cli-revoke"), 1, "not revocable: still held");
     release(holder);
+}
+
+/// Every input file that is missing or unreadable exits 66 (EX_NOINPUT) and
+/// is named, once, before any server is tried.
+#[test]
+fn missing_input_files_exit_66_and_are_named() {
+    let missing = scratch_dir("cli-noinput").join("absent.pem");
+    let m = missing.to_string_lossy().into_owned();
+    let present = scratch_dir("cli-noinput").join("present.pem");
+    std::fs::write(&present, "not a certificate").unwrap();
+    let p = present.to_string_lossy().into_owned();
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["--tls-ca", &m],
+        vec!["--tls-ca", &p, "--tls-cert", &m, "--tls-key", &p],
+        vec!["--tls-ca", &p, "--tls-cert", &p, "--tls-key", &m],
+        vec!["--sasl-user", "alice", "--sasl-password-file", &m],
+        vec!["--digest-file", &m],
+    ];
+    for security in cases {
+        let mut args = security.clone();
+        args.extend(["status", "/x"]);
+        let (code, _, err) = run("127.0.0.1:1", &args);
+        assert_eq!(code, 66, "{security:?}: {err}");
+        let line = one_line(&err);
+        assert_eq!(line.matches(m.as_str()).count(), 1, "{security:?}: {line}");
+        assert!(!line.contains("127.0.0.1:1"), "{security:?}: {line}");
+    }
+}
+
+/// With a SASL login, `exec` makes its node and the lock path creator-only:
+/// another user (and an anonymous client) can neither change nor delete
+/// the holder's node. `--acl open` makes them open again.
+#[test]
+fn exec_under_sasl_makes_creator_only_nodes_and_acl_opens_them() {
+    use zklock::{Client, ErrorCode, SaslConfig};
+    let server = ZkServer::start_with_options(
+        &testkit::zk::ZkOptions::new()
+            .sasl_digest(&[("alice", "alice-secret"), ("bob", "bob-secret")]),
+    );
+    let c = server.connect_string();
+    let as_alice = |args: &[&str]| {
+        let mut all = vec!["--sasl-user", "alice"];
+        all.extend_from_slice(args);
+        let mut cmd = zklock(&c, &all);
+        cmd.env("ZKLOCK_SASL_PASSWORD", "alice-secret");
+        cmd
+    };
+    let bob = Client::builder(&c)
+        .sasl(SaslConfig::digest_md5("bob", "bob-secret"))
+        .connect()
+        .unwrap();
+    let anonymous = Client::connect(&c, PROMPT).unwrap();
+    for (path, acl, refused) in [
+        ("/cli-acl/default", None, true),
+        ("/cli-acl/open", Some("open"), false),
+    ] {
+        let mut args = vec!["exec"];
+        if let Some(acl) = acl {
+            args.extend(["--acl", acl]);
+        }
+        let script = "echo \"$ZKLOCK_NODE\"; echo locked; read x";
+        args.extend([path, "--", "sh", "-c", script]);
+        let mut holder = Proc::spawn(as_alice(&args));
+        holder.expect_line("locked");
+        let node = holder.seen[0].clone();
+        assert!(node.starts_with(path), "{node}");
+        for (who, client) in [("bob", &bob), ("anonymous", &anonymous)] {
+            let write = client.set_data(&node, b"mine", None).map(drop);
+            if refused {
+                let delete = client.delete(&node, None);
+                for (op, r) in [("setData", write), ("delete", delete)] {
+                    assert_eq!(
+                        r.as_ref().err().and_then(|e| e.code()),
+                        Some(ErrorCode::NoAuth),
+                        "{who} {op} on {node}: {r:?}"
+                    );
+                }
+            } else {
+                assert!(write.is_ok(), "{who}: {write:?}");
+            }
+        }
+        holder.send_line("bye");
+        let (status, _, err) = holder.finish(PROMPT);
+        assert_eq!(status.code(), Some(0), "{err}");
+    }
 }

@@ -32,6 +32,7 @@ Exit codes:
   CMD's status         exec/leader: CMD ran; 128+N if CMD died of signal N
   1 (or -E CODE)       the lock was not acquired within -w / at once with -n
   64                   bad arguments or a bad path
+  66                   an input file (TLS, password, digest) is missing or unreadable
   69                   no ZooKeeper server reachable within the session timeout
   70                   internal error
   75                   the lock was lost (session expired, node deleted)
@@ -65,6 +66,14 @@ Options:
       --revocable              let 'zklock revoke' (or Curator's Revoker) ask
                                for the lock: CMD then gets SIGTERM, and the
                                lock is released when it exits
+      --acl ACL                of the lock node and of the parents zklock
+                               creates: creator (only this login), open, or
+                               scheme:id:perms[,...] with perms from cdrwa
+                               (world:r is world:anyone:r). Default: creator
+                               when --sasl-user or digest auth is used, else
+                               open. ZooKeeper checks delete on the parent, so
+                               only a parent that denies others DELETE keeps
+                               them from deleting the node
 
 CMD's environment gets ZKLOCK_FENCING_TOKEN (a number that rises with every
 new holder of any lock in the ensemble: pass it to what you protect and let
@@ -112,6 +121,7 @@ Options:
   -n, --nonblock               give up at once unless elected immediately
   -E, --conflict-exit-code N   exit code when giving up (default 1)
   -k, --kill-after SECS        SIGKILL delay after SIGTERM on loss (default 5)
+      --acl ACL                as for 'zklock exec'
 
 CMD gets ZKLOCK_FENCING_TOKEN and ZKLOCK_NODE as with 'zklock exec'.
 

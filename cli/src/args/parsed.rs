@@ -56,7 +56,24 @@ pub struct Hold {
     pub kill_after: Duration,
     /// `--revocable`: a revocation request sends CMD SIGTERM.
     pub revocable: bool,
+    /// `--acl`: of the lock node and of the parents zklock creates.
+    pub acl: NodeAcl,
     pub command: Vec<OsString>,
+}
+
+/// The ACL of what `exec` and `leader` create.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum NodeAcl {
+    /// Creator-only when the session authenticates (SASL or digest), else
+    /// open.
+    #[default]
+    Default,
+    /// `creator`: only the identities this session authenticated as.
+    Creator,
+    /// `open`: anyone may do anything.
+    Open,
+    /// `scheme:id:perms,...` (`world:r` for `world:anyone:r`).
+    List(Vec<zklock::Acl>),
 }
 
 impl Hold {
