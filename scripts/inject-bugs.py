@@ -93,6 +93,11 @@ BUGS = [
      "src/machine/locks.rs",
      "                            (s, _) => holder.set(s),",
      "                            (s, _) => {\n                                let _ = (holder, s);\n                            }"),
+    ("lost-timed-from-the-reply",
+     "src/session/mod.rs",
+     "        self.answered(p.sent);\n        if leader_ordered(p.op) && header.err == ErrorCode::Ok {\n            self.leader_answered(p.sent);",
+     "        let replied = self.last_heard.unwrap_or(p.sent);\n        self.answered(replied);\n"
+     "        if leader_ordered(p.op) && header.err == ErrorCode::Ok {\n            self.leader_answered(replied);"),
     # The failure shapes of the blocking recipes the machine replaced
     # (issue 9's scenarios), once switches compiled into the machine.
     ("holder-state-waits-for-its-check",

@@ -169,6 +169,13 @@ enum Phase {
 
 struct Link {
     conn: ConnId,
+    /// Requests written on this connection and not yet answered: their xid
+    /// (`None` for the handshake) and when they left, in order (ZooKeeper
+    /// answers in order).
+    unanswered: VecDeque<(Option<i32>, Instant)>,
+    /// The handshake went out, and its answer came back.
+    sent_handshake: bool,
+    heard_handshake: bool,
     /// Bytes on their way to the server, with the time they arrive.
     up: VecDeque<(Instant, Vec<u8>)>,
     /// Bytes (or the server's close, as `None`) on their way to the client:
@@ -197,10 +204,13 @@ struct SimClient {
     partitioned_until: Instant,
     attempts: BTreeMap<AttemptId, Tracked>,
     next_id: AttemptId,
-    /// When bytes from the server last arrived: every holder must say
-    /// Lost within a session timeout of it (the server may expire the
-    /// session then).
+    /// When bytes from the server last arrived.
     last_heard: Instant,
+    /// When the newest request the server answered was sent (the
+    /// handshake's included): every holder must say Lost within a session
+    /// timeout of it, since the server may have heard nothing later and
+    /// expire the session then (S2).
+    last_answered_send: Instant,
 }
 
 /// The recipe a lock of the plan is taken with.
@@ -259,6 +269,7 @@ impl SimClient {
             attempts: BTreeMap::new(),
             next_id: 1,
             last_heard: now,
+            last_answered_send: now,
         }
     }
 }
@@ -597,6 +608,9 @@ impl World {
                     (client.partitioned_until > now).then_some(client.partitioned_until);
                 client.link = Some(Link {
                     conn,
+                    unanswered: VecDeque::new(),
+                    sent_handshake: false,
+                    heard_handshake: false,
                     up: VecDeque::new(),
                     down: VecDeque::new(),
                     stalled_until,
@@ -902,6 +916,7 @@ impl World {
             match bytes {
                 Some(bytes) => {
                     self.clients[c].last_heard = now;
+                    self.note_answers(c, &bytes);
                     self.clients[c].core.handle_input(now, &bytes);
                     self.after_core(c)?;
                     self.check_told_of_deletion(c, written)?;
@@ -949,6 +964,46 @@ impl World {
             }
         }
         Ok(())
+    }
+
+    /// The server's answers in `bytes` (whole frames, as the server model
+    /// writes them): each proves the server heard the client when the
+    /// request it answers was sent.
+    fn note_answers(&mut self, c: usize, bytes: &[u8]) {
+        let client = &mut self.clients[c];
+        let Some(link) = client.link.as_mut() else {
+            return;
+        };
+        for body in frames(bytes) {
+            let answered = if !link.heard_handshake {
+                link.heard_handshake = true;
+                match link.unanswered.front() {
+                    Some((None, _)) => link.unanswered.pop_front(),
+                    _ => None,
+                }
+            } else {
+                let Some(xid) = body
+                    .get(..4)
+                    .map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+                else {
+                    continue;
+                };
+                if xid == -1 {
+                    continue; // a watch event answers nothing
+                }
+                // Replies come in request order.
+                loop {
+                    match link.unanswered.pop_front() {
+                        Some((Some(x), at)) if x == xid => break Some((Some(x), at)),
+                        Some(_) => continue,
+                        None => break None,
+                    }
+                }
+            };
+            if let Some((_, sent)) = answered {
+                client.last_answered_send = client.last_answered_send.max(sent);
+            }
+        }
     }
 
     /// Puts what the server wrote on the wire.
@@ -1015,6 +1070,9 @@ impl World {
         if let Some(link) = client.link.as_mut() {
             let out = client.core.output();
             if !out.is_empty() {
+                let handshake = !link.sent_handshake;
+                link.sent_handshake = true;
+                note_requests(&mut link.unanswered, out, now, handshake);
                 link.up.push_back((now + latency, out.to_vec()));
                 let n = out.len();
                 client.core.consume_output(n);
@@ -1245,12 +1303,13 @@ impl World {
                             self.violation(format!("c{c}: #{id} says Held with no connection"))
                         );
                     }
-                    // ...and Lost within a session timeout of the last
-                    // word from the server.
-                    if *state != LockState::Lost && self.now > client.last_heard + SESSION_TIMEOUT {
+                    // ...and Lost within a session timeout of the send
+                    // time of the last request the server answered.
+                    let proof = client.last_answered_send;
+                    if *state != LockState::Lost && self.now > proof + SESSION_TIMEOUT {
                         return Err(self.violation(format!(
-                            "c{c}: #{id} still {state:?} {:?} after the last word from the server",
-                            self.now - client.last_heard
+                            "c{c}: #{id} still {state:?} {:?} after sending the last request the server answered",
+                            self.now - proof
                         )));
                     }
                 }
@@ -1391,5 +1450,38 @@ impl World {
             )));
         }
         Ok(())
+    }
+}
+
+/// The bodies of the length-prefixed frames in `bytes` (a cut-short last
+/// frame is left out).
+fn frames(bytes: &[u8]) -> Vec<&[u8]> {
+    let mut out = Vec::new();
+    let mut rest = bytes;
+    while let Some(len) = rest.get(..4) {
+        let len = i32::from_be_bytes([len[0], len[1], len[2], len[3]]);
+        let Some(body) = usize::try_from(len).ok().and_then(|n| rest.get(4..4 + n)) else {
+            break;
+        };
+        out.push(body);
+        rest = &rest[4 + body.len()..];
+    }
+    out
+}
+
+/// Records the requests in `bytes`, written at `now`: the handshake first
+/// on a new connection, then each request by its xid.
+fn note_requests(
+    unanswered: &mut VecDeque<(Option<i32>, Instant)>,
+    bytes: &[u8],
+    now: Instant,
+    handshake: bool,
+) {
+    for (i, body) in frames(bytes).into_iter().enumerate() {
+        if i == 0 && handshake {
+            unanswered.push_back((None, now));
+        } else if let Some(b) = body.get(..4) {
+            unanswered.push_back((Some(i32::from_be_bytes([b[0], b[1], b[2], b[3]])), now));
+        }
     }
 }
