@@ -98,6 +98,10 @@ BUGS = [
      "        self.answered(p.sent);\n        if leader_ordered(p.op) && header.err == ErrorCode::Ok {\n            self.leader_answered(p.sent);",
      "        let replied = self.last_heard.unwrap_or(p.sent);\n        self.answered(replied);\n"
      "        if leader_ordered(p.op) && header.err == ErrorCode::Ok {\n            self.leader_answered(replied);"),
+    ("semaphore-one-lease-too-many",
+     "src/machine/attempt.rs",
+     "Rule::FirstN(n) if below_us < n.max(1) => None,",
+     "Rule::FirstN(n) if below_us <= n.max(1) => None,"),
     # The failure shapes of the blocking recipes the machine replaced
     # (issue 9's scenarios), once switches compiled into the machine.
     ("holder-state-waits-for-its-check",

@@ -10,6 +10,7 @@ use super::cancel::CancelToken;
 use super::error::LockError;
 use super::guard::LockGuard;
 use super::mutex::{lock_calls, MutexOptions, QueueLock};
+use super::pending::PendingLock;
 use super::registry::Side;
 use jute::{CreateRequest, PathWatch, Request, Response, SetDataRequest};
 
@@ -86,6 +87,16 @@ impl Semaphore {
                 &options,
             )?,
         })
+    }
+
+    /// Starts taking a lease and returns at once; see [`PendingLock`]
+    /// (a `Future` too). Unlike [`Semaphore::acquire_with`] it passes no
+    /// gate, so every waiter watches the lease queue (each change costs
+    /// every waiter one listing), and it does not check the number of
+    /// leases stored on the path: both would block. Use it for a few
+    /// waiters per process, or once [`Semaphore::acquire`] has run.
+    pub fn start_acquire(&self, deadline: Option<Instant>) -> PendingLock {
+        self.leases.start(deadline)
     }
 
     lock_calls!(

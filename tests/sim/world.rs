@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use zklock::machine::{Core, CoreEvent};
 use zklock::recipes::{
     Election, LeaderLatch, LockError, LockGuard, LockState, Mutex, MutexOptions, PendingLock,
-    PendingSet, RwLock,
+    PendingSet, RwLock, Semaphore,
 };
 use zklock::Client;
 
@@ -45,7 +45,7 @@ impl Plan {
     pub fn from_seed(rng: &mut Rng) -> Plan {
         Plan {
             clients: 2 + rng.below(3) as usize,
-            locks: 1 + rng.below(3) as usize,
+            locks: 1 + rng.below(4) as usize,
             ops_per_client: 3 + rng.below(10) as usize,
             fault_window: Duration::from_millis(3000 + rng.below(15_000)),
             fault_gap: Duration::from_millis(100 + rng.below(1500)),
@@ -218,7 +218,13 @@ enum SimLock {
     Mutex(Mutex),
     /// Lock 1: readers and writers.
     Rw(RwLock),
+    /// Lock 3: a semaphore of [`LEASES`] leases, taken without its gate.
+    Lease(Semaphore),
 }
+
+/// The lock of the plan taken as semaphore leases, and how many.
+const LEASE_LOCK: usize = 3;
+const LEASES: usize = 2;
 
 /// Where the clients' leader latches campaign.
 const LATCH_PATH: &str = "/locks/latch";
@@ -231,6 +237,16 @@ fn watched(l: usize) -> bool {
 
 fn lock_path(l: usize) -> String {
     format!("/locks/l{l}")
+}
+
+/// Where lock `l`'s contenders queue: a semaphore's leases sit one level
+/// down.
+fn queue_path(l: usize) -> String {
+    if l == LEASE_LOCK {
+        format!("/locks/l{l}/leases")
+    } else {
+        lock_path(l)
+    }
 }
 
 impl SimClient {
@@ -248,6 +264,11 @@ impl SimClient {
                     .data(format!("lock {l}").as_bytes());
                 if l == 1 {
                     SimLock::Rw(RwLock::with_options(&client, &lock_path(l), options).expect("rw"))
+                } else if l == LEASE_LOCK {
+                    SimLock::Lease(
+                        Semaphore::with_options(&client, &lock_path(l), LEASES, options)
+                            .expect("a semaphore"),
+                    )
                 } else {
                     SimLock::Mutex(
                         Mutex::with_options(&client, &lock_path(l), options).expect("a mutex"),
@@ -661,6 +682,8 @@ impl World {
                         (Handle::Pending(rw.start_read(deadline)), true)
                     }
                     (SimLock::Rw(rw), false) => (Handle::Pending(rw.start_write(deadline)), false),
+                    // Leases share like readers; their own bound is checked.
+                    (SimLock::Lease(s), _) => (Handle::Pending(s.start_acquire(deadline)), true),
                 };
                 c.attempts.insert(
                     id,
@@ -806,7 +829,7 @@ impl World {
                 }
             }
             Fault::ForeignTwin { lock, for_ } => {
-                let parent = lock_path(lock);
+                let parent = queue_path(lock);
                 let children = self.server.children(&parent);
                 let protected: Vec<&String> =
                     children.iter().filter(|n| n.starts_with("_c_")).collect();
@@ -856,7 +879,7 @@ impl World {
                 self.server_output();
             }
             Fault::AdminDelete { lock, head } => {
-                let parent = lock_path(lock);
+                let parent = queue_path(lock);
                 let names: Vec<String> =
                     zklock::recipes::sorted_contenders(self.server.children(&parent))
                         .into_iter()
@@ -1187,7 +1210,7 @@ impl World {
                             if !stale && czxid <= floor {
                                 return Err(self.violation(format!(
                                     "c{c}: #{id} fencing token {czxid} not above {floor} (holding {node}; queue {:?})",
-                                    self.server.children(&lock_path(lock))
+                                    self.server.children(&queue_path(lock))
                                 )));
                             }
                             if !stale {
@@ -1380,6 +1403,12 @@ impl World {
                 return Err(self.violation(format!("c{c}: its latch leads with no connection")));
             }
         }
+        // At most LEASES lease holders.
+        if let Some(h) = holders.get(LEASE_LOCK).filter(|h| h.len() > LEASES) {
+            return Err(self.violation(format!(
+                "lock {LEASE_LOCK} ({LEASES} leases) held by {h:?} at once"
+            )));
+        }
         // One writer alone, or any number of readers.
         for (lock, h) in holders.iter().enumerate() {
             let writers = h.iter().filter(|(_, reader)| !reader).count();
@@ -1420,9 +1449,9 @@ impl World {
             return Err(self.violation(format!("nodes left under {LATCH_PATH}: {latch_left:?}")));
         }
         for l in 0..self.locks {
-            let left = self.server.children(&lock_path(l));
+            let left = self.server.children(&queue_path(l));
             if !left.is_empty() {
-                return Err(self.violation(format!("nodes left under {}: {left:?}", lock_path(l))));
+                return Err(self.violation(format!("nodes left under {}: {left:?}", queue_path(l))));
             }
         }
         // A holder near the counter's end keeps a child watch on its lock
@@ -1430,7 +1459,7 @@ impl World {
         // nothing and that watch stays on the server (one per connection
         // and path, gone at the next change there). Only there.
         let near_end = |p: &String| {
-            (0..self.locks).any(|l| &lock_path(l) == p)
+            (0..self.locks).any(|l| &queue_path(l) == p)
                 && self
                     .server
                     .sequence_counter(p)
