@@ -681,3 +681,43 @@ fn a_refused_acquisition_names_the_create_and_the_lock_path() {
     let text = err.to_string();
     assert!(text.contains("NoAuth") && text.contains(&path), "{text}");
 }
+
+/// A looping holder that requeues makes one commit per turn: on a server
+/// nobody else writes to, each new node's czxid (its fencing token) is one
+/// above the last; a release followed by a lock makes two. Requeueing is
+/// fair: a waiter gets the lock first.
+#[test]
+fn requeue_is_one_commit_per_turn_and_lets_a_waiter_in_first() {
+    let server = ZkServer::start();
+    let connect = || Client::connect(&server.connect_string(), WAIT).unwrap();
+    let (a, b) = (connect(), connect());
+    let lock = Mutex::new(&a, "/requeue").unwrap();
+    let mut guard = lock.lock_timeout(WAIT).unwrap();
+    let mut tokens = vec![guard.fencing_token()];
+    for _ in 0..5 {
+        guard = lock.requeue(guard, None).wait_timeout(WAIT).unwrap();
+        assert_eq!(guard.state(), LockState::Held);
+        tokens.push(guard.fencing_token());
+    }
+    let steps: Vec<i64> = tokens.windows(2).map(|w| w[1] - w[0]).collect();
+    assert_eq!(steps, [1; 5], "one commit per requeue: tokens {tokens:?}");
+    assert_eq!(children(&a, "/requeue").len(), 1, "one node, ours");
+    // The same loop with a release and a lock: two commits per turn.
+    drop(guard);
+    let first = lock.lock_timeout(WAIT).unwrap();
+    let token = first.fencing_token();
+    first.unlock().unwrap();
+    let second = lock.lock_timeout(WAIT).unwrap();
+    assert_eq!(second.fencing_token() - token, 2);
+
+    // A waiter on another session is served before the requeued holder.
+    let other = Mutex::new(&b, "/requeue").unwrap();
+    let waiting = other.start_lock(None);
+    testkit::wait_children(&a, "/requeue", 2, WAIT);
+    let again = lock.requeue(second, None);
+    let theirs = waiting.wait_timeout(WAIT).unwrap();
+    assert!(again.try_take().is_none(), "the requeued holder waits");
+    drop(theirs);
+    let ours = again.wait_timeout(WAIT).unwrap();
+    assert_eq!(ours.state(), LockState::Held);
+}

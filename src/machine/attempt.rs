@@ -211,6 +211,9 @@ pub(crate) enum Purpose {
     /// delete of a tenure mark left by a holder that ended uncleanly, once
     /// the delay has been served.
     TenureSweep,
+    /// multi(delete the node `name` of the holder `old`, create2 ours):
+    /// release and queue again in one write.
+    Requeue { old: u64, name: String },
 }
 
 impl Purpose {

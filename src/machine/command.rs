@@ -49,6 +49,15 @@ pub(crate) enum LockCommand {
         outcome: GrantSink,
     },
     /// The waiter gave up; a grant already handed out releases itself.
+    /// The holder `old` lets go and `id` queues again, in one write.
+    Requeue {
+        old: AttemptId,
+        id: AttemptId,
+        spec: Arc<LockSpec>,
+        uuid: String,
+        deadline: Option<Instant>,
+        outcome: GrantSink,
+    },
     Cancel(AttemptId),
     /// The waiter gave up, and a grant already handed out will never be
     /// read (it waits in a channel its owner keeps open): release it too.

@@ -69,6 +69,11 @@ impl Grant {
         self.after_unclean_end
     }
 
+    /// The acquisition this grant ended.
+    pub(crate) fn id(&self) -> AttemptId {
+        self.id
+    }
+
     /// Our node's server path.
     pub(crate) fn server_path(&self) -> &str {
         &self.path

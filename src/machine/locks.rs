@@ -71,6 +71,24 @@ impl Locks {
                 }
                 self.machine.acquire(now, id, spec, uuid, deadline, no_wait);
             }
+            LockCommand::Requeue {
+                old,
+                id,
+                spec,
+                uuid,
+                deadline,
+                outcome,
+            } => {
+                if let Some(state) = self.held.remove(&old) {
+                    state.mark_released();
+                    self.releasing_states.insert(old, state);
+                }
+                self.waiting.insert(id, outcome);
+                if self.observer.is_some() {
+                    self.started.insert(id, (now, spec.parent.clone()));
+                }
+                self.machine.requeue(now, old, id, spec, uuid, deadline);
+            }
             LockCommand::Cancel(id) => {
                 if self.waiting.remove(&id).is_some() {
                     self.machine.cancel(now, id);

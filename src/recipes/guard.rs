@@ -11,7 +11,7 @@ use jute::{ErrorCode, PathWatch, Request, Response};
 use crossbeam_channel::Receiver;
 
 use super::registry::{self, Key};
-use crate::machine::{Grant, LockError, LockState, LossReason};
+use crate::machine::{AttemptId, Grant, LockError, LockState, LossReason};
 use crate::oneshot;
 use crate::{Client, Error, Op, OpResult};
 
@@ -256,5 +256,14 @@ impl LockGuard {
     /// taken before go on reporting.
     pub fn abandon(self) {
         self.holding.grant.abandon();
+    }
+
+    /// Hands the acquisition over to a requeue, which releases it in the
+    /// same write: the grant will not release it. `None` (the guard
+    /// dropped as usual) while re-entrant guards share it.
+    pub(crate) fn into_requeue(self) -> Option<AttemptId> {
+        let holding = Arc::try_unwrap(self.holding).ok()?;
+        holding.grant.abandon();
+        Some(holding.grant.id())
     }
 }

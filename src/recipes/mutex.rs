@@ -193,6 +193,19 @@ impl QueueLock {
         service::start(&self.client, self.spec.clone(), deadline, false)
     }
 
+    /// Releases `guard` and queues again, in one write when `guard` holds
+    /// this lock on this client (else it is dropped, which releases it,
+    /// and an acquisition starts).
+    pub(crate) fn requeue(&self, guard: LockGuard, deadline: Option<Instant>) -> PendingLock {
+        let parent = guard.node_path().rsplit_once('/').map(|(p, _)| p);
+        let ours = parent == Some(self.path.trim_end_matches('/'))
+            && guard.owner_session() == self.client.session_id();
+        match ours.then(|| guard.into_requeue()).flatten() {
+            Some(old) => service::requeue(&self.client, old, self.spec.clone(), deadline),
+            None => self.start(deadline),
+        }
+    }
+
     /// Starts an acquisition whose outcome goes to `outcome`; what it
     /// takes to give it up, or the error that stopped it from starting.
     pub(crate) fn start_to(
@@ -396,6 +409,35 @@ impl Mutex {
                 &options,
             )?,
         })
+    }
+
+    /// Releases `guard` and queues for the lock again, in one write: the
+    /// delete of our node and the create of the next one go to the server
+    /// as one `multi`, one commit where a release and a new acquisition
+    /// take two. For a holder that loops over the same lock. Returns at
+    /// once; wait on the [`PendingLock`] (or `.await` it).
+    ///
+    /// Fair: the new node queues behind every waiter, as a release and a
+    /// new acquisition would. A guard of another lock, or one re-entrant
+    /// guards still share, is released as usual and a plain acquisition
+    /// starts. With [lock-delay](MutexOptions::lock_delay), and while
+    /// disconnected, the core does the two steps one after the other.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use zklock::{Client, recipes::Mutex};
+    ///
+    /// let client = Client::connect("127.0.0.1:2181", Duration::from_secs(10))?;
+    /// let lock = Mutex::new(&client, "/locks/batches")?;
+    /// let mut guard = lock.lock()?;
+    /// for batch in 0..3 {
+    ///     println!("batch {batch} under token {}", guard.fencing_token());
+    ///     guard = lock.requeue(guard, None).wait()?;
+    /// }
+    /// # Ok::<(), zklock::recipes::LockError>(())
+    /// ```
+    pub fn requeue(&self, guard: LockGuard, deadline: Option<Instant>) -> PendingLock {
+        self.inner.requeue(guard, deadline)
     }
 
     /// The lock path.

@@ -100,6 +100,32 @@ pub(crate) fn start(
     PendingLock::new(id, rx, client.command_sender(), wake)
 }
 
+/// Releases the holder `old` and starts an acquisition of `spec`, in one
+/// write when the core can; returns at once.
+pub(crate) fn requeue(
+    client: &Client,
+    old: AttemptId,
+    spec: Arc<LockSpec>,
+    deadline: Option<Instant>,
+) -> PendingLock {
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    let wake = WakeSlot::default();
+    let outcome = Outcome::Alone(tx, wake.clone());
+    let (id, uuid) = client.next_attempt();
+    let sent = client.command_sender().lock(LockCommand::Requeue {
+        old,
+        id,
+        spec,
+        uuid,
+        deadline,
+        outcome: outcome.clone().into_sink(client.downgrade()),
+    });
+    if !sent {
+        outcome.send(Err(LockError::Client(Error::Closed)));
+    }
+    PendingLock::new(id, rx, client.command_sender(), wake)
+}
+
 /// Starts an acquisition for a thread that blocks until its outcome.
 pub(crate) fn start_blocking(
     client: &Client,

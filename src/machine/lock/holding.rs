@@ -208,7 +208,10 @@ impl LockMachine {
             // Nor is a tenure mark's: a mark made must go with the node.
             if !matches!(
                 self.pending.get(&t),
-                Some((_, Purpose::Create | Purpose::TenureMark))
+                Some((
+                    _,
+                    Purpose::Create | Purpose::TenureMark | Purpose::Requeue { .. }
+                ))
             ) {
                 a.busy = None;
                 self.watches.remove(&t);

@@ -23,6 +23,7 @@ use std::time::Instant;
 
 mod holding;
 mod queueing;
+mod requeue;
 mod tenure;
 
 use jute::{ErrorCode, EventType, PathWatch, Request, Response, Stat};
@@ -344,6 +345,7 @@ impl LockMachine {
             Purpose::TenureList => self.on_tenure_list(now, id, result),
             Purpose::TenureMark => self.on_tenure_mark(now, id, result),
             Purpose::TenureSweep => {}
+            Purpose::Requeue { old, name } => self.on_requeued(id, token, old, &name, result),
             Purpose::EndWatch => self.on_end_listing(id, token, result),
             Purpose::CleanupList => {
                 match result {
