@@ -53,7 +53,7 @@ fn run_seed(seed: u64) -> Result<Stats, Violation> {
 fn run_once(seed: u64, log: bool) -> Result<Stats, Violation> {
     let mut rng = Rng::new(seed);
     let plan = Plan::from_seed(&mut rng);
-    let faults = World::random_faults(&mut rng, &plan);
+    let faults = plan.random_faults(&mut rng);
     let mut world = World::new(rng.next(), &plan, &faults);
     if log {
         world.keep_log();

@@ -1,0 +1,222 @@
+//! The invariants, checked after every step (`World::check`), when a
+//! holder reads past a third party's deletion, and once the faults have
+//! stopped (`World::check_end`).
+
+use super::*;
+
+impl World {
+    /// S1 for watched holders: a holder whose node a third party deleted
+    /// says so once it has read what the server wrote after the deletion
+    /// (the notification came first).
+    pub(super) fn check_told_of_deletion(&self, c: usize, written: u64) -> Result<(), Violation> {
+        let Some(conn) = self.clients[c].link.as_ref().map(|l| l.conn) else {
+            return Ok(());
+        };
+        // A follower cut from the leader never hears of the deletion.
+        if self.server.is_behind_cut(conn) {
+            return Ok(());
+        }
+        for (id, t) in &self.clients[c].attempts {
+            let Phase::Held { node, .. } = &t.phase else {
+                continue;
+            };
+            if !watched(t.lock) {
+                continue;
+            }
+            let Some((deleted, watchers)) = self.admin_deleted.get(node) else {
+                continue;
+            };
+            if written > *deleted && watchers.contains(&conn) {
+                if let Handle::Guard(g) = &t.handle {
+                    if g.state() == LockState::Held {
+                        return Err(self.violation(format!(
+                            "c{c}: #{id} read past the deletion of its node {node} and still says Held"
+                        )));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Invariants after every step.
+    pub(super) fn check(&self) -> Result<(), Violation> {
+        let mut holders: Vec<Vec<(String, bool)>> = vec![Vec::new(); self.locks];
+        for (c, client) in self.clients.iter().enumerate() {
+            let sid = client.core.session_id();
+            for (id, t) in &client.attempts {
+                // A holder's horizon never passes the server's expiry.
+                if let (Handle::Guard(g), Some(expiry)) =
+                    (&t.handle, self.server.session_deadline(sid))
+                {
+                    if let Some(horizon) = g.valid_until() {
+                        if horizon > expiry {
+                            return Err(self.violation(format!(
+                                "c{c}: #{id} valid_until is {:?} past the server's expiry",
+                                horizon - expiry
+                            )));
+                        }
+                    }
+                }
+                if let Phase::Held { state, .. } = &t.phase {
+                    // S2: Suspended as soon as the connection is gone...
+                    if *state == LockState::Held && client.link.is_none() {
+                        return Err(
+                            self.violation(format!("c{c}: #{id} says Held with no connection"))
+                        );
+                    }
+                    // ...and Lost within a session timeout of the send
+                    // time of the last request the server answered.
+                    let proof = client.last_answered_send;
+                    if *state != LockState::Lost && self.now > proof + SESSION_TIMEOUT {
+                        return Err(self.violation(format!(
+                            "c{c}: #{id} still {state:?} {:?} after sending the last request the server answered",
+                            self.now - proof
+                        )));
+                    }
+                }
+                // (A PendingSet's outcomes are read late on purpose.)
+                let unread = matches!(t.handle, Handle::InSet(_));
+                if let Some(d) = t.deadline.filter(|_| !unread) {
+                    if t.phase == Phase::Waiting && self.now > d {
+                        return Err(self.violation(format!(
+                            "c{c}: #{id} still waiting past its deadline (started {:?} ago)",
+                            self.now - t.started
+                        )));
+                    }
+                }
+                let Phase::Held {
+                    node,
+                    state: LockState::Held,
+                    ..
+                } = &t.phase
+                else {
+                    continue;
+                };
+                if !self.server.session_alive(sid) {
+                    return Err(self.violation(format!(
+                        "c{c}: #{id} says Held but session {sid:#x} is gone on the server"
+                    )));
+                }
+                if let Some(stat) = self.server.exists(node) {
+                    if stat.ephemeral_owner != sid {
+                        return Err(self.violation(format!(
+                            "c{c}: #{id} says Held by {node}, owned by {:#x}, not by its session {sid:#x}",
+                            stat.ephemeral_owner
+                        )));
+                    }
+                }
+                if self.server.exists(node).is_none() {
+                    // Deleted by a third party: an unwatched holder cannot
+                    // know; a watched one is held to it as it reads on
+                    // (check_told_of_deletion).
+                    if !self.admin_deleted.contains_key(node) {
+                        return Err(self.violation(format!(
+                            "c{c}: #{id} says Held but its node {node} is gone"
+                        )));
+                    }
+                    continue;
+                }
+                holders[t.lock].push((format!("c{c}#{id}"), t.reader));
+            }
+        }
+        // At most one latch leads, and only while its session lives.
+        let leaders: Vec<usize> = self
+            .clients
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.latch.as_ref().is_some_and(LeaderLatch::is_leader))
+            .map(|(i, _)| i)
+            .collect();
+        if leaders.len() > 1 {
+            return Err(self.violation(format!("latches of {leaders:?} lead at once")));
+        }
+        for &c in &leaders {
+            let sid = self.clients[c].core.session_id();
+            if !self.server.session_alive(sid) {
+                return Err(self.violation(format!(
+                    "c{c}: its latch leads but session {sid:#x} is gone on the server"
+                )));
+            }
+            if self.clients[c].link.is_none() {
+                return Err(self.violation(format!("c{c}: its latch leads with no connection")));
+            }
+        }
+        // At most LEASES lease holders.
+        if let Some(h) = holders.get(LEASE_LOCK).filter(|h| h.len() > LEASES) {
+            return Err(self.violation(format!(
+                "lock {LEASE_LOCK} ({LEASES} leases) held by {h:?} at once"
+            )));
+        }
+        // One writer alone, or any number of readers.
+        for (lock, h) in holders.iter().enumerate() {
+            let writers = h.iter().filter(|(_, reader)| !reader).count();
+            if writers > 1 || (writers == 1 && h.len() > 1) {
+                return Err(self.violation(format!("lock {lock} held by {h:?} at once")));
+            }
+        }
+        Ok(())
+    }
+
+    /// What must hold once the world has settled.
+    pub(super) fn check_end(&self) -> Result<(), Violation> {
+        for (c, client) in self.clients.iter().enumerate() {
+            for (id, t) in &client.attempts {
+                match &t.phase {
+                    Phase::Waiting => {
+                        return Err(self.violation(format!(
+                            "c{c}: #{id} never served after the faults stopped"
+                        )))
+                    }
+                    Phase::Held { node, state, .. } if *state != LockState::Lost => {
+                        return Err(self.violation(format!(
+                            "c{c}: #{id} still {state:?} on {node} at the end"
+                        )))
+                    }
+                    _ => {}
+                }
+            }
+            if client.core.lock_attempts() != 0 {
+                return Err(self.violation(format!(
+                    "c{c}: the core still tracks {} attempts",
+                    client.core.lock_attempts()
+                )));
+            }
+        }
+        let latch_left = self.server.children(LATCH_PATH);
+        if !latch_left.is_empty() {
+            return Err(self.violation(format!("nodes left under {LATCH_PATH}: {latch_left:?}")));
+        }
+        for l in 0..self.locks {
+            let left = self.server.children(&queue_path(l));
+            if !left.is_empty() {
+                return Err(self.violation(format!("nodes left under {}: {left:?}", queue_path(l))));
+            }
+        }
+        // A holder near the counter's end keeps a child watch on its lock
+        // path; if a third party deleted its node, its own delete changes
+        // nothing and that watch stays on the server (one per connection
+        // and path, gone at the next change there). Only there.
+        let near_end = |p: &String| {
+            (0..self.locks).any(|l| &queue_path(l) == p)
+                && self
+                    .server
+                    .sequence_counter(p)
+                    .is_some_and(|c| !(0..=zklock::recipes::SEQUENCE_WARNING).contains(&c))
+        };
+        let left = self.server.watched_paths();
+        let excused: usize = left
+            .iter()
+            .filter(|p| near_end(p))
+            .map(|p| self.server.child_watch_count(p))
+            .sum();
+        let watches = self.server.watch_count().saturating_sub(excused);
+        if watches != 0 {
+            return Err(self.violation(format!(
+                "{watches} watches left on the server: {:?}",
+                self.server.watched_paths()
+            )));
+        }
+        Ok(())
+    }
+}

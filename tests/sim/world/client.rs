@@ -1,0 +1,178 @@
+//! A simulated client: its core, its recipes on each lock of the plan, its
+//! connection, and what the harness knows of each of its acquisitions.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use zklock::machine::Core;
+use zklock::recipes::{
+    LeaderLatch, LockError, LockGuard, LockState, Mutex, MutexOptions, PendingLock, PendingSet,
+    RwLock, Semaphore,
+};
+use zklock::Client;
+
+use super::super::zookeeper::ConnId;
+use super::{AttemptId, SESSION_TIMEOUT};
+
+/// What the harness knows of one acquisition, to check the core by.
+pub(super) struct Tracked {
+    pub(super) lock: usize,
+    pub(super) started: Instant,
+    pub(super) deadline: Option<Instant>,
+    pub(super) hold: Duration,
+    pub(super) phase: Phase,
+    /// The public handle: waiting on a `PendingLock`, or holding a guard.
+    pub(super) handle: Handle,
+    /// A read lock (on a read/write lock).
+    pub(super) reader: bool,
+    /// When the holder last turned Suspended.
+    pub(super) suspended_at: Option<Instant>,
+}
+
+pub(super) enum Handle {
+    None,
+    Pending(PendingLock),
+    /// Started in the client's `PendingSet` under this key.
+    InSet(u64),
+    Guard(LockGuard),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Phase {
+    Waiting,
+    Held {
+        node: String,
+        czxid: i64,
+        state: LockState,
+    },
+    Released,
+    Failed(LockError),
+}
+
+pub(super) struct Link {
+    pub(super) conn: ConnId,
+    /// Requests written on this connection and not yet answered: their xid
+    /// (`None` for the handshake) and when they left, in order (ZooKeeper
+    /// answers in order).
+    pub(super) unanswered: VecDeque<(Option<i32>, Instant)>,
+    /// The handshake went out, and its answer came back.
+    pub(super) sent_handshake: bool,
+    pub(super) heard_handshake: bool,
+    /// Bytes on their way to the server, with the time they arrive.
+    pub(super) up: VecDeque<(Instant, Vec<u8>)>,
+    /// Bytes (or the server's close, as `None`) on their way to the client:
+    /// when they arrive, and the number of the server's write.
+    pub(super) down: VecDeque<(Instant, u64, Option<Vec<u8>>)>,
+    pub(super) stalled_until: Option<Instant>,
+}
+
+pub(super) struct SimClient {
+    /// Bumped each time an expired session is replaced by a new one.
+    pub(super) generation: u32,
+    pub(super) client: Client,
+    pub(super) core: Core,
+    /// One recipe per lock of the plan, on this client.
+    pub(super) locks: Vec<SimLock>,
+    /// Where some acquisitions are started instead of a `PendingLock`.
+    pub(super) set: PendingSet,
+    /// A leader latch campaigning on `LATCH_PATH`, while started.
+    pub(super) latch: Option<LeaderLatch>,
+    pub(super) link: Option<Link>,
+    pub(super) connect_at: Instant,
+    /// A stall armed to start at the next grant.
+    pub(super) stall_after_grant: Option<Duration>,
+    /// Cut off from the server until then (connections made meanwhile
+    /// carry nothing until then either).
+    pub(super) partitioned_until: Instant,
+    pub(super) attempts: BTreeMap<AttemptId, Tracked>,
+    pub(super) next_id: AttemptId,
+    /// When bytes from the server last arrived.
+    pub(super) last_heard: Instant,
+    /// When the newest request the server answered was sent (the
+    /// handshake's included): every holder must say Lost within a session
+    /// timeout of it, since the server may have heard nothing later and
+    /// expire the session then (S2).
+    pub(super) last_answered_send: Instant,
+}
+
+/// The recipe a lock of the plan is taken with.
+pub(super) enum SimLock {
+    Mutex(Mutex),
+    /// Lock 1: readers and writers.
+    Rw(RwLock),
+    /// Lock 3: a semaphore of [`LEASES`] leases, taken without its gate.
+    Lease(Semaphore),
+}
+
+/// The lock of the plan taken as semaphore leases, and how many.
+pub(super) const LEASE_LOCK: usize = 3;
+pub(super) const LEASES: usize = 2;
+
+/// Where the clients' leader latches campaign.
+pub(super) const LATCH_PATH: &str = "/locks/latch";
+
+/// Whether lock `l`'s holders watch their node (0 and 2 do; 1 has the
+/// default). No draw: seeds replay.
+pub(super) fn watched(l: usize) -> bool {
+    l % 2 == 0
+}
+
+pub(super) fn lock_path(l: usize) -> String {
+    format!("/locks/l{l}")
+}
+
+/// Where lock `l`'s contenders queue: a semaphore's leases sit one level
+/// down.
+pub(super) fn queue_path(l: usize) -> String {
+    if l == LEASE_LOCK {
+        format!("/locks/l{l}/leases")
+    } else {
+        lock_path(l)
+    }
+}
+
+impl SimClient {
+    pub(super) fn new(now: Instant, index: usize, generation: u32, locks: usize) -> SimClient {
+        let seed = (index as u128) << 64 | u128::from(generation) << 32 | 0x5eed;
+        let (client, core) = Client::builder("127.0.0.1:2181")
+            .session_timeout(SESSION_TIMEOUT)
+            .connect_timeout(SESSION_TIMEOUT / 3)
+            .build_manual(now, seed)
+            .expect("a manual client");
+        let locks = (0..locks)
+            .map(|l| {
+                let options = MutexOptions::default()
+                    .watch_node(watched(l))
+                    .data(format!("lock {l}").as_bytes());
+                if l == 1 {
+                    SimLock::Rw(RwLock::with_options(&client, &lock_path(l), options).expect("rw"))
+                } else if l == LEASE_LOCK {
+                    SimLock::Lease(
+                        Semaphore::with_options(&client, &lock_path(l), LEASES, options)
+                            .expect("a semaphore"),
+                    )
+                } else {
+                    SimLock::Mutex(
+                        Mutex::with_options(&client, &lock_path(l), options).expect("a mutex"),
+                    )
+                }
+            })
+            .collect();
+        SimClient {
+            generation,
+            client,
+            core,
+            locks,
+            set: PendingSet::new(),
+            latch: None,
+            link: None,
+            connect_at: now,
+            stall_after_grant: None,
+            partitioned_until: now,
+            attempts: BTreeMap::new(),
+            next_id: 1,
+            last_heard: now,
+            last_answered_send: now,
+        }
+    }
+}

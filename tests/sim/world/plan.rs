@@ -1,0 +1,137 @@
+//! What one seed's run is made of: the plan, the waits, the faults, and
+//! the random draw of faults.
+
+use std::time::Duration;
+
+use super::super::rng::Rng;
+
+/// What one seed's run is made of.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub clients: usize,
+    pub locks: usize,
+    pub ops_per_client: usize,
+    /// Faults happen before this; afterwards the world settles.
+    pub fault_window: Duration,
+    /// Mean gap between faults.
+    pub fault_gap: Duration,
+    /// The parent cversion new lock paths start at (near the wrap or not).
+    pub sequence_start: i32,
+    /// Give up settling after this much virtual time.
+    pub horizon: Duration,
+}
+
+impl Plan {
+    pub fn from_seed(rng: &mut Rng) -> Plan {
+        Plan {
+            clients: 2 + rng.below(3) as usize,
+            locks: 1 + rng.below(4) as usize,
+            ops_per_client: 3 + rng.below(10) as usize,
+            fault_window: Duration::from_millis(3000 + rng.below(15_000)),
+            fault_gap: Duration::from_millis(100 + rng.below(1500)),
+            sequence_start: if rng.chance(1, 4) {
+                i32::MAX - rng.below(20) as i32
+            } else {
+                0
+            },
+            horizon: Duration::from_secs(300),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Wait {
+    Forever,
+    For(Duration),
+    Try,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub enum Fault {
+    /// The client's connection drops; bytes in flight to the server are
+    /// applied (`applied`) or lost, and replies in flight are lost.
+    Cut { client: usize, applied: bool },
+    /// Nothing moves between the client and the server for a while (past
+    /// the session timeout, sometimes): its connection, and any new one.
+    Stall { client: usize, for_: Duration },
+    /// The server restarts: every connection drops, the tree and sessions
+    /// survive.
+    Restart,
+    /// A third party deletes a node of a lock's queue (`head`: the holder's).
+    AdminDelete { lock: usize, head: bool },
+    /// The client's next grant is followed at once by a stall: the worst
+    /// moment, with the holder's first check in flight.
+    StallAfterGrant { client: usize, for_: Duration },
+    /// The application closes the client (its session ends; a new client
+    /// takes its place).
+    Close { client: usize },
+    /// The client's server is a follower silently cut from the leader: it
+    /// answers pings and nothing else, the leader stops hearing of the
+    /// session, and after `for_` (its sync limit) it drops its clients.
+    FollowerCut { client: usize, for_: Duration },
+    /// A third party creates a node carrying the attempt id of one in a
+    /// lock's queue (owned by nobody's session), and deletes it later: a
+    /// client recovering from an ambiguous create must not adopt it.
+    ForeignTwin { lock: usize, for_: Duration },
+}
+
+impl Plan {
+    /// Random faults for a plan, drawn from `rng`.
+    pub fn random_faults(&self, rng: &mut Rng) -> Vec<(Duration, Fault)> {
+        let plan = self;
+        let mut faults = Vec::new();
+        let mut at = Duration::ZERO;
+        loop {
+            at += Duration::from_millis(1 + rng.below(2 * plan.fault_gap.as_millis() as u64));
+            if at >= plan.fault_window {
+                return faults;
+            }
+            let client = rng.below(plan.clients as u64) as usize;
+            let fault = match rng.below(20) {
+                0..=7 => {
+                    if rng.chance(1, 4) {
+                        // A flapping link: back for a moment, then gone
+                        // again while the reconnect's checks are in flight.
+                        let gap = Duration::from_millis(6 + rng.below(15));
+                        let for_ = Duration::from_millis(2000 + rng.below(5000));
+                        faults.push((at + gap, Fault::Stall { client, for_ }));
+                    }
+                    Fault::Cut {
+                        client,
+                        applied: rng.chance(1, 2),
+                    }
+                }
+                8..=13 => Fault::Stall {
+                    client,
+                    for_: Duration::from_millis(if rng.chance(1, 3) {
+                        3000 + rng.below(4000)
+                    } else {
+                        rng.below(2500)
+                    }),
+                },
+                14 => Fault::Restart,
+                15 => Fault::StallAfterGrant {
+                    client,
+                    for_: Duration::from_millis(1000 + rng.below(6000)),
+                },
+                16 => Fault::Close { client },
+                18 => Fault::FollowerCut {
+                    client,
+                    // ZooKeeper's default syncLimit × tick is 10 s, past the
+                    // 4 s session timeout here.
+                    for_: Duration::from_millis(2000 + rng.below(8000)),
+                },
+                17 => Fault::ForeignTwin {
+                    lock: rng.below(plan.locks as u64) as usize,
+                    for_: Duration::from_millis(300 + rng.below(3000)),
+                },
+                _ => Fault::AdminDelete {
+                    lock: rng.below(plan.locks as u64) as usize,
+                    head: rng.chance(1, 2),
+                },
+            };
+            faults.push((at, fault));
+            faults.sort_by_key(|(at, _)| *at);
+        }
+    }
+}
