@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the tests and the demo need, when it is missing:
-# ZooKeeper 3.8 and Curator from Debian, kazoo from PyPI. Idempotent.
+# ZooKeeper 3.8, Curator and MIT Kerberos from Debian, kazoo from PyPI.
+# Idempotent.
 set -euo pipefail
 
 need_apt=()
@@ -11,6 +12,15 @@ done
 command -v java >/dev/null || need_apt+=(default-jre-headless)
 command -v javac >/dev/null || need_apt+=(default-jdk-headless)
 command -v python3 >/dev/null || need_apt+=(python3 python3-pip)
+# Kerberos (feature `kerberos`, tests/kerberos.rs): an MIT KDC, its realm
+# tools and kinit for the tests; GSSAPI headers, libclang and pkg-config to
+# build the libgssapi binding (bindgen).
+[ -x /usr/sbin/krb5kdc ] || need_apt+=(krb5-kdc)
+[ -x /usr/sbin/kadmin.local ] || need_apt+=(krb5-admin-server)
+command -v kinit >/dev/null || need_apt+=(krb5-user)
+[ -f /usr/include/gssapi/gssapi.h ] || need_apt+=(libkrb5-dev)
+compgen -G "/usr/lib/llvm-*/lib/libclang.so" >/dev/null || need_apt+=(libclang-dev)
+command -v pkg-config >/dev/null || need_apt+=(pkg-config)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: installing ${need_apt[*]} with apt-get" >&2
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"

@@ -4,10 +4,13 @@
 //! but SASL tokens until the server accepts the login: queued requests,
 //! credentials and re-armed watches wait, and the state stays what it was
 //! (Connecting or Suspended) until the exchange is done. Every reconnect
-//! authenticates again. A refusal ends the session in `AuthFailed`.
+//! authenticates again. A refusal ends the session in `AuthFailed`, and so
+//! does a login that cannot even start (no Kerberos credentials, say).
 //!
-//! Only DIGEST-MD5 (RFC 2831, what ZooKeeper's `DigestLoginModule` serves) is
-//! implemented; [`SaslMechanism`] is an enum so GSSAPI can join it.
+//! Two mechanisms: DIGEST-MD5 (RFC 2831, what ZooKeeper's `DigestLoginModule`
+//! serves), always there, and GSSAPI (RFC 4752, Kerberos v5, what its
+//! `Krb5LoginModule` serves) with the cargo feature `kerberos`, through the
+//! system's GSSAPI library.
 
 use std::time::Instant;
 
@@ -21,6 +24,8 @@ use jute::Encode;
 
 mod digest_md5;
 use digest_md5::{DigestMd5, SaslStep};
+#[cfg(feature = "kerberos")]
+mod gssapi;
 
 /// How a session proves who it is with SASL.
 #[derive(Clone, PartialEq, Eq)]
@@ -34,6 +39,21 @@ pub enum SaslMechanism {
         /// The user's password.
         password: String,
     },
+    /// GSSAPI with Kerberos v5 (cargo feature `kerberos`, which links the
+    /// system's GSSAPI library: MIT's `libgssapi_krb5`). The server's
+    /// principal is `<service>/<server_name>@REALM` ([`SaslConfig::service`],
+    /// [`SaslConfig::server_name`]; the realm from the `krb5.conf`
+    /// mapping of that host). The client's credentials are the Kerberos
+    /// defaults: the credential cache `KRB5CCNAME` (e.g. filled by `kinit`),
+    /// else the system's default one, which MIT's library can fill from a
+    /// client keytab named by `KRB5_CLIENT_KTNAME`. No security layer is
+    /// negotiated (use TLS for privacy on the wire).
+    #[cfg(feature = "kerberos")]
+    Gssapi {
+        /// The client principal (`alice@EXAMPLE.COM`) whose credentials to
+        /// use; `None`: the default principal of the credential cache.
+        principal: Option<String>,
+    },
 }
 
 impl std::fmt::Debug for SaslMechanism {
@@ -43,6 +63,12 @@ impl std::fmt::Debug for SaslMechanism {
                 .debug_struct("DigestMd5")
                 .field("username", username)
                 .field("password", &"<hidden>")
+                .finish(),
+            // A principal's name is no secret; its keys stay in GSSAPI.
+            #[cfg(feature = "kerberos")]
+            SaslMechanism::Gssapi { principal } => f
+                .debug_struct("Gssapi")
+                .field("principal", principal)
                 .finish(),
         }
     }
@@ -57,7 +83,9 @@ pub struct SaslConfig {
     /// server runs under another (Java's `zookeeper.sasl.client.username`).
     pub service: String,
     /// The server name in DIGEST-MD5's `digest-uri`: ZooKeeper's server
-    /// always uses `zk-sasl-md5`.
+    /// always uses `zk-sasl-md5`. For GSSAPI, the host part of the server's
+    /// principal `<service>/<host>@REALM`, the same for every server of the
+    /// connect string.
     pub server_name: String,
 }
 
@@ -71,6 +99,19 @@ impl SaslConfig {
             },
             service: "zookeeper".to_owned(),
             server_name: "zk-sasl-md5".to_owned(),
+        }
+    }
+
+    /// GSSAPI (Kerberos v5) with the default credentials, to a server whose
+    /// principal is `zookeeper/<host>@REALM` (cargo feature `kerberos`).
+    /// Set [`SaslMechanism::Gssapi`]'s `principal` to pick a client
+    /// principal other than the credential cache's default.
+    #[cfg(feature = "kerberos")]
+    pub fn gssapi(host: &str) -> SaslConfig {
+        SaslConfig {
+            mechanism: SaslMechanism::Gssapi { principal: None },
+            service: "zookeeper".to_owned(),
+            server_name: host.to_owned(),
         }
     }
 }
@@ -93,12 +134,53 @@ pub enum SaslError {
     /// (treated as a failure, never as a reason to loop).
     #[error("the server stopped the SASL exchange before it was complete")]
     Incomplete,
+    /// Kerberos (GSSAPI) failed on our side: no credentials, a KDC that
+    /// cannot be reached or does not know the server's principal, a server
+    /// token that does not verify. The text is the GSSAPI library's.
+    #[cfg(feature = "kerberos")]
+    #[error("Kerberos (GSSAPI): {0}")]
+    Kerberos(String),
+}
+
+/// The mechanism's side of one exchange.
+#[derive(Debug)]
+enum Exchange {
+    DigestMd5(DigestMd5),
+    #[cfg(feature = "kerberos")]
+    Gssapi(gssapi::Gssapi),
+}
+
+impl Exchange {
+    /// A new exchange for `config`, and the token that opens it.
+    fn start(config: SaslConfig) -> Result<(Exchange, Vec<u8>), SaslError> {
+        match config.mechanism {
+            SaslMechanism::DigestMd5 { .. } => {
+                let cnonce = hex(uuid::Uuid::new_v4().as_bytes());
+                let exchange = DigestMd5::new(config, cnonce);
+                let token = exchange.initial_token();
+                Ok((Exchange::DigestMd5(exchange), token))
+            }
+            #[cfg(feature = "kerberos")]
+            SaslMechanism::Gssapi { .. } => {
+                let (exchange, token) = gssapi::Gssapi::start(&config)?;
+                Ok((Exchange::Gssapi(exchange), token))
+            }
+        }
+    }
+
+    fn on_token(&mut self, token: &[u8]) -> Result<SaslStep, SaslError> {
+        match self {
+            Exchange::DigestMd5(d) => d.on_token(token),
+            #[cfg(feature = "kerberos")]
+            Exchange::Gssapi(g) => g.on_token(token),
+        }
+    }
 }
 
 /// The SASL exchange of the current connection.
 #[derive(Debug)]
 pub(super) struct SaslRound {
-    exchange: DigestMd5,
+    exchange: Exchange,
     /// The xid of the SASL request in flight.
     xid: i32,
     /// When it was sent: its answer proves the server heard us then.
@@ -126,10 +208,19 @@ impl<R, W: Clone> Session<R, W> {
         let Some(config) = self.sasl_config.clone() else {
             return false;
         };
-        let cnonce = hex(uuid::Uuid::new_v4().as_bytes());
-        let exchange = DigestMd5::new(config, cnonce);
+        let (exchange, token) = match Exchange::start(config) {
+            Ok(started) => started,
+            Err(e) => {
+                // The login cannot even start (no Kerberos credentials, a
+                // server principal the KDC refuses or a KDC out of reach):
+                // terminal like a refusal, as in ZooKeeper's Java client,
+                // rather than a reconnect loop that asks the KDC each time.
+                self.sasl_failed(e);
+                return true;
+            }
+        };
         let xid = self.take_xid();
-        encode_sasl(&mut self.out, xid, &exchange.initial_token());
+        encode_sasl(&mut self.out, xid, &token);
         self.last_sent = now;
         self.sasl = Some(SaslRound {
             exchange,
@@ -189,17 +280,20 @@ impl<R, W: Clone> Session<R, W> {
                 log::debug!("SASL authentication succeeded");
                 self.open_for_requests(now, resumed);
             }
-            Err(e) => {
-                log::error!("SASL authentication failed: {e}");
-                self.sasl = None;
-                self.auth_error = Some(e);
-                self.events.push_back(super::SessionEvent::DropConnection(
-                    DropReason::SessionEnded,
-                ));
-                self.finish(SessionState::AuthFailed, RequestError::AuthFailed);
-            }
+            Err(e) => self.sasl_failed(e),
         }
         Some(Ok(()))
+    }
+
+    /// The login failed: the session ends in `AuthFailed`, terminally.
+    fn sasl_failed(&mut self, e: SaslError) {
+        log::error!("SASL authentication failed: {e}");
+        self.sasl = None;
+        self.auth_error = Some(e);
+        self.events.push_back(super::SessionEvent::DropConnection(
+            DropReason::SessionEnded,
+        ));
+        self.finish(SessionState::AuthFailed, RequestError::AuthFailed);
     }
 }
 
@@ -357,6 +451,30 @@ mod tests {
             .iter()
             .any(|e| matches!(e, SessionEvent::DropConnection(DropReason::SessionEnded))));
         assert!(sent(&mut s).is_empty());
+    }
+
+    /// A GSSAPI login that cannot start (here: no server principal; on a
+    /// machine, no credentials) ends the session at once, sending nothing.
+    #[cfg(feature = "kerberos")]
+    #[test]
+    fn a_login_that_cannot_start_is_terminal_and_sends_nothing() {
+        let now = Instant::now();
+        let mut s = S::new(SessionConfig::default(), now);
+        s.set_sasl(Some(SaslConfig::gssapi("")));
+        s.submit(now, Request::Sync("/".into()), 1, None);
+        handshake(&mut s, now);
+        assert_eq!(s.state(), SessionState::AuthFailed);
+        assert!(matches!(s.auth_error(), Some(SaslError::Kerberos(_))));
+        assert!(!s.wants_connection(), "no reconnect loop");
+        assert!(sent(&mut s).is_empty());
+        let ev = events(&mut s);
+        assert!(ev.iter().any(|e| matches!(
+            e,
+            SessionEvent::Reply {
+                handle: 1,
+                result: Err(RequestError::AuthFailed)
+            }
+        )));
     }
 
     #[test]

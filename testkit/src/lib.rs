@@ -3,6 +3,8 @@
 //! - [`zk`]: real ZooKeeper 3.8 servers, standalone or in ensembles, plain,
 //!   TLS or SASL, each a JVM on free loopback ports with a directory of its own;
 //! - [`certs`]: the certificates and key stores for the TLS servers and clients;
+//! - [`kdc`]: a real MIT Kerberos KDC, its realm, principals and keytabs, for
+//!   the Kerberos (GSSAPI) servers and clients;
 //! - [`proxy`]: a fault-injecting TCP proxy (cut, blackhole, stall, delay,
 //!   refuse, lose the reply to one request);
 //! - [`mangler`] and [`garbage`]: fake servers that send malformed bytes;
@@ -22,6 +24,7 @@ pub mod certs;
 mod client;
 pub mod flood;
 pub mod garbage;
+pub mod kdc;
 pub mod mangler;
 pub mod peers;
 mod ports;

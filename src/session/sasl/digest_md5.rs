@@ -78,7 +78,12 @@ impl DigestMd5 {
 
     /// The response to `challenge`, and the `rspauth` the server must send.
     pub(super) fn respond(&self, challenge: &[u8]) -> Result<(String, String), SaslError> {
-        let SaslMechanism::DigestMd5 { username, password } = &self.config.mechanism;
+        // Irrefutable unless the `kerberos` feature adds GSSAPI.
+        #[allow(irrefutable_let_patterns)]
+        let SaslMechanism::DigestMd5 { username, password } = &self.config.mechanism
+        else {
+            return Err(SaslError::BadChallenge("not a DIGEST-MD5 login".into()));
+        };
         let fields = parse_directives(challenge)?;
         let nonce =
             lookup(&fields, "nonce").ok_or_else(|| SaslError::BadChallenge("no nonce".into()))?;

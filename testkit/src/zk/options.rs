@@ -1,5 +1,5 @@
 //! What a test may change about its servers: tick, extra `zoo.cfg` lines,
-//! a TLS port, SASL users.
+//! a TLS port, SASL users or a Kerberos principal.
 
 use std::path::Path;
 
@@ -90,6 +90,25 @@ impl ZkOptions {
         }
         jaas.push_str(";\n};\n");
         self.jaas = Some(jaas);
+        self.extra.push((
+            "authProvider.1".to_owned(),
+            "org.apache.zookeeper.server.auth.SASLAuthenticationProvider".to_owned(),
+        ));
+        self
+    }
+
+    /// SASL with a JAAS `Krb5LoginModule`: the server is `principal`
+    /// (`zookeeper/localhost@REALM`), its key in `keytab`, its KDC the one
+    /// `krb5_conf` names (see [`crate::kdc::Kdc`]).
+    pub fn sasl_kerberos(mut self, principal: &str, keytab: &Path, krb5_conf: &Path) -> Self {
+        self.jaas = Some(format!(
+            "Server {{\n  com.sun.security.auth.module.Krb5LoginModule required\n  \
+             useKeyTab=true\n  keyTab=\"{}\"\n  storeKey=true\n  useTicketCache=false\n  \
+             principal=\"{principal}\";\n}};\n",
+            keytab.display()
+        ));
+        self.jvm
+            .push(format!("-Djava.security.krb5.conf={}", krb5_conf.display()));
         self.extra.push((
             "authProvider.1".to_owned(),
             "org.apache.zookeeper.server.auth.SASLAuthenticationProvider".to_owned(),
