@@ -1,0 +1,188 @@
+//! Proof of life and its deadlines: which answers prove the session alive
+//! (with the leader check, only what the leader must have seen), when to
+//! ping and to probe with a `sync`, and when a holder is Suspended, then
+//! Lost. The derivation is in docs/PARTITION.md.
+
+use super::*;
+
+impl<R, W: Clone> Session<R, W> {
+    /// Whether liveness must be confirmed by the leader (the default: on).
+    /// Set it before the first connection.
+    ///
+    /// On, the session counts as alive only what the leader itself must have
+    /// seen: the handshake (the leader creates or revalidates the session)
+    /// and answered leader-ordered requests (a `sync` or a successful
+    /// write). It sends a `sync` of its own when no leader-ordered request
+    /// went out for an eighth of the session timeout, reports
+    /// [`SessionState::Suspended`] (and drops the connection, so that another
+    /// server may be tried) when the proof grows older than three quarters of
+    /// the session timeout, and [`SessionState::Lost`] when it is a whole
+    /// timeout old. Off, every answer counts, pings included: a follower cut
+    /// off from the leader answers pings by itself while the leader expires
+    /// the session, so a lock holder may go on believing it holds.
+    ///
+    /// # Why these numbers
+    ///
+    /// A follower records each client packet in its touch table
+    /// (`LearnerSessionTracker.touchSession`, called from
+    /// `ZooKeeperServer.submitRequestNow` before the request is processed)
+    /// and hands that table to the leader only in its reply to the leader's
+    /// quorum ping (`Learner.ping`); the leader pings every `tickTime / 2`
+    /// (`Leader.lead`) and touches each session listed
+    /// (`LearnerHandler`, `Leader.touch`), which sets its expiry to
+    /// `now + timeout` rounded up to a tick (`ExpiryQueue.update`). So a
+    /// touch reaches the leader up to half a tick late, or never if the link
+    /// dies first. A `sync` is forwarded to the leader on the same link after
+    /// every ping reply the follower wrote before it, and the leader answers
+    /// it only if the session is live (`PrepRequestProcessor.checkSession`):
+    /// an answered sync sent at `s` proves that every touch we made before
+    /// `s - tickTime / 2 - transit` reached the leader. The server clamps
+    /// the timeout `T` to at least `2 × tickTime`, so `tickTime / 2 <= T / 4`;
+    /// we take the gap as `T / 3`, leaving `T / 12` for transit when `T` is
+    /// at its minimum. The proven touch `c` gives the leader's expiry
+    /// `E > c + T`. With a `sync` every `T / 8`, a healthy session's proof
+    /// is at most `T/3 + 2 × T/8 + rtt` old; Suspended at `3T/4` leaves
+    /// `T/6` for the sync's round trip before a false alarm, and a quarter
+    /// of the timeout between the holder hearing Suspended and the earliest
+    /// moment the leader may expire the session. (A server configured with
+    /// `minSessionTimeout` below `2 × tickTime` breaks the `T / 4` bound.)
+    pub fn set_leader_check(&mut self, on: bool) {
+        self.leader_check = on;
+    }
+
+    /// How often the core sends its own `sync` when nothing else
+    /// leader-ordered went out: an eighth of the session timeout.
+    pub(super) fn probe_period(&self) -> Duration {
+        self.timeout() / 8
+    }
+
+    pub(super) fn timeout(&self) -> Duration {
+        self.negotiated.unwrap_or(self.config.session_timeout)
+    }
+
+    pub(super) fn read_timeout(&self) -> Duration {
+        self.timeout() * 2 / 3
+    }
+
+    pub(super) fn ping_interval(&self) -> Duration {
+        self.timeout() / 3
+    }
+
+    /// How much older than an answered leader-ordered request a touch must
+    /// be for that answer to prove the touch reached the leader (see
+    /// [`Self::set_leader_check`]).
+    pub(super) fn leader_gap(&self) -> Duration {
+        self.timeout() / 3
+    }
+
+    /// When the leader's proof of our session is too old to say Connected.
+    pub(super) fn unconfirmed_deadline(&self) -> Option<Instant> {
+        if !self.leader_check || self.phase != Phase::Connected {
+            return None;
+        }
+        self.leader_touch
+            .map(|t| t + self.timeout() - self.timeout() / 4)
+    }
+
+    /// When our own `sync` is due.
+    pub(super) fn probe_due(&self) -> Option<Instant> {
+        if !self.leader_check || self.probe_in_flight || !self.is_open() {
+            return None;
+        }
+        Some(self.last_leader_send + self.probe_period())
+    }
+
+    /// Something was written at `now`: it touches the session where it lands.
+    pub(super) fn mark_sent(&mut self, now: Instant) {
+        self.last_sent = now;
+        if !self.leader_check {
+            return;
+        }
+        let grain = self.timeout() / TOUCH_GRAIN;
+        if self.touches.back().is_none_or(|&t| now >= t + grain) {
+            self.touches.push_back(now);
+        }
+    }
+
+    /// A leader-ordered request sent at `sent` was answered: every touch at
+    /// least [`Self::leader_gap`] older reached the leader.
+    pub(super) fn leader_answered(&mut self, sent: Instant) {
+        let Some(limit) = sent.checked_sub(self.leader_gap()) else {
+            return;
+        };
+        let mut proven = None;
+        while let Some(&t) = self.touches.front() {
+            if t > limit {
+                break;
+            }
+            proven = Some(t);
+            self.touches.pop_front();
+        }
+        if let Some(t) = proven {
+            // Keep it: a later answer may need nothing newer.
+            self.touches.push_front(t);
+            self.leader_touch = Some(self.leader_touch.map_or(t, |l| l.max(t)));
+        }
+    }
+
+    /// Until when the server cannot have expired this session: the
+    /// earliest moment the leader may expire it, from the last proof of
+    /// life (see [`Session::set_leader_check`]). `None` before a session,
+    /// once it ended, or once Lost was reported.
+    pub fn valid_until(&self) -> Option<Instant> {
+        self.lost_deadline()
+    }
+
+    /// When the server may expire us: a session timeout after the send
+    /// time of the last request it answered.
+    pub(super) fn lost_deadline(&self) -> Option<Instant> {
+        if self.lost_reported || self.session_id == 0 || self.state.is_terminal() {
+            return None;
+        }
+        let proof = if self.leader_check {
+            self.leader_touch
+        } else {
+            self.last_answered_send
+        };
+        proof.map(|sent| sent + self.timeout())
+    }
+
+    pub(super) fn check_lost(&mut self, now: Instant) {
+        let Some(deadline) = self.lost_deadline() else {
+            return;
+        };
+        if now < deadline {
+            return;
+        }
+        if matches!(self.phase, Phase::Connected | Phase::Handshaking { .. }) {
+            // A connection that let a whole session timeout pass unanswered
+            // is no connection: the session may already be gone.
+            self.drop_connection(now, DropReason::ReadTimeout);
+        }
+        self.lost_reported = true;
+        self.set_state(SessionState::Lost);
+    }
+
+    pub(super) fn answered(&mut self, sent: Instant) {
+        self.last_answered_send = Some(self.last_answered_send.map_or(sent, |a| a.max(sent)));
+    }
+}
+
+/// Requests a follower must pass to the leader, whose successful answer
+/// proves the leader heard this session through the server we talk to.
+pub(super) fn leader_ordered(op: OpCode) -> bool {
+    matches!(
+        op,
+        OpCode::Create
+            | OpCode::Create2
+            | OpCode::CreateContainer
+            | OpCode::CreateTtl
+            | OpCode::Delete
+            | OpCode::SetData
+            | OpCode::SetAcl
+            | OpCode::Check
+            | OpCode::Multi
+            | OpCode::Reconfig
+            | OpCode::Sync
+    )
+}
