@@ -39,6 +39,7 @@ mod oneshot;
 mod path;
 pub mod recipes;
 pub mod session;
+mod sync;
 #[cfg(feature = "tls")]
 mod tls;
 

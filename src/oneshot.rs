@@ -6,7 +6,9 @@
 //! the receiver parks at once.
 
 use std::sync::mpsc::{RecvError, RecvTimeoutError};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::PoisonError;
+
+use crate::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// Gives the answer; clones share the one slot. When the last one goes
@@ -231,5 +233,62 @@ mod tests {
         assert_eq!(Arc::strong_count(&seen), 2);
         drop(rx);
         assert_eq!(Arc::strong_count(&seen), 1);
+    }
+}
+
+/// Every interleaving loom finds, of the answer, the senders' drops and the
+/// receiver's wait (`scripts/loom.sh`).
+#[cfg(all(test, zklock_loom))]
+mod loom_tests {
+    use super::*;
+    use loom::thread;
+
+    #[test]
+    fn an_answer_reaches_a_receiver_waiting_or_not() {
+        loom::model(|| {
+            let (tx, rx) = channel();
+            let t = thread::spawn(move || tx.send(7).is_ok());
+            assert_eq!(rx.recv(), Ok(7));
+            assert!(t.join().unwrap());
+        });
+    }
+
+    #[test]
+    fn the_last_sender_gone_without_an_answer_wakes_the_receiver() {
+        loom::model(|| {
+            let (tx, rx) = channel::<u8>();
+            let other = tx.clone();
+            let a = thread::spawn(move || drop(tx));
+            let b = thread::spawn(move || drop(other));
+            assert_eq!(rx.recv(), Err(RecvError));
+            a.join().unwrap();
+            b.join().unwrap();
+        });
+    }
+
+    #[test]
+    fn of_two_senders_exactly_one_answers() {
+        loom::model(|| {
+            let (tx, rx) = channel();
+            let other = tx.clone();
+            let a = thread::spawn(move || tx.send(1).is_ok());
+            let b = thread::spawn(move || other.send(2).is_ok());
+            let got = rx.recv().unwrap();
+            let (a, b) = (a.join().unwrap(), b.join().unwrap());
+            assert!(a != b, "one answer accepted, the other refused");
+            assert_eq!(got, if a { 1 } else { 2 });
+        });
+    }
+
+    #[test]
+    fn a_receiver_gone_refuses_later_answers_and_never_blocks_a_sender() {
+        loom::model(|| {
+            let (tx, rx) = channel();
+            let t = thread::spawn(move || tx.send(5));
+            drop(rx);
+            // Accepted before the drop (and dropped with the slot), or
+            // handed back: either way the sender returned.
+            let _ = t.join().unwrap();
+        });
     }
 }

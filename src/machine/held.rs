@@ -3,8 +3,10 @@
 //! I/O thread in the same loop turn as the session change that causes it.
 //! Curator and kazoo never tell a holder that it lost its lock; we do.
 
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use crate::sync::{AtomicBool, AtomicU8, Mutex};
 
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 
@@ -344,5 +346,58 @@ mod tests {
             Some(&LockState::Lost),
             "the Lost found no room"
         );
+    }
+}
+
+/// A holder's state updated by the I/O thread while a guard's thread
+/// releases or reads it, under every interleaving loom finds
+/// (`scripts/loom.sh`).
+#[cfg(all(test, zklock_loom))]
+mod loom_tests {
+    use super::*;
+    use loom::thread;
+
+    #[test]
+    fn lost_stays_lost_whatever_comes_after() {
+        loom::model(|| {
+            let h = Arc::new(HolderState::new());
+            let core = h.clone();
+            let t = thread::spawn(move || core.lose(LossReason::SessionExpired));
+            h.set(LockState::Suspended);
+            h.set(LockState::Held);
+            t.join().unwrap();
+            assert_eq!(h.current(), LockState::Lost);
+            assert_eq!(h.reason(), Some(LossReason::SessionExpired));
+        });
+    }
+
+    #[test]
+    fn after_a_release_no_change_is_made() {
+        loom::model(|| {
+            let h = Arc::new(HolderState::new());
+            let core = h.clone();
+            h.mark_released();
+            let t = thread::spawn(move || {
+                core.set(LockState::Suspended);
+                core.lose(LossReason::NodeDeleted);
+            });
+            t.join().unwrap();
+            assert_eq!(h.current(), LockState::Held);
+            assert_eq!(h.reason(), None);
+        });
+    }
+
+    #[test]
+    fn a_refused_release_racing_a_loss_ends_lost_with_a_reason() {
+        loom::model(|| {
+            let h = Arc::new(HolderState::new());
+            let core = h.clone();
+            let t = thread::spawn(move || core.lose(LossReason::NoContact));
+            h.mark_released();
+            h.finish_release(true);
+            t.join().unwrap();
+            assert_eq!(h.current(), LockState::Lost);
+            assert!(h.reason().is_some());
+        });
     }
 }

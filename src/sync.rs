@@ -1,0 +1,15 @@
+//! The synchronisation primitives of the parts that threads share with the
+//! I/O thread and that are model-checked (the oneshot, a holder's state):
+//! std's, or loom's when built with `--cfg zklock_loom` (scripts/loom.sh), which
+//! then runs their tests under every interleaving it can find.
+
+#[cfg(zklock_loom)]
+pub(crate) use loom::sync::{
+    atomic::{AtomicBool, AtomicU8},
+    Arc, Condvar, Mutex, MutexGuard,
+};
+#[cfg(not(zklock_loom))]
+pub(crate) use std::sync::{
+    atomic::{AtomicBool, AtomicU8},
+    Arc, Condvar, Mutex, MutexGuard,
+};
