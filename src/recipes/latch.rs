@@ -177,6 +177,21 @@ impl LeaderLatch {
     /// `Ok`, another candidate may lead. `mode` says whether readers of
     /// [`LeaderLatch::events`] (clones of it) hear of the close.
     ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use zklock::{Client, recipes::{CloseMode, Election}};
+    ///
+    /// let client = Client::connect("127.0.0.1:2181", Duration::from_secs(10))?;
+    /// let latch = Election::new(&client, "/election/scheduler", b"node-a")?.latch();
+    /// let events = latch.events().clone(); // a listener's copy
+    /// if latch.await_leadership(Duration::from_secs(30)) {
+    ///     // ... lead ...
+    /// }
+    /// latch.close(CloseMode::NotifyLeader)?; // events: Lost, then Closed
+    /// # drop(events);
+    /// # Ok::<(), zklock::recipes::LockError>(())
+    /// ```
+    ///
     /// # Errors
     /// As [`LockGuard::unlock`] when we led (the node stays if the server
     /// refused the delete, until the session ends); else never.

@@ -106,6 +106,18 @@ impl SaslConfig {
     /// principal is `zookeeper/<host>@REALM` (cargo feature `kerberos`).
     /// Set [`SaslMechanism::Gssapi`]'s `principal` to pick a client
     /// principal other than the credential cache's default.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use zklock::{Client, SaslConfig};
+    ///
+    /// // After `kinit alice@EXAMPLE.COM` (or with KRB5_CLIENT_KTNAME set).
+    /// let client = Client::builder("zk1.example.com:2181,zk2.example.com:2181")
+    ///     .sasl(SaslConfig::gssapi("zk.example.com"))
+    ///     .session_timeout(Duration::from_secs(10))
+    ///     .connect()?;
+    /// # Ok::<(), zklock::Error>(())
+    /// ```
     #[cfg(feature = "kerberos")]
     pub fn gssapi(host: &str) -> SaslConfig {
         SaslConfig {
