@@ -265,8 +265,9 @@ pub struct SimZooKeeper {
     /// re-read its node before saying Held again.
     last_reads: BTreeMap<(i64, String), Instant>,
     /// Connections served by a follower that is silently cut from the
-    /// leader (see [`SimZooKeeper::cut_from_leader`]).
-    behind_cut: BTreeSet<ConnId>,
+    /// leader (see [`SimZooKeeper::cut_from_leader`]), and the last zxid
+    /// that follower applied: its view stops there.
+    behind_cut: BTreeMap<ConnId, i64>,
     tree: BTreeMap<String, Node>,
     zxid: i64,
     session_counter: i64,
@@ -372,7 +373,7 @@ impl SimZooKeeper {
             trace: None,
             tree: BTreeMap::new(),
             last_reads: BTreeMap::new(),
-            behind_cut: BTreeSet::new(),
+            behind_cut: BTreeMap::new(),
             zxid: 0,
             session_counter: 0,
             sessions: BTreeMap::new(),
@@ -961,7 +962,11 @@ impl SimZooKeeper {
             return self.close_conn(conn);
         };
         if header.op == OpCode::Ping {
-            let zxid = self.zxid;
+            // The follower's own last applied zxid (FinalRequestProcessor
+            // stamps replies with ZKDatabase.getDataTreeLastProcessedZxid),
+            // which stopped moving at the cut: a client must not learn of
+            // zxids it could not have seen.
+            let zxid = self.behind_cut.get(&conn).copied().unwrap_or(self.zxid);
             self.reply(conn, header.xid, zxid, Ok(Response::Empty));
         }
     }
@@ -973,7 +978,7 @@ impl SimZooKeeper {
     /// (the follower gives up on the leader and drops its clients).
     pub fn cut_from_leader(&mut self, conn: ConnId) {
         if self.conns.contains_key(&conn) {
-            self.behind_cut.insert(conn);
+            self.behind_cut.insert(conn, self.zxid);
         }
     }
 
@@ -986,7 +991,7 @@ impl SimZooKeeper {
 
     /// Whether `conn`'s server is cut from the leader (it hears nothing).
     pub fn is_behind_cut(&self, conn: ConnId) -> bool {
-        self.behind_cut.contains(&conn)
+        self.behind_cut.contains_key(&conn)
     }
 
     /// The server closes connection `conn` (its session lives on).
@@ -997,7 +1002,7 @@ impl SimZooKeeper {
     }
 
     fn notify(&mut self, conn: ConnId, kind: EventType, path: &str) {
-        if self.behind_cut.contains(&conn) {
+        if self.behind_cut.contains_key(&conn) {
             return;
         }
         self.log(|| format!("conn {conn}: event {kind:?} {path}"));
@@ -1140,7 +1145,7 @@ impl SimZooKeeper {
     }
 
     fn on_request(&mut self, now: Instant, conn: ConnId, session: i64, frame: &[u8]) {
-        if self.behind_cut.contains(&conn) {
+        if self.behind_cut.contains_key(&conn) {
             return self.on_request_behind_cut(conn, frame);
         }
         self.touch(now, session);

@@ -165,7 +165,9 @@ impl World {
                 match &t.phase {
                     Phase::Waiting => {
                         return Err(self.violation(format!(
-                            "c{c}: #{id} never served after the faults stopped"
+                            "c{c}: #{id} never served after the faults stopped (queue {:?}; watches {:?})",
+                            self.server.children(&queue_path(t.lock)),
+                            self.server.watched_paths()
                         )))
                     }
                     Phase::Held { node, state, .. } if *state != LockState::Lost => {
