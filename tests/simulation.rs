@@ -6,7 +6,8 @@
 //! - `cargo test --test simulation` runs `SIM_SEEDS` seeds (10 000 by
 //!   default) on every core, plus the regression seeds.
 //! - `SIM_SEED=n cargo test --test simulation -- replay` replays one seed;
-//!   `SIM_VERBOSE=1` prints its story as it runs.
+//!   `SIM_VERBOSE=1` prints its story as it runs, and `SIM_TRACE=1` with
+//!   it the server's every request, reply and notification.
 //! - `SIM_SEEDS=1000000` is the long mode.
 
 mod sim;

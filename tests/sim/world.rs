@@ -126,6 +126,13 @@ impl World {
         let mut rng = Rng::new(seed);
         let base = Instant::now();
         let server = SimZooKeeper::new(base, TICK).with_sequence_start(plan.sequence_start);
+        // SIM_TRACE=1 (with SIM_VERBOSE=1): the server's every request,
+        // reply and notification too.
+        let server = if std::env::var_os("SIM_TRACE").is_some() {
+            server.with_trace()
+        } else {
+            server
+        };
         let clients = (0..plan.clients)
             .map(|c| SimClient::new(base, c, 0, plan.locks))
             .collect();
@@ -225,6 +232,11 @@ impl World {
         }
         let at = self.now - self.base;
         let line = line();
+        for t in self.server.take_trace() {
+            if self.verbose {
+                eprintln!("          server {t}");
+            }
+        }
         if self.verbose {
             eprintln!("{:>9.3} {line}", at.as_secs_f64());
         }

@@ -227,6 +227,9 @@ struct Conn {
     session: Option<i64>,
     /// Added a digest identity (needed for `auth`-scheme ACLs).
     authed: bool,
+    /// The highest zxid this connection has been shown: the client's own
+    /// at the handshake, then every reply's.
+    shown_zxid: i64,
 }
 
 /// A change to the tree whose watches fire once the txn commits.
@@ -935,6 +938,9 @@ impl SimZooKeeper {
     }
 
     fn reply(&mut self, conn: ConnId, xid: i32, zxid: i64, result: Result<Response, ErrorCode>) {
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.shown_zxid = c.shown_zxid.max(zxid);
+        }
         self.send(conn, |b| match result {
             Ok(resp) => {
                 ReplyHeader {
@@ -962,11 +968,16 @@ impl SimZooKeeper {
             return self.close_conn(conn);
         };
         if header.op == OpCode::Ping {
-            // The follower's own last applied zxid (FinalRequestProcessor
-            // stamps replies with ZKDatabase.getDataTreeLastProcessedZxid),
-            // which stopped moving at the cut: a client must not learn of
-            // zxids it could not have seen.
-            let zxid = self.behind_cut.get(&conn).copied().unwrap_or(self.zxid);
+            // The follower stamps replies with its own last applied zxid
+            // (FinalRequestProcessor, ZKDatabase.getDataTreeLastProcessedZxid),
+            // which stops at the cut, and it would have served this
+            // connection's reads and SetWatches from that view first. The
+            // model holds those, so a ping reveals no more than the
+            // connection has been shown: a client must never learn of a
+            // zxid whose changes it could not have seen.
+            let frozen = self.behind_cut.get(&conn).copied().unwrap_or(self.zxid);
+            let shown = self.conns.get(&conn).map_or(frozen, |c| c.shown_zxid);
+            let zxid = frozen.min(shown);
             self.reply(conn, header.xid, zxid, Ok(Response::Empty));
         }
     }
@@ -1067,6 +1078,13 @@ impl SimZooKeeper {
     }
 
     fn on_connect(&mut self, now: Instant, conn: ConnId, frame: &[u8]) {
+        if self.behind_cut.contains_key(&conn) {
+            // Attaching a session on a follower asks the leader
+            // (Learner.validateSession; a new session is a leader-ordered
+            // createSession): cut off from it, the handshake goes
+            // unanswered until the follower drops its clients.
+            return;
+        }
         let Ok(req) = ConnectRequest::decode_exact(frame) else {
             self.log(|| format!("conn {conn}: unreadable ConnectRequest"));
             return self.close_conn(conn);
@@ -1130,6 +1148,7 @@ impl SimZooKeeper {
         self.touch(now, session_id);
         if let Some(c) = self.conns.get_mut(&conn) {
             c.session = Some(session_id);
+            c.shown_zxid = req.last_zxid_seen;
         }
         self.log(|| format!("conn {conn}: session {session_id:#x} up, timeout {timeout}ms"));
         self.send(conn, |b| {

@@ -198,7 +198,7 @@ impl World {
         // A holder near the counter's end keeps a child watch on its lock
         // path; if a third party deleted its node, its own delete changes
         // nothing and that watch stays on the server (one per connection
-        // and path, gone at the next change there). Only there.
+        // and path, gone at the next change there).
         let near_end = |p: &String| {
             (0..self.locks).any(|l| &queue_path(l) == p)
                 && self
@@ -206,10 +206,16 @@ impl World {
                     .sequence_counter(p)
                     .is_some_and(|c| !(0..=zklock::recipes::SEQUENCE_WARNING).contains(&c))
         };
+        // Semaphore waiters list the lease queue with a child watch; one
+        // queued while disconnected leaves when the connection is back,
+        // even if its attempt was given up meanwhile, and its watch then
+        // waits for a change that may never come. Bounded the same way:
+        // one per connection, gone at the next change.
+        let lease_queue = |p: &String| *p == queue_path(LEASE_LOCK);
         let left = self.server.watched_paths();
         let excused: usize = left
             .iter()
-            .filter(|p| near_end(p))
+            .filter(|p| near_end(p) || lease_queue(p))
             .map(|p| self.server.child_watch_count(p))
             .sum();
         let watches = self.server.watch_count().saturating_sub(excused);
