@@ -193,19 +193,8 @@ fn every_connection_logs_in_again_with_a_new_context() {
     }]);
     let (path, _) = c.create_with("/krb-reauth", b"x", &opts).unwrap();
     proxy.cut_all();
-    let deadline = Instant::now() + T;
-    loop {
-        match c.get_data(&path) {
-            Ok((data, _)) => {
-                assert_eq!(data, b"x");
-                break;
-            }
-            Err(e) if e.is_connection_loss() && Instant::now() < deadline => {
-                let _ = c.wait_connected(Duration::from_millis(200));
-            }
-            Err(e) => panic!("after the reconnect: {e}"),
-        }
-    }
+    let (data, _) = testkit::read_after_reconnect(&c, &path, T);
+    assert_eq!(data, b"x");
     assert_eq!(c.session_id(), session);
     assert!(proxy.connections_accepted() >= 2);
 }

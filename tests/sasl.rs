@@ -104,19 +104,8 @@ fn the_identity_is_restored_after_a_reconnect() {
     let opts = CreateOptions::new(CreateMode::Ephemeral).acl(vec![only("alice", perms::ALL)]);
     let (path, _) = c.create_with("/sasl-reauth", b"x", &opts).unwrap();
     proxy.cut_all();
-    let deadline = Instant::now() + T;
-    loop {
-        match c.get_data(&path) {
-            Ok((data, _)) => {
-                assert_eq!(data, b"x");
-                break;
-            }
-            Err(e) if e.is_connection_loss() && Instant::now() < deadline => {
-                let _ = c.wait_connected(Duration::from_millis(200));
-            }
-            Err(e) => panic!("after the reconnect: {e}"),
-        }
-    }
+    let (data, _) = testkit::read_after_reconnect(&c, &path, T);
+    assert_eq!(data, b"x");
     assert_eq!(c.session_id(), session);
     assert!(proxy.connections_accepted() >= 2);
 }

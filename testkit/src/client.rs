@@ -2,9 +2,9 @@
 //! server, and the children of a lock path, now or once they are what a test
 //! expects.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use zklock::Client;
+use zklock::{Client, Stat};
 
 use crate::{poll_until, zk};
 
@@ -51,4 +51,19 @@ pub fn wait_no_children(c: &Client, path: &str, timeout: Duration) {
         left.is_empty()
     });
     assert!(gone, "{path} still has {left:?} after {timeout:?}");
+}
+
+/// Reads `path` once the client is connected again (bounded by `timeout`):
+/// for tests that cut the connection and check what the session kept.
+pub fn read_after_reconnect(c: &Client, path: &str, timeout: Duration) -> (Vec<u8>, Stat) {
+    let deadline = Instant::now() + timeout;
+    loop {
+        match c.get_data(path) {
+            Ok(read) => return read,
+            Err(e) if e.is_connection_loss() && Instant::now() < deadline => {
+                let _ = c.wait_connected(Duration::from_millis(200));
+            }
+            Err(e) => panic!("reading {path} after the reconnect: {e}"),
+        }
+    }
 }
