@@ -2155,3 +2155,63 @@ fn requeue_without_a_holding_is_a_release_and_an_acquisition() {
         }]
     );
 }
+
+/// A requeue that cannot be one write: the two steps, one after the other.
+fn requeue_falls_back(h: &mut Harness, spec_new: Arc<LockSpec>) {
+    h.m.requeue(h.now, 1, 2, spec_new, NEXT.into(), None);
+    let sent = h.sent();
+    assert!(
+        !sent
+            .iter()
+            .any(|o| matches!(o.request, Request::Multi(ref ops)
+            if ops.iter().any(|op| matches!(op, MultiOp::Create2(_))))),
+        "no release-and-create multi: {sent:?}"
+    );
+    assert!(
+        sent.iter()
+            .any(|o| matches!(o.request, Request::Create2(_))),
+        "a plain create for the new attempt: {sent:?}"
+    );
+}
+
+#[test]
+fn requeue_onto_another_lock_path_is_a_release_and_an_acquisition() {
+    let mut h = Harness::new();
+    h.m.acquire(h.now, 1, spec(false), UUID.into(), None, false);
+    let sent = h.sent();
+    h.reply(&sent[0], Ok(created(3)));
+    h.reply(&sent[1], Ok(children(&[&ours(3)])));
+    h.events();
+    requeue_falls_back(&mut h, spec_at("/m", false));
+}
+
+#[test]
+fn requeue_of_an_attempt_still_waiting_is_a_cancel_and_an_acquisition() {
+    let mut h = Harness::new();
+    h.m.acquire(h.now, 1, spec(false), UUID.into(), None, false);
+    let sent = h.sent();
+    h.reply(&sent[0], Ok(created(5)));
+    h.reply(&sent[1], Ok(children(&[&ours(5), HEAD])));
+    h.sent();
+    requeue_falls_back(&mut h, spec(false));
+}
+
+#[test]
+fn requeue_of_a_holder_with_lock_delay_releases_node_and_mark_first() {
+    let mut h = Harness::new();
+    let listing = delayed_free(&mut h, &[]);
+    h.reply(&listing, Ok(children(&[&ours(3)])));
+    let mark = h.sent();
+    h.reply(&mark[0], multi_ok(2));
+    h.events();
+    h.m.requeue(h.now, 1, 2, delayed_spec(), NEXT.into(), None);
+    let sent = h.sent();
+    assert!(
+        sent.iter().any(|o| matches!(&o.request, Request::Multi(ops)
+            if matches!(&ops[..], [MultiOp::Delete(_), MultiOp::Delete(_)]))),
+        "node and mark deleted together: {sent:?}"
+    );
+    assert!(sent
+        .iter()
+        .any(|o| matches!(o.request, Request::Create2(_))));
+}
