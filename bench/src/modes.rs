@@ -7,7 +7,7 @@ use zklock::{Client, CreateMode, Op};
 
 use crate::json::Json;
 use crate::orch::{Impl, Results, Setup, Sizes};
-use crate::run::{stats_us, Mntr, Proc, Server, Worker};
+use crate::run::{cons_received, stats_us, Mntr, Proc, Server, Worker};
 use crate::BoxResult;
 
 /// Pause between polls of the server while waiters queue up.
@@ -78,9 +78,35 @@ impl Bench<'_> {
     }
 
     pub fn uncontended(&mut self, imp: Impl, round: usize) -> BoxResult<()> {
+        let p50 = self.uncontended_run(imp, round, "unc", &[])?;
+        if imp == Impl::Zklock {
+            self.floor(round, p50)?;
+        }
+        Ok(())
+    }
+
+    /// zklock's uncontended loop again with `leader_check=off` (row keys
+    /// `unc.lc_off.*`), right after its floor.
+    pub fn uncontended_lc_off(&mut self, round: usize) -> BoxResult<()> {
+        let off = ["leader_check=off".to_owned()];
+        self.uncontended_run(Impl::Zklock, round, "unc.lc_off", &off)?;
+        Ok(())
+    }
+
+    /// One uncontended worker; its rows under `tag`; its p50.
+    fn uncontended_run(
+        &mut self,
+        imp: Impl,
+        round: usize,
+        tag: &str,
+        extra: &[String],
+    ) -> BoxResult<f64> {
         let k = self.sizes.cycles;
-        let path = self.fresh_path(&format!("unc-{}-{round}", imp.key()))?;
-        let w = self.start(imp, "uncontended", &path, &[format!("cycles={k}")])?;
+        let name = format!("{}-{}-{round}", tag.replace('.', "-"), imp.key());
+        let path = self.fresh_path(&name)?;
+        let mut params = vec![format!("cycles={k}")];
+        params.extend(extra.iter().cloned());
+        let w = self.start(imp, "uncontended", &path, &params)?;
         let pid = w.pid();
         let mut rest = Proc::default();
         let mut span = Span::default();
@@ -92,27 +118,32 @@ impl Bench<'_> {
             span.read(stage, server, pid);
             Ok(())
         })?;
-        let Span { p0, p1, m0, m1 } = span;
         let lat: Vec<f64> = j.arr("latencies_ns").iter().map(Json::as_f64).collect();
         let ops = lat.len().max(1) as f64;
         let (mean, p50, p99) = stats_us(lat);
         for (k, v) in [
-            ("unc.mean_us", mean),
-            ("unc.p50_us", p50),
-            ("unc.p99_us", p99),
-            ("unc.cpu_us", p0.cpu_s_until(&p1) * 1e6 / ops),
-            ("unc.requests", m0.requests_until(&m1) / ops),
-            ("rest.threads", rest.threads as f64),
-            ("rest.rss_mib", rest.rss_kb as f64 / 1024.0),
-            ("unc.hwm_mib", p1.hwm_kb as f64 / 1024.0),
+            ("mean_us", mean),
+            ("p50_us", p50),
+            ("p99_us", p99),
+            ("cpu_us", span.p0.cpu_s_until(&span.p1) * 1e6 / ops),
+            ("requests", span.m0.requests_until(&span.m1) / ops),
+            ("commits", span.commits() / ops),
+            ("suspended_lost", j.num("suspended_lost")),
+            ("hwm_mib", span.p1.hwm_kb as f64 / 1024.0),
         ] {
-            let key = self.key(k);
+            let key = self.key(&format!("{tag}.{k}"));
             self.results.put(&key, imp, v);
         }
-        if imp == Impl::Zklock {
-            self.floor(round, p50)?;
+        if extra.is_empty() {
+            for (k, v) in [
+                ("rest.threads", rest.threads as f64),
+                ("rest.rss_mib", rest.rss_kb as f64 / 1024.0),
+            ] {
+                let key = self.key(k);
+                self.results.put(&key, imp, v);
+            }
         }
-        Ok(())
+        Ok(p50)
     }
 
     /// The raw pipelined floor (src/floor.rs) on the same server, right
@@ -121,12 +152,20 @@ impl Bench<'_> {
         let path = self.fresh_path(&format!("floor-{round}"))?;
         let cycles = format!("cycles={}", self.sizes.cycles);
         let w = self.start(Impl::Zklock, "floor", &path, &[cycles])?;
-        let j = w.drive(|_, _| Ok(()))?;
+        let pid = w.pid();
+        let mut span = Span::default();
+        let server = &self.server;
+        let j = w.drive(|stage, _| {
+            span.read(stage, server, pid);
+            Ok(())
+        })?;
         let lat: Vec<f64> = j.arr("latencies_ns").iter().map(Json::as_f64).collect();
+        let ops = lat.len().max(1) as f64;
         let (_, p50, _) = stats_us(lat);
         for (k, v) in [
             ("unc.floor_p50_us", p50),
             ("unc.over_floor", zklock_p50 / p50),
+            ("unc.floor_commits", span.commits() / ops),
         ] {
             let key = self.key(k);
             self.results.put(&key, Impl::Zklock, v);
@@ -135,8 +174,34 @@ impl Bench<'_> {
     }
 
     pub fn contended(&mut self, imp: Impl, round: usize) -> BoxResult<()> {
-        let path = self.fresh_path(&format!("cont-{}-{round}", imp.key()))?;
-        let w = self.start(imp, "contended", &path, &self.contended_params())?;
+        let c = self.contended_run(imp, round, "cont", &[])?;
+        if imp == Impl::Zklock {
+            self.floor_contended(round, &c)?;
+        }
+        Ok(())
+    }
+
+    /// zklock's contended run again with `leader_check=off` (row keys
+    /// `cont.lc_off.*`), right after its floor.
+    pub fn contended_lc_off(&mut self, round: usize) -> BoxResult<()> {
+        let off = ["leader_check=off".to_owned()];
+        self.contended_run(Impl::Zklock, round, "cont.lc_off", &off)?;
+        Ok(())
+    }
+
+    /// One contended worker; its rows under `tag`.
+    fn contended_run(
+        &mut self,
+        imp: Impl,
+        round: usize,
+        tag: &str,
+        extra: &[String],
+    ) -> BoxResult<Contention> {
+        let name = format!("{}-{}-{round}", tag.replace('.', "-"), imp.key());
+        let path = self.fresh_path(&name)?;
+        let mut params = self.contended_params().to_vec();
+        params.extend(extra.iter().cloned());
+        let w = self.start(imp, "contended", &path, &params)?;
         let pid = w.pid();
         let mut span = Span::default();
         let server = &self.server;
@@ -144,23 +209,21 @@ impl Bench<'_> {
             span.read(stage, server, pid);
             Ok(())
         })?;
-        let Span { p0, p1, m0, m1 } = span;
         let c = Contention::of(&j);
         for (k, v) in [
-            ("cont.ops_per_s", c.ops_per_s),
-            ("cont.handoff_p50_us", c.handoff_p50),
-            ("cont.handoff_p99_us", c.handoff_p99),
-            ("cont.overlaps", c.overlaps),
-            ("cont.cpu_us", p0.cpu_s_until(&p1) * 1e6 / c.ops),
-            ("cont.requests", m0.requests_until(&m1) / c.ops),
+            ("ops_per_s", c.ops_per_s),
+            ("handoff_p50_us", c.handoff_p50),
+            ("handoff_p99_us", c.handoff_p99),
+            ("overlaps", c.overlaps),
+            ("cpu_us", span.p0.cpu_s_until(&span.p1) * 1e6 / c.ops),
+            ("requests", span.m0.requests_until(&span.m1) / c.ops),
+            ("commits", span.commits() / c.ops),
+            ("suspended_lost", j.num("suspended_lost")),
         ] {
-            let key = self.key(k);
+            let key = self.key(&format!("{tag}.{k}"));
             self.results.put(&key, imp, v);
         }
-        if imp == Impl::Zklock {
-            self.floor_contended(round, &c)?;
-        }
-        Ok(())
+        Ok(c)
     }
 
     /// The raw contended floor (src/floor/contended.rs) on the same server
@@ -180,10 +243,13 @@ impl Bench<'_> {
             span.read(stage, server, pid);
             Ok(())
         })?);
-        let Span { p0, p1, .. } = span;
         for (k, v) in [
             ("cont.floor_ops_per_s", floor.ops_per_s),
-            ("cont.floor_cpu_us", p0.cpu_s_until(&p1) * 1e6 / floor.ops),
+            (
+                "cont.floor_cpu_us",
+                span.p0.cpu_s_until(&span.p1) * 1e6 / floor.ops,
+            ),
+            ("cont.floor_commits", span.commits() / floor.ops),
             ("cont.floor_handoff_p50_us", floor.handoff_p50),
             ("cont.floor_overlaps", floor.overlaps),
             ("cont.ops_over_floor", zklock.ops_per_s / floor.ops_per_s),
@@ -295,6 +361,7 @@ impl Bench<'_> {
             ("requests", m0.requests_until(&m1) / handoffs),
             ("notifications", m0.notifications_until(&m1) / handoffs),
             ("server_watches", watches),
+            ("suspended_lost", j.num("suspended_lost")),
         ] {
             self.results.put(&format!("{prefix}.{k}"), imp, v);
         }
@@ -397,6 +464,83 @@ impl Bench<'_> {
         }
         Ok(())
     }
+    /// zklock's idle mode: `idle_clients` clients (session timeout
+    /// `idle_timeout_ms`), each holding one lock, idle for `idle_ms` with the
+    /// leader check on or off. What the server received from those
+    /// sessions is read from `cons` (per connection, by the session ids the
+    /// worker names), and from `mntr` for comparison (which also counts
+    /// the orchestrator's own idle session). Row keys `idle.{on,off}.*`.
+    pub fn idle(&mut self, check: bool) -> BoxResult<()> {
+        let n = self.sizes.idle_clients;
+        let tag = if check { "on" } else { "off" };
+        let path = self.fresh_path(&format!("idle-{tag}"))?;
+        let names: Vec<String> = (0..n).map(|i| format!("{path}/l{i}")).collect();
+        for chunk in names.chunks(500) {
+            let ops: Vec<Op> = chunk
+                .iter()
+                .map(|p| Op::create(p, b"", CreateMode::Persistent))
+                .collect();
+            self.client.multi(&ops)?;
+        }
+        let params = [
+            format!("clients={n}"),
+            format!("idle_ms={}", self.sizes.idle_ms),
+            format!("timeout_ms={}", self.sizes.idle_timeout_ms),
+            format!("leader_check={tag}"),
+        ];
+        let w = self.start(Impl::Zklock, "idle", &path, &params)?;
+        let (mut c0, mut c1) = (String::new(), String::new());
+        let (mut t0, mut t1) = (Instant::now(), Instant::now());
+        let (mut m0, mut m1) = (Mntr::default(), Mntr::default());
+        let server = &self.server;
+        let j = w.drive(|stage, _| {
+            match stage {
+                "ready" => {
+                    m0 = server.mntr();
+                    t0 = Instant::now();
+                    c0 = server.cons();
+                }
+                "done" => {
+                    c1 = server.cons();
+                    t1 = Instant::now();
+                    m1 = server.mntr();
+                }
+                _ => {}
+            }
+            Ok(())
+        })?;
+        let ids: Vec<String> = j
+            .str("session_ids")
+            .unwrap_or("")
+            .split(',')
+            .filter(|s| !s.is_empty())
+            .map(|s| s.trim_start_matches("0x").to_ascii_lowercase())
+            .collect();
+        let (r0, r1) = (cons_received(&c0), cons_received(&c1));
+        let mut received = 0.0;
+        for id in &ids {
+            match (r0.get(id), r1.get(id)) {
+                (Some(a), Some(b)) => received += b - a,
+                _ => return Err(format!("session 0x{id} is not in cons").into()),
+            }
+        }
+        if ids.len() != n {
+            return Err(format!("{} session ids for {n} clients", ids.len()).into());
+        }
+        let per = |total: f64| total / n as f64 / (t1 - t0).as_secs_f64();
+        let prefix = self.key(&format!("idle.{tag}"));
+        for (k, v) in [
+            ("per_client_s", per(received)),
+            ("mntr_per_client_s", per(m0.requests_until(&m1))),
+            ("window_s", (t1 - t0).as_secs_f64()),
+            ("timeout_s", j.num("negotiated_ms") / 1e3),
+            ("held_at_end", j.num("held_at_end")),
+            ("suspended_lost", j.num("suspended_lost")),
+        ] {
+            self.results.put(&format!("{prefix}.{k}"), Impl::Zklock, v);
+        }
+        Ok(())
+    }
 }
 
 /// What a contended run's timeline says: `[session, acquired, released]`
@@ -461,26 +605,49 @@ pub fn warm_server(b: &Bench) -> BoxResult<()> {
 
 /// The worker's `/proc` and the server's `mntr` read at the `ready` and
 /// `done` stages: what a timed loop cost between them.
-#[derive(Default)]
+/// And the server's last zxid at both: the transactions committed between.
 struct Span {
     p0: Proc,
     p1: Proc,
     m0: Mntr,
     m1: Mntr,
+    z0: f64,
+    z1: f64,
+}
+
+impl Default for Span {
+    fn default() -> Span {
+        Span {
+            p0: Proc::default(),
+            p1: Proc::default(),
+            m0: Mntr::default(),
+            m1: Mntr::default(),
+            z0: f64::NAN,
+            z1: f64::NAN,
+        }
+    }
 }
 
 impl Span {
     fn read(&mut self, stage: &str, server: &Server, pid: u32) {
         match stage {
             "ready" => {
+                self.z0 = server.zxid();
                 self.m0 = server.mntr();
                 self.p0 = Proc::of(pid);
             }
             "done" => {
                 self.p1 = Proc::of(pid);
                 self.m1 = server.mntr();
+                self.z1 = server.zxid();
             }
             _ => {}
         }
+    }
+
+    /// Transactions the server committed from `ready` to `done` (the
+    /// change of its last zxid; the bench's four-letter words commit none).
+    fn commits(&self) -> f64 {
+        self.z1 - self.z0
     }
 }

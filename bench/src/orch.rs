@@ -63,7 +63,14 @@ pub struct Sizes {
     pub zklock_variants: Vec<String>,
     /// Implementations run in the second (largest) waiters mode.
     pub w2_impls: Vec<Impl>,
-    /// Modes to run: unc, cont, w1, w2, held, fp (footprint).
+    /// zklock's idle mode: clients, each holding one lock; the idle window;
+    /// the session timeout they ask for.
+    pub idle_clients: usize,
+    pub idle_ms: usize,
+    pub idle_timeout_ms: usize,
+    /// Modes to run: unc, cont, w1, w2, held, fp (footprint), idle, lc
+    /// (zklock's uncontended and contended runs again with the leader
+    /// check off).
     pub modes: Vec<String>,
     pub worker_timeout: Duration,
 }
@@ -124,6 +131,9 @@ impl Sizes {
                 ),
             ],
             locks: env_usize("BENCH_LOCKS", q(10_000, 500)),
+            idle_clients: env_usize("BENCH_IDLE_CLIENTS", 10).max(1),
+            idle_ms: env_usize("BENCH_IDLE_S", q(10, 5)).max(1) * 1000,
+            idle_timeout_ms: env_usize("BENCH_IDLE_TIMEOUT_MS", 10_000).max(1),
             rounds: env_usize("BENCH_ROUNDS", 1).max(1),
             fsync: fsync
                 .split(',')
@@ -145,7 +155,7 @@ impl Sizes {
             modes: std::env::var("BENCH_MODES")
                 .ok()
                 .filter(|v| !v.trim().is_empty())
-                .unwrap_or_else(|| "unc,cont,w1,w2,held,fp".into())
+                .unwrap_or_else(|| "unc,cont,w1,w2,held,fp,idle,lc".into())
                 .split(',')
                 .map(|m| m.trim().to_owned())
                 .collect(),
@@ -193,6 +203,21 @@ impl Results {
             v[n / 2]
         } else {
             (v[n / 2 - 1] + v[n / 2]) / 2.0
+        }
+    }
+
+    /// The sum over rounds (for counts that must be 0), NaN when there is none.
+    pub fn sum(&self, key: &str, imp: Impl) -> f64 {
+        let v: Vec<f64> = self
+            .values
+            .get(key)
+            .and_then(|m| m.get(&imp))
+            .map(|v| v.iter().copied().filter(|x| x.is_finite()).collect())
+            .unwrap_or_default();
+        if v.is_empty() {
+            f64::NAN
+        } else {
+            v.iter().sum()
         }
     }
 
@@ -266,6 +291,71 @@ pub struct RunInfo {
     pub fsync: Vec<bool>,
     /// Footprint notes: what was built from where, what could not be measured.
     pub notes: Vec<(String, String)>,
+    /// The command as run: the `BENCH_*` settings and `ZKLOCK_CONNECT`
+    /// given, then `./scripts/bench.sh`.
+    pub command: String,
+    /// The code measured: the commit, and what was uncommitted.
+    pub code: String,
+    /// `ZKLOCK_CONNECT`'s server, when the bench did not start its own.
+    pub external: Option<String>,
+}
+
+/// The environment settings of this run, as a command line.
+fn command_line() -> String {
+    let mut vars: Vec<(String, String)> = std::env::vars()
+        .filter(|(k, _)| (k.starts_with("BENCH_") && k != "BENCH_NOTE") || k == "ZKLOCK_CONNECT")
+        .collect();
+    vars.sort();
+    let mut cmd: Vec<String> = vars
+        .into_iter()
+        .map(|(k, v)| {
+            if v.chars()
+                .all(|c| c.is_ascii_alphanumeric() || ",.:/_-=".contains(c))
+            {
+                format!("{k}={v}")
+            } else {
+                format!("{k}='{v}'")
+            }
+        })
+        .collect();
+    cmd.push("./scripts/bench.sh".into());
+    cmd.join(" ")
+}
+
+/// The commit checked out in `root` and what was uncommitted, from git.
+fn code_revision(root: &Path) -> String {
+    let git = |args: &[&str]| {
+        Command::new("git")
+            .arg("-C")
+            .arg(root)
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+    };
+    let Some(head) = git(&["rev-parse", "--short", "HEAD"]) else {
+        return "not a git checkout".into();
+    };
+    let changed: Vec<String> = git(&["status", "--porcelain", "--untracked-files=no"])
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.get(3..))
+        .map(str::to_owned)
+        .collect();
+    let head = head.trim();
+    match changed.len() {
+        0 => format!("commit {head}, nothing uncommitted"),
+        n if n <= 12 => format!(
+            "commit {head} with uncommitted changes to {}",
+            changed
+                .iter()
+                .map(|c| format!("`{c}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        n => format!("commit {head} with uncommitted changes to {n} files"),
+    }
 }
 
 fn loadavg() -> String {
@@ -379,6 +469,8 @@ pub fn run() -> BoxResult<()> {
     let out_dir = target.join("bench");
     std::fs::create_dir_all(&out_dir)?;
     let sizes = Sizes::from_env();
+    // The code measured, as it was when the run started.
+    let code = code_revision(&root);
 
     let jars = peers::curator_classpath().to_string_lossy().into_owned();
     let classes = compile_curator(&root, &out_dir, &jars)?;
@@ -471,7 +563,16 @@ pub fn run() -> BoxResult<()> {
                     .ok_or("cannot resolve the first server")?
             }
         };
-        let client = Client::connect(&connect, SESSION_TIMEOUT)?;
+        // The orchestrator's own session (parents, polls while waiters
+        // queue) holds no lock, and must not drop its connection while the
+        // server is slow: with the leader check on, a `sync` queued behind
+        // the 10 000-waiter backlog (fsync on, busy machine) went unanswered
+        // long enough to make it Suspended, and the poll in flight failed.
+        // Off, it only pings, as before the check existed.
+        let client = Client::builder(&connect)
+            .session_timeout(SESSION_TIMEOUT)
+            .leader_check(false)
+            .connect()?;
         ensure(&client, "/bench")?;
         let mut b = Bench {
             setup: &setup,
@@ -488,16 +589,41 @@ pub fn run() -> BoxResult<()> {
         for round in 0..sizes.rounds {
             for j in 0..impls.len() {
                 let imp = impls[(j + round) % impls.len()];
+                // zklock with the leader check off next to its own run and
+                // floor, so that both see the same machine: after them in
+                // even rounds, before them in odd ones, so that neither is
+                // always the second of the two.
+                let lc_off = imp == Impl::Zklock && sizes.runs("lc");
+                let off_first = round % 2 == 1;
                 if sizes.runs("unc") {
+                    if lc_off && off_first {
+                        b.attempt(imp, "unc.lc_off", |b| b.uncontended_lc_off(round));
+                    }
                     b.attempt(imp, "unc", |b| b.uncontended(imp, round));
+                    if lc_off && !off_first {
+                        b.attempt(imp, "unc.lc_off", |b| b.uncontended_lc_off(round));
+                    }
                 }
                 if sizes.runs("cont") {
+                    if lc_off && off_first {
+                        b.attempt(imp, "cont.lc_off", |b| b.contended_lc_off(round));
+                    }
                     b.attempt(imp, "cont", |b| b.contended(imp, round));
+                    if lc_off && !off_first {
+                        b.attempt(imp, "cont.lc_off", |b| b.contended_lc_off(round));
+                    }
                 }
             }
         }
         // The scale modes once, with fsync on (the first configuration).
         if i == 0 {
+            // Idle sessions send no writes: the fsync setting does not matter.
+            if sizes.runs("idle") && impls.contains(&Impl::Zklock) {
+                for check in [true, false] {
+                    let prefix = format!("idle.{}", if check { "on" } else { "off" });
+                    b.attempt(Impl::Zklock, &prefix, |b| b.idle(check));
+                }
+            }
             for (tag, &(n, s)) in ["w1", "w2"].iter().zip(&sizes.waiters) {
                 if n == 0 || !sizes.runs(tag) {
                     continue;
@@ -552,6 +678,9 @@ pub fn run() -> BoxResult<()> {
         total_s: total.elapsed().as_secs_f64(),
         fsync: fsync_modes,
         notes,
+        command: command_line(),
+        code,
+        external: external.clone(),
     };
     let (md, svg) = report::render(&results, &sizes, &info);
     let (md_path, svg_path) = if sizes.quick || std::env::var_os("BENCH_NO_RESULTS").is_some() {
@@ -564,6 +693,15 @@ pub fn run() -> BoxResult<()> {
     };
     std::fs::write(&md_path, &md)?;
     std::fs::write(&svg_path, &svg)?;
+    // Every value of every round, for a look behind the medians.
+    let mut tsv = String::from("key\timpl\tvalues by round\n");
+    for (key, by_impl) in &results.values {
+        for (imp, v) in by_impl {
+            let v: Vec<String> = v.iter().map(|x| format!("{x}")).collect();
+            tsv.push_str(&format!("{key}\t{}\t{}\n", imp.key(), v.join("\t")));
+        }
+    }
+    std::fs::write(out_dir.join("values.tsv"), tsv)?;
     println!("{md}");
     eprintln!(
         "bench: written to {} and {} in {:.0} s",

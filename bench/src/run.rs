@@ -284,6 +284,23 @@ impl Server {
             .unwrap_or(f64::NAN)
     }
 
+    /// The last zxid the server applied (`Zxid: 0x...` of `srvr`): the
+    /// change between two readings counts the transactions committed in
+    /// between (within one leader epoch, as here). NaN if unreadable.
+    pub fn zxid(&self) -> f64 {
+        self.word("srvr")
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("Zxid:"))
+            .and_then(|v| i64::from_str_radix(v.trim().trim_start_matches("0x"), 16).ok())
+            .map_or(f64::NAN, |z| z as f64)
+    }
+
+    /// The `cons` listing: one line per client connection, with its
+    /// packets received (`recved=`) and session id (`sid=0x...`).
+    pub fn cons(&self) -> String {
+        self.word("cons")
+    }
+
     /// The first line of `srvr`'s version.
     pub fn version(&self) -> String {
         self.word("srvr")
@@ -309,6 +326,30 @@ impl Mntr {
     pub fn notifications_until(&self, later: &Mntr) -> f64 {
         later.notifications - self.notifications
     }
+}
+
+/// The packets received on each connection of a `cons` listing, by session
+/// id (lower-case hex without `0x`).
+pub fn cons_received(cons: &str) -> std::collections::BTreeMap<String, f64> {
+    let mut m = std::collections::BTreeMap::new();
+    for line in cons.lines() {
+        let Some((_, fields)) = line.split_once('(') else {
+            continue;
+        };
+        let fields = fields.trim_end().trim_end_matches(')');
+        let (mut sid, mut recved) = (None, None);
+        for f in fields.split(',') {
+            if let Some(v) = f.strip_prefix("sid=0x") {
+                sid = Some(v.to_ascii_lowercase());
+            } else if let Some(v) = f.strip_prefix("recved=") {
+                recved = v.parse::<f64>().ok();
+            }
+        }
+        if let (Some(sid), Some(recved)) = (sid, recved) {
+            m.insert(sid, recved);
+        }
+    }
+    m
 }
 
 /// mean, p50, p99 of nanosecond samples, in microseconds.

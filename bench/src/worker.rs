@@ -18,8 +18,9 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use zklock::recipes::{LockGuard, Mutex, PendingSet};
-use zklock::Client;
+use crossbeam_channel::Receiver;
+use zklock::recipes::{LockGuard, LockState, Mutex, PendingSet};
+use zklock::{Client, SessionState};
 
 use crate::json::ObjWriter;
 use crate::BoxResult;
@@ -71,8 +72,68 @@ pub(crate) fn ns(t0: Instant) -> u64 {
     t0.elapsed().as_nanos() as u64
 }
 
-fn connect(connect: &str) -> BoxResult<Client> {
-    Ok(Client::connect(connect, SESSION_TIMEOUT)?)
+/// How zklock's clients connect: the `leader_check` (`on`, the default, or
+/// `off`) and `timeout_ms` (the session timeout, default 30 s) parameters.
+#[derive(Clone, Copy)]
+struct Conn {
+    leader_check: bool,
+    timeout: Duration,
+}
+
+impl Conn {
+    fn of(p: &Params) -> BoxResult<Conn> {
+        let leader_check = match p.str("leader_check", "on") {
+            "on" => true,
+            "off" => false,
+            other => return Err(format!("leader_check={other} is neither on nor off").into()),
+        };
+        let timeout = match p.0.get("timeout_ms") {
+            None => SESSION_TIMEOUT,
+            Some(_) => Duration::from_millis(p.usize("timeout_ms", 0)? as u64),
+        };
+        Ok(Conn {
+            leader_check,
+            timeout,
+        })
+    }
+
+    fn connect(&self, connect: &str) -> BoxResult<Client> {
+        Ok(Client::builder(connect)
+            .session_timeout(self.timeout)
+            .leader_check(self.leader_check)
+            .connect()?)
+    }
+}
+
+/// Counts the times a session went Suspended, Lost or Expired, from
+/// [`Client::subscribe`] (its first message is the state at subscription).
+/// Read by draining at the end: the channel keeps the first
+/// `STATE_CHANNEL_CAPACITY` changes, so a first alarm is never missed.
+struct SessionAlarms(Receiver<SessionState>);
+
+impl SessionAlarms {
+    fn of(client: &Client) -> SessionAlarms {
+        SessionAlarms(client.subscribe())
+    }
+
+    fn count(&self) -> usize {
+        self.0
+            .try_iter()
+            .filter(|s| {
+                matches!(
+                    s,
+                    SessionState::Suspended | SessionState::Lost | SessionState::Expired
+                )
+            })
+            .count()
+    }
+}
+
+/// The states other than `Held` a guard went through from `changes`
+/// (its [`LockGuard::state_changes`], taken right after the lock was granted)
+/// until now.
+fn guard_alarms(changes: &Receiver<LockState>) -> usize {
+    changes.try_iter().filter(|s| *s != LockState::Held).count()
 }
 
 /// `zklock-worker <mode> <connect> <path> [name=value ...]`
@@ -81,24 +142,31 @@ pub fn main(args: &[String]) -> BoxResult<()> {
         return Err("usage: zklock-worker <mode> <connect> <path> [name=value ...]".into());
     };
     let p = Params::parse(rest)?;
+    let conn = Conn::of(&p)?;
     let mut out = ObjWriter::new();
-    out.str("impl", "zklock").str("mode", mode);
+    out.str("impl", "zklock")
+        .str("mode", mode)
+        .str("leader_check", if conn.leader_check { "on" } else { "off" });
     match mode.as_str() {
-        "uncontended" => uncontended(connect_string, path, &p, &mut out)?,
+        "uncontended" => uncontended(conn, connect_string, path, &p, &mut out)?,
         "contended" => {
             let (connect_string, path) = (connect_string.clone(), path.clone());
             contended(&p, &mut out, move |_| {
-                let client = connect(&connect_string)?;
+                let client = conn.connect(&connect_string)?;
+                let alarms = SessionAlarms::of(&client);
                 let mutex = Mutex::new(&client, &path)?;
                 Ok(ZklockSession {
                     client,
+                    alarms,
                     mutex,
                     guard: None,
+                    guard_alarms: 0,
                 })
             })?
         }
-        "waiters" => waiters(connect_string, path, &p, &mut out)?,
-        "held" => held(connect_string, path, &p, &mut out)?,
+        "waiters" => waiters(conn, connect_string, path, &p, &mut out)?,
+        "held" => held(conn, connect_string, path, &p, &mut out)?,
+        "idle" => idle(conn, connect_string, path, &p, &mut out)?,
         "floor" => crate::floor::uncontended(connect_string, path, &p, &mut out)?,
         "floor-contended" => {
             let (connect_string, path) = (connect_string.clone(), path.clone());
@@ -124,26 +192,49 @@ fn cycle(mutex: &Mutex) -> BoxResult<()> {
     Ok(())
 }
 
+/// [`cycle`], counting the states other than `Held` the guard went through
+/// while held into `alarms` (from its `state_changes`, taken as soon as it
+/// is granted and read just before the release).
+fn checked_cycle(mutex: &Mutex, alarms: &mut usize) -> BoxResult<()> {
+    let guard = mutex.lock()?;
+    let changes = guard.state_changes();
+    *alarms += guard_alarms(&changes);
+    drop(guard);
+    Ok(())
+}
+
 /// `cycles` lock+unlock in a row on one mutex; the latency of each.
-fn uncontended(connect_string: &str, path: &str, p: &Params, out: &mut ObjWriter) -> BoxResult<()> {
+/// `suspended_lost`: the times the session or a held guard went Suspended
+/// or Lost, from the connection to `done`.
+fn uncontended(
+    conn: Conn,
+    connect_string: &str,
+    path: &str,
+    p: &Params,
+    out: &mut ObjWriter,
+) -> BoxResult<()> {
     let cycles = p.usize("cycles", 1000)?;
     let warm = p.usize("warm", cycles / 2)?;
-    let client = connect(connect_string)?;
+    let client = conn.connect(connect_string)?;
+    let session_alarms = SessionAlarms::of(&client);
+    let mut alarms = 0;
     let mutex = Mutex::new(&client, path)?;
-    cycle(&mutex)?;
+    checked_cycle(&mutex, &mut alarms)?;
     stage("rest")?;
     for _ in 0..warm {
-        cycle(&mutex)?;
+        checked_cycle(&mutex, &mut alarms)?;
     }
     stage("ready")?;
     let mut lat = Vec::with_capacity(cycles);
     for _ in 0..cycles {
         let t = Instant::now();
-        cycle(&mutex)?;
+        checked_cycle(&mutex, &mut alarms)?;
         lat.push(t.elapsed().as_nanos() as u64);
     }
     stage("done")?;
-    out.nums("latencies_ns", &lat);
+    alarms += session_alarms.count();
+    out.nums("latencies_ns", &lat)
+        .num("suspended_lost", alarms as f64);
     client.close()?;
     Ok(())
 }
@@ -163,25 +254,42 @@ pub(crate) trait ContendedSession: Send + 'static {
     fn settle(&mut self) -> BoxResult<()>;
     /// Ends the session, after the `done` stage.
     fn close(self) -> BoxResult<()>;
+    /// The times this session or a guard it held went Suspended or Lost,
+    /// from its opening until now; `None` where nothing says (the raw floor).
+    fn alarms(&mut self) -> Option<usize> {
+        None
+    }
 }
 
 /// zklock's contended session: one client and one mutex.
 struct ZklockSession {
     client: Client,
+    alarms: SessionAlarms,
     mutex: Mutex,
-    guard: Option<LockGuard>,
+    /// The guard held, and its state changes since it was granted.
+    guard: Option<(LockGuard, Receiver<LockState>)>,
+    guard_alarms: usize,
 }
 
 impl ContendedSession for ZklockSession {
     fn lock(&mut self) -> BoxResult<()> {
-        self.guard = Some(self.mutex.lock()?);
+        let guard = self.mutex.lock()?;
+        let changes = guard.state_changes();
+        self.guard = Some((guard, changes));
         Ok(())
     }
 
     /// Released as in `cycle`: the guard drops.
     fn unlock(&mut self) -> BoxResult<()> {
-        drop(self.guard.take());
+        if let Some((guard, changes)) = self.guard.take() {
+            self.guard_alarms += guard_alarms(&changes);
+            drop(guard);
+        }
         Ok(())
+    }
+
+    fn alarms(&mut self) -> Option<usize> {
+        Some(self.guard_alarms + self.alarms.count())
     }
 
     /// A dropped guard's delete is already the I/O thread's.
@@ -272,6 +380,10 @@ fn contended<S: ContendedSession>(
     stage("done")?;
     out.rows("timeline", &timeline)
         .num("overlaps_seen", overlaps.load(Ordering::SeqCst) as f64);
+    let alarms: Option<usize> = opened.iter_mut().map(S::alarms).sum();
+    if let Some(n) = alarms {
+        out.num("suspended_lost", n as f64);
+    }
     for s in opened {
         s.close()?;
     }
@@ -280,19 +392,32 @@ fn contended<S: ContendedSession>(
 
 /// `waiters` contenders over `sessions` sessions queue behind one holder
 /// (a session of its own), then pass through: each takes the lock and
-/// releases it at once.
-fn waiters(connect_string: &str, path: &str, p: &Params, out: &mut ObjWriter) -> BoxResult<()> {
+/// releases it at once. `suspended_lost`: the times a session or the
+/// holder's guard went Suspended or Lost, from the connections to `done`.
+fn waiters(
+    conn: Conn,
+    connect_string: &str,
+    path: &str,
+    p: &Params,
+    out: &mut ObjWriter,
+) -> BoxResult<()> {
     let n = p.usize("waiters", 1000)?;
     let sessions = p.usize("sessions", 10)?.max(1);
     let variant = p.str("variant", "blocking");
-    let holder_client = connect(connect_string)?;
+    let holder_client = conn.connect(connect_string)?;
     let holder = Mutex::new(&holder_client, path)?;
     let guard = holder.lock()?;
+    let holder_changes = guard.state_changes();
     let clients = (0..sessions)
-        .map(|_| connect(connect_string))
+        .map(|_| conn.connect(connect_string))
         .collect::<BoxResult<Vec<_>>>()?;
+    let session_alarms: Vec<SessionAlarms> = std::iter::once(&holder_client)
+        .chain(&clients)
+        .map(SessionAlarms::of)
+        .collect();
     stage("ready")?;
     let t0 = Instant::now();
+    let mut alarms = 0;
     let last_done = Arc::new(AtomicU64::new(0));
     let passed = Arc::new(AtomicUsize::new(0));
     match variant {
@@ -312,6 +437,7 @@ fn waiters(connect_string: &str, path: &str, p: &Params, out: &mut ObjWriter) ->
             }
             stage("queued")?;
             let released = ns(t0);
+            alarms += guard_alarms(&holder_changes);
             guard.unlock()?;
             let mut errors = 0;
             let mut first_error = None;
@@ -343,6 +469,7 @@ fn waiters(connect_string: &str, path: &str, p: &Params, out: &mut ObjWriter) ->
             }
             stage("queued")?;
             let released = ns(t0);
+            alarms += guard_alarms(&holder_changes);
             guard.unlock()?;
             let mut errors = 0;
             let mut first_error = None;
@@ -370,7 +497,12 @@ fn waiters(connect_string: &str, path: &str, p: &Params, out: &mut ObjWriter) ->
         other => return Err(format!("unknown waiters variant {other:?}").into()),
     }
     stage("done")?;
-    out.num("passed", passed.load(Ordering::SeqCst) as f64);
+    alarms += session_alarms
+        .iter()
+        .map(SessionAlarms::count)
+        .sum::<usize>();
+    out.num("passed", passed.load(Ordering::SeqCst) as f64)
+        .num("suspended_lost", alarms as f64);
     holder_client.close()?;
     for c in clients {
         c.close()?;
@@ -380,9 +512,15 @@ fn waiters(connect_string: &str, path: &str, p: &Params, out: &mut ObjWriter) ->
 
 /// One session takes `locks` different locks (`<path>/l<i>`, parents made
 /// by the orchestrator), holds them all, then releases them all.
-fn held(connect_string: &str, path: &str, p: &Params, out: &mut ObjWriter) -> BoxResult<()> {
+fn held(
+    conn: Conn,
+    connect_string: &str,
+    path: &str,
+    p: &Params,
+    out: &mut ObjWriter,
+) -> BoxResult<()> {
     let locks = p.usize("locks", 10_000)?;
-    let client = connect(connect_string)?;
+    let client = conn.connect(connect_string)?;
     let mutexes = (0..locks)
         .map(|i| Mutex::new(&client, &format!("{path}/l{i}")))
         .collect::<Result<Vec<_>, _>>()?;
@@ -403,5 +541,79 @@ fn held(connect_string: &str, path: &str, p: &Params, out: &mut ObjWriter) -> Bo
     out.num("take_ns", take_ns as f64)
         .num("release_ns", release_ns as f64);
     client.close()?;
+    Ok(())
+}
+
+/// `clients` clients, each holding one lock (`<path>/l<i>`, parents made by
+/// the orchestrator, taken `stagger_ms / clients` apart), then idle for
+/// `idle_ms` between `ready` and `done`:
+/// what the sessions alone send to the server (pings, and with the leader
+/// check its `sync`s). The JSON names the sessions (`session_ids`, hex, for
+/// the orchestrator to find them in `cons`), the session timeout the server
+/// granted (`negotiated_ms`), and `suspended_lost` as the other modes.
+fn idle(
+    conn: Conn,
+    connect_string: &str,
+    path: &str,
+    p: &Params,
+    out: &mut ObjWriter,
+) -> BoxResult<()> {
+    let n = p.usize("clients", 10)?.max(1);
+    let idle = Duration::from_millis(p.usize("idle_ms", 10_000)? as u64);
+    let clients = (0..n)
+        .map(|_| conn.connect(connect_string))
+        .collect::<BoxResult<Vec<_>>>()?;
+    let session_alarms: Vec<SessionAlarms> = clients.iter().map(SessionAlarms::of).collect();
+    let mutexes = clients
+        .iter()
+        .enumerate()
+        .map(|(i, c)| Mutex::new(c, &format!("{path}/l{i}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    // The locks are taken `stagger_ms / clients` apart (default: over a
+    // third of the session timeout, one ping period), so that the sessions'
+    // pings and syncs, each timed from the session's last request, are
+    // spread over their periods instead of all falling at once, possibly
+    // just inside or just outside the window.
+    let stagger =
+        Duration::from_millis(p.usize("stagger_ms", conn.timeout.as_millis() as usize / 3)? as u64);
+    let mut guards = Vec::with_capacity(n);
+    for m in &mutexes {
+        let g = m.lock()?;
+        let changes = g.state_changes();
+        guards.push((g, changes));
+        std::thread::sleep(stagger / n as u32);
+    }
+    stage("ready")?;
+    std::thread::sleep(idle);
+    stage("done")?;
+    let mut alarms = 0;
+    let mut held_at_end = 0;
+    for (g, changes) in &guards {
+        alarms += guard_alarms(changes);
+        if g.state() == LockState::Held {
+            held_at_end += 1;
+        }
+    }
+    alarms += session_alarms
+        .iter()
+        .map(SessionAlarms::count)
+        .sum::<usize>();
+    let ids: Vec<String> = clients
+        .iter()
+        .map(|c| format!("0x{:x}", c.session_id()))
+        .collect();
+    let negotiated = clients[0]
+        .negotiated_timeout()
+        .map_or(f64::NAN, |t| t.as_millis() as f64);
+    out.str("session_ids", &ids.join(","))
+        .num("negotiated_ms", negotiated)
+        .num("held_at_end", held_at_end as f64)
+        .num("suspended_lost", alarms as f64);
+    for (g, _) in guards {
+        g.unlock()?;
+    }
+    for c in clients {
+        c.close()?;
+    }
     Ok(())
 }
