@@ -1848,8 +1848,9 @@ fn lock_delay_after_an_unclean_end_waits_then_sweeps_and_says_so() {
     let sent = h.sent();
     assert!(marks(&sent[0]), "{sent:?}");
     assert!(
-        matches!(&sent[1].request, Request::Delete(d) if d.path == format!("/l/{STALE_MARK}")),
-        "{sent:?}"
+        matches!(&sent[1].request, Request::Delete(d)
+            if d.path == format!("/l/{STALE_MARK}") && d.version == -1),
+        "the stale mark swept whatever its version: {sent:?}"
     );
     h.reply(&sent[1], Ok(Response::Empty));
     h.reply(&sent[0], multi_ok(2));
@@ -2214,4 +2215,34 @@ fn requeue_of_a_holder_with_lock_delay_releases_node_and_mark_first() {
     assert!(sent
         .iter()
         .any(|o| matches!(o.request, Request::Create2(_))));
+}
+
+#[test]
+fn lock_delay_an_attempt_given_up_during_the_delay_makes_no_mark() {
+    let mut h = Harness::new();
+    let deadline = h.now + DELAY / 2;
+    h.m.acquire(h.now, 1, delayed_spec(), UUID.into(), Some(deadline), false);
+    let sent = h.sent();
+    h.reply(&sent[0], Ok(created(3)));
+    h.reply(&sent[1], Ok(children(&[&ours(3), STALE_MARK])));
+    let listing = h.sent();
+    h.reply(&listing[0], Ok(children(&[&ours(3), STALE_MARK])));
+    h.now = deadline;
+    h.m.handle_timeout(h.now);
+    assert!(matches!(
+        &h.events()[..],
+        [LockEvent::Failed {
+            id: 1,
+            error: LockError::Timeout
+        }]
+    ));
+    assert_eq!(deletes(&h.sent()), vec![format!("/l/{}", ours(3))]);
+    // The delay's end finds nothing to mark.
+    h.now += DELAY;
+    h.m.handle_timeout(h.now);
+    let sent = h.sent();
+    assert!(
+        !sent.iter().any(|o| matches!(o.request, Request::Multi(_))),
+        "{sent:?}"
+    );
 }
