@@ -2246,3 +2246,41 @@ fn lock_delay_an_attempt_given_up_during_the_delay_makes_no_mark() {
         "{sent:?}"
     );
 }
+
+#[test]
+fn lock_delay_served_while_a_listing_is_in_flight_marks_only_after_it() {
+    let mut h = Harness::new();
+    h.m.acquire(h.now, 1, delayed_spec(), UUID.into(), None, false);
+    let sent = h.sent();
+    h.reply(&sent[0], Ok(created(3)));
+    // A duplicate of our attempt (a create whose reply was lost) is found.
+    h.reply(&sent[1], Ok(children(&[&ours(3), &ours(9), STALE_MARK])));
+    let sent = h.sent();
+    let stray = sent
+        .iter()
+        .find(|o| matches!(&o.request, Request::Delete(d) if d.path == format!("/l/{}", ours(9))))
+        .expect("the duplicate deleted")
+        .clone();
+    let tenure = sent
+        .iter()
+        .find(|o| matches!(o.request, Request::GetChildren(_)))
+        .expect("the tenure listing")
+        .clone();
+    h.reply(&tenure, Ok(children(&[&ours(3), &ours(9), STALE_MARK])));
+    assert!(h.sent().is_empty(), "the delay is being served");
+    // The duplicate's delete answers: the attempt lists again meanwhile.
+    h.reply(&stray, Ok(Response::Empty));
+    let relist = h.sent();
+    assert!(matches!(&relist[..], [l] if matches!(l.request, Request::GetChildren(_))));
+    h.now += DELAY;
+    h.m.handle_timeout(h.now);
+    assert!(
+        h.sent().is_empty(),
+        "no mark while the listing is in flight"
+    );
+    h.reply(&relist[0], Ok(children(&[&ours(3), STALE_MARK])));
+    let tenure = h.sent();
+    h.reply(&tenure[0], Ok(children(&[&ours(3), STALE_MARK])));
+    let sent = h.sent();
+    assert!(marks(&sent[0]), "marked once the listing is in: {sent:?}");
+}

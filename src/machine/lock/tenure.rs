@@ -51,6 +51,8 @@ impl LockMachine {
         a.tenure.get_or_insert_with(Box::default);
         let request = list(&a.spec.parent, false);
         self.send_main(id, Purpose::TenureList, request);
+        // Duplicates of our node go now, not after the delay.
+        self.send_strays(id);
     }
 
     pub(super) fn on_tenure_list(
