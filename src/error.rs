@@ -347,6 +347,19 @@ impl Eq for Error {}
 /// `Result` with this crate's [`Error`](enum@Error) as the default error.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// The op a failed multi failed on, and why: the others report Ok (before
+/// it) or RuntimeInconsistency (after it).
+pub(crate) fn multi_failure(results: &[jute::MultiResult]) -> Option<(usize, ErrorCode)> {
+    results.iter().enumerate().find_map(|(i, r)| match r {
+        jute::MultiResult::Error(c)
+            if *c != ErrorCode::Ok && *c != ErrorCode::RuntimeInconsistency =>
+        {
+            Some((i, *c))
+        }
+        _ => None,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use std::error::Error as _;

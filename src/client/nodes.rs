@@ -326,12 +326,8 @@ impl Client {
             Response::Multi(results) => results,
             other => return Err(Self::unexpected(other)),
         };
-        // Rolled-back ops report RuntimeInconsistency; the culprit has the real code.
-        let failed = results.iter().enumerate().find(|(_, r)| {
-            matches!(r, MultiResult::Error(c) if *c != ErrorCode::Ok && *c != ErrorCode::RuntimeInconsistency)
-        });
-        if let Some((index, MultiResult::Error(code))) = failed {
-            return Err(refused(index, *code));
+        if let Some((index, code)) = crate::error::multi_failure(&results) {
+            return Err(refused(index, code));
         }
         results
             .into_iter()

@@ -102,7 +102,7 @@ impl LockMachine {
         a.deleting.retain(|n| n != name);
         let result = match result {
             // Node and tenure mark together (lock-delay).
-            Ok(Response::Multi(results)) => match super::tenure::culprit(&results) {
+            Ok(Response::Multi(results)) => match crate::error::multi_failure(&results) {
                 None => Ok(Response::Empty),
                 // Our node was already gone: its mark stays, as an unclean
                 // end's would.

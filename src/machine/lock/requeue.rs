@@ -102,7 +102,7 @@ impl LockMachine {
             a.deleting.retain(|n| n != name);
         }
         let (old_gone, created) = match result {
-            Ok(Response::Multi(results)) => match super::tenure::culprit(&results) {
+            Ok(Response::Multi(results)) => match crate::error::multi_failure(&results) {
                 None => {
                     let created = match results.get(1) {
                         Some(MultiResult::Create2 { path, stat }) => Ok(Response::Created {

@@ -19,10 +19,7 @@
 
 use std::time::Instant;
 
-use jute::{
-    CreateMode, CreateRequest, ErrorCode, MultiOp, MultiResult, OpCode, PathVersion, Request,
-    Response,
-};
+use jute::{CreateMode, CreateRequest, ErrorCode, MultiOp, OpCode, PathVersion, Request, Response};
 
 use super::{list, AttemptId, LockMachine};
 use crate::machine::attempt::{Goal, Purpose};
@@ -167,7 +164,7 @@ impl LockMachine {
             return;
         };
         let refused = match result {
-            Ok(Response::Multi(results)) => culprit(&results),
+            Ok(Response::Multi(results)) => crate::error::multi_failure(&results),
             // The connection dropped: list again (our mark may be there).
             _ => return self.step(id),
         };
@@ -224,15 +221,4 @@ impl LockMachine {
             }),
         ]))
     }
-}
-
-/// The op a failed multi failed on, and why: the others report Ok (before
-/// it) or RuntimeInconsistency (after it).
-pub(super) fn culprit(results: &[MultiResult]) -> Option<(usize, ErrorCode)> {
-    results.iter().enumerate().find_map(|(i, r)| match r {
-        MultiResult::Error(c) if *c != ErrorCode::Ok && *c != ErrorCode::RuntimeInconsistency => {
-            Some((i, *c))
-        }
-        _ => None,
-    })
 }
