@@ -217,6 +217,11 @@ impl Locks {
                         holder.request_revocation();
                     }
                 }
+                LockEvent::Woken { node, blocker, .. } => {
+                    if let Some(o) = &self.observer {
+                        o.waiter_woken(&node, &blocker);
+                    }
+                }
                 LockEvent::NearSequenceEnd { node, sequence, .. } => {
                     if let Some(o) = &self.observer {
                         o.sequence_near_end(&node, sequence);

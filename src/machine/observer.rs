@@ -64,6 +64,14 @@ pub trait Observer: Send + Sync {
         let _ = (node, sequence);
     }
 
+    /// The waiter queued as `node` was woken by the deletion of `blocker`,
+    /// the node it waited for, and looks again. In a herd-free queue one
+    /// deletion wakes one waiter (readers behind a writer excepted); count
+    /// these per blocker to see a herd.
+    fn waiter_woken(&self, node: &str, blocker: &str) {
+        let _ = (node, blocker);
+    }
+
     /// A holder let go (or was told it lost the lock), after holding
     /// `held`; `refused` if the server refused to delete the node.
     fn lock_released(&self, node: &str, held: Duration, refused: bool) {

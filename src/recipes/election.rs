@@ -9,6 +9,7 @@ use super::error::LockError;
 use super::guard::LockGuard;
 use super::inspect::inspect;
 use super::mutex::{lock_calls, MutexOptions, QueueLock};
+use super::pending::PendingLock;
 use super::queue::sorted_contenders;
 use super::registry::Side;
 use crate::{Client, Watch};
@@ -86,6 +87,26 @@ impl Election {
         LockGuard,
         "leadership"
     );
+
+    /// Starts campaigning and returns at once; the outcome arrives on the
+    /// [`PendingLock`] (leadership as a guard, or why not). `deadline`: when
+    /// to give up with [`LockError::Timeout`]. Each call queues a candidate
+    /// of its own.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use zklock::{Client, recipes::Election};
+    ///
+    /// let client = Client::connect("127.0.0.1:2181", Duration::from_secs(10))?;
+    /// let election = Election::new(&client, "/election/scheduler", b"node-a")?;
+    /// let pending = election.start_campaign(None);
+    /// // ... other work; then:
+    /// let leadership = pending.wait_timeout(Duration::from_secs(30))?;
+    /// # Ok::<(), zklock::recipes::LockError>(())
+    /// ```
+    pub fn start_campaign(&self, deadline: Option<Instant>) -> PendingLock {
+        self.inner.start(deadline)
+    }
 
     /// Campaigns until leader, `deadline` or cancellation. The guard reports
     /// `Lost` if our session expires or our node disappears.

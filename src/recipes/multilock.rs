@@ -1,11 +1,13 @@
 //! Several locks taken together, in one global order, under one deadline.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::cancel::CancelToken;
 use super::error::LockError;
 use super::guard::LockGuard;
 use super::mutex::{lock_calls, Mutex, MutexOptions};
+use super::pending_multi::{add_part, PendingMulti};
 use crate::Client;
 
 /// Locks every path or none. Paths are taken in sorted order, so two
@@ -23,7 +25,8 @@ use crate::Client;
 /// ```
 #[derive(Debug)]
 pub struct MultiLock {
-    locks: Vec<Mutex>,
+    /// Shared with acquisitions under way ([`PendingMulti`]).
+    locks: Arc<[Mutex]>,
 }
 
 /// Holds every lock of a [`MultiLock`]; releases them in reverse order on drop.
@@ -34,6 +37,10 @@ pub struct MultiGuard {
 }
 
 impl MultiGuard {
+    pub(super) fn from_parts(guards: Vec<LockGuard>) -> MultiGuard {
+        MultiGuard { guards }
+    }
+
     /// One guard per path, in lock order.
     pub fn guards(&self) -> &[LockGuard] {
         &self.guards
@@ -99,8 +106,10 @@ impl MultiLock {
         let locks = sorted
             .into_iter()
             .map(|p| Mutex::with_options(client, p, options.clone()))
-            .collect::<Result<_, _>>()?;
-        Ok(MultiLock { locks })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(MultiLock {
+            locks: locks.into(),
+        })
     }
 
     lock_calls!(
@@ -112,21 +121,41 @@ impl MultiLock {
         "every lock"
     );
 
+    /// Starts taking every lock and returns at once; see [`PendingMulti`].
+    /// `deadline`: when to give up with [`LockError::Timeout`].
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use zklock::{Client, recipes::MultiLock};
+    ///
+    /// let client = Client::connect("127.0.0.1:2181", Duration::from_secs(10))?;
+    /// let both = MultiLock::new(&client, &["/locks/account-7", "/locks/account-3"])?;
+    /// let pending = both.start_lock(None);
+    /// // ... other work; the locks are taken meanwhile, one after another.
+    /// let guards = pending.wait_timeout(Duration::from_secs(30))?;
+    /// assert_eq!(guards.len(), 2);
+    /// # Ok::<(), zklock::recipes::LockError>(())
+    /// ```
+    pub fn start_lock(&self, deadline: Option<Instant>) -> PendingMulti {
+        PendingMulti::start(self.locks.clone(), deadline)
+    }
+
     /// Takes every lock before `deadline`; on any failure releases those
     /// already taken and returns the error.
     ///
     /// # Errors
-    /// The first failure, as [`Mutex::lock_with`](super::Mutex::lock_with).
+    /// The first failure, as [`Mutex::lock_with`](super::Mutex::lock_with);
+    /// [`LockError::Lost`] if a lock taken earlier was lost while a later
+    /// one was awaited.
     pub fn lock_with(
         &self,
         deadline: Option<Instant>,
         cancel: Option<&CancelToken>,
     ) -> Result<MultiGuard, LockError> {
-        let mut taken = MultiGuard {
-            guards: Vec::with_capacity(self.locks.len()),
-        };
-        for lock in &self.locks {
-            taken.guards.push(lock.lock_with(deadline, cancel)?);
+        // On an early return the guard releases what was taken, last first.
+        let mut taken = MultiGuard::from_parts(Vec::with_capacity(self.locks.len()));
+        for lock in self.locks.iter() {
+            add_part(&mut taken.guards, lock.lock_with(deadline, cancel)?)?;
         }
         Ok(taken)
     }

@@ -105,6 +105,17 @@ pub enum LockEvent {
         /// The acquisition.
         id: AttemptId,
     },
+    /// A waiter's blocker (the node it waited for) was deleted and the
+    /// waiter looks again: one per deletion in a fair queue, where only the
+    /// node right behind is woken.
+    Woken {
+        /// The acquisition.
+        id: AttemptId,
+        /// Our node, as the server names it.
+        node: String,
+        /// The deleted blocker, as the server names it.
+        blocker: String,
+    },
     /// A release asked with `report` finished: the node is gone (or will go
     /// with the session), unless the server refused to delete it.
     Released {
@@ -427,6 +438,17 @@ impl LockMachine {
                 }
             }
             (Goal::Acquire { .. }, Ok(e)) => {
+                if let (EventType::NodeDeleted, Some(name)) = (e.kind, a.node_name()) {
+                    let node = a.spec.child(name);
+                    self.events.push_back(LockEvent::Woken {
+                        id,
+                        node,
+                        blocker: e.path.clone(),
+                    });
+                }
+                let Some(a) = self.attempts.get_mut(&id) else {
+                    return;
+                };
                 if e.kind == EventType::NodeDeleted && a.blocker_alone {
                     // Nothing else was below us (later nodes sort after
                     // ours): the lock is ours if our node still is.
