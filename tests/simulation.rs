@@ -102,6 +102,7 @@ fn seeds() {
                         t.timeouts += s.timeouts;
                         t.faults += s.faults;
                         t.lost += s.lost;
+                        t.wakes += s.wakes;
                         t.expired_sessions += s.expired_sessions;
                         t.virtual_ms += s.virtual_ms;
                     }
@@ -122,12 +123,13 @@ fn seeds() {
     }
     let t = *totals.lock().unwrap();
     eprintln!(
-        "simulation: {count} seeds in {:.1?} on {threads} threads: {} grants, {} timeouts, {} faults, {} lost, {} sessions ended, {:.0} virtual minutes",
+        "simulation: {count} seeds in {:.1?} on {threads} threads: {} grants, {} timeouts, {} faults, {} lost, {} waiters woken, {} sessions ended, {:.0} virtual minutes",
         started.elapsed(),
         t.grants,
         t.timeouts,
         t.faults,
         t.lost,
+        t.wakes,
         t.expired_sessions,
         t.virtual_ms as f64 / 60_000.0
     );

@@ -20,13 +20,16 @@ use super::zookeeper::{ConnId, SimZooKeeper};
 
 mod checker;
 mod client;
+mod collect;
+mod herd;
 mod plan;
 mod wire;
 
 use client::{
-    queue_path, watched, Handle, Link, Phase, SimClient, SimLock, Tracked, LATCH_PATH, LEASES,
-    LEASE_LOCK,
+    queue_path, watched, Handle, Link, Phase, SimClient, SimLock, Tracked, ELECTION_LOCK,
+    LATCH_PATH, LEASES, LEASE_LOCK,
 };
+use herd::WokenBy;
 use plan::Wait;
 pub use plan::{Fault, Plan};
 use wire::note_requests;
@@ -86,6 +89,8 @@ pub struct Stats {
     pub timeouts: u64,
     pub faults: u64,
     pub lost: u64,
+    /// Waiters woken by their blocker's deletion.
+    pub wakes: u64,
     pub expired_sessions: u64,
     pub virtual_ms: u64,
 }
@@ -113,6 +118,8 @@ pub struct World {
     admin_deleted: BTreeMap<String, (u64, Vec<ConnId>)>,
     /// Numbers the server's writes, in order.
     writes: u64,
+    /// Per deleted blocker, the waiters it woke (the herd count).
+    woken_by: WokenBy,
     faults_until: Instant,
     log: String,
     keep_log: bool,
@@ -150,6 +157,7 @@ impl World {
             admin_deleted: BTreeMap::new(),
             admin_twins: Vec::new(),
             writes: 0,
+            woken_by: WokenBy::new(),
             faults_until: base + plan.fault_window,
             log: String::new(),
             keep_log: false,
@@ -371,7 +379,7 @@ impl World {
             self.after_core(c)?;
         }
         self.server_output();
-        Ok(())
+        self.count_wakes()
     }
 
     fn act(&mut self, action: Action) {
@@ -394,10 +402,17 @@ impl World {
                     Wait::For(d) => Some(now + d),
                     Wait::Try => Some(now + Duration::from_millis(1)),
                 };
-                // Every third one through the client's PendingSet. No draw:
+                // Every third one through the client's PendingSet, every
+                // fifth on lock 0 or 2 a multi-lock over both. No draw:
                 // seeds replay as before.
                 let in_set = id % 3 == 0;
+                let multi = client::MULTI_LOCKS.contains(&lock) && id % 5 == 4;
+                let lock = if multi { client::MULTI_LOCKS[0] } else { lock };
                 let (handle, reader) = match (&c.locks[lock], in_set) {
+                    _ if multi => (Handle::Multi(c.multi.start_lock(deadline)), false),
+                    (SimLock::Election(e), _) => {
+                        (Handle::Pending(e.start_campaign(deadline)), false)
+                    }
                     (SimLock::Mutex(m), true) => {
                         (Handle::InSet(c.set.start_lock(m, deadline)), false)
                     }
@@ -429,7 +444,12 @@ impl World {
                     },
                 );
                 let generation = c.generation;
-                let kind = if reader { " (read)" } else { "" };
+                let kind = match (reader, multi, lock) {
+                    (true, _, _) => " (read)",
+                    (_, true, _) => " (multi-lock with lock 2)",
+                    (_, _, ELECTION_LOCK) => " (campaign)",
+                    _ => "",
+                };
                 self.note(|| format!("c{client}: acquire #{id} lock {lock}{kind} {wait:?}"));
                 if let Some(after) = cancel_after {
                     self.schedule(
@@ -454,8 +474,15 @@ impl World {
                 if let Some(t) = c.attempts.get_mut(&id) {
                     if matches!(t.phase, Phase::Held { .. }) {
                         t.phase = Phase::Released;
-                        // Dropping the guard releases (without blocking).
+                        // Dropping the guard releases (without blocking); a
+                        // multi-lock's guard, every part.
                         t.handle = Handle::None;
+                        for t in c.attempts.values_mut() {
+                            if matches!(t.handle, Handle::Member { of, .. } if of == id) {
+                                t.phase = Phase::Released;
+                                t.handle = Handle::None;
+                            }
+                        }
                         self.note(|| format!("c{client}: release #{id}"));
                     }
                 }
@@ -790,168 +817,6 @@ impl World {
                 }
             }
             self.note(|| format!("c{c}: new session (generation {generation})"));
-        }
-        Ok(())
-    }
-
-    /// Reads every handle of client `c`: outcomes of pending acquisitions,
-    /// and the states of guards.
-    fn collect(&mut self, c: usize, read_set: bool) -> Result<(), Violation> {
-        let now = self.now;
-        let generation = self.clients[c].generation;
-        let sid = self.clients[c].core.session_id();
-        // The application reads its PendingSet now and then, so a key can
-        // be cancelled while its guard waits unread in the set; and only
-        // while it waits for one of its keys, as an application would.
-        let mut from_set = BTreeMap::new();
-        let waits = self.clients[c]
-            .attempts
-            .values()
-            .any(|t| matches!(t.handle, Handle::InSet(_)));
-        if waits && (read_set || self.rng.chance(1, 3)) {
-            while let Some((key, outcome)) = self.clients[c].set.try_recv() {
-                from_set.insert(key, outcome);
-            }
-        }
-        let ids: Vec<AttemptId> = self.clients[c].attempts.keys().copied().collect();
-        for id in ids {
-            let t = self.clients[c].attempts.get_mut(&id).expect("present");
-            let outcome = match &t.handle {
-                Handle::Pending(p) => p.try_take(),
-                Handle::InSet(key) => from_set.remove(key),
-                _ => None,
-            };
-            match &t.handle {
-                Handle::Pending(_) | Handle::InSet(_) => {
-                    let Some(outcome) = outcome else {
-                        continue;
-                    };
-                    match outcome {
-                        Ok(guard) => {
-                            let read_late = matches!(t.handle, Handle::InSet(_));
-                            if let Some(d) = t.deadline.filter(|_| !read_late) {
-                                if now > d {
-                                    return Err(self.violation(format!(
-                                        "c{c}: #{id} granted after its deadline"
-                                    )));
-                                }
-                            }
-                            let t = self.clients[c].attempts.get_mut(&id).expect("present");
-                            let (lock, hold, reader) = (t.lock, t.hold, t.reader);
-                            let node = guard.node_path().to_owned();
-                            let czxid = guard.fencing_token();
-                            t.phase = Phase::Held {
-                                node: node.clone(),
-                                czxid,
-                                state: guard.state(),
-                            };
-                            t.handle = Handle::Guard(guard);
-                            self.stats.grants += 1;
-                            // A third party deleted the node after the
-                            // listing that granted it was taken: the grant
-                            // is stale (found out one read later), and its
-                            // token may be old.
-                            // A PendingSet read late may hand out a grant
-                            // after later ones (even already Lost): its place
-                            // in the order of tokens is not the reading's.
-                            // Tokens are checked on the other two thirds;
-                            // a late guard still Held is held to S1 and to
-                            // exclusion from this step on.
-                            let stale = self.admin_deleted.contains_key(&node) || read_late;
-                            let floor = if reader {
-                                self.last_writer_token[lock]
-                            } else {
-                                self.last_token[lock]
-                            };
-                            if !stale && czxid <= floor {
-                                return Err(self.violation(format!(
-                                    "c{c}: #{id} fencing token {czxid} not above {floor} (holding {node}; queue {:?})",
-                                    self.server.children(&queue_path(lock))
-                                )));
-                            }
-                            if !stale {
-                                self.last_token[lock] = self.last_token[lock].max(czxid);
-                                if !reader {
-                                    self.last_writer_token[lock] = czxid;
-                                }
-                            }
-                            self.note(|| {
-                                format!("c{c}: #{id} holds lock {lock} as {node} (token {czxid})")
-                            });
-                            if let Some(for_) = self.clients[c].stall_after_grant.take() {
-                                self.fault(Fault::Stall { client: c, for_ });
-                            }
-                            self.schedule(
-                                now + hold,
-                                Action::Release {
-                                    client: c,
-                                    generation,
-                                    id,
-                                },
-                            );
-                        }
-                        Err(error) => {
-                            if error == LockError::Timeout {
-                                self.stats.timeouts += 1;
-                                if t.deadline.is_none_or(|d| now < d) {
-                                    return Err(self.violation(format!(
-                                        "c{c}: #{id} timed out off its deadline"
-                                    )));
-                                }
-                            }
-                            t.phase = Phase::Failed(error.clone());
-                            t.handle = Handle::None;
-                            self.note(|| format!("c{c}: #{id} failed: {error:?}"));
-                        }
-                    }
-                }
-                Handle::Guard(g) => {
-                    let state = g.state();
-                    let reason = g.lost_reason();
-                    let Phase::Held { state: s, node, .. } = &mut t.phase else {
-                        continue;
-                    };
-                    if *s == state {
-                        continue;
-                    }
-                    if *s == LockState::Lost {
-                        return Err(self.violation(format!("c{c}: #{id} back from Lost")));
-                    }
-                    // S3: back to Held only after reading the node again.
-                    if (*s, state) == (LockState::Suspended, LockState::Held) {
-                        let since = t.suspended_at.unwrap_or(t.started);
-                        let parent = node.rsplit_once('/').map_or("", |(p, _)| p);
-                        let read = [node.as_str(), parent]
-                            .iter()
-                            .filter_map(|p| self.server.last_read(sid, p))
-                            .any(|at| at >= since);
-                        if !read {
-                            let node = node.clone();
-                            return Err(self.violation(format!(
-                                "c{c}: #{id} Held again after Suspended without reading {node}"
-                            )));
-                        }
-                    }
-                    let t = self.clients[c].attempts.get_mut(&id).expect("present");
-                    let Phase::Held { state: s, .. } = &mut t.phase else {
-                        continue;
-                    };
-                    if state == LockState::Suspended {
-                        t.suspended_at = Some(now);
-                    }
-                    *s = state;
-                    if state == LockState::Lost {
-                        self.stats.lost += 1;
-                    }
-                    self.note(|| format!("c{c}: #{id} {state:?} {reason:?}"));
-                }
-                Handle::None => {}
-            }
-        }
-        if let Some(key) = from_set.keys().next() {
-            return Err(self.violation(format!(
-                "c{c}: the PendingSet handed out key {key}, which no attempt waits on"
-            )));
         }
         Ok(())
     }

@@ -27,7 +27,7 @@ impl World {
                 continue;
             };
             if written > *deleted && watchers.contains(&conn) {
-                if let Handle::Guard(g) = &t.handle {
+                if let Some(g) = self.clients[c].guard(*id) {
                     if g.state() == LockState::Held {
                         return Err(self.violation(format!(
                             "c{c}: #{id} read past the deletion of its node {node} and still says Held"
@@ -46,8 +46,8 @@ impl World {
             let sid = client.core.session_id();
             for (id, t) in &client.attempts {
                 // A holder's horizon never passes the server's expiry.
-                if let (Handle::Guard(g), Some(expiry)) =
-                    (&t.handle, self.server.session_deadline(sid))
+                if let (Some(g), Some(expiry)) =
+                    (client.guard(*id), self.server.session_deadline(sid))
                 {
                     if let Some(horizon) = g.valid_until() {
                         if horizon > expiry {
@@ -130,6 +130,13 @@ impl World {
             .collect();
         if leaders.len() > 1 {
             return Err(self.violation(format!("latches of {leaders:?} lead at once")));
+        }
+        // A campaign won in the same election is a leader too.
+        if let (Some(c), [campaign, ..]) = (leaders.first(), &holders[ELECTION_LOCK][..]) {
+            return Err(self.violation(format!(
+                "c{c}'s latch leads while {} holds the election",
+                campaign.0
+            )));
         }
         for &c in &leaders {
             let sid = self.clients[c].core.session_id();

@@ -2,16 +2,18 @@
 //! connection, and what the harness knows of each of its acquisitions.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use zklock::machine::Core;
 use zklock::recipes::{
-    LeaderLatch, LockError, LockGuard, LockState, Mutex, MutexOptions, PendingLock, PendingSet,
-    RwLock, Semaphore,
+    Election, LeaderLatch, LockError, LockGuard, LockState, MultiGuard, MultiLock, Mutex,
+    MutexOptions, PendingLock, PendingMulti, PendingSet, RwLock, Semaphore,
 };
 use zklock::Client;
 
 use super::super::zookeeper::ConnId;
+use super::herd::Wakes;
 use super::{AttemptId, SESSION_TIMEOUT};
 
 /// What the harness knows of one acquisition, to check the core by.
@@ -35,6 +37,15 @@ pub(super) enum Handle {
     /// Started in the client's `PendingSet` under this key.
     InSet(u64),
     Guard(LockGuard),
+    /// A `MultiLock` acquisition over [`MULTI_LOCKS`], tracked on the first.
+    Multi(PendingMulti),
+    /// Its guard, on the first lock's attempt.
+    MultiHeld(MultiGuard),
+    /// Another part of the multi-lock guard held by attempt `of`.
+    Member {
+        of: AttemptId,
+        index: usize,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -77,6 +88,10 @@ pub(super) struct SimClient {
     pub(super) set: PendingSet,
     /// A leader latch campaigning on `LATCH_PATH`, while started.
     pub(super) latch: Option<LeaderLatch>,
+    /// Locks 0 and 2 taken together.
+    pub(super) multi: MultiLock,
+    /// What the core's observer heard of waiters woken.
+    pub(super) wakes: Arc<Wakes>,
     pub(super) link: Option<Link>,
     pub(super) connect_at: Instant,
     /// A stall armed to start at the next grant.
@@ -102,6 +117,8 @@ pub(super) enum SimLock {
     Rw(RwLock),
     /// Lock 3: a semaphore of [`LEASES`] leases, taken without its gate.
     Lease(Semaphore),
+    /// Lock 4: campaigns in the election the latches run on `LATCH_PATH`.
+    Election(Election),
 }
 
 /// The lock of the plan taken as semaphore leases, and how many.
@@ -111,6 +128,13 @@ pub(super) const LEASES: usize = 2;
 /// Where the clients' leader latches campaign.
 pub(super) const LATCH_PATH: &str = "/locks/latch";
 
+/// The lock of the plan that is the latches' election, campaigned for with
+/// `Election::start_campaign`.
+pub(super) const ELECTION_LOCK: usize = 4;
+
+/// The locks a `MultiLock` takes together, in its (sorted) order.
+pub(super) const MULTI_LOCKS: [usize; 2] = [0, 2];
+
 /// Whether lock `l`'s holders watch their node (0 and 2 do; 1 has the
 /// default). No draw: seeds replay.
 pub(super) fn watched(l: usize) -> bool {
@@ -118,7 +142,11 @@ pub(super) fn watched(l: usize) -> bool {
 }
 
 pub(super) fn lock_path(l: usize) -> String {
-    format!("/locks/l{l}")
+    if l == ELECTION_LOCK {
+        LATCH_PATH.to_owned()
+    } else {
+        format!("/locks/l{l}")
+    }
 }
 
 /// Where lock `l`'s contenders queue: a semaphore's leases sit one level
@@ -134,9 +162,11 @@ pub(super) fn queue_path(l: usize) -> String {
 impl SimClient {
     pub(super) fn new(now: Instant, index: usize, generation: u32, locks: usize) -> SimClient {
         let seed = (index as u128) << 64 | u128::from(generation) << 32 | 0x5eed;
+        let wakes = Arc::new(Wakes::default());
         let (client, core) = Client::builder("127.0.0.1:2181")
             .session_timeout(SESSION_TIMEOUT)
             .connect_timeout(SESSION_TIMEOUT / 3)
+            .observer(wakes.clone())
             .build_manual(now, seed)
             .expect("a manual client");
         let locks = (0..locks)
@@ -144,7 +174,11 @@ impl SimClient {
                 let options = MutexOptions::default()
                     .watch_node(watched(l))
                     .data(format!("lock {l}").as_bytes());
-                if l == 1 {
+                if l == ELECTION_LOCK {
+                    SimLock::Election(
+                        Election::new(&client, LATCH_PATH, b"candidate").expect("an election"),
+                    )
+                } else if l == 1 {
                     SimLock::Rw(RwLock::with_options(&client, &lock_path(l), options).expect("rw"))
                 } else if l == LEASE_LOCK {
                     SimLock::Lease(
@@ -158,6 +192,13 @@ impl SimClient {
                 }
             })
             .collect();
+        let multi_paths = MULTI_LOCKS.map(lock_path);
+        let multi = MultiLock::with_options(
+            &client,
+            &multi_paths.each_ref().map(String::as_str),
+            MutexOptions::default().watch_node(true).data(b"multi"),
+        )
+        .expect("a multi-lock");
         SimClient {
             generation,
             client,
@@ -165,6 +206,8 @@ impl SimClient {
             locks,
             set: PendingSet::new(),
             latch: None,
+            multi,
+            wakes,
             link: None,
             connect_at: now,
             stall_after_grant: None,
@@ -173,6 +216,21 @@ impl SimClient {
             next_id: 1,
             last_heard: now,
             last_answered_send: now,
+        }
+    }
+}
+
+impl SimClient {
+    /// The guard of attempt `id`, a part of a multi-lock guard included.
+    pub(super) fn guard(&self, id: AttemptId) -> Option<&LockGuard> {
+        match &self.attempts.get(&id)?.handle {
+            Handle::Guard(g) => Some(g),
+            Handle::MultiHeld(m) => m.guards().first(),
+            Handle::Member { of, index } => match &self.attempts.get(of)?.handle {
+                Handle::MultiHeld(m) => m.guards().get(*index),
+                _ => None,
+            },
+            _ => None,
         }
     }
 }

@@ -1,0 +1,278 @@
+//! Reading a client's handles as its application would: the outcomes of
+//! pending acquisitions (one lock, a multi-lock, or a key of the client's
+//! `PendingSet`) and the states of its guards, each checked as it is read.
+
+use zklock::recipes::{LockGuard, MultiGuard};
+
+use super::*;
+use client::MULTI_LOCKS;
+
+/// What an acquisition handed out.
+enum Granted {
+    One(LockGuard),
+    Multi(MultiGuard),
+}
+
+/// One lock of a grant: the lock, our node, its token and state.
+struct Part {
+    lock: usize,
+    node: String,
+    czxid: i64,
+    state: LockState,
+}
+
+impl Granted {
+    fn parts(&self, lock: usize) -> Vec<Part> {
+        let part = |lock, g: &LockGuard| Part {
+            lock,
+            node: g.node_path().to_owned(),
+            czxid: g.fencing_token(),
+            state: g.state(),
+        };
+        match self {
+            Granted::One(g) => vec![part(lock, g)],
+            Granted::Multi(m) => MULTI_LOCKS
+                .iter()
+                .zip(m.guards())
+                .map(|(&l, g)| part(l, g))
+                .collect(),
+        }
+    }
+}
+
+impl World {
+    /// Reads every handle of client `c`: outcomes of pending acquisitions,
+    /// and the states of guards.
+    pub(super) fn collect(&mut self, c: usize, read_set: bool) -> Result<(), Violation> {
+        let now = self.now;
+        // The application reads its PendingSet now and then, so a key can
+        // be cancelled while its guard waits unread in the set; and only
+        // while it waits for one of its keys, as an application would.
+        let mut from_set = BTreeMap::new();
+        let waits = self.clients[c]
+            .attempts
+            .values()
+            .any(|t| matches!(t.handle, Handle::InSet(_)));
+        if waits && (read_set || self.rng.chance(1, 3)) {
+            while let Some((key, outcome)) = self.clients[c].set.try_recv() {
+                from_set.insert(key, outcome);
+            }
+        }
+        let ids: Vec<AttemptId> = self.clients[c].attempts.keys().copied().collect();
+        for id in ids {
+            let read = self.clients[c]
+                .guard(id)
+                .map(|g| (g.state(), g.lost_reason()));
+            let t = self.clients[c].attempts.get_mut(&id).expect("present");
+            let outcome = match &mut t.handle {
+                Handle::Pending(p) => p.try_take().map(|r| r.map(Granted::One)),
+                Handle::InSet(key) => from_set.remove(key).map(|r| r.map(Granted::One)),
+                Handle::Multi(p) => p.try_take().map(|r| r.map(Granted::Multi)),
+                _ => None,
+            };
+            let waiting = matches!(
+                t.handle,
+                Handle::Pending(_) | Handle::InSet(_) | Handle::Multi(_)
+            );
+            match read {
+                _ if waiting => {
+                    let Some(outcome) = outcome else {
+                        continue;
+                    };
+                    match outcome {
+                        Ok(granted) => self.granted(c, id, granted)?,
+                        Err(error) => {
+                            if error == LockError::Timeout {
+                                self.stats.timeouts += 1;
+                                if t.deadline.is_none_or(|d| now < d) {
+                                    return Err(self.violation(format!(
+                                        "c{c}: #{id} timed out off its deadline"
+                                    )));
+                                }
+                            }
+                            t.phase = Phase::Failed(error.clone());
+                            t.handle = Handle::None;
+                            self.note(|| format!("c{c}: #{id} failed: {error:?}"));
+                        }
+                    }
+                }
+                Some((state, reason)) => self.read_state(c, id, state, reason)?,
+                None => {}
+            }
+        }
+        if let Some(key) = from_set.keys().next() {
+            return Err(self.violation(format!(
+                "c{c}: the PendingSet handed out key {key}, which no attempt waits on"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Attempt `id` of client `c` was granted: its parts are checked and
+    /// tracked (a multi-lock's later parts as attempts of their own), and
+    /// its release is planned.
+    fn granted(&mut self, c: usize, id: AttemptId, granted: Granted) -> Result<(), Violation> {
+        let now = self.now;
+        let generation = self.clients[c].generation;
+        let t = self.clients[c].attempts.get_mut(&id).expect("present");
+        let read_late = matches!(t.handle, Handle::InSet(_));
+        if let Some(d) = t.deadline.filter(|_| !read_late) {
+            if now > d {
+                return Err(self.violation(format!("c{c}: #{id} granted after its deadline")));
+            }
+        }
+        let (lock, hold, reader) = (t.lock, t.hold, t.reader);
+        let parts = granted.parts(lock);
+        // A multi-lock is all or nothing: a part lost while a later one was
+        // awaited fails the whole.
+        let multi = matches!(granted, Granted::Multi(_));
+        if let Some(lost) = parts.iter().find(|p| multi && p.state == LockState::Lost) {
+            return Err(self.violation(format!(
+                "c{c}: #{id} handed out a multi-lock whose part {} is Lost",
+                lost.node
+            )));
+        }
+        t.handle = match granted {
+            Granted::One(g) => Handle::Guard(g),
+            Granted::Multi(m) => Handle::MultiHeld(m),
+        };
+        for (index, part) in parts.into_iter().enumerate() {
+            let part_id = if index == 0 {
+                id
+            } else {
+                let client = &mut self.clients[c];
+                let member = client.next_id;
+                client.next_id += 1;
+                client.attempts.insert(
+                    member,
+                    Tracked {
+                        lock: part.lock,
+                        started: now,
+                        deadline: None,
+                        hold,
+                        phase: Phase::Waiting,
+                        handle: Handle::Member { of: id, index },
+                        reader: false,
+                        suspended_at: None,
+                    },
+                );
+                member
+            };
+            self.granted_part(c, part_id, part, reader, read_late)?;
+        }
+        if let Some(for_) = self.clients[c].stall_after_grant.take() {
+            self.fault(Fault::Stall { client: c, for_ });
+        }
+        self.schedule(
+            now + hold,
+            Action::Release {
+                client: c,
+                generation,
+                id,
+            },
+        );
+        Ok(())
+    }
+
+    /// One lock of a grant: now Held, with a fencing token above every
+    /// earlier holder's.
+    fn granted_part(
+        &mut self,
+        c: usize,
+        id: AttemptId,
+        part: Part,
+        reader: bool,
+        read_late: bool,
+    ) -> Result<(), Violation> {
+        let Part {
+            lock,
+            node,
+            czxid,
+            state,
+        } = part;
+        let t = self.clients[c].attempts.get_mut(&id).expect("present");
+        t.phase = Phase::Held {
+            node: node.clone(),
+            czxid,
+            state,
+        };
+        self.stats.grants += 1;
+        // A third party deleted the node after the listing that granted it
+        // was taken: the grant is stale (found out one read later), and its
+        // token may be old. A PendingSet read late may hand out a grant
+        // after later ones (even already Lost): its place in the order of
+        // tokens is not the reading's. Tokens are checked on the other two
+        // thirds; a late guard still Held is held to S1 and to exclusion
+        // from this step on.
+        let stale = self.admin_deleted.contains_key(&node) || read_late;
+        let floor = if reader {
+            self.last_writer_token[lock]
+        } else {
+            self.last_token[lock]
+        };
+        if !stale && czxid <= floor {
+            return Err(self.violation(format!(
+                "c{c}: #{id} fencing token {czxid} not above {floor} (holding {node}; queue {:?})",
+                self.server.children(&queue_path(lock))
+            )));
+        }
+        if !stale {
+            self.last_token[lock] = self.last_token[lock].max(czxid);
+            if !reader {
+                self.last_writer_token[lock] = czxid;
+            }
+        }
+        self.note(|| format!("c{c}: #{id} holds lock {lock} as {node} (token {czxid})"));
+        Ok(())
+    }
+
+    /// A guard's state as read now, against what was read before.
+    fn read_state(
+        &mut self,
+        c: usize,
+        id: AttemptId,
+        state: LockState,
+        reason: Option<zklock::recipes::LossReason>,
+    ) -> Result<(), Violation> {
+        let now = self.now;
+        let sid = self.clients[c].core.session_id();
+        let t = self.clients[c].attempts.get_mut(&id).expect("present");
+        let Phase::Held { state: s, node, .. } = &mut t.phase else {
+            return Ok(());
+        };
+        if *s == state {
+            return Ok(());
+        }
+        if *s == LockState::Lost {
+            return Err(self.violation(format!("c{c}: #{id} back from Lost")));
+        }
+        // S3: back to Held only after reading the node again.
+        if (*s, state) == (LockState::Suspended, LockState::Held) {
+            let since = t.suspended_at.unwrap_or(t.started);
+            let parent = node.rsplit_once('/').map_or("", |(p, _)| p);
+            let read = [node.as_str(), parent]
+                .iter()
+                .filter_map(|p| self.server.last_read(sid, p))
+                .any(|at| at >= since);
+            if !read {
+                let node = node.clone();
+                return Err(self.violation(format!(
+                    "c{c}: #{id} Held again after Suspended without reading {node}"
+                )));
+            }
+        }
+        let t = self.clients[c].attempts.get_mut(&id).expect("present");
+        let Phase::Held { state: s, .. } = &mut t.phase else {
+            return Ok(());
+        };
+        if state == LockState::Suspended {
+            t.suspended_at = Some(now);
+        }
+        *s = state;
+        if state == LockState::Lost {
+            self.stats.lost += 1;
+        }
+        self.note(|| format!("c{c}: #{id} {state:?} {reason:?}"));
+        Ok(())
+    }
+}

@@ -1,0 +1,77 @@
+//! The herd count: which waiters each deletion woke, as each client's core
+//! reports it to its observer. A stale one-shot watch (left by a waiter
+//! that gave up) fires on the server but wakes nobody, so the count is the
+//! clients', not the server's notifications.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use zklock::machine::Observer;
+
+use super::client::{lock_path, ELECTION_LOCK, MULTI_LOCKS};
+use super::{Violation, World};
+
+/// Wake-ups a client's core reported: (the waiter's node, the deleted
+/// blocker).
+#[derive(Debug, Default)]
+pub(super) struct Wakes {
+    woken: Mutex<Vec<(String, String)>>,
+}
+
+impl Observer for Wakes {
+    fn waiter_woken(&self, node: &str, blocker: &str) {
+        if let Ok(mut w) = self.woken.lock() {
+            w.push((node.to_owned(), blocker.to_owned()));
+        }
+    }
+}
+
+impl Wakes {
+    fn take(&self) -> Vec<(String, String)> {
+        self.woken
+            .lock()
+            .map(|mut w| std::mem::take(&mut *w))
+            .unwrap_or_default()
+    }
+}
+
+/// Per deleted blocker, the waiters it woke so far.
+pub(super) type WokenBy = BTreeMap<String, u32>;
+
+impl World {
+    /// Collects every client's wake-ups. In a queue where each waiter waits
+    /// for the node right before it (the mutexes, the multi-lock's parts,
+    /// the election and its latches) a deletion wakes one waiter at most.
+    /// (A reader behind a writer shares its blocker with the writer and the
+    /// other readers behind it, and a lease waiter watches the whole queue:
+    /// those queues are not counted.)
+    pub(super) fn count_wakes(&mut self) -> Result<(), Violation> {
+        let exclusive: Vec<String> = MULTI_LOCKS
+            .iter()
+            .chain([ELECTION_LOCK].iter())
+            .map(|&l| lock_path(l))
+            .collect();
+        for c in 0..self.clients.len() {
+            for (node, blocker) in self.clients[c].wakes.take() {
+                self.stats.wakes += 1;
+                self.note(|| format!("c{c}: {node} woken by the deletion of {blocker}"));
+                let path = node.rsplit_once('/').map_or("", |(p, _)| p);
+                // A waiter whose own node a third party deleted does not
+                // know yet that it is no longer right behind its blocker:
+                // it wakes, reads its node and queues again.
+                if !exclusive.iter().any(|e| e == path) || self.admin_deleted.contains_key(&node) {
+                    continue;
+                }
+                let n = self.woken_by.entry(blocker.clone()).or_insert(0);
+                *n += 1;
+                if *n > 1 {
+                    let n = *n;
+                    return Err(self.violation(format!(
+                        "the deletion of {blocker} woke {n} waiters on {path}"
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+}
