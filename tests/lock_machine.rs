@@ -17,7 +17,7 @@ use zklock::{Acl, Client};
 
 /// The simulator's ZooKeeper, for the one test here that runs the machine
 /// inside the real core (session and SetWatches included) against it.
-#[path = "sim/zookeeper.rs"]
+#[path = "sim/zookeeper/mod.rs"]
 mod sim_zookeeper;
 
 const UUID: &str = "00000000-0000-4000-8000-000000000001";

@@ -1,0 +1,49 @@
+//! The ensemble seen from one connection: its server may be a follower
+//! silently cut from the leader, which answers pings and nothing else.
+
+use super::*;
+
+impl SimZooKeeper {
+    /// A follower cut from the leader answers its clients' pings itself
+    /// (Learner's connections stay up, FollowerZooKeeperServer handles
+    /// pings locally) but reaches the leader with nothing: the session's
+    /// touches stay in its LearnerSessionTracker (the leader never renews
+    /// the session), and a write or a sync waits for a leader that does
+    /// not answer. Reads would be served from a view that no longer moves;
+    /// the model holds them too (a client that learns nothing new is the
+    /// case that matters), and so it holds notifications.
+    pub(super) fn on_request_behind_cut(&mut self, conn: ConnId, frame: &[u8]) {
+        let Ok((header, _)) = decode_request_header(frame) else {
+            return self.close_conn(conn);
+        };
+        if header.op == OpCode::Ping {
+            // The follower stamps replies with its own last applied zxid
+            // (FinalRequestProcessor, ZKDatabase.getDataTreeLastProcessedZxid),
+            // which stops at the cut, and it would have served this
+            // connection's reads and SetWatches from that view first. The
+            // model holds those, so a ping reveals no more than the
+            // connection has been shown: a client must never learn of a
+            // zxid whose changes it could not have seen.
+            let frozen = self.behind_cut.get(&conn).copied().unwrap_or(self.zxid);
+            let shown = self.conns.get(&conn).map_or(frozen, |c| c.shown_zxid);
+            let zxid = frozen.min(shown);
+            self.reply(conn, header.xid, zxid, Ok(Response::Empty));
+        }
+    }
+
+    /// The server of connection `conn` is a follower that the leader no
+    /// longer hears (a silent cut between the two): pings are answered,
+    /// nothing else, and the session is not renewed, so the leader expires
+    /// it after its timeout. End it with [`SimZooKeeper::close_connection`]
+    /// (the follower gives up on the leader and drops its clients).
+    pub fn cut_from_leader(&mut self, conn: ConnId) {
+        if self.conns.contains_key(&conn) {
+            self.behind_cut.insert(conn, self.zxid);
+        }
+    }
+
+    /// Whether `conn`'s server is cut from the leader (it hears nothing).
+    pub fn is_behind_cut(&self, conn: ConnId) -> bool {
+        self.behind_cut.contains_key(&conn)
+    }
+}

@@ -1,0 +1,181 @@
+//! Sessions: the handshake that creates or resumes one, the expiry clock
+//! at tick granularity (SessionTrackerImpl's ExpiryQueue), and the end of
+//! a session by closeSession or expiry, one txn deleting its ephemerals.
+
+use super::*;
+
+/// Session ids are this plus a counter from 1 (server id 1 in the top byte,
+/// as ZooKeeper lays them out).
+pub const SESSION_ID_BASE: i64 = 0x0100_0000_0000_0000;
+
+/// Mixed into the password derivation; any constant does.
+const PASSWORD_SECRET: u64 = 0x5a6b_6c6f_636b_2173;
+
+#[derive(Debug)]
+pub(super) struct SessionEntry {
+    pub(super) timeout_ms: i32,
+    pub(super) expire_at: Instant,
+    pub(super) conn: Option<ConnId>,
+}
+
+/// The password of a session: a fixed function of its id.
+pub fn session_password(session_id: i64) -> Vec<u8> {
+    let a = splitmix(session_id as u64 ^ PASSWORD_SECRET);
+    let b = splitmix(a);
+    let mut p = a.to_be_bytes().to_vec();
+    p.extend_from_slice(&b.to_be_bytes());
+    p
+}
+
+impl SimZooKeeper {
+    pub(super) fn on_connect(&mut self, now: Instant, conn: ConnId, frame: &[u8]) {
+        if self.behind_cut.contains_key(&conn) {
+            // Attaching a session on a follower asks the leader
+            // (Learner.validateSession; a new session is a leader-ordered
+            // createSession): cut off from it, the handshake goes
+            // unanswered until the follower drops its clients.
+            return;
+        }
+        let Ok(req) = ConnectRequest::decode_exact(frame) else {
+            self.log(|| format!("conn {conn}: unreadable ConnectRequest"));
+            return self.close_conn(conn);
+        };
+        self.log(|| {
+            format!(
+                "conn {conn}: connect session={:#x} last_zxid={:#x} timeout={}",
+                req.session_id, req.last_zxid_seen, req.timeout_ms
+            )
+        });
+        if req.last_zxid_seen > self.zxid {
+            // "Refusing session request for client as it has seen zxid …"
+            let zxid = self.zxid;
+            self.log(|| format!("conn {conn}: refused, client is ahead of {zxid:#x}"));
+            return self.close_conn(conn);
+        }
+        let tick = i32::try_from(self.tick_ms).unwrap_or(i32::MAX);
+        let timeout = req
+            .timeout_ms
+            .clamp(tick.saturating_mul(2), tick.saturating_mul(20));
+        let session_id = if req.session_id == 0 {
+            self.next_zxid();
+            self.session_counter += 1;
+            let id = SESSION_ID_BASE + self.session_counter;
+            self.sessions.insert(
+                id,
+                SessionEntry {
+                    timeout_ms: timeout,
+                    expire_at: now,
+                    conn: None,
+                },
+            );
+            id
+        } else {
+            let id = req.session_id;
+            if let Some(old) = self.connection_of(id) {
+                if old != conn {
+                    self.close_conn(old);
+                }
+            }
+            if !self.sessions.contains_key(&id) || req.passwd != session_password(id) {
+                self.log(|| format!("conn {conn}: session {id:#x} unknown or bad password"));
+                self.send(conn, |b| {
+                    ConnectResponse {
+                        protocol_version: jute::PROTOCOL_VERSION,
+                        timeout_ms: 0,
+                        session_id: 0,
+                        passwd: vec![0; 16],
+                        read_only: false,
+                    }
+                    .encode(b)
+                });
+                return self.close_conn(conn);
+            }
+            id
+        };
+        if let Some(s) = self.sessions.get_mut(&session_id) {
+            s.timeout_ms = timeout;
+            s.conn = Some(conn);
+        }
+        self.touch(now, session_id);
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.session = Some(session_id);
+            c.shown_zxid = req.last_zxid_seen;
+        }
+        self.log(|| format!("conn {conn}: session {session_id:#x} up, timeout {timeout}ms"));
+        self.send(conn, |b| {
+            ConnectResponse {
+                protocol_version: jute::PROTOCOL_VERSION,
+                timeout_ms: timeout,
+                session_id,
+                passwd: session_password(session_id),
+                read_only: false,
+            }
+            .encode(b)
+        });
+    }
+
+    /// Expires every session whose deadline is `<= now`, earliest first.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.clock = self.clock.max(now);
+        if !self.running {
+            return;
+        }
+        let mut due: Vec<(Instant, i64)> = self
+            .sessions
+            .iter()
+            .filter(|(_, s)| s.expire_at <= now)
+            .map(|(id, s)| (s.expire_at, *id))
+            .collect();
+        due.sort();
+        for (_, id) in due {
+            self.expire(now, id);
+        }
+    }
+
+    /// The next session expiry, if any session lives (None while stopped).
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        if !self.running {
+            return None;
+        }
+        self.sessions.values().map(|s| s.expire_at).min()
+    }
+
+    /// The session deadline after a packet at `now`, on a tick boundary.
+    fn deadline(&self, now: Instant, timeout_ms: i32) -> Instant {
+        let elapsed = now.saturating_duration_since(self.base).as_millis() as u64;
+        let t = elapsed + timeout_ms.max(0) as u64;
+        let at = (t / self.tick_ms + 1) * self.tick_ms;
+        self.base + Duration::from_millis(at)
+    }
+
+    pub(super) fn touch(&mut self, now: Instant, session: i64) {
+        let Some(timeout) = self.sessions.get(&session).map(|s| s.timeout_ms) else {
+            return;
+        };
+        let at = self.deadline(now, timeout);
+        if let Some(s) = self.sessions.get_mut(&session) {
+            s.expire_at = at;
+        }
+    }
+
+    /// closeSession / expiry: one txn deleting every ephemeral of the
+    /// session; watches fire; the session is gone. Returns the txn's zxid.
+    pub(super) fn kill_session(&mut self, session: i64) -> i64 {
+        let zxid = self.next_zxid();
+        for path in self.ephemerals_of(session) {
+            self.remove_node(&path, zxid);
+        }
+        self.commit();
+        self.sessions.remove(&session);
+        zxid
+    }
+
+    pub(super) fn expire(&mut self, _now: Instant, session: i64) {
+        self.log(|| format!("session {session:#x}: expired"));
+        let conn = self.connection_of(session);
+        self.kill_session(session);
+        if let Some(conn) = conn {
+            self.close_conn(conn);
+        }
+    }
+}
