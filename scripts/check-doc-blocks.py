@@ -228,6 +228,18 @@ def split_commands(line):
     return cmds
 
 
+def test_target_files(package_dir, name):
+    """The files of the test target `name` as Cargo finds it: tests/NAME.rs,
+    or tests/NAME/main.rs with the modules beside it."""
+    single = os.path.join(package_dir, "tests", f"{name}.rs")
+    if os.path.isfile(single):
+        return [single]
+    folder = os.path.join(package_dir, "tests", name)
+    if os.path.isfile(os.path.join(folder, "main.rs")):
+        return sorted(glob.glob(os.path.join(folder, "**", "*.rs"), recursive=True))
+    return []
+
+
 def test_functions(path):
     return set(re.findall(r"fn\s+([a-z0-9_]+)\s*\(", read(path)))
 
@@ -306,11 +318,10 @@ def check_cargo(args, cwd, where, problems):
         dirs = [PACKAGES[p] for p in packages] or [manifest_dir]
         files = []
         for t in tests:
-            found = [os.path.join(d, "tests", f"{t}.rs") for d in dirs
-                     if os.path.isfile(os.path.join(d, "tests", f"{t}.rs"))]
+            found = [f for d in dirs for f in test_target_files(d, t)]
             if not found:
-                problems.add(where, f"cargo test --test {t}: no tests/{t}.rs in "
-                                    f"{[rel(d) or '.' for d in dirs]}")
+                problems.add(where, f"cargo test --test {t}: no tests/{t}.rs nor "
+                                    f"tests/{t}/main.rs in {[rel(d) or '.' for d in dirs]}")
             files += found
         filters = positional + [a for a in after if not a.startswith("-")]
         if not tests and "--lib" in rest:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Mutation testing of the lock protocol (src/machine/) and the session core
 # (src/session/mod.rs) against the ZooKeeper-free suites only:
-#   tests/lock_machine.rs (the machine fed by hand),
+#   tests/lock_machine/   (the machine fed by hand; one target, main.rs),
 #   tests/simulation.rs   (the deterministic simulator, SIM_SEEDS seeds),
 #   the crate's unit tests (--lib).
 # No ZooKeeper server is started: none of these suites starts one, and this

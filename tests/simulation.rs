@@ -25,7 +25,7 @@ use sim::world::{Plan, Stats, Violation, World};
 /// its comment).
 const REGRESSIONS: &[u64] = &[
     // A holder heard its node deleted through another attempt's watch and
-    // kept saying Held until its own confirm came back (lock_machine.rs:
+    // kept saying Held until its own confirm came back (lock_machine/grant.rs:
     // a_holder_hears_its_node_deleted_through_another_attempts_watch).
     1143,
     // A listing delayed past a third party's delete of the waiter's node

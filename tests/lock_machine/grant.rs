@@ -1,0 +1,408 @@
+//! Queueing and the grant: a free lock, a waiter behind the head (the
+//! watches it sets, the events and replies that prove it may hold, in
+//! whatever order they come), waiters deeper in the queue, several
+//! attempts of one client on the same lock.
+
+use jute::{ErrorCode, EventType, Request, Response};
+use zklock::machine::LockEvent;
+use zklock::recipes::{LockState, LossReason};
+use zklock::session::RequestError;
+
+use crate::support::*;
+
+#[test]
+fn a_free_lock_is_one_round_trip_then_a_watch_on_our_node() {
+    let mut h = Harness::new();
+    h.m.acquire(h.now, 1, spec(true), UUID.into(), None, false);
+    let sent = h.sent();
+    assert_eq!(sent.len(), 2, "create2 and getChildren leave together");
+    assert!(matches!(sent[0].request, Request::Create2(_)));
+    assert!(matches!(sent[1].request, Request::GetChildren(_)));
+    h.reply(&sent[0], Ok(created(3)));
+    h.reply(&sent[1], Ok(children(&[&ours(3)])));
+    let events = h.events();
+    assert!(
+        matches!(&events[..], [LockEvent::Acquired { id: 1, stat, .. }] if stat.czxid == 103),
+        "{events:?}"
+    );
+    let confirm = h.sent();
+    assert_eq!(confirm.len(), 1);
+    assert!(matches!(&confirm[0].request, Request::GetData(p) if p.watch));
+    h.reply(&confirm[0], data(103));
+    // Someone deletes our node: Lost at once, nothing left to delete.
+    h.fire(&confirm[0], EventType::NodeDeleted, "/l/x");
+    assert_eq!(
+        h.events(),
+        vec![LockEvent::State {
+            id: 1,
+            state: LockState::Lost,
+            reason: Some(LossReason::NodeDeleted)
+        }]
+    );
+    assert!(h.sent().is_empty());
+    assert!(h.m.is_empty());
+}
+
+#[test]
+fn the_head_leaving_grants_on_the_event_alone() {
+    let mut h = Harness::new();
+    let (own, head) = queued_behind_head(&mut h, false);
+    assert!(h.sent().is_empty());
+    head_deleted(&mut h, &head);
+    // Our own watch was set before the head's deletion was sent and has
+    // not fired: our node outlived the head. No read, no listing.
+    assert!(acquired(&h.events()));
+    assert!(
+        h.sent().is_empty(),
+        "no read and no watch for an unwatched holder"
+    );
+    // An unwatched holder does not want its waiting watch re-armed; the
+    // server's copy ends with the node at release.
+    assert!(!h.m.wants_watch(own.token));
+    h.m.release(h.now, 1, true);
+    let delete = h.sent();
+    assert_eq!(deletes(&delete), vec![format!("/l/{}", ours(5))]);
+    h.fire(&own, EventType::NodeDeleted, &format!("/l/{}", ours(5)));
+    assert!(
+        h.events().is_empty(),
+        "our own delete fired it: nothing to say"
+    );
+    h.reply(&delete[0], Ok(Response::Empty));
+    assert_eq!(
+        h.events(),
+        vec![LockEvent::Released {
+            id: 1,
+            refused: None
+        }]
+    );
+    assert!(h.m.is_empty());
+}
+
+#[test]
+fn a_watched_holder_keeps_its_waiting_watch_and_reads_nothing_more() {
+    let mut h = Harness::new();
+    let (own, head) = queued_behind_head(&mut h, true);
+    head_deleted(&mut h, &head);
+    assert!(acquired(&h.events()));
+    assert!(h.sent().is_empty(), "no confirm: the waiting watch serves");
+    assert!(h.m.wants_watch(own.token));
+    // Someone deletes our node: Lost at once, through that watch.
+    h.fire(&own, EventType::NodeDeleted, &format!("/l/{}", ours(5)));
+    assert_eq!(h.events(), lost_node_deleted());
+    assert!(h.sent().is_empty());
+    assert!(h.m.is_empty());
+}
+
+#[test]
+fn our_node_deleted_before_the_head_means_queueing_again_at_once() {
+    for watch_node in [false, true] {
+        let mut h = Harness::new();
+        let (own, head) = queued_behind_head(&mut h, watch_node);
+        // Deleted by a third party: its event comes first, as ZooKeeper
+        // fires watches in the order of the changes.
+        h.fire(&own, EventType::NodeDeleted, &format!("/l/{}", ours(5)));
+        assert!(h.events().is_empty());
+        let again = h.sent();
+        assert!(queues_again(&again), "{again:?}");
+        assert!(!h.m.wants_watch(head.token), "the head no longer matters");
+        head_deleted(&mut h, &head);
+        assert!(h.events().is_empty(), "never Held without a node");
+        assert!(h.sent().is_empty());
+    }
+}
+
+#[test]
+fn our_node_deleted_after_the_head_is_held_then_lost() {
+    for watch_node in [false, true] {
+        let mut h = Harness::new();
+        let (own, head) = queued_behind_head(&mut h, watch_node);
+        head_deleted(&mut h, &head);
+        assert!(acquired(&h.events()));
+        // We held it from the head's deletion to our node's: told at once,
+        // watched or not (the event names a held node).
+        h.fire(&own, EventType::NodeDeleted, &format!("/l/{}", ours(5)));
+        assert_eq!(h.events(), lost_node_deleted(), "watch_node {watch_node}");
+        assert!(h.sent().is_empty(), "nothing left to delete");
+        assert!(h.m.is_empty());
+    }
+}
+
+#[test]
+fn our_own_watch_answered_no_node_means_queueing_again() {
+    let mut h = Harness::new();
+    let (own, head) = queue_behind_head(&mut h, false);
+    h.reply(&own, Err(RequestError::Server(ErrorCode::NoNode)));
+    let again = h.sent();
+    assert!(queues_again(&again), "{again:?}");
+    h.reply(&head, data(1));
+    head_deleted(&mut h, &head);
+    assert!(h.events().is_empty());
+    assert!(h.sent().is_empty());
+}
+
+#[test]
+fn the_head_leaving_before_our_watch_is_known_set_means_one_read() {
+    for watch_node in [false, true] {
+        let mut h = Harness::new();
+        let (own, head) = queue_behind_head(&mut h, watch_node);
+        // Out of order (the machine must not rely on the order it sent):
+        // the head's deletion before our own watch's reply.
+        h.reply(&head, data(1));
+        head_deleted(&mut h, &head);
+        assert!(h.events().is_empty(), "not proven: no grant yet");
+        let check = h.sent();
+        let [check] = &check[..] else {
+            panic!("one read expected: {check:?}")
+        };
+        // Our own watch is on its way: the read need not set another.
+        assert!(reads(check, &ours(5), false), "{check:?}");
+        h.reply(&own, data(105));
+        assert!(h.events().is_empty());
+        h.reply(check, data(105));
+        assert!(acquired(&h.events()));
+        assert!(h.sent().is_empty(), "watch_node {watch_node}: no confirm");
+        assert_eq!(h.m.wants_watch(own.token), watch_node);
+    }
+}
+
+#[test]
+fn our_own_watch_fired_otherwise_means_one_read() {
+    let mut h = Harness::new();
+    let (own, head) = queued_behind_head(&mut h, true);
+    // Someone wrote to our node: the one-shot watch is spent.
+    h.fire(&own, EventType::NodeDataChanged, &format!("/l/{}", ours(5)));
+    head_deleted(&mut h, &head);
+    assert!(h.events().is_empty());
+    let check = h.sent();
+    // It sets the holder's watch this time.
+    assert!(
+        matches!(&check[..], [o] if reads(o, &ours(5), true)),
+        "{check:?}"
+    );
+    h.reply(&check[0], Err(RequestError::Server(ErrorCode::NoNode)));
+    assert!(h.events().is_empty(), "never Held without a node");
+    let again = h.sent();
+    assert!(matches!(again[0].request, Request::Create2(_)), "{again:?}");
+}
+
+#[test]
+fn only_a_waiter_whose_blocker_is_alone_watches_its_own_node() {
+    let mut h = Harness::new();
+    h.m.acquire(h.now, 1, spec(true), UUID.into(), None, false);
+    let sent = h.sent();
+    h.reply(&sent[0], Ok(created(5)));
+    h.reply(
+        &sent[1],
+        Ok(children(&[&ours(5), HEAD, "_c_a-lock-0000000001"])),
+    );
+    let watch = h.sent();
+    assert!(
+        matches!(&watch[..], [o] if reads(o, HEAD, true)),
+        "{watch:?}"
+    );
+    h.reply(&watch[0], data(1));
+    head_deleted(&mut h, &watch[0]);
+    let relist = h.sent();
+    assert!(matches!(&relist[..], [o] if matches!(o.request, Request::GetChildren(_))));
+    // Now alone behind the first: both watches, own first.
+    h.reply(
+        &relist[0],
+        Ok(children(&[&ours(5), "_c_a-lock-0000000001"])),
+    );
+    let watches = h.sent();
+    assert!(
+        matches!(&watches[..], [a, b] if reads(a, &ours(5), true) && reads(b, "_c_a-lock-0000000001", true)),
+        "{watches:?}"
+    );
+}
+
+#[test]
+fn a_blocker_gone_before_its_watch_means_listing_again_at_once() {
+    let mut h = Harness::new();
+    h.m.acquire(h.now, 1, spec(false), UUID.into(), None, false);
+    let sent = h.sent();
+    h.reply(&sent[0], Ok(created(5)));
+    h.reply(
+        &sent[1],
+        Ok(children(&[
+            &ours(5),
+            "_c_a-lock-0000000001",
+            "_c_b-lock-0000000004",
+        ])),
+    );
+    let watch = h.sent();
+    h.reply(&watch[0], Err(RequestError::Server(ErrorCode::NoNode)));
+    let relist = h.sent();
+    assert!(matches!(&relist[..], [o] if matches!(o.request, Request::GetChildren(_))));
+}
+
+#[test]
+fn deep_in_the_queue_a_deletion_means_one_listing_then_the_lock() {
+    let mut h = Harness::new();
+    h.m.acquire(h.now, 1, spec(false), UUID.into(), None, false);
+    let sent = h.sent();
+    h.reply(&sent[0], Ok(created(9)));
+    // Listed out of order, as a server may: the nearest below is 7.
+    let queue = [
+        "_c_c-lock-0000000007",
+        &ours(9),
+        "_c_a-lock-0000000002",
+        "_c_d-lock-0000000010",
+        "_c_b-lock-0000000005",
+    ];
+    h.reply(&sent[1], Ok(children(&queue)));
+    let watch = h.sent();
+    assert!(
+        matches!(&watch[..], [o] if matches!(&o.request, Request::GetData(p) if p.watch && p.path.ends_with("0000000007"))),
+        "{watch:?}"
+    );
+    h.reply(&watch[0], data(1));
+    // Others were below the one we watched: its deletion is not enough.
+    h.fire(&watch[0], EventType::NodeDeleted, "/l/_c_c-lock-0000000007");
+    let relist = h.sent();
+    assert!(matches!(&relist[..], [o] if matches!(o.request, Request::GetChildren(_))));
+    assert!(h.events().is_empty());
+    h.reply(
+        &relist[0],
+        Ok(children(&["_c_d-lock-0000000010", &ours(9)])),
+    );
+    // The listing shows our node at the head: held, nothing more to send.
+    assert!(matches!(
+        &h.events()[..],
+        [LockEvent::Acquired { id: 1, .. }]
+    ));
+    assert!(h.sent().is_empty());
+}
+
+#[test]
+fn creates_sent_together_share_one_listing() {
+    let mut h = Harness::new();
+    let other = "00000000-0000-4000-8000-000000000002";
+    h.m.acquire(h.now, 1, spec(false), UUID.into(), None, false);
+    h.m.acquire(h.now, 2, spec(false), other.into(), None, false);
+    let sent = h.sent();
+    let kinds: Vec<&str> = sent
+        .iter()
+        .map(|o| match o.request {
+            Request::Create2(_) => "create",
+            Request::GetChildren(_) => "list",
+            _ => "other",
+        })
+        .collect();
+    assert_eq!(kinds, ["create", "create", "list"]);
+    let theirs = format!("_c_{other}-lock-0000000006");
+    h.reply(&sent[0], Ok(created(5)));
+    h.reply(
+        &sent[1],
+        Ok(Response::Created {
+            path: format!("/l/{theirs}"),
+            stat: stat(106),
+        }),
+    );
+    h.reply(&sent[2], Ok(children(&[&ours(5), &theirs])));
+    assert!(matches!(
+        &h.events()[..],
+        [LockEvent::Acquired { id: 1, .. }]
+    ));
+    // The second waits on the first, from the same listing (and, the
+    // first alone below it, watches its own node too).
+    let watch = h.sent();
+    assert!(
+        matches!(&watch[..], [own, o] if reads(own, &theirs, true) && reads(o, &ours(5), true)),
+        "{watch:?}"
+    );
+}
+
+#[test]
+fn a_holder_hears_its_node_deleted_through_another_attempts_watch() {
+    // Found by simulation seed 1143: attempt 2 waited on attempt 1's node;
+    // attempt 2 gave up, attempt 1 was granted from a listing, and the
+    // deletion reached the client through attempt 2's old watch first.
+    let mut h = Harness::new();
+    let other = "00000000-0000-4000-8000-000000000002";
+    let theirs = format!("_c_{other}-lock-0000000006");
+    h.m.acquire(h.now, 1, spec(true), UUID.into(), None, false);
+    h.m.acquire(h.now, 2, spec(true), other.into(), None, false);
+    let sent = h.sent();
+    h.reply(&sent[0], Ok(created(5)));
+    h.reply(
+        &sent[1],
+        Ok(Response::Created {
+            path: format!("/l/{theirs}"),
+            stat: stat(106),
+        }),
+    );
+    // Someone else is at the head: both wait, 2 on 1's node.
+    h.reply(
+        &sent[2],
+        Ok(children(&["_c_x-lock-0000000001", &ours(5), &theirs])),
+    );
+    let watches = h.sent();
+    // Attempt 1 sends its own node's watch and the head's, then attempt 2
+    // its watch on attempt 1's node: the last read of that node.
+    let on_ours = watches
+        .iter()
+        .rev()
+        .find(|o| reads(o, &ours(5), true))
+        .expect("attempt 2 watches attempt 1's node")
+        .clone();
+    for w in &watches {
+        h.reply(w, data(1));
+    }
+    h.m.cancel(h.now, 2);
+    h.events();
+    // The head goes; attempt 1 holds on that event alone.
+    let head_watch = watches
+        .iter()
+        .find(|o| matches!(&o.request, Request::GetData(p) if p.path.ends_with("0000000001")))
+        .unwrap()
+        .clone();
+    h.fire(
+        &head_watch,
+        EventType::NodeDeleted,
+        "/l/_c_x-lock-0000000001",
+    );
+    assert!(matches!(
+        &h.events()[..],
+        [LockEvent::Acquired { id: 1, .. }]
+    ));
+    // The deletion arrives on attempt 2's old watch: attempt 1 is told.
+    h.fire(&on_ours, EventType::NodeDeleted, &format!("/l/{}", ours(5)));
+    assert_eq!(
+        h.events(),
+        vec![LockEvent::State {
+            id: 1,
+            state: LockState::Lost,
+            reason: Some(LossReason::NodeDeleted)
+        }]
+    );
+}
+
+/// The reply to a superseded own-node read (for a node since deleted)
+/// sets nothing for the new node: once queued again behind a blocker
+/// alone, the new node's own watch is asked for. Replies out of order, as
+/// in the_head_leaving_before_our_watch_is_known_set_means_one_read.
+/// Kills: on_own_watch_set's `||` made `&&` (queueing.rs:325), which takes
+/// the stale reply for the new node's proof of order.
+#[test]
+fn a_stale_own_watch_reply_proves_nothing_for_a_new_node() {
+    let mut h = Harness::new();
+    let (own, head) = queue_behind_head(&mut h, false);
+    // The head is gone before its watch; the listing then shows our node
+    // gone too (deleted by a third party): queue again.
+    h.reply(&head, Err(RequestError::Server(ErrorCode::NoNode)));
+    let list = h.sent();
+    assert!(matches!(&list[..], [o] if matches!(o.request, Request::GetChildren(_))));
+    h.reply(&list[0], Ok(children(&[HEAD])));
+    let again = h.sent();
+    assert!(queues_again(&again), "{again:?}");
+    // The old read's reply, late.
+    h.reply(&own, data(105));
+    h.reply(&again[0], Ok(created(6)));
+    h.reply(&again[1], Ok(children(&[&ours(6), HEAD])));
+    let watches = h.sent();
+    assert!(
+        matches!(&watches[..], [a, b] if reads(a, &ours(6), true) && reads(b, HEAD, true)),
+        "the new node's own watch is asked for: {watches:?}"
+    );
+}

@@ -1,0 +1,136 @@
+//! A create whose reply was lost: our node found again by its attempt id,
+//! and every duplicate of it (late creates) deleted, whether found then or
+//! in a later listing.
+
+use jute::{ErrorCode, Request, Response};
+use zklock::machine::LockEvent;
+use zklock::session::RequestError;
+
+use crate::support::*;
+
+#[test]
+fn a_lost_create_is_found_by_its_attempt_id_and_duplicates_deleted() {
+    let mut h = Harness::new();
+    h.m.acquire(h.now, 1, spec(false), UUID.into(), None, false);
+    let sent = h.sent();
+    h.reply(&sent[0], Err(RequestError::ConnectionLoss));
+    h.reply(&sent[1], Err(RequestError::ConnectionLoss));
+    let recover = h.sent();
+    assert!(matches!(&recover[..], [o] if matches!(o.request, Request::GetChildren(_))));
+    // Two creates of this attempt made it (a late one too).
+    h.reply(&recover[0], Ok(children(&[&ours(9), &ours(7)])));
+    let next = h.sent();
+    let deletes: Vec<_> = next
+        .iter()
+        .filter_map(|o| match &o.request {
+            Request::Delete(p) => Some(p.path.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(deletes, vec![format!("/l/{}", ours(9))]);
+    let exists = next
+        .iter()
+        .find(|o| matches!(o.request, Request::Exists(_)))
+        .expect("the kept node's Stat is read");
+    h.reply(exists, Ok(Response::Stat(stat(107))));
+    let list = h.sent();
+    h.reply(&list[0], Ok(children(&[&ours(7)])));
+    assert!(matches!(&h.events()[..], [LockEvent::Acquired { stat, .. }] if stat.czxid == 107));
+}
+
+/// A node found again after an ambiguous create, gone before its Stat is
+/// read: the attempt queues again with a new node, it does not ask for the
+/// Stat of a missing node again and again. Kills: on_stat's NoNode arm
+/// deleted (queueing.rs:254).
+#[test]
+fn a_found_node_gone_before_its_stat_is_read_means_queueing_again() {
+    let mut h = Harness::new();
+    h.m.acquire(h.now, 1, spec(false), UUID.into(), None, false);
+    let sent = h.sent();
+    h.reply(&sent[0], Err(RequestError::ConnectionLoss));
+    h.reply(&sent[1], Err(RequestError::ConnectionLoss));
+    let recover = h.sent();
+    assert!(matches!(&recover[..], [o] if matches!(o.request, Request::GetChildren(_))));
+    h.reply(&recover[0], Ok(children(&[&ours(7)])));
+    let exists = h.sent();
+    let [exists] = &exists[..] else {
+        panic!("one exists expected: {exists:?}")
+    };
+    assert!(matches!(exists.request, Request::Exists(_)), "{exists:?}");
+    h.reply(exists, Err(RequestError::Server(ErrorCode::NoNode)));
+    let again = h.sent();
+    assert!(queues_again(&again), "{again:?}");
+    assert!(h.events().is_empty());
+}
+
+/// A listing that shows another node with our attempt id (a late create)
+/// beside ours: it is deleted, whether we hold or wait. Kills: the
+/// `name != our_name` test of evaluate inverted (queueing.rs:399).
+#[test]
+fn a_duplicate_of_our_node_in_a_listing_is_deleted() {
+    // Held: the duplicate sorts after ours.
+    let mut h = Harness::new();
+    h.m.acquire(h.now, 1, spec(false), UUID.into(), None, false);
+    let sent = h.sent();
+    h.reply(&sent[0], Ok(created(5)));
+    h.reply(&sent[1], Ok(children(&[&ours(8), &ours(5)])));
+    let events = h.events();
+    assert!(
+        matches!(&events[..], [LockEvent::Acquired { id: 1, .. }]),
+        "{events:?}"
+    );
+    let next = h.sent();
+    assert_eq!(deletes(&next), vec![format!("/l/{}", ours(8))], "{next:?}");
+    // Waiting: deleted alongside the blocker's watch.
+    let mut h = Harness::new();
+    h.m.acquire(h.now, 1, spec(false), UUID.into(), None, false);
+    let sent = h.sent();
+    h.reply(&sent[0], Ok(created(5)));
+    h.reply(&sent[1], Ok(children(&[&ours(5), HEAD, &ours(9)])));
+    let next = h.sent();
+    assert_eq!(deletes(&next), vec![format!("/l/{}", ours(9))], "{next:?}");
+    assert!(next.iter().any(|o| reads(o, HEAD, true)), "{next:?}");
+}
+
+/// Every duplicate of our node is deleted, however many there are and
+/// whatever deletes are already in flight. Kills: add_stray's `==` made
+/// `!=` in either of its "already known" checks (attempt.rs:316, :317),
+/// which drop a second duplicate.
+#[test]
+fn every_duplicate_of_our_node_is_deleted() {
+    let mut h = Harness::new();
+    h.m.acquire(h.now, 1, spec(false), UUID.into(), None, false);
+    let sent = h.sent();
+    h.reply(&sent[0], Err(RequestError::ConnectionLoss));
+    h.reply(&sent[1], Err(RequestError::ConnectionLoss));
+    let recover = h.sent();
+    // Three creates of this attempt made it: 7 is kept, 9 and 11 go.
+    h.reply(&recover[0], Ok(children(&[&ours(9), &ours(7), &ours(11)])));
+    let next = h.sent();
+    let mut gone = deletes(&next);
+    gone.sort();
+    assert_eq!(
+        gone,
+        vec![format!("/l/{}", ours(9)), format!("/l/{}", ours(11))],
+        "{next:?}"
+    );
+    // With a delete still in flight, a listing shows one more (a late
+    // create): it is deleted too.
+    let exists = next
+        .iter()
+        .find(|o| matches!(o.request, Request::Exists(_)))
+        .expect("the kept node's Stat is read");
+    h.reply(exists, Ok(Response::Stat(stat(107))));
+    let list = h.sent();
+    h.reply(
+        &list[0],
+        Ok(children(&[&ours(7), &ours(9), &ours(11), &ours(12)])),
+    );
+    let events = h.events();
+    assert!(
+        matches!(&events[..], [LockEvent::Acquired { id: 1, stat, .. }] if stat.czxid == 107),
+        "{events:?}"
+    );
+    let more = h.sent();
+    assert_eq!(deletes(&more), vec![format!("/l/{}", ours(12))], "{more:?}");
+}
