@@ -182,6 +182,12 @@ pub(crate) enum Purpose {
     Parent(usize),
     /// getChildren after an ambiguous create: is a node of ours there?
     Recover,
+    /// sync of the lock path, just before a `Recover` or `CleanupList`
+    /// listing: a create of ours that the old server forwarded before we
+    /// reconnected elsewhere is committed before our session moved (the
+    /// leader refuses it after), but the new server may not have applied
+    /// it yet. After a sync it has, and the listing behind it shows it.
+    CatchUp,
     /// exists of a node found again: its Stat and owner.
     Stat,
     /// getChildren to find our place (with a watch for [`Rule::FirstN`]).
@@ -223,6 +229,7 @@ impl Purpose {
         !matches!(
             self,
             Purpose::Confirm
+                | Purpose::CatchUp
                 | Purpose::Delete(_)
                 | Purpose::EndWatch
                 | Purpose::WatchOwn

@@ -52,6 +52,11 @@ fn the_head_leaving_grants_on_the_event_alone() {
     // Our own watch was set before the head's deletion was sent and has
     // not fired: our node outlived the head. No read, no listing.
     assert!(acquired(&h.events()));
+    assert_eq!(
+        h.woken,
+        vec![(format!("/l/{}", ours(5)), format!("/l/{HEAD}"))],
+        "one wake-up, told with our node and the blocker"
+    );
     assert!(
         h.sent().is_empty(),
         "no read and no watch for an unwatched holder"
@@ -405,4 +410,18 @@ fn a_stale_own_watch_reply_proves_nothing_for_a_new_node() {
         matches!(&watches[..], [a, b] if reads(a, &ours(6), true) && reads(b, HEAD, true)),
         "the new node's own watch is asked for: {watches:?}"
     );
+}
+
+#[test]
+fn a_waiter_that_gave_up_is_not_woken() {
+    // Its watch on the blocker stays on the server (one-shot watches cannot
+    // be taken back everywhere) and fires; nobody wakes for it.
+    let mut h = Harness::new();
+    let (_own, head) = queued_behind_head(&mut h, false);
+    h.m.cancel(h.now, 1);
+    let delete = h.sent();
+    assert_eq!(deletes(&delete), vec![format!("/l/{}", ours(5))]);
+    head_deleted(&mut h, &head);
+    assert!(h.woken.is_empty(), "{:?}", h.woken);
+    assert!(h.sent().is_empty());
 }

@@ -9,6 +9,43 @@ use zklock::session::RequestError;
 use crate::support::*;
 
 #[test]
+fn a_recovery_listing_follows_a_sync_of_the_lock_path() {
+    // A create whose reply was lost may be committed and not yet applied by
+    // the server we reconnected to: a sync first, and the listing behind
+    // it on the same connection shows it. Without an answer, a release
+    // looks the same way.
+    for release in [false, true] {
+        let mut h = Harness::new();
+        h.m.acquire(h.now, 1, spec(false), UUID.into(), None, false);
+        let sent = h.sent();
+        if release {
+            h.m.cancel(h.now, 1);
+        }
+        h.reply(&sent[0], Err(RequestError::ConnectionLoss));
+        h.reply(&sent[1], Err(RequestError::ConnectionLoss));
+        let raw: Vec<_> = std::iter::from_fn(|| h.m.poll_request()).collect();
+        assert!(
+            matches!(
+                &raw[..],
+                [s, l] if s.request == Request::Sync("/l".into())
+                    && matches!(&l.request, Request::GetChildren(p) if p.path == "/l")
+            ),
+            "{raw:?}"
+        );
+    }
+}
+
+#[test]
+fn a_create_answered_syncs_nothing() {
+    let mut h = Harness::new();
+    h.m.acquire(h.now, 1, spec(false), UUID.into(), None, false);
+    let sent = h.sent();
+    h.reply(&sent[0], Ok(created(5)));
+    h.reply(&sent[1], Ok(children(&[&ours(5)])));
+    assert!(h.synced.is_empty());
+}
+
+#[test]
 fn a_lost_create_is_found_by_its_attempt_id_and_duplicates_deleted() {
     let mut h = Harness::new();
     h.m.acquire(h.now, 1, spec(false), UUID.into(), None, false);

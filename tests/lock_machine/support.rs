@@ -33,6 +33,12 @@ pub(crate) fn spec(watch_node: bool) -> Arc<LockSpec> {
 pub(crate) struct Harness {
     pub(crate) m: LockMachine,
     pub(crate) now: Instant,
+    /// Paths of the syncs sent before recovery listings (answered at once
+    /// by `sent`: the machine does not act on their replies).
+    pub(crate) synced: Vec<String>,
+    /// Waiters woken by a blocker's deletion, as (our node, the blocker):
+    /// kept apart by `events`.
+    pub(crate) woken: Vec<(String, String)>,
 }
 
 impl Harness {
@@ -40,15 +46,44 @@ impl Harness {
         let now = Instant::now();
         let mut m = LockMachine::new();
         m.handle_session(now, SessionState::Connected, SESSION);
-        Harness { m, now }
+        Harness {
+            m,
+            now,
+            synced: Vec::new(),
+            woken: Vec::new(),
+        }
     }
 
+    /// What the machine sent, but for the syncs that only catch the
+    /// server up before a recovery listing: those are answered here and
+    /// their paths kept in `synced`.
     pub(crate) fn sent(&mut self) -> Vec<Outgoing> {
-        std::iter::from_fn(|| self.m.poll_request()).collect()
+        let all: Vec<Outgoing> = std::iter::from_fn(|| self.m.poll_request()).collect();
+        let mut rest = Vec::with_capacity(all.len());
+        for o in all {
+            match &o.request {
+                Request::Sync(path) => {
+                    self.synced.push(path.clone());
+                    let reply = Ok(Response::Path(path.clone()));
+                    self.m.handle_reply(self.now, o.token, reply);
+                }
+                _ => rest.push(o),
+            }
+        }
+        rest
     }
 
+    /// What the machine decided, but for the wake-ups of waiters: those
+    /// are kept in `woken`.
     pub(crate) fn events(&mut self) -> Vec<LockEvent> {
-        std::iter::from_fn(|| self.m.poll_event()).collect()
+        let mut rest = Vec::new();
+        while let Some(e) = self.m.poll_event() {
+            match e {
+                LockEvent::Woken { node, blocker, .. } => self.woken.push((node, blocker)),
+                e => rest.push(e),
+            }
+        }
+        rest
     }
 
     pub(crate) fn reply(&mut self, o: &Outgoing, r: Result<Response, RequestError>) {

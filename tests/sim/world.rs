@@ -291,7 +291,8 @@ impl World {
         // A session closed or given up while cut off lives on the server
         // until it expires there; its nodes go then.
         let live: Vec<i64> = self.clients.iter().map(|c| c.core.session_id()).collect();
-        if self.server.sessions().iter().any(|s| !live.contains(s)) {
+        if self.server.sessions().iter().any(|s| !live.contains(s)) || self.server.has_late_writes()
+        {
             return false;
         }
         self.clients.iter().all(|c| {
@@ -552,6 +553,24 @@ impl World {
                 if applied {
                     for (_, bytes) in link.up.drain(..) {
                         self.server.receive(now, link.conn, &bytes);
+                    }
+                }
+                self.server.disconnect(now, link.conn);
+                self.server_output();
+                self.clients[client].core.handle_disconnected(now);
+                self.clients[client].connect_at = now + Duration::from_millis(5);
+            }
+            Fault::LateCut { client } => {
+                let Some(mut link) = self.clients[client].link.take() else {
+                    return;
+                };
+                if let Some((session, authed)) = self.server.conn_session(link.conn) {
+                    let bytes: Vec<u8> = link.up.drain(..).flat_map(|(_, b)| b).collect();
+                    if !bytes.is_empty() {
+                        self.note(|| {
+                            format!("c{client}: {} bytes of writes land late", bytes.len())
+                        });
+                        self.server.hold_late_writes(now, session, authed, bytes);
                     }
                 }
                 self.server.disconnect(now, link.conn);

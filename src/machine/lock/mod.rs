@@ -317,6 +317,7 @@ impl LockMachine {
             Purpose::Create => self.on_created(id, token, result),
             Purpose::Parent(n) => self.on_parent(id, n, result),
             Purpose::Recover => self.on_recover(id, result),
+            Purpose::CatchUp => {}
             Purpose::Stat => self.on_stat(id, result),
             Purpose::List => match result {
                 Ok(Response::Children(children)) => {

@@ -39,6 +39,7 @@ impl LockMachine {
         match a.goal {
             Goal::Acquire { .. } => match (&a.node, a.maybe_created, a.parents_from) {
                 (None, true, _) => {
+                    self.catch_up(id, &spec.parent);
                     let list = list(&spec.parent, false);
                     self.send_main(id, Purpose::Recover, list);
                 }
@@ -93,12 +94,24 @@ impl LockMachine {
                 if let Some(node) = a.node.take() {
                     self.delete(id, node.name);
                 } else if a.maybe_created {
+                    self.catch_up(id, &spec.parent);
                     self.send_main(id, Purpose::CleanupList, list(&spec.parent, false));
                 } else if a.is_clean() {
                     self.forget(id);
                 }
             }
         }
+    }
+
+    /// A sync of `parent`, for the listing sent right behind it (see
+    /// [`Purpose::CatchUp`]); its reply says nothing we act on.
+    fn catch_up(&mut self, id: AttemptId, parent: &str) {
+        self.send(
+            id,
+            Purpose::CatchUp,
+            Request::Sync(parent.to_owned()),
+            false,
+        );
     }
 
     pub(super) fn delete(&mut self, id: AttemptId, name: String) {

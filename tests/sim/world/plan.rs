@@ -59,6 +59,11 @@ pub enum Fault {
     /// The client's connection drops; bytes in flight to the server are
     /// applied (`applied`) or lost, and replies in flight are lost.
     Cut { client: usize, applied: bool },
+    /// The client's connection drops; the writes in flight to the server
+    /// are applied late: after the client's first request on its next
+    /// connection (or a second later), as when the old server forwarded
+    /// them and the client reads from a server not yet past them.
+    LateCut { client: usize },
     /// Nothing moves between the client and the server for a while (past
     /// the session timeout, sometimes): its connection, and any new one.
     Stall { client: usize, for_: Duration },
@@ -110,9 +115,12 @@ impl Plan {
                         let for_ = Duration::from_millis(2000 + rng.below(5000));
                         faults.push((at + gap, Fault::Stall { client, for_ }));
                     }
-                    Fault::Cut {
-                        client,
-                        applied: rng.chance(1, 2),
+                    match rng.below(6) {
+                        0..=1 => Fault::LateCut { client },
+                        n => Fault::Cut {
+                            client,
+                            applied: n % 2 == 0,
+                        },
                     }
                 }
                 8..=13 => Fault::Stall {

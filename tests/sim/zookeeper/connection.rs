@@ -84,6 +84,13 @@ impl SimZooKeeper {
         }
     }
 
+    /// The session attached to `conn`, and whether it added a digest
+    /// identity; `None` before its handshake or once it is closed.
+    pub fn conn_session(&self, conn: ConnId) -> Option<(i64, bool)> {
+        let c = self.conns.get(&conn)?;
+        Some((c.session?, c.authed))
+    }
+
     /// The server closes connection `conn` (its session lives on).
     pub fn close_connection(&mut self, conn: ConnId) {
         if self.conns.contains_key(&conn) {

@@ -196,6 +196,7 @@ mod connection;
 mod faults;
 mod follower;
 mod inspection;
+mod late;
 mod multi;
 mod requests;
 mod sessions;
@@ -262,6 +263,8 @@ pub struct SimZooKeeper {
     /// [`SimZooKeeper::hold_in_flight`] is on.
     holding: bool,
     changes: Vec<Change>,
+    /// Per session: writes committed but not yet visible where it reads.
+    late: BTreeMap<i64, late::LateWrites>,
 }
 
 fn splitmix(mut x: u64) -> u64 {
@@ -300,6 +303,7 @@ impl SimZooKeeper {
             in_flight: BTreeMap::new(),
             holding: false,
             changes: Vec::new(),
+            late: BTreeMap::new(),
         };
         for path in SYSTEM_NODES {
             zk.tree.insert(

@@ -38,7 +38,16 @@ impl SimZooKeeper {
             let summary = format!("{request:?}");
             self.log(|| format!("conn {conn} {session:#x} xid={xid}: {summary}"));
         }
+        // Late writes of this session: a sync waits for them; any other
+        // request may be served before they are visible.
+        let sync = matches!(request, Request::Sync(_));
+        if sync {
+            self.land_late_writes(now, session);
+        }
         self.dispatch(now, conn, caller, xid, request);
+        if !sync {
+            self.land_late_writes(now, session);
+        }
         if self.trace.is_some() {
             let last = self
                 .out
@@ -113,6 +122,38 @@ impl SimZooKeeper {
                     self.last_reads.insert((session, path), now);
                 }
                 self.reply(conn, xid, self.zxid, result);
+            }
+        }
+    }
+
+    /// Late writes (see `late.rs`) land: reads among them were answered on
+    /// the dead connection, and lost; a handshake among them never took
+    /// place. The writes are applied as `session` unless it has ended, and
+    /// their replies go nowhere.
+    pub(super) fn apply_late_writes(
+        &mut self,
+        now: Instant,
+        session: i64,
+        authed: bool,
+        bytes: &[u8],
+    ) {
+        /// A connection that never exists: replies to it are dropped.
+        const NOWHERE: ConnId = ConnId::MAX;
+        let mut input = BytesMut::from(bytes);
+        while let Ok(Some(frame)) = split_frame(&mut input, jute::DEFAULT_MAX_FRAME) {
+            if !self.running || !self.sessions.contains_key(&session) {
+                return;
+            }
+            let Ok((header, body)) = decode_request_header(&frame) else {
+                continue;
+            };
+            let Ok(request) = Request::decode_body(header.op, body) else {
+                continue;
+            };
+            if Self::is_write(&request) {
+                self.log(|| format!("late write of {session:#x} xid={}: {request:?}", header.xid));
+                let caller = Caller { session, authed };
+                self.dispatch(now, NOWHERE, caller, header.xid, request);
             }
         }
     }

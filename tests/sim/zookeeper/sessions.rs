@@ -130,6 +130,7 @@ impl SimZooKeeper {
         for (_, id) in due {
             self.expire(now, id);
         }
+        self.land_due_late_writes(now);
     }
 
     /// The next session expiry, if any session lives (None while stopped).
@@ -137,7 +138,11 @@ impl SimZooKeeper {
         if !self.running {
             return None;
         }
-        self.sessions.values().map(|s| s.expire_at).min()
+        let expiry = self.sessions.values().map(|s| s.expire_at).min();
+        match (expiry, self.late_timeout()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// The session deadline after a packet at `now`, on a tick boundary.
