@@ -1,7 +1,6 @@
 //! Jute's primitive types: big-endian int and long, one-byte boolean,
 //! length-prefixed buffers, strings and vectors where length -1 means null.
 
-use byteorder::{BigEndian, ByteOrder};
 use bytes::{BufMut, BytesMut};
 
 use crate::DecodeError;
@@ -51,14 +50,21 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// Takes exactly `N` bytes as an array, or fails without moving.
+    fn take_array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
+        let mut out = [0u8; N];
+        out.copy_from_slice(self.take(N)?);
+        Ok(out)
+    }
+
     /// A 4-byte big-endian int.
     pub fn read_i32(&mut self) -> Result<i32, DecodeError> {
-        self.take(4).map(BigEndian::read_i32)
+        self.take_array().map(i32::from_be_bytes)
     }
 
     /// An 8-byte big-endian long.
     pub fn read_i64(&mut self) -> Result<i64, DecodeError> {
-        self.take(8).map(BigEndian::read_i64)
+        self.take_array().map(i64::from_be_bytes)
     }
 
     /// One byte that must be 0 or 1.
