@@ -1,0 +1,167 @@
+//! Planned actions: what a test or the user asked of a client at a time
+//! (acquire, release, cancel, a leader latch), the server's own moves, and
+//! the faults the plan injects, as they happen.
+
+use super::*;
+
+impl World {
+    pub(super) fn act(&mut self, action: Action) {
+        let now = self.now;
+        match action {
+            Action::Acquire {
+                client,
+                lock,
+                wait,
+                hold,
+                cancel_after,
+            } => {
+                let reader = self.rng.chance(1, 2);
+                let c = &mut self.clients[client];
+                let id = c.next_id;
+                c.next_id += 1;
+                // A try is a short wait here: the public try_lock blocks.
+                let deadline = match wait {
+                    Wait::Forever => None,
+                    Wait::For(d) => Some(now + d),
+                    Wait::Try => Some(now + Duration::from_millis(1)),
+                };
+                // Every third one through the client's PendingSet, every
+                // fifth on lock 0 or 2 a multi-lock over both. No draw:
+                // seeds replay as before.
+                let in_set = id % 3 == 0;
+                let multi = client::MULTI_LOCKS.contains(&lock) && id % 5 == 4;
+                let lock = if multi { client::MULTI_LOCKS[0] } else { lock };
+                let (handle, reader) = match (&c.locks[lock], in_set) {
+                    _ if multi => (Handle::Multi(c.multi.start_lock(deadline)), false),
+                    (SimLock::Election(e), _) => {
+                        (Handle::Pending(e.start_campaign(deadline)), false)
+                    }
+                    (SimLock::Mutex(m), true) => {
+                        (Handle::InSet(c.set.start_lock(m, deadline)), false)
+                    }
+                    (SimLock::Mutex(m), false) => (Handle::Pending(m.start_lock(deadline)), false),
+                    (SimLock::Rw(rw), true) if reader => {
+                        (Handle::InSet(c.set.start_read(rw, deadline)), true)
+                    }
+                    (SimLock::Rw(rw), true) => {
+                        (Handle::InSet(c.set.start_write(rw, deadline)), false)
+                    }
+                    (SimLock::Rw(rw), false) if reader => {
+                        (Handle::Pending(rw.start_read(deadline)), true)
+                    }
+                    (SimLock::Rw(rw), false) => (Handle::Pending(rw.start_write(deadline)), false),
+                    // Leases share like readers; their own bound is checked.
+                    (SimLock::Lease(s), _) => (Handle::Pending(s.start_acquire(deadline)), true),
+                };
+                c.attempts.insert(
+                    id,
+                    Tracked {
+                        lock,
+                        started: now,
+                        deadline,
+                        hold,
+                        phase: Phase::Waiting,
+                        handle,
+                        reader,
+                        suspended_at: None,
+                    },
+                );
+                let generation = c.generation;
+                let kind = match (reader, multi, lock) {
+                    (true, _, _) => " (read)",
+                    (_, true, _) => " (multi-lock with lock 2)",
+                    (_, _, ELECTION_LOCK) => " (campaign)",
+                    _ => "",
+                };
+                self.note(|| format!("c{client}: acquire #{id} lock {lock}{kind} {wait:?}"));
+                if let Some(after) = cancel_after {
+                    self.schedule(
+                        now + after,
+                        Action::Cancel {
+                            client,
+                            generation,
+                            id,
+                        },
+                    );
+                }
+            }
+            Action::Release {
+                client,
+                generation,
+                id,
+            } => {
+                let c = &mut self.clients[client];
+                if c.generation != generation {
+                    return;
+                }
+                if let Some(t) = c.attempts.get_mut(&id) {
+                    if matches!(t.phase, Phase::Held { .. }) {
+                        t.phase = Phase::Released;
+                        // Dropping the guard releases (without blocking); a
+                        // multi-lock's guard, every part.
+                        t.handle = Handle::None;
+                        for t in c.attempts.values_mut() {
+                            if matches!(t.handle, Handle::Member { of, .. } if of == id) {
+                                t.phase = Phase::Released;
+                                t.handle = Handle::None;
+                            }
+                        }
+                        self.note(|| format!("c{client}: release #{id}"));
+                    }
+                }
+            }
+            Action::Cancel {
+                client,
+                generation,
+                id,
+            } => {
+                let c = &mut self.clients[client];
+                if c.generation != generation {
+                    return;
+                }
+                if let Some(t) = c.attempts.get_mut(&id) {
+                    if t.phase == Phase::Waiting {
+                        // Dropping the handle (or cancelling the key) gives
+                        // the attempt up.
+                        if let Handle::InSet(key) = t.handle {
+                            assert!(c.set.cancel(key), "an open key");
+                        }
+                        t.handle = Handle::None;
+                        t.phase = Phase::Failed(LockError::Cancelled);
+                        self.note(|| format!("c{client}: cancel #{id}"));
+                    }
+                }
+            }
+            Action::LatchStart { client, generation } => {
+                let c = &mut self.clients[client];
+                if c.generation == generation && c.latch.is_none() {
+                    let election =
+                        Election::new(&c.client, LATCH_PATH, b"candidate").expect("an election");
+                    c.latch = Some(election.latch());
+                    self.note(|| format!("c{client}: latch starts"));
+                }
+            }
+            Action::LatchDrop { client, generation } => {
+                let c = &mut self.clients[client];
+                if c.generation == generation && c.latch.take().is_some() {
+                    self.note(|| format!("c{client}: latch dropped"));
+                }
+            }
+            Action::CloseConn(conn) => {
+                self.server.close_connection(conn);
+                self.server_output();
+            }
+            Action::AdminDeletePath(path) => {
+                if self.server.delete_as_admin(now, &path) {
+                    self.note(|| format!("third party deletes {path}"));
+                }
+                self.server_output();
+            }
+            Action::Fault(fault) => {
+                self.stats.faults += 1;
+                self.note(|| format!("fault {fault:?}"));
+                self.fault(fault);
+            }
+        }
+    }
+}

@@ -1,0 +1,144 @@
+//! Fault injection: cut and stalled connections, server restarts,
+//! follower cuts, and third parties creating and deleting nodes.
+
+use super::*;
+
+impl World {
+    pub(super) fn fault(&mut self, fault: Fault) {
+        let now = self.now;
+        match fault {
+            Fault::Cut { client, applied } => {
+                let Some(mut link) = self.clients[client].link.take() else {
+                    return;
+                };
+                if applied {
+                    for (_, bytes) in link.up.drain(..) {
+                        self.server.receive(now, link.conn, &bytes);
+                    }
+                }
+                self.server.disconnect(now, link.conn);
+                self.server_output();
+                self.clients[client].core.handle_disconnected(now);
+                self.clients[client].connect_at = now + Duration::from_millis(5);
+            }
+            Fault::LateCut { client } => {
+                let Some(mut link) = self.clients[client].link.take() else {
+                    return;
+                };
+                if let Some((session, authed)) = self.server.conn_session(link.conn) {
+                    let bytes: Vec<u8> = link.up.drain(..).flat_map(|(_, b)| b).collect();
+                    if !bytes.is_empty() {
+                        self.note(|| {
+                            format!("c{client}: {} bytes of writes land late", bytes.len())
+                        });
+                        self.server.hold_late_writes(now, session, authed, bytes);
+                    }
+                }
+                self.server.disconnect(now, link.conn);
+                self.server_output();
+                self.clients[client].core.handle_disconnected(now);
+                self.clients[client].connect_at = now + Duration::from_millis(5);
+            }
+            Fault::Stall { client, for_ } => {
+                let c = &mut self.clients[client];
+                c.partitioned_until = c.partitioned_until.max(now + for_);
+                if let Some(link) = c.link.as_mut() {
+                    link.stalled_until = Some(c.partitioned_until);
+                }
+            }
+            Fault::Restart => {
+                self.server.restart(now);
+                self.server_output();
+            }
+            Fault::StallAfterGrant { client, for_ } => {
+                self.clients[client].stall_after_grant = Some(for_);
+            }
+            Fault::Close { client } => {
+                let c = &mut self.clients[client];
+                if !c.core.state().is_terminal() {
+                    c.core.abort(now);
+                }
+            }
+            Fault::FollowerCut { client, for_ } => {
+                if let Some(conn) = self.clients[client].link.as_ref().map(|l| l.conn) {
+                    self.server.cut_from_leader(conn);
+                    self.schedule(now + for_, Action::CloseConn(conn));
+                }
+            }
+            Fault::ForeignTwin { lock, for_ } => {
+                let parent = queue_path(lock);
+                let children = self.server.children(&parent);
+                let protected: Vec<&String> =
+                    children.iter().filter(|n| n.starts_with("_c_")).collect();
+                if protected.is_empty() {
+                    return;
+                }
+                let pick = protected[self.rng.below(protected.len() as u64) as usize];
+                // `_c_` and the 36 characters of the attempt id.
+                let Some(prefix) = pick.get(..39) else {
+                    return;
+                };
+                let path = format!("{parent}/{prefix}-lock-");
+                let original = format!("{parent}/{pick}");
+                let owner = self.server.exists(&original).map(|s| s.ephemeral_owner);
+                if let Ok(twin) = self.server.create_as_admin(
+                    now,
+                    &path,
+                    b"twin",
+                    zklock::CreateMode::PersistentSequential,
+                ) {
+                    self.note(|| format!("third party creates {twin}"));
+                    self.admin_twins.push(twin.clone());
+                    self.schedule(now + for_, Action::AdminDeletePath(twin));
+                }
+                self.server_output();
+                // The worst moment for the original's owner: its node goes,
+                // it queues again under the same attempt id, and that
+                // create's reply is lost, so it looks for its node by id.
+                let watchers = self.server.data_watchers(&original);
+                if self.server.delete_as_admin(now, &original) {
+                    self.admin_deleted.insert(original, (self.writes, watchers));
+                    let owner = self
+                        .clients
+                        .iter()
+                        .position(|c| Some(c.core.session_id()) == owner);
+                    if let Some(client) = owner {
+                        let at = now + Duration::from_millis(1 + self.rng.below(8));
+                        self.schedule(
+                            at,
+                            Action::Fault(Fault::Cut {
+                                client,
+                                applied: true,
+                            }),
+                        );
+                    }
+                }
+                self.server_output();
+            }
+            Fault::AdminDelete { lock, head } => {
+                let parent = queue_path(lock);
+                let names: Vec<String> =
+                    zklock::recipes::sorted_contenders(self.server.children(&parent))
+                        .into_iter()
+                        .map(|c| c.name)
+                        .collect();
+                let pick = if head {
+                    names.first().cloned()
+                } else if names.is_empty() {
+                    None
+                } else {
+                    Some(names[self.rng.below(names.len() as u64) as usize].clone())
+                };
+                if let Some(name) = pick {
+                    let path = format!("{parent}/{name}");
+                    self.server_output();
+                    let watchers = self.server.data_watchers(&path);
+                    if self.server.delete_as_admin(now, &path) {
+                        self.admin_deleted.insert(path, (self.writes, watchers));
+                    }
+                    self.server_output();
+                }
+            }
+        }
+    }
+}
