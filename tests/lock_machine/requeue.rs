@@ -78,6 +78,50 @@ fn requeue_is_one_multi_then_the_new_node_queues_as_usual() {
 }
 
 #[test]
+fn requeue_answered_as_zookeeper_3_8_does_reads_our_node_once() {
+    // ZooKeeper 3.8 answers a create2 inside a multi as a plain create: the
+    // name without a Stat. No recovery: the listing behind the multi
+    // stands, and one read of our node tells the Stat at the grant.
+    let mut h = Harness::new();
+    let (multi, listing) = requeue_sent(&mut h);
+    h.reply(
+        &multi,
+        Ok(Response::Multi(vec![
+            MultiResult::Delete,
+            MultiResult::Create {
+                path: format!("/l/{}", next_node(4)),
+            },
+        ])),
+    );
+    assert_eq!(
+        h.events(),
+        vec![LockEvent::Released {
+            id: 1,
+            refused: None
+        }]
+    );
+    assert!(h.sent().is_empty(), "no recovery listing");
+    h.reply(&listing, Ok(children(&[&next_node(4)])));
+    assert!(h.events().is_empty(), "not granted without the Stat");
+    let read = h.sent();
+    let [get] = &read[..] else {
+        panic!("one read of our node: {read:?}")
+    };
+    assert!(
+        matches!(&get.request, Request::GetData(p) if p.path == format!("/l/{}", next_node(4))),
+        "{get:?}"
+    );
+    h.reply(get, data(104));
+    let events = h.events();
+    assert!(
+        matches!(&events[..], [LockEvent::Acquired { id: 2, stat, .. }] if stat.czxid == 104),
+        "{events:?}"
+    );
+    assert!(h.sent().is_empty());
+    assert!(h.synced.is_empty(), "nothing was ambiguous");
+}
+
+#[test]
 fn requeue_of_a_node_already_gone_creates_the_usual_way() {
     let mut h = Harness::new();
     let (multi, listing) = requeue_sent(&mut h);

@@ -341,6 +341,7 @@ impl LockMachine {
             Purpose::Confirm => self.on_confirm(id, token, result),
             Purpose::GrantCheck => match result {
                 Ok(_) => {
+                    self.learn_stat(id, &result);
                     let watch = self.watches.contains_key(&token).then_some(token);
                     self.grant(now, id, watch)
                 }

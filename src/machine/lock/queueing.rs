@@ -169,6 +169,21 @@ impl LockMachine {
                 }
                 self.step(id)
             }
+            // Created, its Stat untold (a create inside a multi): the
+            // listing behind it stands, and a read of our node will tell
+            // the Stat (`learn_stat`), or `step` asks for it before a grant.
+            Ok(Response::Path(path)) => {
+                let name = path.rsplit('/').next().unwrap_or_default().to_owned();
+                a.maybe_created = false;
+                a.node = Some(Node { name, stat: None });
+                if matches!(a.goal, Goal::Acquire { .. }) {
+                    if let Some(t) = listing.filter(|t| self.shared_listings.contains_key(t)) {
+                        a.busy = Some(t);
+                        return;
+                    }
+                }
+                self.step(id)
+            }
             Err(RequestError::Server(ErrorCode::NoNode)) => {
                 a.maybe_created = false;
                 if matches!(a.goal, Goal::Acquire { .. }) {
@@ -328,12 +343,35 @@ impl LockMachine {
     }
 
     /// The reply to the read that sets our own-node watch.
+    /// A read of our own node tells its Stat, if we did not know it (a
+    /// node created inside a multi): a grant then needs no read of its own.
+    pub(super) fn learn_stat(&mut self, id: AttemptId, result: &Result<Response, RequestError>) {
+        let session_id = self.session_id;
+        let (Some(a), Ok(Response::Data { stat, .. })) = (self.attempts.get_mut(&id), result)
+        else {
+            return;
+        };
+        match a.node.as_mut() {
+            Some(node) if node.stat.is_none() && stat.ephemeral_owner == session_id => {
+                node.stat = Some(*stat);
+            }
+            // Our attempt id under another owner: never adopt it.
+            Some(node) if node.stat.is_none() => {
+                let name = node.name.clone();
+                a.node = None;
+                a.add_stray(&name);
+            }
+            _ => {}
+        }
+    }
+
     pub(super) fn on_own_watch_set(
         &mut self,
         id: AttemptId,
         token: u64,
         result: Result<Response, RequestError>,
     ) {
+        self.learn_stat(id, &result);
         let Some(a) = self.attempts.get_mut(&id) else {
             self.watches.remove(&token);
             return;
@@ -495,7 +533,20 @@ impl LockMachine {
             stat: Some(stat),
         }) = a.node.clone()
         else {
-            return self.step(id);
+            // Our Stat untold (created inside a multi): one read of our
+            // node tells it and proves the node is there; it grants then.
+            return match (&a.node, a.goal) {
+                (Some(node), Goal::Acquire { .. }) if a.busy.is_none() => {
+                    let path = a.spec.child(&node.name);
+                    let watch = a.spec.watch_node && a.own_watch.is_none();
+                    let request = Request::GetData(PathWatch { path, watch });
+                    let token = self.send(id, Purpose::GrantCheck, request, watch);
+                    if let Some(a) = self.attempts.get_mut(&id) {
+                        a.busy = Some(token);
+                    }
+                }
+                _ => self.step(id),
+            };
         };
         if a.spec.lock_delay.is_some() && a.tenure.as_ref().is_none_or(|t| t.marked.is_none()) {
             return self.begin_tenure(id, watch);

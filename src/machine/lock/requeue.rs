@@ -109,6 +109,9 @@ impl LockMachine {
                             path: path.clone(),
                             stat: *stat,
                         }),
+                        // ZooKeeper 3.8 answers a create2 inside a multi as
+                        // a plain create: the name, without the Stat.
+                        Some(MultiResult::Create { path }) => Ok(Response::Path(path.clone())),
                         _ => Err(RequestError::ConnectionLoss),
                     };
                     (true, Some(created))

@@ -64,6 +64,7 @@ impl World {
                         handle,
                         reader,
                         suspended_at: None,
+                        requeued: false,
                     },
                 );
                 let generation = c.generation;
@@ -97,9 +98,36 @@ impl World {
                 if let Some(t) = c.attempts.get_mut(&id) {
                     if matches!(t.phase, Phase::Held { .. }) {
                         t.phase = Phase::Released;
+                        // Some mutex holders (no draw: seeds replay) let go
+                        // and queue again in one write, once.
+                        let handle = std::mem::replace(&mut t.handle, Handle::None);
+                        let (lock, hold) = (t.lock, t.hold);
+                        if let (Handle::Guard(guard), SimLock::Mutex(m), false, 2) =
+                            (handle, &c.locks[lock], t.requeued, id % 4)
+                        {
+                            let deadline = now + Duration::from_millis(3000);
+                            let pending = m.requeue(guard, Some(deadline));
+                            let next = c.next_id;
+                            c.next_id += 1;
+                            c.attempts.insert(
+                                next,
+                                Tracked {
+                                    lock,
+                                    started: now,
+                                    deadline: Some(deadline),
+                                    hold,
+                                    phase: Phase::Waiting,
+                                    handle: Handle::Pending(pending),
+                                    reader: false,
+                                    suspended_at: None,
+                                    requeued: true,
+                                },
+                            );
+                            self.note(|| format!("c{client}: release #{id}, requeued as #{next}"));
+                            return;
+                        }
                         // Dropping the guard releases (without blocking); a
                         // multi-lock's guard, every part.
-                        t.handle = Handle::None;
                         for t in c.attempts.values_mut() {
                             if matches!(t.handle, Handle::Member { of, .. } if of == id) {
                                 t.phase = Phase::Released;

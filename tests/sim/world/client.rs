@@ -29,6 +29,8 @@ pub(super) struct Tracked {
     pub(super) reader: bool,
     /// When the holder last turned Suspended.
     pub(super) suspended_at: Option<Instant>,
+    /// Queued again by `Mutex::requeue` as an earlier holder let go.
+    pub(super) requeued: bool,
 }
 
 pub(super) enum Handle {

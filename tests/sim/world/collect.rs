@@ -154,6 +154,7 @@ impl World {
                         handle: Handle::Member { of: id, index },
                         reader: false,
                         suspended_at: None,
+                        requeued: false,
                     },
                 );
                 member
