@@ -1,0 +1,84 @@
+//! How the session ends: closing, and expiry abandoning everything.
+
+use super::*;
+
+#[test]
+fn expiry_is_terminal_and_abandons_everything() {
+    let mut h = Harness::new();
+    h.connect(5, 9000);
+    h.s.submit(h.now, exists("/x", true), 1, Some(9));
+    h.reply(1, 2, ErrorCode::Ok, Response::Stat(Stat::default()));
+    h.s.handle_disconnected(h.now);
+    h.s.submit(h.now, exists("/y", false), 2, None);
+    h.events();
+    // The server no longer knows the session: timeout 0.
+    h.connect(0, 0);
+    let ev = h.events();
+    assert_eq!(states(&ev), vec![SessionState::Expired]);
+    assert_eq!(replies(&ev), vec![(2, Err(RequestError::SessionExpired))]);
+    assert!(ev.iter().any(|e| matches!(
+        e,
+        SessionEvent::WatchAbandoned {
+            watcher: 9,
+            reason: RequestError::SessionExpired
+        }
+    )));
+    assert!(!h.s.wants_connection());
+    h.s.submit(h.now, exists("/z", false), 3, None);
+    assert_eq!(
+        replies(&h.events()),
+        vec![(3, Err(RequestError::SessionExpired))]
+    );
+}
+
+#[test]
+fn close_sends_close_session_and_ends() {
+    let mut h = Harness::new();
+    h.connect(5, 9000);
+    h.events();
+    h.s.close(h.now, 77);
+    let sent = h.sent_requests();
+    assert_eq!(sent, vec![(1, Request::CloseSession)]);
+    h.reply(1, 3, ErrorCode::Ok, Response::Empty);
+    let ev = h.events();
+    assert_eq!(states(&ev), vec![SessionState::Closed]);
+    assert_eq!(replies(&ev), vec![(77, Ok(Response::Empty))]);
+    assert!(h.s.is_finished());
+}
+
+#[test]
+fn close_is_answered_after_the_closed_state_is_announced() {
+    let mut h = Harness::new();
+    h.connect(1, 9000);
+    h.events();
+    h.s.close(h.now, 9);
+    let xid = h.sent_requests()[0].0;
+    h.reply(xid, 6, ErrorCode::Ok, Response::Empty);
+    let ev = h.events();
+    let state_at = ev
+        .iter()
+        .position(|e| matches!(e, SessionEvent::State(SessionState::Closed)))
+        .expect("closed announced");
+    let reply_at = ev
+        .iter()
+        .position(|e| matches!(e, SessionEvent::Reply { handle: 9, .. }))
+        .expect("close answered");
+    assert!(state_at < reply_at);
+}
+
+#[test]
+fn closing_says_closed_at_once() {
+    // Found by simulation seed 7: the server may drop the session (and its
+    // nodes) before the close is answered; holders must not wait for that.
+    let mut h = Harness::new();
+    h.connect(1, 9000);
+    h.events();
+    h.s.close(h.now, 9);
+    assert_eq!(states(&h.events()), vec![SessionState::Closed]);
+    assert_eq!(h.s.state(), SessionState::Closed);
+    // The close itself is still on its way and answered later.
+    assert!(matches!(
+        h.sent_requests()[..],
+        [(_, Request::CloseSession)]
+    ));
+}

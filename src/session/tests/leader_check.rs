@@ -1,0 +1,423 @@
+//! Liveness confirmed by the leader: syncs as probes, touches, and a model
+//! of ZooKeeper's follower/leader session tracking.
+
+use super::*;
+
+// ---- liveness confirmed by the leader ----------------------------------
+
+/// Answers everything written so far after `rtt`, as a healthy server: pings
+/// and syncs alike. Returns how many syncs were answered.
+fn answer_all(h: &mut Harness, rtt: Duration) -> usize {
+    let sent = h.sent_requests();
+    h.now += rtt;
+    let mut syncs = 0;
+    for (xid, request) in sent {
+        let body = match request {
+            Request::Sync(path) => {
+                syncs += 1;
+                Response::Path(path)
+            }
+            Request::Exists(_) => Response::Stat(Stat::default()),
+            _ => Response::Empty,
+        };
+        h.reply(xid, 9, ErrorCode::Ok, body);
+    }
+    h.s.handle_timeout(h.now);
+    syncs
+}
+
+/// Answers pings only, as a follower cut off from the leader does: a sync
+/// stays forwarded to a leader that never sees it.
+fn answer_pings_only(h: &mut Harness) {
+    for (xid, request) in h.sent_requests() {
+        if request == Request::Ping {
+            h.reply(xid, 9, ErrorCode::Ok, Response::Empty);
+        }
+    }
+}
+
+fn sync_count(sent: &[(i32, Request)]) -> usize {
+    sent.iter()
+        .filter(|(_, r)| matches!(r, Request::Sync(_)))
+        .count()
+}
+
+#[test]
+fn a_healthy_session_syncs_once_per_probe_period_and_never_suspends() {
+    // Round trips up to T/6 (1.5 s here) are healthy: the proof of a
+    // session answered that slowly is at most T/3 + 2 × T/8 + T/6 = 3T/4
+    // old when the next answer lands.
+    for rtt_ms in [0u64, 20, 400, 1400] {
+        let mut h = Harness::new();
+        h.connect(1, 9000);
+        h.events();
+        let start = h.now;
+        let mut syncs = 0;
+        let step = Duration::from_millis(50);
+        while h.now < start + T * 10 {
+            h.advance(step);
+            syncs += answer_all(&mut h, Duration::from_millis(rtt_ms));
+        }
+        let ev = h.events();
+        // At most one touch per T/64 since the oldest still needed.
+        assert!(h.s.touches.len() <= 64, "{} touches", h.s.touches.len());
+        assert_eq!(states(&ev), vec![], "rtt {rtt_ms} ms");
+        assert_eq!(drops(&ev), 0, "rtt {rtt_ms} ms");
+        // One sync per T/8 at most (80 in 10 T); fewer when the round
+        // trip delays the next one.
+        assert!(syncs <= 80, "rtt {rtt_ms} ms: {syncs} syncs");
+        assert!(
+            syncs >= 10 * 8 * 9000 / (9000 + 8 * rtt_ms as usize + 400),
+            "rtt {rtt_ms} ms: {syncs} syncs"
+        );
+    }
+}
+
+#[test]
+fn pings_answered_without_the_leader_suspend_then_lose_the_session() {
+    let mut h = Harness::new();
+    h.connect(1, 9000);
+    h.events();
+    let handshake = h.now;
+    // The follower answers pings, never the sync it forwarded.
+    let step = Duration::from_millis(10);
+    while h.now < handshake + T * 3 / 4 - step {
+        h.advance(step);
+        answer_pings_only(&mut h);
+        assert!(h.events().is_empty(), "still within 3T/4 of the handshake");
+    }
+    assert_eq!(h.s.poll_timeout(), Some(handshake + T * 3 / 4));
+    h.advance(handshake + T * 3 / 4 - h.now);
+    let ev = h.events();
+    assert!(ev.iter().any(|e| matches!(
+        e,
+        SessionEvent::DropConnection(DropReason::LeaderUnconfirmed)
+    )));
+    assert_eq!(states(&ev), vec![SessionState::Suspended]);
+    // Lost a whole timeout after the handshake, the last leader touch.
+    assert_eq!(h.s.poll_timeout(), Some(handshake + T));
+    h.advance(handshake + T - h.now - Duration::from_millis(1));
+    assert!(h.events().is_empty());
+    h.advance(Duration::from_millis(1));
+    assert_eq!(states(&h.events()), vec![SessionState::Lost]);
+}
+
+#[test]
+fn an_answered_sync_proves_only_the_touches_a_third_of_the_timeout_older() {
+    let mut h = Harness::new();
+    h.connect(1, 9000);
+    h.events();
+    let handshake = h.now;
+    // Run healthy for a while, remembering what was sent when.
+    let step = Duration::from_millis(100);
+    let mut sends: Vec<Instant> = vec![handshake];
+    let mut last_sync_sent = handshake;
+    while h.now < handshake + T * 2 {
+        h.advance(step);
+        let sent = h.sent_requests();
+        if !sent.is_empty() {
+            sends.push(h.now);
+        }
+        if sync_count(&sent) > 0 {
+            last_sync_sent = h.now;
+        }
+        for (xid, request) in sent {
+            let body = match request {
+                Request::Sync(p) => Response::Path(p),
+                _ => Response::Empty,
+            };
+            h.reply(xid, 9, ErrorCode::Ok, body);
+        }
+    }
+    assert!(h.events().is_empty());
+    // Cut: from now on only pings are answered. The proof is the newest
+    // send at least T/3 older than the last answered sync.
+    let proven = sends
+        .iter()
+        .copied()
+        .filter(|&t| t + T / 3 <= last_sync_sent)
+        .max()
+        .unwrap();
+    let suspend_at = proven + T * 3 / 4;
+    assert!(suspend_at > h.now, "healthy until the cut");
+    while h.now + step < suspend_at {
+        h.advance(step);
+        answer_pings_only(&mut h);
+        assert!(h.events().is_empty());
+    }
+    assert_eq!(h.s.poll_timeout(), Some(suspend_at));
+    h.advance(suspend_at - h.now);
+    assert_eq!(states(&h.events()), vec![SessionState::Suspended]);
+    assert_eq!(h.s.poll_timeout(), Some(proven + T));
+}
+
+#[test]
+fn a_successful_write_is_leader_proof_and_puts_the_sync_off() {
+    let mut h = Harness::new();
+    h.connect(1, 9000);
+    h.events();
+    let handshake = h.now;
+    // A write every T/16: the core never needs a sync of its own.
+    let mut writes = 0;
+    while h.now < handshake + T * 3 {
+        h.advance(T / 16);
+        h.s.submit(h.now, Request::Sync("/w".into()), writes, None);
+        writes += 1;
+        let sent = h.sent_requests();
+        assert_eq!(sync_count(&sent), 1, "only the caller's own request");
+        for (xid, request) in sent {
+            let body = match request {
+                Request::Sync(p) => Response::Path(p),
+                _ => Response::Empty,
+            };
+            h.reply(xid, 9, ErrorCode::Ok, body);
+        }
+    }
+    assert_eq!(states(&h.events()), vec![]);
+    // A failed write proves nothing: the follower may have answered it.
+    let last_ok = h.now;
+    let mut proof_deadline = h.s.poll_timeout();
+    h.advance(Duration::from_millis(1));
+    h.s.submit(
+        h.now,
+        Request::Delete(jute::PathVersion {
+            path: "/gone".into(),
+            version: -1,
+        }),
+        99,
+        None,
+    );
+    let (xid, _) = h.sent_requests()[0].clone();
+    h.reply(xid, 9, ErrorCode::NoNode, Response::Empty);
+    h.events();
+    // Nothing answered from here: Suspended comes at 3T/4 after the newest
+    // touch proven by the last successful write.
+    while h.s.state() == SessionState::Connected {
+        proof_deadline = h.s.poll_timeout();
+        h.advance(Duration::from_millis(100));
+        answer_pings_only(&mut h);
+    }
+    assert!(proof_deadline.unwrap() <= last_ok + T * 3 / 4);
+    assert!(proof_deadline.unwrap() >= last_ok - T / 3 - T / 16 + T * 3 / 4);
+}
+
+#[test]
+fn a_reconnect_is_leader_proof_and_resets_the_touches() {
+    let mut h = Harness::new();
+    h.connect(1, 9000);
+    h.events();
+    h.advance(T / 2);
+    answer_pings_only(&mut h);
+    h.s.handle_disconnected(h.now);
+    h.events();
+    h.advance(Duration::from_millis(100));
+    let resumed = h.now;
+    h.connect(1, 9000);
+    assert_eq!(states(&h.events()), vec![SessionState::Connected]);
+    // The leader revalidated the session: the proof is the new handshake,
+    // not the touches made on the old connection.
+    let step = Duration::from_millis(10);
+    while h.now + step < resumed + T * 3 / 4 {
+        h.advance(step);
+        answer_pings_only(&mut h);
+        assert!(h.events().is_empty());
+    }
+    assert_eq!(h.s.poll_timeout(), Some(resumed + T * 3 / 4));
+    h.advance(resumed + T * 3 / 4 - h.now);
+    assert_eq!(states(&h.events()), vec![SessionState::Suspended]);
+}
+
+#[test]
+fn touches_are_kept_coarse_and_not_at_all_without_the_leader_check() {
+    for check in [true, false] {
+        let mut h = Harness::new();
+        h.s.set_leader_check(check);
+        h.connect(1, 9000);
+        h.events();
+        // A busy session: a request every millisecond for T/2.
+        for i in 0..4500 {
+            h.advance(Duration::from_millis(1));
+            h.s.submit(h.now, exists("/busy", false), i, None);
+        }
+        let kept = h.s.touches.len();
+        if check {
+            assert!((32..=34).contains(&kept), "{kept} touches");
+        } else {
+            assert_eq!(kept, 0);
+        }
+    }
+}
+
+// ---- the follower/leader mechanism, modelled -----------------------------
+
+/// A small model of what ZooKeeper 3.8 does with a session on a follower
+/// (see `Session::set_leader_check`): the follower notes every packet of
+/// ours in its touch table and answers pings itself; the leader pings the
+/// follower every tick/2, touches what the reply lists (expiry: arrival +
+/// T, rounded up to a tick) and answers syncs. Links are FIFO with random
+/// delays; at `cut` the follower-leader link goes silent. Returns (the
+/// leader's expiry before its rounding up to a tick, which may add
+/// nothing; when the core said Suspended; when it said Lost), in ms from
+/// the start, and whether anything but Connected was said before the cut.
+fn follower_model(
+    seed: u64,
+    cut_ms: u64,
+    max_link_ms: u64,
+) -> (u64, Option<u64>, Option<u64>, bool) {
+    let mut rng = seed;
+    let mut rand = move |n: u64| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng % n.max(1)
+    };
+    // The worst ratio the server allows: T = 2 × tick.
+    let t_ms = T.as_millis() as u64;
+    let tick = t_ms / 2;
+    let round_up = |t: u64| (t / tick + 1) * tick;
+    let mut h = Harness::new();
+    let start = h.now;
+    h.connect(1, t_ms as i32);
+    h.events();
+    let mut expiry = round_up(t_ms);
+    // The expiry without the rounding up, which may add nothing.
+    let mut floor = t_ms;
+    let mut touched = false;
+    // In-flight messages: (arrival ms, what). FIFO per direction.
+    #[derive(Clone, Copy, PartialEq)]
+    enum Msg {
+        /// Client -> follower: a request with this xid (ping or sync).
+        ToFollower(i32, bool),
+        /// Follower -> client: the answer to this xid (sync or ping).
+        ToClient(i32, bool),
+        /// Leader -> follower: a quorum ping.
+        Ping,
+        /// Follower -> leader: ping reply carrying our touch, or not.
+        PingReply(bool),
+        /// Follower -> leader: our sync.
+        Sync(i32),
+        /// Leader -> follower: the sync's answer.
+        SyncDone(i32),
+    }
+    let mut queue: Vec<(u64, Msg)> = Vec::new();
+    let mut last_arrival = [0u64; 4]; // c->f, f->c, l->f, f->l
+    let mut send = |queue: &mut Vec<(u64, Msg)>, now: u64, way: usize, delay: u64, m: Msg| {
+        let leader_link = way >= 2;
+        let at = (now + delay).max(last_arrival[way]);
+        last_arrival[way] = at;
+        if leader_link && at >= cut_ms {
+            return; // lost in the silent cut
+        }
+        queue.push((at, m));
+    };
+    let phase = rand(tick / 2);
+    let mut next_leader_ping = phase;
+    let (mut suspended, mut lost, mut early) = (None, None, false);
+    let end = cut_ms + 2 * t_ms;
+    for now in 0..end {
+        h.now = start + Duration::from_millis(now);
+        // Deliver what arrives now, in order.
+        let mut due: Vec<(u64, Msg)> = queue.iter().copied().filter(|(at, _)| *at <= now).collect();
+        queue.retain(|(at, _)| *at > now);
+        due.sort_by_key(|(at, _)| *at);
+        for (_, m) in due {
+            match m {
+                Msg::ToFollower(xid, is_sync) => {
+                    touched = true;
+                    if is_sync {
+                        let d = rand(max_link_ms + 1);
+                        send(&mut queue, now, 3, d, Msg::Sync(xid));
+                    } else {
+                        send(&mut queue, now, 1, rand(3), Msg::ToClient(xid, false));
+                    }
+                }
+                Msg::ToClient(xid, is_sync) => {
+                    if h.s.phase == Phase::Connected {
+                        let body = if is_sync {
+                            Response::Path("/".into())
+                        } else {
+                            Response::Empty
+                        };
+                        h.reply(xid, 9, ErrorCode::Ok, body);
+                    }
+                }
+                Msg::Ping => {
+                    let carried = std::mem::take(&mut touched);
+                    let d = rand(max_link_ms + 1);
+                    send(&mut queue, now, 3, d, Msg::PingReply(carried));
+                }
+                Msg::PingReply(carried) => {
+                    if carried && now < expiry {
+                        expiry = round_up(now + t_ms);
+                        floor = now + t_ms;
+                    }
+                }
+                Msg::Sync(xid) => {
+                    assert!(
+                        now < expiry,
+                        "seed {seed}: sync reached the leader after expiry"
+                    );
+                    let d = rand(max_link_ms + 1);
+                    send(&mut queue, now, 2, d, Msg::SyncDone(xid));
+                }
+                Msg::SyncDone(xid) => {
+                    send(&mut queue, now, 1, rand(3), Msg::ToClient(xid, true));
+                }
+            }
+        }
+        if now == next_leader_ping {
+            let d = rand(max_link_ms + 1);
+            send(&mut queue, now, 2, d, Msg::Ping);
+            next_leader_ping += tick / 2;
+        }
+        if h.s.poll_timeout().is_some_and(|d| d <= h.now) {
+            h.s.handle_timeout(h.now);
+        }
+        for (xid, request) in h.sent_requests() {
+            let is_sync = matches!(request, Request::Sync(_));
+            send(&mut queue, now, 0, rand(3), Msg::ToFollower(xid, is_sync));
+        }
+        let ev = h.events();
+        for state in states(&ev) {
+            if now < cut_ms {
+                early = true;
+            }
+            match state {
+                SessionState::Suspended => {
+                    suspended.get_or_insert(now);
+                }
+                SessionState::Lost => {
+                    lost.get_or_insert(now);
+                }
+                _ => {}
+            }
+        }
+    }
+    (floor, suspended, lost, early)
+}
+
+#[test]
+fn a_cut_off_follower_is_noticed_before_the_leader_expires_the_session() {
+    let t_ms = T.as_millis() as u64;
+    let mut least_margin = u64::MAX;
+    for seed in 1..=60u64 {
+        let seed = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        // Transit up to 150 ms each way on the leader link: within the
+        // T/12 slack of the derivation at T = 2 × tick.
+        let cut = 3 * t_ms + seed % t_ms;
+        let (expiry, suspended, lost, early) = follower_model(seed, cut, 150);
+        assert!(!early, "seed {seed}: not Connected before the cut");
+        let suspended = suspended.unwrap_or_else(|| panic!("seed {seed}: never Suspended"));
+        let lost = lost.unwrap_or_else(|| panic!("seed {seed}: never Lost"));
+        assert!(
+            suspended + t_ms / 4 <= expiry,
+            "seed {seed}: Suspended at {suspended}, the leader expires at {expiry}"
+        );
+        assert!(
+            lost <= expiry,
+            "seed {seed}: Lost at {lost}, expiry {expiry}"
+        );
+        least_margin = least_margin.min(expiry - suspended);
+    }
+    eprintln!("least margin between Suspended and the leader's expiry: {least_margin} ms of T = {t_ms} ms");
+}

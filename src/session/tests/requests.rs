@@ -1,0 +1,100 @@
+//! Requests and their replies: xids, order, op codes, and what the session
+//! refuses or drops the connection for.
+
+use super::*;
+
+#[test]
+fn pipelined_replies_are_matched_in_order() {
+    let mut h = Harness::new();
+    h.connect(1, 9000);
+    h.events();
+    for i in 0..3 {
+        h.s.submit(h.now, exists(&format!("/n{i}"), false), 100 + i, None);
+    }
+    let sent = h.sent_requests();
+    let xids: Vec<i32> = sent.iter().map(|(x, _)| *x).collect();
+    assert_eq!(xids, vec![1, 2, 3]);
+    h.reply(1, 10, ErrorCode::Ok, Response::Stat(Stat::default()));
+    h.reply(2, 11, ErrorCode::NoNode, Response::Empty);
+    h.reply(3, 12, ErrorCode::Ok, Response::Stat(Stat::default()));
+    let r = replies(&h.events());
+    assert_eq!(r.len(), 3);
+    assert_eq!(r[0], (100, Ok(Response::Stat(Stat::default()))));
+    assert_eq!(r[1], (101, Err(RequestError::Server(ErrorCode::NoNode))));
+    assert_eq!(r[2].0, 102);
+    assert_eq!(h.s.last_zxid(), 12);
+}
+
+#[test]
+fn out_of_order_xid_drops_the_connection_and_fails_in_flight_requests() {
+    let mut h = Harness::new();
+    h.connect(1, 9000);
+    h.events();
+    h.s.submit(h.now, exists("/a", false), 7, None);
+    h.sent();
+    h.reply(99, 5, ErrorCode::Ok, Response::Stat(Stat::default()));
+    let ev = h.events();
+    assert_eq!(drops(&ev), 1);
+    assert_eq!(replies(&ev), vec![(7, Err(RequestError::ConnectionLoss))]);
+    assert_eq!(states(&ev), vec![SessionState::Suspended]);
+    assert!(h.s.wants_connection());
+}
+
+#[test]
+fn garbage_from_the_server_is_a_disconnect_not_a_panic() {
+    let mut h = Harness::new();
+    h.connect(1, 9000);
+    h.events();
+    h.s.handle_input(h.now, &[0xff, 0xff, 0xff, 0x00, 1, 2, 3]);
+    let ev = h.events();
+    assert!(matches!(
+        ev.first(),
+        Some(SessionEvent::DropConnection(DropReason::Protocol(_)))
+    ));
+    assert_eq!(states(&ev), vec![SessionState::Suspended]);
+}
+
+#[test]
+fn oversized_request_is_refused_without_sending() {
+    let mut h = Harness::new();
+    h.connect(5, 9000);
+    h.events();
+    let big = Request::SetData(jute::SetDataRequest {
+        path: "/big".into(),
+        data: vec![0; 5000],
+        version: -1,
+    });
+    h.s.submit(h.now, big, 1, None);
+    assert!(h.s.output().is_empty());
+    let r = replies(&h.events());
+    assert!(matches!(r[0], (1, Err(RequestError::TooLarge { .. }))));
+}
+
+#[test]
+fn op_codes_are_remembered_per_xid() {
+    let mut h = Harness::new();
+    h.connect(5, 9000);
+    h.events();
+    h.s.submit(
+        h.now,
+        Request::GetData(PathWatch {
+            path: "/g".into(),
+            watch: false,
+        }),
+        1,
+        None,
+    );
+    h.sent();
+    h.reply(
+        1,
+        9,
+        ErrorCode::Ok,
+        Response::Data {
+            data: b"v".to_vec(),
+            stat: Stat::default(),
+        },
+    );
+    let r = replies(&h.events());
+    assert!(matches!(&r[0].1, Ok(Response::Data { data, .. }) if data == b"v"));
+    let _ = OpCode::GetData;
+}
