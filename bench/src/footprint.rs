@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use crate::orch::Setup;
 use crate::run::{Proc, Worker};
+use crate::setup::Setup;
 
 pub struct Footprint {
     /// Row key → value.
