@@ -18,8 +18,10 @@ pub(crate) trait ContendedSession: Send + 'static {
     /// Returns once this session holds the lock.
     fn lock(&mut self) -> BoxResult<()>;
     /// Lets the lock go; the delete may still be on its way, ahead of
-    /// whatever the session sends next.
-    fn unlock(&mut self) -> BoxResult<()>;
+    /// whatever the session sends next. `again`: another turn of the same
+    /// phase (warm-up or timed) follows, so a session may queue for it at
+    /// once (zklock's requeue); after the last turn of each it releases.
+    fn unlock(&mut self, again: bool) -> BoxResult<()>;
     /// Every release has left for the server: called after the warm-up and
     /// after the timed turns, so that no session waits at a barrier while
     /// the lock is still its own.
@@ -57,7 +59,7 @@ pub(crate) fn contended<S: ContendedSession>(
         let (inside, overlaps) = (inside.clone(), overlaps.clone());
         threads.push(std::thread::spawn(
             move || -> BoxResult<(Vec<[u64; 3]>, S)> {
-                let turn = |s: &mut S, record: &mut Vec<[u64; 3]>| -> BoxResult<()> {
+                let turn = |s: &mut S, record: &mut Vec<[u64; 3]>, again: bool| -> BoxResult<()> {
                     s.lock()?;
                     let acquired = ns(t0);
                     if inside.fetch_add(1, Ordering::SeqCst) != 0 {
@@ -68,12 +70,12 @@ pub(crate) fn contended<S: ContendedSession>(
                     }
                     inside.fetch_sub(1, Ordering::SeqCst);
                     record.push([id as u64, acquired, ns(t0)]);
-                    s.unlock()
+                    s.unlock(again)
                 };
                 let warm_result = open(id).and_then(|mut s| {
                     let mut scratch = Vec::new();
-                    for _ in 0..warm {
-                        turn(&mut s, &mut scratch)?;
+                    for i in 0..warm {
+                        turn(&mut s, &mut scratch, i + 1 < warm)?;
                     }
                     s.settle()?;
                     Ok(s)
@@ -82,8 +84,8 @@ pub(crate) fn contended<S: ContendedSession>(
                 go.wait();
                 let mut s = warm_result?;
                 let mut record = Vec::with_capacity(cycles);
-                for _ in 0..cycles {
-                    turn(&mut s, &mut record)?;
+                for i in 0..cycles {
+                    turn(&mut s, &mut record, i + 1 < cycles)?;
                 }
                 s.settle()?;
                 Ok((record, s))

@@ -338,6 +338,7 @@ fn leader_check_paragraph(
                 format!("{fs}/unc.lc_off.suspended_lost"),
                 format!("{fs}/cont.suspended_lost"),
                 format!("{fs}/cont.lc_off.suspended_lost"),
+                format!("{fs}/cont.requeue.suspended_lost"),
             ]
         })
         .chain(info.fsync.first().map_or(vec![], |&f| {

@@ -120,6 +120,10 @@ pub fn run() -> BoxResult<()> {
                         b.attempt(imp, "cont.lc_off", |b| b.contended_lc_off(round));
                     }
                     b.attempt(imp, "cont", |b| b.contended(imp, round));
+                    // zklock's requeue loop right after its own run and floor.
+                    if imp == Impl::Zklock && sizes.runs("requeue") {
+                        b.attempt(imp, "cont.requeue", |b| b.contended_requeue(round));
+                    }
                     if lc_off && !off_first {
                         b.attempt(imp, "cont.lc_off", |b| b.contended_lc_off(round));
                     }

@@ -1,7 +1,7 @@
 //! The rows of RESULTS.md's main tables, one list per server setting:
 //! each row's label, which values it shows and which way is better.
 
-use crate::model::Results;
+use crate::model::{Impl, Results};
 use crate::sizes::Sizes;
 
 /// Which way is better for a row.
@@ -31,15 +31,65 @@ fn row(label: String, key: &str, better: Better) -> Row {
     }
 }
 
+/// One of zklock's ways to run a timed loop: the key prefix of its rows
+/// and what its rows' labels say of it.
+pub struct Variant {
+    pub prefix: String,
+    pub suffix: &'static str,
+}
+
+/// zklock's variants of the timed loop `mode` (`unc` or `cont`) that ran on
+/// server setting `fs`: the default (the guard dropped) first, then
+/// `Mutex::requeue` (contended only). Labelled only when there are
+/// several.
+pub fn variants(r: &Results, fs: &str, mode: &str) -> Vec<Variant> {
+    // Ran, or failed (then its rows say so).
+    let ran = |prefix: &str| {
+        let (p, dot) = (format!("{fs}/{prefix}"), format!("{fs}/{prefix}."));
+        r.values.keys().any(|key| key.starts_with(&dot))
+            || r.notes.keys().any(|(n, i)| *i == Impl::Zklock && *n == p)
+    };
+    let mut v = vec![Variant {
+        prefix: mode.to_owned(),
+        suffix: " [zklock: release by drop, no wait for the delete's reply]",
+    }];
+    if mode == "cont" && ran("cont.requeue") {
+        v.push(Variant {
+            prefix: "cont.requeue".into(),
+            suffix: " [zklock: `Mutex::requeue`, release and queue again in one multi]",
+        });
+    }
+    if v.len() == 1 {
+        v[0].suffix = "";
+    }
+    v
+}
+
 pub fn rows(s: &Sizes, r: &Results, fs: &str, full: bool) -> Vec<Row> {
     use Better::*;
     let k = |x: &str| format!("{fs}/{x}");
-    let mut v = vec![
-        row(
-            format!("uncontended lock+unlock ×{}: p50 µs", s.cycles),
-            &k("unc.p50_us"),
-            Lower,
-        ),
+    let unc = variants(r, fs, "unc");
+    let cont = variants(r, fs, "cont");
+    // One row per zklock variant of `field` (the peers' values on each).
+    let each = |vars: &[Variant], mode: &str, label: &str, field: &str, better| -> Vec<Row> {
+        vars.iter()
+            .map(|var| Row {
+                label: format!("{label}{}", var.suffix),
+                zkey: k(&format!("{}.{field}", var.prefix)),
+                pkey: k(&format!("{mode}.{field}")),
+                better,
+            })
+            .collect()
+    };
+    let mut v = Vec::new();
+    v.extend(each(
+        &unc,
+        "unc",
+        &format!("uncontended lock+unlock ×{}: p50 µs", s.cycles),
+        "p50_us",
+        Lower,
+    ));
+    v.extend([
         row(
             "uncontended: p50 µs of a raw client (codec only; create2+getChildren in one write, delete overlapped)".into(),
             &k("unc.floor_p50_us"),
@@ -50,45 +100,59 @@ pub fn rows(s: &Sizes, r: &Results, fs: &str, full: bool) -> Vec<Row> {
             &k("unc.over_floor"),
             Neither,
         ),
-        row("uncontended: p99 µs".into(), &k("unc.p99_us"), Lower),
-        row(
-            "uncontended: client CPU µs per lock+unlock".into(),
-            &k("unc.cpu_us"),
-            Lower,
+    ]);
+    v.extend(each(&unc, "unc", "uncontended: p99 µs", "p99_us", Lower));
+    v.extend(each(
+        &unc,
+        "unc",
+        "uncontended: client CPU µs per lock+unlock",
+        "cpu_us",
+        Lower,
+    ));
+    v.extend(each(
+        &unc,
+        "unc",
+        "uncontended: server requests per lock+unlock",
+        "requests",
+        Lower,
+    ));
+    v.extend(each(
+        &unc,
+        "unc",
+        "uncontended: server commits per lock+unlock (change of `srvr`'s Zxid ÷ cycles)",
+        "commits",
+        Lower,
+    ));
+    v.push(row(
+        "uncontended: server commits per lock+unlock of the raw floor".into(),
+        &k("unc.floor_commits"),
+        Neither,
+    ));
+    v.extend(each(
+        &cont,
+        "cont",
+        &format!(
+            "{} sessions contended ×{} each: ops/s",
+            s.sessions, s.contended_cycles
         ),
-        row(
-            "uncontended: server requests per lock+unlock".into(),
-            &k("unc.requests"),
-            Lower,
-        ),
-        row(
-            "uncontended: server commits per lock+unlock (change of `srvr`'s Zxid ÷ cycles)".into(),
-            &k("unc.commits"),
-            Lower,
-        ),
-        row(
-            "uncontended: server commits per lock+unlock of the raw floor".into(),
-            &k("unc.floor_commits"),
-            Neither,
-        ),
-        row(
-            format!(
-                "{} sessions contended ×{} each: ops/s",
-                s.sessions, s.contended_cycles
-            ),
-            &k("cont.ops_per_s"),
-            Higher,
-        ),
-        row(
-            "contended: handoff p50 µs (release → next holder)".into(),
-            &k("cont.handoff_p50_us"),
-            Lower,
-        ),
-        row(
-            "contended: handoff p99 µs".into(),
-            &k("cont.handoff_p99_us"),
-            Lower,
-        ),
+        "ops_per_s",
+        Higher,
+    ));
+    v.extend(each(
+        &cont,
+        "cont",
+        "contended: handoff p50 µs (release → next holder)",
+        "handoff_p50_us",
+        Lower,
+    ));
+    v.extend(each(
+        &cont,
+        "cont",
+        "contended: handoff p99 µs",
+        "handoff_p99_us",
+        Lower,
+    ));
+    v.extend([
         row(
             "contended: ops/s of a raw client (codec only; Curator's protocol, a blocking socket per session)".into(),
             &k("cont.floor_ops_per_s"),
@@ -119,11 +183,15 @@ pub fn rows(s: &Sizes, r: &Results, fs: &str, full: bool) -> Vec<Row> {
             &k("cont.floor_handoff_p50_us_over_best"),
             Neither,
         ),
-        row(
-            "contended: client CPU µs per op".into(),
-            &k("cont.cpu_us"),
-            Lower,
-        ),
+    ]);
+    v.extend(each(
+        &cont,
+        "cont",
+        "contended: client CPU µs per op",
+        "cpu_us",
+        Lower,
+    ));
+    v.extend([
         row(
             "contended: client CPU µs per op of the raw floor (no I/O thread: each session's own thread reads its socket)".into(),
             &k("cont.floor_cpu_us"),
@@ -134,32 +202,38 @@ pub fn rows(s: &Sizes, r: &Results, fs: &str, full: bool) -> Vec<Row> {
             &k("cont.floor_cpu_us_over_best"),
             Neither,
         ),
-        row(
-            "contended: server requests per op".into(),
-            &k("cont.requests"),
-            Lower,
-        ),
-        row(
-            "contended: server commits per acquisition (change of `srvr`'s Zxid ÷ acquisitions)".into(),
-            &k("cont.commits"),
-            Lower,
-        ),
-        row(
-            "contended: server commits per acquisition of the raw floor".into(),
-            &k("cont.floor_commits"),
-            Neither,
-        ),
-        row(
-            "contended: overlapping holders seen (must be 0)".into(),
-            &k("cont.overlaps"),
-            Neither,
-        ),
-        row(
-            "contended: overlapping holders seen in the raw floor (must be 0)".into(),
-            &k("cont.floor_overlaps"),
-            Neither,
-        ),
-    ];
+    ]);
+    v.extend(each(
+        &cont,
+        "cont",
+        "contended: server requests per op",
+        "requests",
+        Lower,
+    ));
+    v.extend(each(
+        &cont,
+        "cont",
+        "contended: server commits per acquisition (change of `srvr`'s Zxid ÷ acquisitions)",
+        "commits",
+        Lower,
+    ));
+    v.push(row(
+        "contended: server commits per acquisition of the raw floor".into(),
+        &k("cont.floor_commits"),
+        Neither,
+    ));
+    v.extend(each(
+        &cont,
+        "cont",
+        "contended: overlapping holders seen (must be 0)",
+        "overlaps",
+        Neither,
+    ));
+    v.push(row(
+        "contended: overlapping holders seen in the raw floor (must be 0)".into(),
+        &k("cont.floor_overlaps"),
+        Neither,
+    ));
     if !full {
         return v;
     }

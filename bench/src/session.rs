@@ -97,3 +97,32 @@ pub(crate) fn checked_cycle(mutex: &Mutex, alarms: &mut usize) -> BoxResult<()> 
     drop(guard);
     Ok(())
 }
+
+/// How zklock's timed loops let the lock go: the `release` parameter.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Release {
+    /// `drop` (the default): the guard is dropped, which returns at once;
+    /// the delete travels ahead of whatever the session sends next.
+    Drop,
+    /// `requeue` (contended mode only): `Mutex::requeue(guard, None)`
+    /// releases and queues again in one multi (delete + create, one
+    /// commit); the next turn waits on the `PendingLock` it returns.
+    Requeue,
+}
+
+impl Release {
+    pub(crate) fn of(p: &Params) -> BoxResult<Release> {
+        match p.str("release", "drop") {
+            "drop" => Ok(Release::Drop),
+            "requeue" => Ok(Release::Requeue),
+            other => Err(format!("release={other} is not drop or requeue").into()),
+        }
+    }
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Release::Drop => "drop",
+            Release::Requeue => "requeue",
+        }
+    }
+}

@@ -122,6 +122,17 @@ impl Bench<'_> {
         Ok(())
     }
 
+    /// zklock's contended run with `release=requeue` (row keys
+    /// `cont.requeue.*`): every turn but each phase's last ends in
+    /// `Mutex::requeue`, one multi (delete + create) where a release and a
+    /// new acquisition send two commits; the next turn waits on the
+    /// `PendingLock` it returned.
+    pub fn contended_requeue(&mut self, round: usize) -> BoxResult<()> {
+        let requeue = ["release=requeue".to_owned()];
+        self.contended_run(Impl::Zklock, round, "cont.requeue", &requeue)?;
+        Ok(())
+    }
+
     /// One contended worker; its rows under `tag`.
     fn contended_run(
         &mut self,

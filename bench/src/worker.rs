@@ -16,12 +16,12 @@ use std::io::Write;
 use std::time::Instant;
 
 use crossbeam_channel::Receiver;
-use zklock::recipes::{LockGuard, LockState, Mutex};
+use zklock::recipes::{LockGuard, LockState, Mutex, PendingLock};
 use zklock::Client;
 
 use crate::contend::{contended, ContendedSession};
 use crate::json::ObjWriter;
-use crate::session::{checked_cycle, guard_alarms, Conn, SessionAlarms};
+use crate::session::{checked_cycle, guard_alarms, Conn, Release, SessionAlarms};
 use crate::stage::{stage, Params};
 use crate::worker_scale::{held, idle, waiters};
 use crate::BoxResult;
@@ -33,10 +33,15 @@ pub fn main(args: &[String]) -> BoxResult<()> {
     };
     let p = Params::parse(rest)?;
     let conn = Conn::of(&p)?;
+    let release = Release::of(&p)?;
     let mut out = ObjWriter::new();
     out.str("impl", "zklock")
         .str("mode", mode)
-        .str("leader_check", if conn.leader_check { "on" } else { "off" });
+        .str("leader_check", if conn.leader_check { "on" } else { "off" })
+        .str("release", release.name());
+    if release == Release::Requeue && mode != "contended" {
+        return Err(format!("release=requeue is for the contended mode, not {mode}").into());
+    }
     match mode.as_str() {
         "uncontended" => uncontended(conn, connect_string, path, &p, &mut out)?,
         "contended" => {
@@ -49,7 +54,9 @@ pub fn main(args: &[String]) -> BoxResult<()> {
                     client,
                     alarms,
                     mutex,
+                    release,
                     guard: None,
+                    pending: None,
                     guard_alarms: 0,
                 })
             })?
@@ -114,24 +121,39 @@ struct ZklockSession {
     client: Client,
     alarms: SessionAlarms,
     mutex: Mutex,
+    release: Release,
     /// The guard held, and its state changes since it was granted.
     guard: Option<(LockGuard, Receiver<LockState>)>,
+    /// The next turn's acquisition, queued by the last release
+    /// (`release=requeue`).
+    pending: Option<PendingLock>,
     guard_alarms: usize,
 }
 
 impl ContendedSession for ZklockSession {
+    /// `Mutex::lock`, or the wait on the acquisition the last requeue
+    /// started.
     fn lock(&mut self) -> BoxResult<()> {
-        let guard = self.mutex.lock()?;
+        let guard = match self.pending.take() {
+            Some(pending) => pending.wait()?,
+            None => self.mutex.lock()?,
+        };
         let changes = guard.state_changes();
         self.guard = Some((guard, changes));
         Ok(())
     }
 
-    /// Released as in `cycle`: the guard drops.
-    fn unlock(&mut self) -> BoxResult<()> {
+    /// Released as in `cycle` (the guard drops), or with `release=requeue`
+    /// released and queued again in one multi while another turn follows.
+    fn unlock(&mut self, again: bool) -> BoxResult<()> {
         if let Some((guard, changes)) = self.guard.take() {
             self.guard_alarms += guard_alarms(&changes);
-            drop(guard);
+            match self.release {
+                Release::Requeue if again => {
+                    self.pending = Some(self.mutex.requeue(guard, None));
+                }
+                Release::Drop | Release::Requeue => drop(guard),
+            }
         }
         Ok(())
     }
@@ -140,8 +162,13 @@ impl ContendedSession for ZklockSession {
         Some(self.guard_alarms + self.alarms.count())
     }
 
-    /// A dropped guard's delete is already the I/O thread's.
+    /// A dropped guard's delete is already the I/O thread's. The harness
+    /// ends each phase with `unlock(false)`, so no requeue is left pending;
+    /// if one were, it is taken and released here.
     fn settle(&mut self) -> BoxResult<()> {
+        if let Some(pending) = self.pending.take() {
+            drop(pending.wait()?);
+        }
         Ok(())
     }
 

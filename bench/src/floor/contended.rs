@@ -76,8 +76,9 @@ impl ContendedSession for Contender {
         Err(format!("{node} still waits after {MAX_LISTINGS} listings").into())
     }
 
-    /// Nothing is sent: the delete leads the next turn's write.
-    fn unlock(&mut self) -> BoxResult<()> {
+    /// Nothing is sent: the delete leads the next turn's write (or
+    /// `settle`'s, after the last turn).
+    fn unlock(&mut self, _again: bool) -> BoxResult<()> {
         self.released = self.node.take();
         Ok(())
     }
