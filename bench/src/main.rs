@@ -11,8 +11,9 @@
 //! first: `model` (the implementations, the values measured), `runinfo`,
 //! `run` (worker processes, readings of /proc and of the server); `sizes`,
 //! `setup`; `modes` (the bench of one server configuration), with its modes
-//! in `timed` and `scale`; `footprint`; `rows`, `cells`, `leader`, `chart`,
-//! `report` (RESULTS.md and the chart); `orch` (the run), called from here.
+//! in `timed` and `scale`; `footprint`; `rows`, `cells`, `leader`,
+//! `releases`, `chart`, `report` (RESULTS.md and the chart); `orch` (the
+//! run), called from here.
 
 mod cells;
 mod chart;
@@ -21,6 +22,7 @@ mod leader;
 mod model;
 mod modes;
 mod orch;
+mod releases;
 mod report;
 mod rows;
 mod run;

@@ -14,7 +14,7 @@ use crate::model::{Impl, Results};
 use crate::modes::{ensure, warm_server, Bench};
 use crate::report;
 use crate::run::Server;
-use crate::runinfo::{code_revision, command_line, loadavg, RunInfo};
+use crate::runinfo::{code_revision, command_line, git_rev, loadavg, RunInfo};
 use crate::setup::{first_line, Setup};
 use crate::sizes::Sizes;
 
@@ -36,6 +36,7 @@ pub fn run() -> BoxResult<()> {
     let sizes = Sizes::from_env();
     // The code measured, as it was when the run started.
     let code = code_revision(&root);
+    let rev = git_rev(&root);
 
     let setup = Setup::discover(root.clone(), target, out_dir.clone())?;
     let mut versions = setup.versions();
@@ -106,11 +107,20 @@ pub fn run() -> BoxResult<()> {
                 // always the second of the two.
                 let lc_off = imp == Impl::Zklock && sizes.runs("lc");
                 let off_first = round % 2 == 1;
+                // zklock's release by unlock() (waiting for the delete's
+                // reply) beside its release by drop in the same way.
+                let unlock = imp == Impl::Zklock && sizes.runs("unlock");
                 if sizes.runs("unc") {
                     if lc_off && off_first {
                         b.attempt(imp, "unc.lc_off", |b| b.uncontended_lc_off(round));
                     }
+                    if unlock && off_first {
+                        b.attempt(imp, "unc.unlock", |b| b.uncontended_unlock(round));
+                    }
                     b.attempt(imp, "unc", |b| b.uncontended(imp, round));
+                    if unlock && !off_first {
+                        b.attempt(imp, "unc.unlock", |b| b.uncontended_unlock(round));
+                    }
                     if lc_off && !off_first {
                         b.attempt(imp, "unc.lc_off", |b| b.uncontended_lc_off(round));
                     }
@@ -119,7 +129,13 @@ pub fn run() -> BoxResult<()> {
                     if lc_off && off_first {
                         b.attempt(imp, "cont.lc_off", |b| b.contended_lc_off(round));
                     }
+                    if unlock && off_first {
+                        b.attempt(imp, "cont.unlock", |b| b.contended_unlock(round));
+                    }
                     b.attempt(imp, "cont", |b| b.contended(imp, round));
+                    if unlock && !off_first {
+                        b.attempt(imp, "cont.unlock", |b| b.contended_unlock(round));
+                    }
                     // zklock's requeue loop right after its own run and floor.
                     if imp == Impl::Zklock && sizes.runs("requeue") {
                         b.attempt(imp, "cont.requeue", |b| b.contended_requeue(round));
@@ -185,6 +201,7 @@ pub fn run() -> BoxResult<()> {
         drop(server);
     }
     versions.insert(0, ("ZooKeeper".into(), zk_version));
+    versions.insert(0, ("zklock".into(), format!("git {rev}")));
     let info = RunInfo {
         versions,
         started,

@@ -1,6 +1,7 @@
 //! bench/RESULTS.md and its chart (src/chart.rs): the header (how the run
 //! was made, on what), the tables of each server setting (src/rows.rs),
-//! zklock's leader check (src/leader.rs) and its footprint.
+//! zklock's release modes (src/releases.rs), its leader check
+//! (src/leader.rs) and its footprint.
 
 use std::fmt::Write as _;
 
@@ -8,12 +9,23 @@ use crate::cells::{cell, fmt_num, ratio_to_best_peer};
 use crate::chart::svg;
 use crate::leader::leader_check_section;
 use crate::model::{Impl, Results};
+use crate::releases::release_section;
 use crate::rows::{rows, Better};
 use crate::runinfo::RunInfo;
 use crate::sizes::Sizes;
 
+/// `nproc`, the CPU model and the memory of this machine.
 fn machine() -> (String, String, String) {
-    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let cpus = std::process::Command::new("nproc")
+        .output()
+        .ok()
+        .and_then(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .trim()
+                .parse::<usize>()
+                .ok()
+        })
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(0, |n| n.get()));
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let model = cpuinfo
         .lines()
@@ -37,10 +49,28 @@ pub fn render(r: &Results, s: &Sizes, info: &RunInfo) -> (String, String) {
     let _ = writeln!(
         md,
         "Made by `scripts/bench.sh` (see [README.md](README.md) for what each figure means). \
-         Run started {}; {:.0} s in all; load average {} before, {} after.\n",
-        info.started, info.total_s, info.load_before, info.load_after
+         Run started {}; {:.0} s in all.\n",
+        info.started, info.total_s
     );
-    let _ = writeln!(md, "Machine: {cpus} CPUs ({model}), {mem} of memory.\n");
+    let _ = writeln!(
+        md,
+        "Machine: `nproc` {cpus}, CPU {model}, {mem} of memory. Load average (1, 5, 15 min) \
+         at the start {}, at the end {}.\n",
+        info.load_before, info.load_after
+    );
+    let busy = [&info.load_before, &info.load_after]
+        .iter()
+        .filter_map(|l| l.split_whitespace().next()?.parse::<f64>().ok())
+        .fold(0.0f64, f64::max);
+    if busy > 1.0 {
+        let _ = writeln!(
+            md,
+            "**The machine was not quiet:** a load average above 1 ({busy:.2} at its highest \
+             reading) means other processes shared its {cpus} CPUs with the server and the \
+             workers: absolute figures are slower and noisier than on a quiet machine; ratios \
+             between runs of the same round are less affected.\n"
+        );
+    }
     let _ = writeln!(md, "{}\n", how_it_was_run(s, info));
     if let Ok(note) = std::env::var("BENCH_NOTE") {
         if !note.trim().is_empty() {
@@ -103,6 +133,7 @@ pub fn render(r: &Results, s: &Sizes, info: &RunInfo) -> (String, String) {
         }
         let _ = writeln!(md);
     }
+    md.push_str(&release_section(r, s, info));
     md.push_str(&leader_check_section(r, s, info));
     let _ = writeln!(md, "## zklock's footprint\n");
     let _ = writeln!(md, "| measurement | value |\n|---|---:|");

@@ -40,8 +40,8 @@ pub struct Variant {
 
 /// zklock's variants of the timed loop `mode` (`unc` or `cont`) that ran on
 /// server setting `fs`: the default (the guard dropped) first, then
-/// `Mutex::requeue` (contended only). Labelled only when there are
-/// several.
+/// `unlock()` (waiting for the delete's reply), then `Mutex::requeue`
+/// (contended only). Labelled only when there are several.
 pub fn variants(r: &Results, fs: &str, mode: &str) -> Vec<Variant> {
     // Ran, or failed (then its rows say so).
     let ran = |prefix: &str| {
@@ -53,6 +53,13 @@ pub fn variants(r: &Results, fs: &str, mode: &str) -> Vec<Variant> {
         prefix: mode.to_owned(),
         suffix: " [zklock: release by drop, no wait for the delete's reply]",
     }];
+    let unlock = format!("{mode}.unlock");
+    if ran(&unlock) {
+        v.push(Variant {
+            prefix: unlock,
+            suffix: " [zklock: `guard.unlock()`, waits for the delete's reply]",
+        });
+    }
     if mode == "cont" && ran("cont.requeue") {
         v.push(Variant {
             prefix: "cont.requeue".into(),

@@ -45,6 +45,28 @@ pub fn command_line() -> String {
     cmd.join(" ")
 }
 
+/// zklock's git revision in `root`: the short commit, `-dirty` when
+/// tracked files had uncommitted changes.
+pub fn git_rev(root: &Path) -> String {
+    let git = |args: &[&str]| {
+        Command::new("git")
+            .arg("-C")
+            .arg(root)
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+    };
+    match git(&["rev-parse", "--short", "HEAD"]) {
+        None => "not a git checkout".into(),
+        Some(head) => match git(&["status", "--porcelain", "--untracked-files=no"]) {
+            Some(changes) if !changes.is_empty() => format!("{head}-dirty"),
+            _ => head,
+        },
+    }
+}
+
 /// The commit checked out in `root` and what was uncommitted, from git.
 pub fn code_revision(root: &Path) -> String {
     let git = |args: &[&str]| {

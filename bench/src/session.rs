@@ -89,12 +89,16 @@ pub(crate) fn cycle(mutex: &Mutex) -> BoxResult<()> {
 
 /// [`cycle`], counting the states other than `Held` the guard went through
 /// while held into `alarms` (from its `state_changes`, taken as soon as it
-/// is granted and read just before the release).
-pub(crate) fn checked_cycle(mutex: &Mutex, alarms: &mut usize) -> BoxResult<()> {
+/// is granted and read just before the release), released as `release`
+/// says (dropped, or `unlock()` waiting for the delete's reply).
+pub(crate) fn checked_cycle(mutex: &Mutex, alarms: &mut usize, release: Release) -> BoxResult<()> {
     let guard = mutex.lock()?;
     let changes = guard.state_changes();
     *alarms += guard_alarms(&changes);
-    drop(guard);
+    match release {
+        Release::Unlock => guard.unlock()?,
+        Release::Drop | Release::Requeue => drop(guard),
+    }
     Ok(())
 }
 
@@ -104,6 +108,9 @@ pub(crate) enum Release {
     /// `drop` (the default): the guard is dropped, which returns at once;
     /// the delete travels ahead of whatever the session sends next.
     Drop,
+    /// `unlock`: `LockGuard::unlock()`, which returns once the server has
+    /// answered the delete.
+    Unlock,
     /// `requeue` (contended mode only): `Mutex::requeue(guard, None)`
     /// releases and queues again in one multi (delete + create, one
     /// commit); the next turn waits on the `PendingLock` it returns.
@@ -114,14 +121,16 @@ impl Release {
     pub(crate) fn of(p: &Params) -> BoxResult<Release> {
         match p.str("release", "drop") {
             "drop" => Ok(Release::Drop),
+            "unlock" => Ok(Release::Unlock),
             "requeue" => Ok(Release::Requeue),
-            other => Err(format!("release={other} is not drop or requeue").into()),
+            other => Err(format!("release={other} is not drop, unlock or requeue").into()),
         }
     }
 
     pub(crate) fn name(self) -> &'static str {
         match self {
             Release::Drop => "drop",
+            Release::Unlock => "unlock",
             Release::Requeue => "requeue",
         }
     }

@@ -29,8 +29,10 @@ pub struct Sizes {
     pub idle_timeout_ms: usize,
     /// Modes to run: unc, cont, w1, w2, held, fp (footprint), idle, lc
     /// (zklock's uncontended and contended runs again with the leader
-    /// check off), requeue (zklock's contended run again, each turn ending
-    /// in `Mutex::requeue`; with cont).
+    /// check off), unlock (zklock's uncontended and contended runs again,
+    /// released by `unlock()`, which waits for the delete's reply), requeue
+    /// (zklock's contended run again, each turn ending in
+    /// `Mutex::requeue`; with cont).
     pub modes: Vec<String>,
     pub worker_timeout: Duration,
 }
@@ -115,7 +117,7 @@ impl Sizes {
             modes: std::env::var("BENCH_MODES")
                 .ok()
                 .filter(|v| !v.trim().is_empty())
-                .unwrap_or_else(|| "unc,cont,w1,w2,held,fp,idle,lc,requeue".into())
+                .unwrap_or_else(|| "unc,cont,w1,w2,held,fp,idle,lc,unlock,requeue".into())
                 .split(',')
                 .map(|m| m.trim().to_owned())
                 .collect(),

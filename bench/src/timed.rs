@@ -122,6 +122,23 @@ impl Bench<'_> {
         Ok(())
     }
 
+    /// zklock's uncontended loop with `release=unlock` (row keys
+    /// `unc.unlock.*`): each guard released by `unlock()`, which waits for
+    /// the delete's reply, where the default drops it and goes on.
+    pub fn uncontended_unlock(&mut self, round: usize) -> BoxResult<()> {
+        let unlock = ["release=unlock".to_owned()];
+        self.uncontended_run(Impl::Zklock, round, "unc.unlock", &unlock)?;
+        Ok(())
+    }
+
+    /// zklock's contended run with `release=unlock` (row keys
+    /// `cont.unlock.*`), as [`Bench::uncontended_unlock`].
+    pub fn contended_unlock(&mut self, round: usize) -> BoxResult<()> {
+        let unlock = ["release=unlock".to_owned()];
+        self.contended_run(Impl::Zklock, round, "cont.unlock", &unlock)?;
+        Ok(())
+    }
+
     /// zklock's contended run with `release=requeue` (row keys
     /// `cont.requeue.*`): every turn but each phase's last ends in
     /// `Mutex::requeue`, one multi (delete + create) where a release and a

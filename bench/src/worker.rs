@@ -43,7 +43,7 @@ pub fn main(args: &[String]) -> BoxResult<()> {
         return Err(format!("release=requeue is for the contended mode, not {mode}").into());
     }
     match mode.as_str() {
-        "uncontended" => uncontended(conn, connect_string, path, &p, &mut out)?,
+        "uncontended" => uncontended(conn, release, connect_string, path, &p, &mut out)?,
         "contended" => {
             let (connect_string, path) = (connect_string.clone(), path.clone());
             contended(&p, &mut out, move |_| {
@@ -80,11 +80,13 @@ pub fn main(args: &[String]) -> BoxResult<()> {
     Ok(())
 }
 
-/// `cycles` lock+unlock in a row on one mutex; the latency of each.
+/// `cycles` lock+unlock in a row on one mutex, released as `release`
+/// says (`drop` or `unlock`); the latency of each.
 /// `suspended_lost`: the times the session or a held guard went Suspended
 /// or Lost, from the connection to `done`.
 fn uncontended(
     conn: Conn,
+    release: Release,
     connect_string: &str,
     path: &str,
     p: &Params,
@@ -96,16 +98,16 @@ fn uncontended(
     let session_alarms = SessionAlarms::of(&client);
     let mut alarms = 0;
     let mutex = Mutex::new(&client, path)?;
-    checked_cycle(&mutex, &mut alarms)?;
+    checked_cycle(&mutex, &mut alarms, release)?;
     stage("rest")?;
     for _ in 0..warm {
-        checked_cycle(&mutex, &mut alarms)?;
+        checked_cycle(&mutex, &mut alarms, release)?;
     }
     stage("ready")?;
     let mut lat = Vec::with_capacity(cycles);
     for _ in 0..cycles {
         let t = Instant::now();
-        checked_cycle(&mutex, &mut alarms)?;
+        checked_cycle(&mutex, &mut alarms, release)?;
         lat.push(t.elapsed().as_nanos() as u64);
     }
     stage("done")?;
@@ -143,8 +145,10 @@ impl ContendedSession for ZklockSession {
         Ok(())
     }
 
-    /// Released as in `cycle` (the guard drops), or with `release=requeue`
-    /// released and queued again in one multi while another turn follows.
+    /// Released as in `cycle` (the guard drops); with `release=unlock` by
+    /// `unlock()`, which waits for the delete's reply; with
+    /// `release=requeue` released and queued again in one multi while
+    /// another turn follows.
     fn unlock(&mut self, again: bool) -> BoxResult<()> {
         if let Some((guard, changes)) = self.guard.take() {
             self.guard_alarms += guard_alarms(&changes);
@@ -152,6 +156,7 @@ impl ContendedSession for ZklockSession {
                 Release::Requeue if again => {
                     self.pending = Some(self.mutex.requeue(guard, None));
                 }
+                Release::Unlock => guard.unlock()?,
                 Release::Drop | Release::Requeue => drop(guard),
             }
         }
@@ -162,7 +167,8 @@ impl ContendedSession for ZklockSession {
         Some(self.guard_alarms + self.alarms.count())
     }
 
-    /// A dropped guard's delete is already the I/O thread's. The harness
+    /// A dropped guard's delete is already the I/O thread's (an unlocked
+    /// one's is answered). The harness
     /// ends each phase with `unlock(false)`, so no requeue is left pending;
     /// if one were, it is taken and released here.
     fn settle(&mut self) -> BoxResult<()> {
