@@ -8,13 +8,15 @@
 //! See bench/README.md. A measurement, not a test: nothing asserts on timings.
 //!
 //! Module dependencies (each file's `use crate::`) form a DAG, leaves
-//! first: `model` (the implementations, the values measured), `runinfo`,
+//! first: `model` (the implementations, the values measured), `bloat`
+//! (cargo-bloat's listings of the minimal program), `runinfo`,
 //! `run` (worker processes, readings of /proc and of the server); `sizes`,
 //! `setup`; `modes` (the bench of one server configuration), with its modes
 //! in `timed` and `scale`; `footprint`; `rows`, `cells`, `leader`,
 //! `releases`, `chart`, `report` (RESULTS.md and the chart); `orch` (the
 //! run), called from here.
 
+mod bloat;
 mod cells;
 mod chart;
 mod footprint;

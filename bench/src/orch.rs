@@ -42,6 +42,7 @@ pub fn run() -> BoxResult<()> {
     let mut versions = setup.versions();
     let load_before = loadavg();
     let mut notes = Vec::new();
+    let mut bloat = None;
     let mut results = Results::default();
     let mut zk_version = String::new();
     let external = std::env::var("ZKLOCK_CONNECT")
@@ -193,6 +194,7 @@ pub fn run() -> BoxResult<()> {
                     results_put_footprint(b.results, &k, v);
                 }
                 notes.extend(fp.notes);
+                bloat = Some(fp.bloat);
             }
         }
         b.floors_over_best_peer();
@@ -213,6 +215,7 @@ pub fn run() -> BoxResult<()> {
         command: command_line(),
         code,
         external: external.clone(),
+        bloat,
     };
     let (md, svg) = report::render(&results, &sizes, &info);
     let (md_path, svg_path) = if sizes.quick || std::env::var_os("BENCH_NO_RESULTS").is_some() {

@@ -155,6 +155,15 @@ pub fn render(r: &Results, s: &Sizes, info: &RunInfo) -> (String, String) {
     for (k, v) in &info.notes {
         let _ = writeln!(md, "\n- {k}: {v}");
     }
+    match &info.bloat {
+        Some(Ok(b)) => {
+            let _ = writeln!(md, "\n{}", b.markdown());
+        }
+        Some(Err(why)) => {
+            let _ = writeln!(md, "\n- cargo-bloat: not measured: {why}");
+        }
+        None => {}
+    }
     let notes: Vec<_> = r.notes.iter().collect();
     if !notes.is_empty() {
         let _ = writeln!(md, "\n## Empty cells\n");

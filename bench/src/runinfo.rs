@@ -4,6 +4,8 @@
 use std::path::Path;
 use std::process::Command;
 
+use crate::bloat::Bloat;
+
 /// What the report says about the run besides the numbers.
 pub struct RunInfo {
     pub versions: Vec<(String, String)>,
@@ -21,6 +23,9 @@ pub struct RunInfo {
     pub code: String,
     /// `ZKLOCK_CONNECT`'s server, when the bench did not start its own.
     pub external: Option<String>,
+    /// cargo-bloat's listings of the minimal program (with the footprint),
+    /// or why they are missing.
+    pub bloat: Option<Result<Bloat, String>>,
 }
 
 /// The environment settings of this run, as a command line.
