@@ -5,9 +5,9 @@
 //! contended, their floors and variants) and src/scale.rs (waiters, held,
 //! idle).
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use zklock::{Client, CreateMode};
+use zklock::{Client, CreateMode, Op};
 use zklock_bench::BoxResult;
 
 use crate::model::{Impl, Results};
@@ -15,14 +15,56 @@ use crate::run::{Mntr, Proc, Server, Worker};
 use crate::setup::Setup;
 use crate::sizes::Sizes;
 
+/// How long the orchestrator's own requests are tried again while their
+/// outcome is unknown (connection lost, no answer in time): the server can
+/// stall for minutes after the 10 000-waiter mode on a busy machine.
+const RETRY_FOR: Duration = Duration::from_secs(300);
+
+/// `op` on the orchestrator's session, tried again (a second apart) while
+/// its outcome is unknown, for at most [`RETRY_FOR`].
+pub fn retrying<T>(mut op: impl FnMut() -> zklock::Result<T>) -> zklock::Result<T> {
+    let until = Instant::now() + RETRY_FOR;
+    loop {
+        match op() {
+            Err(e) if e.is_outcome_unknown() && Instant::now() < until => {
+                eprintln!("bench: the orchestrator's request: {e}; trying again");
+                std::thread::sleep(Duration::from_secs(1));
+            }
+            other => return other,
+        }
+    }
+}
+
 /// The lock paths' parents are made persistent up front, for every
 /// implementation alike, so that no container reaper removes one mid-run.
 pub fn ensure(client: &Client, path: &str) -> BoxResult<()> {
-    match client.create(path, b"", CreateMode::Persistent) {
+    match retrying(|| client.create(path, b"", CreateMode::Persistent)) {
         Ok(_) => Ok(()),
         Err(e) if e.is_node_exists() => Ok(()),
         Err(e) => Err(e.into()),
     }
+}
+
+/// [`ensure`] for many paths, 500 to a multi; a multi that finds one of
+/// them there already (a retried multi that had been applied) falls back
+/// to one create each.
+pub fn ensure_all(client: &Client, paths: &[String]) -> BoxResult<()> {
+    for chunk in paths.chunks(500) {
+        let ops: Vec<Op> = chunk
+            .iter()
+            .map(|p| Op::create(p, b"", CreateMode::Persistent))
+            .collect();
+        match retrying(|| client.multi(&ops)) {
+            Ok(_) => {}
+            Err(e) if e.is_node_exists() => {
+                for p in chunk {
+                    ensure(client, p)?;
+                }
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
 }
 
 /// Everything one server configuration needs.

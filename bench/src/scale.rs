@@ -4,11 +4,10 @@
 
 use std::time::{Duration, Instant};
 
-use zklock::{CreateMode, Op};
 use zklock_bench::BoxResult;
 
 use crate::model::Impl;
-use crate::modes::Bench;
+use crate::modes::{ensure_all, Bench};
 use crate::run::{cons_received, Mntr, Proc};
 
 /// Pause between polls of the server while waiters queue up.
@@ -47,7 +46,16 @@ impl Bench<'_> {
                 "queued" => {
                     // Every waiter's node exists: holder + n children.
                     loop {
-                        let have = client.exists(&path)?.map_or(0, |s| s.num_children);
+                        // A stalled server may drop the orchestrator's
+                        // connection for a while: that is no answer yet.
+                        let have = match client.exists(&path) {
+                            Ok(stat) => stat.map_or(0, |s| s.num_children),
+                            Err(e) if e.is_outcome_unknown() => {
+                                eprintln!("bench: polling {path}: {e}; polling on");
+                                -1
+                            }
+                            Err(e) => return Err(e.into()),
+                        };
                         if have >= want {
                             break;
                         }
@@ -164,13 +172,7 @@ impl Bench<'_> {
         let path = self.fresh_path(&format!("held-{}", imp.key()))?;
         // The parents, in batches of one multi each.
         let names: Vec<String> = (0..locks).map(|i| format!("{path}/l{i}")).collect();
-        for chunk in names.chunks(500) {
-            let ops: Vec<Op> = chunk
-                .iter()
-                .map(|p| Op::create(p, b"", CreateMode::Persistent))
-                .collect();
-            self.client.multi(&ops)?;
-        }
+        ensure_all(&self.client, &names)?;
         let w = self.start(imp, "held", &path, &[format!("locks={locks}")])?;
         let pid = w.pid();
         let (mut p0, mut ph) = (Proc::default(), Proc::default());
@@ -218,13 +220,7 @@ impl Bench<'_> {
         let tag = if check { "on" } else { "off" };
         let path = self.fresh_path(&format!("idle-{tag}"))?;
         let names: Vec<String> = (0..n).map(|i| format!("{path}/l{i}")).collect();
-        for chunk in names.chunks(500) {
-            let ops: Vec<Op> = chunk
-                .iter()
-                .map(|p| Op::create(p, b"", CreateMode::Persistent))
-                .collect();
-            self.client.multi(&ops)?;
-        }
+        ensure_all(&self.client, &names)?;
         let params = [
             format!("clients={n}"),
             format!("idle_ms={}", self.sizes.idle_ms),
