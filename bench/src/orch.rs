@@ -61,7 +61,8 @@ pub fn run() -> BoxResult<()> {
                 eprintln!("bench: starting a standalone ZooKeeper on 127.0.0.1, fsync {fs}");
                 let options = zk::ZkOptions::new()
                     .config("forceSync", if fsync { "yes" } else { "no" })
-                    .config("4lw.commands.whitelist", "*");
+                    .config("4lw.commands.whitelist", "*")
+                    .jvm_flag(&format!("-Xmx{}", sizes.zk_heap));
                 let s = zk::ZkServer::start_with_options(&options);
                 let c = s.connect_string();
                 (Some(s), c)

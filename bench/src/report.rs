@@ -193,8 +193,10 @@ fn how_it_was_run(s: &Sizes, info: &RunInfo) -> String {
             format!(
                 "one standalone ZooKeeper per fsync setting, in this order: {} \
                  (the test kit's server: `tickTime=2000`, `4lw.commands.whitelist=*`, \
-                 data on the machine's disk), on 127.0.0.1",
-                settings.join(", then ")
+                 data on the machine's disk; its JVM with a `-Xmx{}` heap, C1 only, serial GC), \
+                 on 127.0.0.1",
+                settings.join(", then "),
+                s.zk_heap
             )
         }
     };

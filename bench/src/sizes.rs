@@ -35,6 +35,8 @@ pub struct Sizes {
     /// `Mutex::requeue`; with cont).
     pub modes: Vec<String>,
     pub worker_timeout: Duration,
+    /// The heap of the bench's ZooKeeper servers (`-Xmx`), `BENCH_ZK_HEAP`.
+    pub zk_heap: String,
 }
 
 /// A comma list of implementation keys from the environment, or `all`.
@@ -122,6 +124,13 @@ impl Sizes {
                 .map(|m| m.trim().to_owned())
                 .collect(),
             worker_timeout: Duration::from_secs(env_usize("BENCH_WORKER_TIMEOUT_S", 600) as u64),
+            // The test kit's 256 MB ran out in the 10 000-waiter mode on a
+            // busy machine (2026-11-26): the replies queued for slow
+            // readers, each listing 10 000 names, filled it.
+            zk_heap: std::env::var("BENCH_ZK_HEAP")
+                .ok()
+                .filter(|v| !v.trim().is_empty())
+                .unwrap_or_else(|| "2g".into()),
         }
     }
 }
