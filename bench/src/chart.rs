@@ -5,7 +5,23 @@ use std::fmt::Write as _;
 
 use crate::cells::value;
 use crate::model::{Impl, Results};
-use crate::rows::{Better, Row};
+use crate::rows::{rows, Better, Row};
+use crate::sizes::Sizes;
+
+/// The chart's rows: every ranked row of each server setting's table,
+/// labelled with the setting.
+pub fn chart_rows(r: &Results, s: &Sizes, fsync: &[bool]) -> Vec<(String, Row)> {
+    let mut v = Vec::new();
+    for (i, &f) in fsync.iter().enumerate() {
+        let fs = if f { "on" } else { "off" };
+        for row in rows(s, r, fs, i == 0) {
+            if row.better != Better::Neither {
+                v.push((format!("[fsync {fs}] {}", row.label), row));
+            }
+        }
+    }
+    v
+}
 
 const COLORS: [&str; 4] = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728"];
 
@@ -18,7 +34,13 @@ fn esc(s: &str) -> String {
 /// A horizontal bar per implementation and row: how many times worse than
 /// the best of the four on that row (1× = best), on a log scale to 100×.
 pub fn svg(r: &Results, rows: &[(String, Row)]) -> String {
-    let label_w = 560.0;
+    // Wide enough for the longest label (about 6 px a character at 11 px).
+    let longest = rows
+        .iter()
+        .map(|(l, _)| l.chars().count())
+        .max()
+        .unwrap_or(0);
+    let label_w = (longest as f64 * 6.0 + 20.0).max(560.0).round();
     let plot_w = 420.0;
     let bar_h = 7.0;
     let gap = 12.0;

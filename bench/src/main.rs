@@ -38,8 +38,9 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         None => orch::run(),
+        Some("chart") => orch::chart(&args[1..]),
         Some(other) => Err(format!(
-            "unknown command {other:?}: run without arguments (zklock's worker is the `zklock-worker` binary)"
+            "unknown command {other:?}: run without arguments, or `chart <values.tsv> <out.svg>` (zklock's worker is the `zklock-worker` binary)"
         )
         .into()),
     };

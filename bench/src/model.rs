@@ -24,6 +24,11 @@ impl Impl {
         }
     }
 
+    /// The implementation whose [`Impl::key`] is `key`.
+    pub fn from_key(key: &str) -> Option<Impl> {
+        Impl::ALL.into_iter().find(|i| i.key() == key)
+    }
+
     pub fn label(self) -> &'static str {
         match self {
             Impl::Zklock => "zklock",
@@ -54,6 +59,22 @@ impl Results {
 
     pub fn note(&mut self, prefix: &str, imp: Impl, why: &str) {
         self.notes.insert((prefix.to_owned(), imp), why.to_owned());
+    }
+
+    /// The values of a run's `values.tsv` (key, implementation, one value
+    /// per round), as the orchestrator wrote them; no notes.
+    pub fn from_tsv(text: &str) -> Results {
+        let mut r = Results::default();
+        for line in text.lines().skip(1) {
+            let mut cols = line.split('\t');
+            let (Some(key), Some(imp)) = (cols.next(), cols.next().and_then(Impl::from_key)) else {
+                continue;
+            };
+            for v in cols.filter_map(|v| v.parse::<f64>().ok()) {
+                r.put(key, imp, v);
+            }
+        }
+        r
     }
 
     /// The median over rounds, NaN when there is none.

@@ -9,6 +9,7 @@ use testkit::zk;
 use zklock::Client;
 use zklock_bench::BoxResult;
 
+use crate::chart;
 use crate::footprint;
 use crate::model::{Impl, Results};
 use crate::modes::{ensure, warm_server, Bench};
@@ -19,6 +20,26 @@ use crate::setup::{first_line, Setup};
 use crate::sizes::Sizes;
 
 const SESSION_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// `zklock-bench chart <values.tsv> <out.svg>`: the chart again from a
+/// run's values (with this build's layout and this environment's sizes,
+/// which must be the run's for the labels to match).
+pub fn chart(args: &[String]) -> BoxResult<()> {
+    let [values, out] = args else {
+        return Err("usage: zklock-bench chart <values.tsv> <out.svg>".into());
+    };
+    let r = Results::from_tsv(&std::fs::read_to_string(values)?);
+    let fsync: Vec<bool> = [true, false]
+        .into_iter()
+        .filter(|&f| {
+            let prefix = if f { "on/" } else { "off/" };
+            r.values.keys().any(|k| k.starts_with(prefix))
+        })
+        .collect();
+    let sizes = Sizes::from_env();
+    std::fs::write(out, chart::svg(&r, &chart::chart_rows(&r, &sizes, &fsync)))?;
+    Ok(())
+}
 
 pub fn run() -> BoxResult<()> {
     let total = Instant::now();

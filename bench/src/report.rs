@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 
 use crate::cells::{cell, fmt_num, ratio_to_best_peer};
-use crate::chart::svg;
+use crate::chart::{chart_rows, svg};
 use crate::leader::leader_check_section;
 use crate::model::{Impl, Results};
 use crate::releases::release_section;
@@ -98,7 +98,6 @@ pub fn render(r: &Results, s: &Sizes, info: &RunInfo) -> (String, String) {
         md,
         "![ratios to the best implementation per row](results.svg)\n"
     );
-    let mut chart_rows = Vec::new();
     for (i, &fsync) in info.fsync.iter().enumerate() {
         let fs = if fsync { "on" } else { "off" };
         let _ = writeln!(
@@ -127,9 +126,6 @@ pub fn render(r: &Results, s: &Sizes, info: &RunInfo) -> (String, String) {
                 cell(r, &row, Impl::Curator),
                 cell(r, &row, Impl::Kazoo),
             );
-            if row.better != Better::Neither {
-                chart_rows.push((format!("[fsync {fs}] {}", row.label), row));
-            }
         }
         let _ = writeln!(md);
     }
@@ -171,7 +167,7 @@ pub fn render(r: &Results, s: &Sizes, info: &RunInfo) -> (String, String) {
             let _ = writeln!(md, "- {} `{key}`: {n}", imp.label());
         }
     }
-    (md, svg(r, &chart_rows))
+    (md, svg(r, &chart_rows(r, s, &info.fsync)))
 }
 
 /// The command, the code, the servers and the sizes of this run.
