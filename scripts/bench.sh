@@ -14,6 +14,12 @@ export CARGO_TARGET_DIR="$target"
 ./scripts/setup.sh
 command -v cargo >/dev/null || { echo "bench: cargo is needed (rustup.rs)" >&2; exit 1; }
 command -v strip >/dev/null || echo "bench: no strip (binutils): stripped sizes will be missing" >&2
+# cargo-bloat lists what takes the room in the minimal lock program.
+if ! cargo bloat --version >/dev/null 2>&1; then
+  echo "bench: installing cargo-bloat (cargo install cargo-bloat)" >&2
+  cargo install --quiet cargo-bloat ||
+    echo "bench: cargo-bloat could not be installed: its listing will be missing" >&2
+fi
 
 # Each of these crates is a workspace of its own (own Cargo.lock), so the
 # peer's dependencies never enter zklock's.

@@ -6,14 +6,17 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use crate::orch::Setup;
+use crate::bloat::{self, Bloat};
 use crate::run::{Proc, Worker};
+use crate::setup::Setup;
 
 pub struct Footprint {
     /// Row key → value.
     pub values: Vec<(String, f64)>,
     /// Lines for the report's notes (what was measured, or why not).
     pub notes: Vec<(String, String)>,
+    /// The minimal program's largest functions and crates, or why not.
+    pub bloat: Result<Bloat, String>,
 }
 
 /// Size in KiB of `bin` once stripped (a stripped copy in `out`).
@@ -87,6 +90,7 @@ pub fn measure(setup: &Setup, connect: &str) -> Footprint {
     let mut fp = Footprint {
         values: Vec::new(),
         notes: Vec::new(),
+        bloat: Err("not measured".into()),
     };
     let minimal_release = setup.target.join("release/zklock-minimal");
     let minimal_size = setup.target.join("release-size/zklock-minimal");
@@ -139,5 +143,7 @@ pub fn measure(setup: &Setup, connect: &str) -> Footprint {
         }
         Err(e) => fp.notes.push(("minimal program run".into(), e)),
     }
+    // After the sizes: cargo-bloat reads the same unstripped binary.
+    fp.bloat = bloat::measure(&setup.root, &setup.target);
     fp
 }

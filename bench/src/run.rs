@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use testkit::zk;
 
-use crate::json::Json;
-use crate::BoxResult;
+use zklock_bench::json::Json;
+use zklock_bench::BoxResult;
 
 /// A worker whose stdout lines arrive on a channel and whose stderr tail is
 /// kept for error messages. Killed when dropped unfinished.

@@ -1,15 +1,15 @@
 //! `floor-contended`: Curator's lock protocol by the codec alone, one
 //! blocking socket and one thread per session, driven by the same harness
-//! as zklock's `contended` mode (src/worker.rs). Each turn writes the
+//! as zklock's `contended` mode (src/contend.rs). Each turn writes the
 //! previous node's delete (the release of the turn before), a create2 and a
 //! getChildren in one go; the first node holds; any other watches its
 //! predecessor with getData and lists again when that watch fires (or at
 //! once if the predecessor is already gone).
 
-use super::{
+use super::raw::{
     create, created, delete, is_no_node, list, node_prefix, queue_of, seq, watch, Session,
 };
-use crate::worker::ContendedSession;
+use crate::contend::ContendedSession;
 use crate::BoxResult;
 
 /// Listings one acquisition may take before it gives up: each one follows
@@ -76,8 +76,9 @@ impl ContendedSession for Contender {
         Err(format!("{node} still waits after {MAX_LISTINGS} listings").into())
     }
 
-    /// Nothing is sent: the delete leads the next turn's write.
-    fn unlock(&mut self) -> BoxResult<()> {
+    /// Nothing is sent: the delete leads the next turn's write (or
+    /// `settle`'s, after the last turn).
+    fn unlock(&mut self, _again: bool) -> BoxResult<()> {
         self.released = self.node.take();
         Ok(())
     }

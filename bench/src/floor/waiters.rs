@@ -16,11 +16,11 @@ use std::time::Instant;
 
 use jute::ReplyResult;
 
-use super::{
+use super::raw::{
     create, created, delete, is_no_node, list, node_prefix, queue_of, seq, watch, Msg, Session,
 };
 use crate::json::ObjWriter;
-use crate::worker::{ns, stage, Params};
+use crate::stage::{ns, stage, Params};
 use crate::BoxResult;
 
 /// Creates in one write while queueing.

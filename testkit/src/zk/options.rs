@@ -41,6 +41,13 @@ impl ZkOptions {
         self
     }
 
+    /// An extra flag for the server's JVM; it comes after the defaults, so
+    /// that e.g. `-Xmx1g` overrides their 256 MB heap.
+    pub fn jvm_flag(mut self, flag: &str) -> Self {
+        self.jvm.push(flag.to_owned());
+        self
+    }
+
     /// An extra `key=value` line for `zoo.cfg` (e.g. `minSessionTimeout`); it
     /// comes after the defaults, so it overrides them.
     pub fn config(mut self, key: &str, value: &str) -> Self {
