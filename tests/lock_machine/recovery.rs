@@ -3,10 +3,23 @@
 //! in a later listing.
 
 use jute::{ErrorCode, Request, Response};
-use zklock::machine::LockEvent;
+use zklock::machine::{LockEvent, Outgoing};
 use zklock::session::RequestError;
 
 use crate::support::*;
+
+/// Attempt 1's create and its listing are lost with the connection: the
+/// recovery listing it sends next (after a sync, answered by `sent`).
+fn lose_the_create(h: &mut Harness) -> Vec<Outgoing> {
+    h.m.acquire(h.now, 1, spec(false), UUID.into(), None, false);
+    let sent = h.sent();
+    h.reply(&sent[0], Err(RequestError::ConnectionLoss));
+    h.reply(&sent[1], Err(RequestError::ConnectionLoss));
+    let recover = h.sent();
+    assert!(matches!(&recover[..], [o] if matches!(o.request, Request::GetChildren(_))));
+    assert_eq!(h.synced, vec!["/l".to_owned()]);
+    recover
+}
 
 #[test]
 fn a_recovery_listing_follows_a_sync_of_the_lock_path() {
@@ -48,12 +61,7 @@ fn a_create_answered_syncs_nothing() {
 #[test]
 fn a_lost_create_is_found_by_its_attempt_id_and_duplicates_deleted() {
     let mut h = Harness::new();
-    h.m.acquire(h.now, 1, spec(false), UUID.into(), None, false);
-    let sent = h.sent();
-    h.reply(&sent[0], Err(RequestError::ConnectionLoss));
-    h.reply(&sent[1], Err(RequestError::ConnectionLoss));
-    let recover = h.sent();
-    assert!(matches!(&recover[..], [o] if matches!(o.request, Request::GetChildren(_))));
+    let recover = lose_the_create(&mut h);
     // Two creates of this attempt made it (a late one too).
     h.reply(&recover[0], Ok(children(&[&ours(9), &ours(7)])));
     let next = h.sent();
@@ -82,12 +90,7 @@ fn a_lost_create_is_found_by_its_attempt_id_and_duplicates_deleted() {
 #[test]
 fn a_found_node_gone_before_its_stat_is_read_means_queueing_again() {
     let mut h = Harness::new();
-    h.m.acquire(h.now, 1, spec(false), UUID.into(), None, false);
-    let sent = h.sent();
-    h.reply(&sent[0], Err(RequestError::ConnectionLoss));
-    h.reply(&sent[1], Err(RequestError::ConnectionLoss));
-    let recover = h.sent();
-    assert!(matches!(&recover[..], [o] if matches!(o.request, Request::GetChildren(_))));
+    let recover = lose_the_create(&mut h);
     h.reply(&recover[0], Ok(children(&[&ours(7)])));
     let exists = h.sent();
     let [exists] = &exists[..] else {

@@ -42,23 +42,12 @@ fn requeue_sent(h: &mut Harness) -> (Outgoing, Outgoing) {
     (multi.clone(), listing.clone())
 }
 
-fn acquired_at(events: &[LockEvent], id: u64) -> bool {
-    matches!(events, [LockEvent::Acquired { id: i, .. }] if *i == id)
-}
-
-#[test]
-fn requeue_is_one_multi_then_the_new_node_queues_as_usual() {
-    let mut h = Harness::new();
-    let (multi, listing) = requeue_sent(&mut h);
+/// The multi applied (`created`: its create's result): the old holder
+/// hears that its release is done.
+fn requeue_applied(h: &mut Harness, multi: &Outgoing, created: MultiResult) {
     h.reply(
-        &multi,
-        Ok(Response::Multi(vec![
-            MultiResult::Delete,
-            MultiResult::Create2 {
-                path: format!("/l/{}", next_node(4)),
-                stat: stat(104),
-            },
-        ])),
+        multi,
+        Ok(Response::Multi(vec![MultiResult::Delete, created])),
     );
     assert_eq!(
         h.events(),
@@ -67,6 +56,21 @@ fn requeue_is_one_multi_then_the_new_node_queues_as_usual() {
             refused: None
         }]
     );
+}
+
+fn acquired_at(events: &[LockEvent], id: u64) -> bool {
+    matches!(events, [LockEvent::Acquired { id: i, .. }] if *i == id)
+}
+
+#[test]
+fn requeue_is_one_multi_then_the_new_node_queues_as_usual() {
+    let mut h = Harness::new();
+    let (multi, listing) = requeue_sent(&mut h);
+    let created = MultiResult::Create2 {
+        path: format!("/l/{}", next_node(4)),
+        stat: stat(104),
+    };
+    requeue_applied(&mut h, &multi, created);
     h.reply(&listing, Ok(children(&[&next_node(4)])));
     let events = h.events();
     assert!(
@@ -84,22 +88,10 @@ fn requeue_answered_as_zookeeper_3_8_does_reads_our_node_once() {
     // stands, and one read of our node tells the Stat at the grant.
     let mut h = Harness::new();
     let (multi, listing) = requeue_sent(&mut h);
-    h.reply(
-        &multi,
-        Ok(Response::Multi(vec![
-            MultiResult::Delete,
-            MultiResult::Create {
-                path: format!("/l/{}", next_node(4)),
-            },
-        ])),
-    );
-    assert_eq!(
-        h.events(),
-        vec![LockEvent::Released {
-            id: 1,
-            refused: None
-        }]
-    );
+    let created = MultiResult::Create {
+        path: format!("/l/{}", next_node(4)),
+    };
+    requeue_applied(&mut h, &multi, created);
     assert!(h.sent().is_empty(), "no recovery listing");
     h.reply(&listing, Ok(children(&[&next_node(4)])));
     assert!(h.events().is_empty(), "not granted without the Stat");
