@@ -23,6 +23,7 @@ use std::time::Instant;
 
 mod holding;
 mod queueing;
+mod recovery;
 mod requeue;
 mod tenure;
 

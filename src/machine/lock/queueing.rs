@@ -12,9 +12,7 @@ use crate::machine::attempt::{Blocker, Goal, Node, OwnSeen, OwnWatch, Purpose};
 use crate::machine::error::LockError;
 use crate::machine::held::LockState;
 use crate::machine::held::LossReason;
-use crate::machine::queue::{
-    past_the_end, protected_id, sorted_contenders, Contender, SEQUENCE_WARNING,
-};
+use crate::machine::queue::{past_the_end, protected_id, Contender, SEQUENCE_WARNING};
 use crate::session::{RequestError, SessionState};
 use crate::Error;
 
@@ -101,17 +99,6 @@ impl LockMachine {
                 }
             }
         }
-    }
-
-    /// A sync of `parent`, for the listing sent right behind it (see
-    /// [`Purpose::CatchUp`]); its reply says nothing we act on.
-    fn catch_up(&mut self, id: AttemptId, parent: &str) {
-        self.send(
-            id,
-            Purpose::CatchUp,
-            Request::Sync(parent.to_owned()),
-            false,
-        );
     }
 
     pub(super) fn delete(&mut self, id: AttemptId, name: String) {
@@ -237,58 +224,6 @@ impl LockMachine {
         self.step(id)
     }
 
-    pub(super) fn on_recover(&mut self, id: AttemptId, result: Result<Response, RequestError>) {
-        let Some(a) = self.attempts.get_mut(&id) else {
-            return;
-        };
-        match result {
-            Ok(Response::Children(children)) => {
-                let mut ours: Vec<_> = sorted_contenders(&children)
-                    .into_iter()
-                    .filter(|c| c.protected_id() == Some(a.uuid.as_str()))
-                    .collect();
-                a.maybe_created = false;
-                if !ours.is_empty() {
-                    let first = ours.remove(0);
-                    a.node = Some(Node {
-                        name: first.name,
-                        stat: None,
-                    });
-                    for extra in ours {
-                        a.add_stray(&extra.name);
-                    }
-                }
-            }
-            Err(RequestError::Server(ErrorCode::NoNode)) => a.maybe_created = false,
-            _ => {}
-        }
-        self.step(id)
-    }
-
-    pub(super) fn on_stat(&mut self, id: AttemptId, result: Result<Response, RequestError>) {
-        let session_id = self.session_id;
-        let Some(a) = self.attempts.get_mut(&id) else {
-            return;
-        };
-        match result {
-            Ok(Response::Stat(stat)) => {
-                if let Some(node) = a.node.as_mut() {
-                    if stat.ephemeral_owner == session_id {
-                        node.stat = Some(stat);
-                    } else {
-                        // Our attempt id under another owner: never adopt it.
-                        let name = node.name.clone();
-                        a.node = None;
-                        a.add_stray(&name);
-                    }
-                }
-            }
-            Err(RequestError::Server(ErrorCode::NoNode)) => a.node = None,
-            _ => {}
-        }
-        self.step(id)
-    }
-
     /// Our node vanished while we queued: someone deleted it. Queue again,
     /// at once: whatever we waited for (a blocker's watch, a reply) is moot.
     pub(super) fn node_vanished(&mut self, id: AttemptId) {
@@ -339,29 +274,6 @@ impl LockMachine {
                 token,
                 seen: OwnSeen::Asked,
             });
-        }
-    }
-
-    /// The reply to the read that sets our own-node watch.
-    /// A read of our own node tells its Stat, if we did not know it (a
-    /// node created inside a multi): a grant then needs no read of its own.
-    pub(super) fn learn_stat(&mut self, id: AttemptId, result: &Result<Response, RequestError>) {
-        let session_id = self.session_id;
-        let (Some(a), Ok(Response::Data { stat, .. })) = (self.attempts.get_mut(&id), result)
-        else {
-            return;
-        };
-        match a.node.as_mut() {
-            Some(node) if node.stat.is_none() && stat.ephemeral_owner == session_id => {
-                node.stat = Some(*stat);
-            }
-            // Our attempt id under another owner: never adopt it.
-            Some(node) if node.stat.is_none() => {
-                let name = node.name.clone();
-                a.node = None;
-                a.add_stray(&name);
-            }
-            _ => {}
         }
     }
 
