@@ -230,6 +230,35 @@ mod tests {
         assert!(Contender::parse("x-lock-12").is_none());
     }
 
+    /// A sequential node with none of the known markers (the ZooKeeper
+    /// recipe's `n_`, or any other library's) still takes its place in the
+    /// queue, as an exclusive contender: its suffix is the sequence. Kills
+    /// trailing_sequence faked (queue.rs:144), which left such nodes out of
+    /// the queue and let us hold beside them.
+    #[test]
+    fn a_sequential_name_without_a_marker_is_an_exclusive_contender() {
+        let c = Contender::parse("n_0000000012").unwrap();
+        assert_eq!(
+            (c.sequence, c.kind, c.origin),
+            (12, NodeKind::Exclusive, NodeOrigin::Other)
+        );
+        let queue = sorted_contenders(["_c_a-lock-0000000013", "n_0000000012"]);
+        let names: Vec<&str> = queue.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["n_0000000012", "_c_a-lock-0000000013"]);
+    }
+
+    /// ZooKeeper's suffix is `%010d`: ten digits, or a minus sign and up to
+    /// ten. Eleven digits after a marker are no sequence of its, and the
+    /// node is no contender. Kills parse_sequence's length-or-digits test
+    /// made length-and-digits (queue.rs:133), which read such a name as
+    /// sequence 7.
+    #[test]
+    fn eleven_digits_are_no_sequence() {
+        assert_eq!(Contender::parse("_c_a-lock-00000000007"), None);
+        assert_eq!(Contender::parse("x__lock__00000000007"), None);
+        assert!(sorted_contenders(["_c_a-lock-00000000007"]).is_empty());
+    }
+
     #[test]
     fn negative_sequences_after_the_wrap() {
         assert_eq!(

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use zklock::machine::{Core, CoreEvent};
 use zklock::recipes::{LockState, Mutex};
+use zklock::session::{DropReason, SessionState};
 use zklock::Client;
 
 use crate::sim_zookeeper;
@@ -298,4 +299,165 @@ fn a_waiter_hears_closed_when_the_core_goes() {
         outcome.map(|g| g.node_path().to_owned())
     );
     drop(client);
+}
+
+/// The I/O thread's stop condition. A core is done only once no Client is
+/// left and its session has ended: while connected it is neither finished
+/// nor done; a session that expired is finished, but the core stays (later
+/// calls hear "expired" from it) while a Client remains; the last Client's
+/// drop then ends it. Kills: Core::is_finished and Core::is_done faked,
+/// is_done's `&&` made `||` or its `!` deleted (core.rs:194, :199): the
+/// driver's thread would end under a live client or never end; and
+/// Core::wants_connection made `true` (core.rs:189): an ended session
+/// connecting again and again.
+#[test]
+fn a_core_is_done_only_once_its_session_ended_and_no_client_is_left() {
+    let now = Instant::now();
+    let mut zk = sim_zookeeper::SimZooKeeper::new(now, Duration::from_millis(2000));
+    let mut p = Peer::new(now, 5);
+    pump(&mut zk, &mut [&mut p], now);
+    assert_eq!(p.core.state(), SessionState::Connected);
+    assert!(!p.core.is_finished(), "a live session is not finished");
+    assert!(!p.core.is_done(), "nor is its core done");
+    zk.expire_session(now, p.core.session_id());
+    pump(&mut zk, &mut [&mut p], now);
+    assert_eq!(p.core.state(), SessionState::Expired);
+    assert!(p.core.is_finished(), "an expired session is finished");
+    assert!(!p.core.wants_connection(), "nor does it want a connection");
+    assert!(!p.core.is_done(), "a Client remains: the core stays");
+    let Peer {
+        client, mut core, ..
+    } = p;
+    drop(client);
+    core.turn(now);
+    assert!(core.is_done(), "no Client left and the session over");
+}
+
+/// A driver that cannot go on (its poll failed) aborts its core: the
+/// session is closed at once, not left to expire, so the server deletes
+/// our lock node now and the client says Closed. Kills: Core::abort
+/// emptied (core.rs:155), which left the node held for a session timeout
+/// by a client that no longer runs.
+#[test]
+fn an_aborted_core_closes_its_session_and_its_nodes_go_at_once() {
+    let now = Instant::now();
+    let mut zk = sim_zookeeper::SimZooKeeper::new(now, Duration::from_millis(2000));
+    let mut p = Peer::new(now, 6);
+    let m = Mutex::new(&p.client, "/l").unwrap();
+    let pending = m.start_lock(None);
+    pump(&mut zk, &mut [&mut p], now);
+    let guard = pending.try_take().expect("a free lock").unwrap();
+    assert!(zk.exists(guard.node_path()).is_some());
+    p.core.abort(now);
+    pump(&mut zk, &mut [&mut p], now);
+    assert!(
+        zk.children("/l").is_empty(),
+        "our node went with the session"
+    );
+    assert_eq!(p.client.state(), SessionState::Closed);
+    assert!(p.core.is_finished());
+    assert!(
+        !p.core.wants_connection() && p.conn.is_none(),
+        "no reconnect"
+    );
+    assert_ne!(guard.state(), LockState::Held);
+}
+
+/// What a driver hears from its core: the session's state changes, and a
+/// connection to drop when the server falls silent (no answer within the
+/// read timeout), Suspended with it. Kills: Core::poll_event made `None`
+/// (core.rs:175), which left a driver on a dead connection for good.
+#[test]
+fn a_silent_server_makes_the_core_ask_its_driver_to_drop_the_connection() {
+    let now = Instant::now();
+    let mut zk = sim_zookeeper::SimZooKeeper::new(now, Duration::from_millis(2000));
+    let (client, mut core) = Client::builder("127.0.0.1:2181")
+        .session_timeout(Duration::from_secs(30))
+        .build_manual(now, 8)
+        .expect("a manual client");
+    core.turn(now);
+    assert!(core.wants_connection());
+    core.prepare_connection();
+    let conn = zk.connect(now);
+    core.handle_connected(now);
+    let out = core.output().to_vec();
+    core.consume_output(out.len());
+    zk.receive(now, conn, &out);
+    while let Some((_, bytes)) = zk.poll_output() {
+        core.handle_input(now, &bytes);
+    }
+    let events: Vec<CoreEvent> = std::iter::from_fn(|| core.poll_event()).collect();
+    assert_eq!(events, [CoreEvent::State(SessionState::Connected)]);
+    // The server says nothing more; the client's pings go unanswered.
+    let mut heard = Vec::new();
+    let mut at = now;
+    for _ in 0..30 {
+        at += Duration::from_secs(1);
+        core.turn(at);
+        heard.extend(std::iter::from_fn(|| core.poll_event()));
+    }
+    assert_eq!(
+        heard,
+        [
+            CoreEvent::DropConnection(DropReason::ReadTimeout),
+            CoreEvent::State(SessionState::Suspended),
+            CoreEvent::State(SessionState::Lost),
+        ]
+    );
+    assert_eq!(client.state(), SessionState::Lost);
+}
+
+/// A driver about to sleep looks once more for commands sent since its
+/// last turn (the wake-up it may have missed): the core says whether any
+/// wait. Kills: Core::has_commands made `false` (core.rs:204), a lost
+/// wake-up: a lock request sent in that window would wait for the next
+/// timer.
+#[test]
+fn a_core_says_when_commands_wait_for_its_turn() {
+    let now = Instant::now();
+    let mut zk = sim_zookeeper::SimZooKeeper::new(now, Duration::from_millis(2000));
+    let mut p = Peer::new(now, 9);
+    pump(&mut zk, &mut [&mut p], now);
+    assert!(!p.core.has_commands());
+    let m = Mutex::new(&p.client, "/l").unwrap();
+    let pending = m.start_lock(None);
+    assert!(p.core.has_commands(), "the lock request waits for a turn");
+    p.core.turn(now);
+    assert!(!p.core.has_commands());
+    pump(&mut zk, &mut [&mut p], now);
+    assert!(pending.try_take().expect("a free lock").is_ok());
+}
+
+/// A caller blocked in `wait_connected` keeps its listener while others
+/// subscribe: another listener's arrival (which forgets listeners whose
+/// caller is gone) does not cut it off, and with no server it waits out
+/// its own timeout. Kills: the scoped-listener test of the Subscribe
+/// command made `strong_count() == 0` or `< 0` (core.rs:263), which drops
+/// live waiters: they fail at once with Closed on a working client.
+#[test]
+fn a_caller_waiting_to_connect_is_not_cut_off_by_another_listener() {
+    let now = Instant::now();
+    let mut p = Peer::new(now, 10);
+    let waiter = {
+        let client = p.client.clone();
+        std::thread::spawn(move || client.wait_connected(Duration::from_secs(1)))
+    };
+    // The waiter's listener reaches the core (no sleep: its command is
+    // what this waits for; the bound only turns a core that never says so
+    // into a failure instead of a hang).
+    let give_up = Instant::now() + Duration::from_secs(30);
+    while !p.core.has_commands() {
+        assert!(Instant::now() < give_up, "no command arrived");
+        std::thread::yield_now();
+    }
+    p.core.turn(now);
+    let other = p.client.subscribe();
+    p.core.turn(now);
+    assert_eq!(other.try_recv(), Ok(p.client.state()));
+    // No server: the waiter hears nothing more and times out, whatever
+    // the time it took to get here. Cut off, it would say Closed.
+    assert_eq!(
+        waiter.join().expect("no panic"),
+        Err(zklock::Error::Timeout)
+    );
 }

@@ -183,3 +183,33 @@ fn a_released_holder_is_no_longer_remembered_as_held() {
         );
     }
 }
+
+/// An acquisition is tracked from `acquire` until its node is gone:
+/// waiting, held and being released it counts; once the delete is
+/// answered it does not. Kills: LockMachine::is_empty made `true`
+/// (lock/mod.rs:162), under which every "nothing left" check of these
+/// tests would pass whatever was left.
+#[test]
+fn an_acquisition_is_tracked_until_its_node_is_gone() {
+    let mut h = Harness::new();
+    assert!(h.m.is_empty());
+    assert_eq!(h.m.len(), 0);
+    h.m.acquire(h.now, 1, spec(false), UUID.into(), None, false);
+    assert!(!h.m.is_empty() && h.m.len() == 1, "waiting");
+    let sent = h.sent();
+    h.reply(&sent[0], Ok(created(3)));
+    h.reply(&sent[1], Ok(children(&[&ours(3)])));
+    let events = h.events();
+    assert!(
+        matches!(&events[..], [LockEvent::Acquired { id: 1, .. }]),
+        "{events:?}"
+    );
+    assert!(!h.m.is_empty() && h.m.len() == 1, "held");
+    h.m.release(h.now, 1, false);
+    let delete = h.sent();
+    assert_eq!(deletes(&delete), vec![format!("/l/{}", ours(3))]);
+    assert!(!h.m.is_empty() && h.m.len() == 1, "its node not yet gone");
+    h.reply(&delete[0], Ok(Response::Empty));
+    assert!(h.m.is_empty(), "forgotten");
+    assert_eq!(h.m.len(), 0);
+}

@@ -21,6 +21,7 @@ mod reconnect;
 mod recovery;
 mod requeue;
 mod revocation;
+mod rules;
 mod sequence_end;
 
 /// The simulator's ZooKeeper, for the tests in [`end_to_end`] that run the

@@ -309,3 +309,104 @@ fn a_check_refused_otherwise_is_not_sent_again_at_once() {
     h.m.handle_session(h.now, SessionState::Connected, SESSION);
     assert_eq!(h.sent().len(), 1);
 }
+
+/// A holder whose session ends is told why: Expired says the session
+/// expired, Closed that the client was closed; either way nothing is left
+/// to delete (the server removed our node with the session). Kills: the
+/// Expired arm of handle_session's loss reason deleted (lock/mod.rs:247),
+/// which told the holder of an expired session that the client closed.
+#[test]
+fn a_holder_whose_session_ends_is_told_how_it_ended() {
+    for (end, reason) in [
+        (SessionState::Expired, LossReason::SessionExpired),
+        (SessionState::Closed, LossReason::ClientClosed),
+    ] {
+        let mut h = Harness::new();
+        hold_free(&mut h, 1, "/l", false, 1);
+        h.m.handle_session(h.now, end, SESSION);
+        assert_eq!(
+            h.events(),
+            vec![LockEvent::State {
+                id: 1,
+                state: LockState::Lost,
+                reason: Some(reason)
+            }],
+            "{end:?}"
+        );
+        assert!(h.sent().is_empty(), "{end:?}");
+        assert!(h.m.is_empty(), "{end:?}");
+    }
+}
+
+/// A session refused for bad credentials ends every acquisition as a
+/// closed client does: a waiter fails with AuthFailed, a holder is Lost,
+/// and a later acquisition fails at once. Kills: the AuthFailed arm of
+/// `ended` deleted (lock/mod.rs:574), under which holders stayed Held and
+/// waiters waited on a session that can do nothing more.
+#[test]
+fn a_session_refused_for_bad_credentials_ends_every_acquisition() {
+    let mut h = Harness::new();
+    hold_free(&mut h, 1, "/l", false, 1);
+    h.m.acquire(h.now, 2, spec_at("/m", false), UUID.into(), None, false);
+    let sent = h.sent();
+    h.reply(&sent[0], Ok(created(7)));
+    h.reply(&sent[1], Ok(children(&[HEAD, &ours(7)])));
+    h.sent();
+    h.m.handle_session(h.now, SessionState::AuthFailed, SESSION);
+    let events = h.events();
+    assert!(
+        events.contains(&LockEvent::State {
+            id: 1,
+            state: LockState::Lost,
+            reason: Some(LossReason::ClientClosed)
+        }),
+        "{events:?}"
+    );
+    assert!(
+        events.iter().any(|e| matches!(
+            e,
+            LockEvent::Failed {
+                id: 2,
+                error: LockError::Client(zklock::Error::AuthFailed)
+            }
+        )),
+        "{events:?}"
+    );
+    assert_eq!(events.len(), 2, "{events:?}");
+    assert!(h.m.is_empty());
+    h.m.acquire(h.now, 3, spec(false), UUID.into(), None, false);
+    assert!(matches!(
+        &h.events()[..],
+        [LockEvent::Failed {
+            id: 3,
+            error: LockError::Client(zklock::Error::AuthFailed)
+        }]
+    ));
+    assert!(h.sent().is_empty());
+}
+
+/// A reply that says the session is over changes nothing by itself: the
+/// state change that follows ends the attempt, once, with SessionExpired,
+/// and nothing is sent in between. Kills: ends_session made `false`
+/// (lock/mod.rs:581), under which such a reply was taken for a lost
+/// create and looked for, on a session that no longer exists.
+#[test]
+fn a_reply_saying_the_session_expired_waits_for_the_state_change() {
+    let mut h = Harness::new();
+    h.m.acquire(h.now, 1, spec(false), UUID.into(), None, false);
+    let sent = h.sent();
+    h.reply(&sent[0], Err(RequestError::SessionExpired));
+    h.reply(&sent[1], Err(RequestError::SessionExpired));
+    assert!(h.events().is_empty());
+    assert!(h.sent().is_empty(), "nothing sent to an ended session");
+    h.m.handle_session(h.now, SessionState::Expired, SESSION);
+    assert_eq!(
+        h.events(),
+        vec![LockEvent::Failed {
+            id: 1,
+            error: LockError::SessionExpired
+        }]
+    );
+    assert!(h.sent().is_empty());
+    assert!(h.m.is_empty());
+}

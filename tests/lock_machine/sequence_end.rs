@@ -232,3 +232,39 @@ fn a_near_end_holder_watches_the_queue_again_after_a_drop() {
         }]
     );
 }
+
+/// A holder near the counter's end whose queue watch will never fire (the
+/// driver says so while connected) lists the queue again with a new watch:
+/// nodes past the end still reach it. Kills: handle_watch's "never set:
+/// again, once connected" test made `&&` or `!=` (lock/mod.rs:395:35,
+/// :395:51), under which the holder stopped watching the queue.
+#[test]
+fn a_near_end_holder_whose_queue_watch_will_never_fire_watches_again() {
+    let (events, sent, mut h) = queue_at(i32::MAX - 3, &[]);
+    assert!(matches!(&events[..], [LockEvent::Acquired { .. }]));
+    let [watch] = &sent[..] else {
+        panic!("one listing expected: {sent:?}")
+    };
+    let me = ours_at(i32::MAX - 3);
+    h.reply(watch, Ok(children(&[&me])));
+    assert!(h.sent().is_empty());
+    h.m.handle_watch(h.now, watch.token, Err(RequestError::ConnectionLoss));
+    let again = h.sent();
+    let [list] = &again[..] else {
+        panic!("one listing expected: {again:?}")
+    };
+    assert!(
+        matches!(&list.request, Request::GetChildren(p) if p.watch && p.path == "/l"),
+        "{again:?}"
+    );
+    assert!(h.events().is_empty());
+    h.reply(list, Ok(children(&[&me, "_c_s-lock--2147483648"])));
+    assert_eq!(
+        h.events(),
+        vec![LockEvent::State {
+            id: 1,
+            state: LockState::Lost,
+            reason: Some(LossReason::SequenceExhausted)
+        }]
+    );
+}
