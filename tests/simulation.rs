@@ -45,7 +45,7 @@ const REGRESSIONS: &[u64] = &[
     7,
     // PendingSet::cancel of a key granted but not yet read left the guard
     // in the set's channel, its node blocking everyone until the set was
-    // dropped (issue 20; tests/mutex.rs
+    // dropped (issue 20; tests/mutex/pending.rs
     // a_pending_set_cancel_after_the_grant_frees_the_lock_at_once).
     1716,
 ];
