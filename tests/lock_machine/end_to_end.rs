@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use zklock::machine::{Core, CoreEvent};
-use zklock::recipes::{LockState, Mutex};
+use zklock::recipes::{LockGuard, LockState, Mutex, PendingLock};
 use zklock::session::{DropReason, SessionState};
 use zklock::Client;
 
@@ -36,6 +36,24 @@ impl Peer {
 }
 
 /// Drives the clients and the server, with no latency, until nothing moves.
+/// A takes the free lock on `/l`, then B queues behind it and waits.
+fn a_holds_b_waits(
+    zk: &mut sim_zookeeper::SimZooKeeper,
+    a: &mut Peer,
+    b: &mut Peer,
+    now: Instant,
+) -> (LockGuard, PendingLock) {
+    let ma = Mutex::new(&a.client, "/l").unwrap();
+    let mb = Mutex::new(&b.client, "/l").unwrap();
+    let pa = ma.start_lock(None);
+    pump(zk, &mut [&mut *a, &mut *b], now);
+    let ga = pa.try_take().expect("a free lock").unwrap();
+    let pb = mb.start_lock(None);
+    pump(zk, &mut [&mut *a, &mut *b], now);
+    assert!(pb.try_take().is_none(), "B waits");
+    (ga, pb)
+}
+
 fn pump(zk: &mut sim_zookeeper::SimZooKeeper, peers: &mut [&mut Peer], now: Instant) {
     loop {
         let mut moved = false;
@@ -98,14 +116,7 @@ fn end_to_end_setwatches_firing_the_blocker_first_grants_nothing_stale() {
         let mut zk = sim_zookeeper::SimZooKeeper::new(now, Duration::from_millis(2000));
         let mut a = Peer::new(now, 1);
         let mut b = Peer::new(now, seed);
-        let ma = Mutex::new(&a.client, "/l").unwrap();
-        let mb = Mutex::new(&b.client, "/l").unwrap();
-        let pa = ma.start_lock(None);
-        pump(&mut zk, &mut [&mut a, &mut b], now);
-        let ga = pa.try_take().expect("a free lock").unwrap();
-        let pb = mb.start_lock(None);
-        pump(&mut zk, &mut [&mut a, &mut b], now);
-        assert!(pb.try_take().is_none(), "B waits");
+        let (ga, pb) = a_holds_b_waits(&mut zk, &mut a, &mut b, now);
         let a_path = ga.node_path().to_owned();
         let b_name = zk
             .children("/l")
@@ -250,14 +261,7 @@ fn end_to_end_a_watch_given_up_is_not_rearmed_after_a_reconnect() {
     let mut zk = sim_zookeeper::SimZooKeeper::new(now, Duration::from_millis(2000));
     let mut a = Peer::new(now, 1);
     let mut b = Peer::new(now, 2);
-    let ma = Mutex::new(&a.client, "/l").unwrap();
-    let mb = Mutex::new(&b.client, "/l").unwrap();
-    let pa = ma.start_lock(None);
-    pump(&mut zk, &mut [&mut a, &mut b], now);
-    let ga = pa.try_take().expect("a free lock").unwrap();
-    let pb = mb.start_lock(None);
-    pump(&mut zk, &mut [&mut a, &mut b], now);
-    assert!(pb.try_take().is_none(), "B waits");
+    let (ga, pb) = a_holds_b_waits(&mut zk, &mut a, &mut b, now);
     let a_path = ga.node_path();
     let b_conn = b.conn.expect("connected");
     assert!(zk.data_watchers(a_path).contains(&b_conn), "B watches A");
