@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use jute::{ErrorCode, MultiOp, MultiResult, Request, Response};
+use jute::{ErrorCode, MultiOp, MultiResult, Request, Response, Stat};
 use zklock::machine::{LockEvent, Outgoing};
 use zklock::recipes::LockSpec;
 use zklock::session::{RequestError, SessionState};
@@ -254,4 +254,46 @@ fn requeue_of_a_holder_with_lock_delay_releases_node_and_mark_first() {
     assert!(sent
         .iter()
         .any(|o| matches!(o.request, Request::Create2(_))));
+}
+
+/// The read that tells a requeued node's Stat names another session as its
+/// owner: the node is never adopted (no grant), it is deleted as a stray.
+/// Kills learn_stat's guards made `true` / `false` (recovery.rs).
+#[test]
+fn a_requeued_node_read_as_another_sessions_is_not_adopted() {
+    let mut h = Harness::new();
+    let (multi, listing) = requeue_sent(&mut h);
+    let created = MultiResult::Create {
+        path: format!("/l/{}", next_node(4)),
+    };
+    requeue_applied(&mut h, &multi, created);
+    h.reply(&listing, Ok(children(&[&next_node(4)])));
+    let read = h.sent();
+    let [get] = &read[..] else {
+        panic!("one read of our node: {read:?}")
+    };
+    let foreign = Stat {
+        ephemeral_owner: SESSION + 1,
+        ..stat(104)
+    };
+    h.reply(
+        get,
+        Ok(Response::Data {
+            data: vec![],
+            stat: foreign,
+        }),
+    );
+    let events = h.events();
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, LockEvent::Acquired { .. })),
+        "{events:?}"
+    );
+    let next = h.sent();
+    assert_eq!(
+        deletes(&next),
+        vec![format!("/l/{}", next_node(4))],
+        "{next:?}"
+    );
 }
