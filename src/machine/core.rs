@@ -220,6 +220,13 @@ impl Core {
         self.locks.len()
     }
 
+    /// Session-state listeners the core still keeps: a scoped one goes at
+    /// the next subscription after its token drops, any other at the first
+    /// state change it can no longer receive.
+    pub fn state_listeners(&self) -> usize {
+        self.subscribers.len()
+    }
+
     /// Whether only the leader's answers count as proof that the session
     /// lives (on by default; see
     /// [`Session::set_leader_check`](crate::session::Session::set_leader_check)).

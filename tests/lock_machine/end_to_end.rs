@@ -465,3 +465,30 @@ fn a_caller_waiting_to_connect_is_not_cut_off_by_another_listener() {
         Err(zklock::Error::Timeout)
     );
 }
+
+/// A scoped listener (`wait_connected`'s) is forgotten at the next
+/// subscription once its caller has returned, on a session that never
+/// changes state. Kills core.rs:263:85 `>`→`>=`, which kept every such
+/// listener until the next state change: one channel leaked per call.
+#[test]
+fn a_returned_wait_connected_leaves_no_listener_behind() {
+    let now = Instant::now();
+    let mut p = Peer::new(now, 11);
+    for _ in 0..3 {
+        let client = p.client.clone();
+        let waiter = std::thread::spawn(move || client.wait_connected(Duration::ZERO));
+        assert_eq!(
+            waiter.join().expect("no panic"),
+            Err(zklock::Error::Timeout),
+            "no server: nothing connects"
+        );
+    }
+    // The three listeners' Subscribe commands were sent before their
+    // callers returned; the core reads them all now, each one forgetting
+    // the scoped ones before it whose token is gone.
+    p.core.turn(now);
+    let other = p.client.subscribe();
+    p.core.turn(now);
+    assert_eq!(other.try_recv(), Ok(p.client.state()));
+    assert_eq!(p.core.state_listeners(), 1, "only `other` is left");
+}
