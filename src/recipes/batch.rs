@@ -11,40 +11,41 @@
 use std::sync::{Arc, Condvar, Mutex as StdMutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::Receiver;
+use crossbeam_channel::{Receiver, Select};
 
 use super::cancel::CancelToken;
 use super::error::LockError;
 use super::guard::LockGuard;
-use super::handoff::{HandOff, Turn};
+use super::handoff::HandOff;
 use super::held::LockState;
 use super::mutex::{lock_calls, Mutex, MutexOptions};
+use super::pending_batch::PendingBatch;
 use crate::Client;
 
 /// How often a local waiter looks at its cancel token.
 const CANCEL_POLL: Duration = Duration::from_millis(20);
 
 #[derive(Debug, Default)]
-struct Local {
+pub(super) struct Local {
     /// The process's hold on the ZooKeeper lock, kept across a batch
     /// (`Some` exactly when `hand.held`).
-    zk: Option<LockGuard>,
+    pub(super) zk: Option<LockGuard>,
     /// Who uses, waits for and holds it: the decisions, simulated apart.
-    hand: HandOff,
+    pub(super) hand: HandOff,
     /// The thread inside, so it cannot wait for itself.
     owner: Option<std::thread::ThreadId>,
 }
 
 #[derive(Debug)]
-struct Shared {
-    mutex: Mutex,
+pub(super) struct Shared {
+    pub(super) mutex: Mutex,
     max_batch: usize,
     local: StdMutex<Local>,
-    changed: Condvar,
+    pub(super) changed: Condvar,
 }
 
 impl Shared {
-    fn local(&self) -> MutexGuard<'_, Local> {
+    pub(super) fn local(&self) -> MutexGuard<'_, Local> {
         match self.local.lock() {
             Ok(l) => l,
             Err(p) => p.into_inner(),
@@ -122,8 +123,48 @@ impl BatchMutex {
         "the lock"
     );
 
+    /// Starts waiting and returns at once: a local waiter, polled with
+    /// [`PendingBatch::try_take`], whose turn comes by a local hand-off or,
+    /// if none is coming, by the process's turn in the queue (which the
+    /// first waiter to need it runs from its own polls). Polled past its
+    /// deadline it acts as a try: what needs no waiting (a local hand-off,
+    /// or queueing with one round trip) is still taken, else it times out.
+    ///
+    /// ```no_run
+    /// use std::time::{Duration, Instant};
+    /// use zklock::{Client, recipes::BatchMutex};
+    ///
+    /// let client = Client::connect("127.0.0.1:2181", Duration::from_secs(10))?;
+    /// let lock = BatchMutex::new(&client, "/locks/hot", 16)?;
+    /// let mut waiter = lock.start_lock(Some(Instant::now() + Duration::from_secs(5)));
+    /// let guard = loop {
+    ///     if let Some(outcome) = waiter.try_take() {
+    ///         break outcome?;
+    ///     }
+    ///     std::thread::sleep(Duration::from_millis(1)); // other work here
+    /// };
+    /// println!("ours, with token {}", guard.fencing_token());
+    /// # Ok::<(), zklock::recipes::LockError>(())
+    /// ```
+    pub fn start_lock(&self, deadline: Option<Instant>) -> PendingBatch {
+        PendingBatch::new(self.shared.clone(), deadline, None)
+    }
+
+    /// Like [`BatchMutex::start_lock`]; the waiter gives up with
+    /// [`LockError::Cancelled`] at the first poll after `cancel` is
+    /// cancelled.
+    pub fn start_lock_cancellable(
+        &self,
+        deadline: Option<Instant>,
+        cancel: CancelToken,
+    ) -> PendingBatch {
+        PendingBatch::new(self.shared.clone(), deadline, Some(cancel))
+    }
+
     /// Waits until `deadline` (if any) or cancellation: for a local hand-off,
-    /// or, if none is coming, for the process's turn in the queue.
+    /// or, if none is coming, for the process's turn in the queue. The
+    /// waiter's decisions are [`PendingBatch`]'s; this only waits between
+    /// its polls.
     ///
     /// # Errors
     /// [`LockError::WouldDeadlock`] if this thread holds the lock already;
@@ -134,53 +175,40 @@ impl BatchMutex {
         cancel: Option<&CancelToken>,
     ) -> Result<BatchGuard, LockError> {
         let s = &self.shared;
-        let mut local = s.local();
-        if local.hand.busy && local.owner == Some(std::thread::current().id()) {
-            return Err(LockError::WouldDeadlock);
-        }
-        local.hand.arrive();
-        loop {
-            if cancel.is_some_and(|c| c.is_cancelled()) {
-                return Err(self.leave(local, LockError::Cancelled));
+        {
+            let local = s.local();
+            if local.hand.busy && local.owner == Some(std::thread::current().id()) {
+                return Err(LockError::WouldDeadlock);
             }
-            let usable = local
-                .zk
-                .as_ref()
-                .is_some_and(|zk| zk.state() != LockState::Lost);
-            match local.hand.turn(usable) {
-                Turn::Take => {
-                    let (token, node) = match local.zk.as_ref() {
-                        Some(zk) => (zk.fencing_token(), zk.node_path().to_owned()),
-                        None => (0, String::new()),
-                    };
+        }
+        let mut waiter = PendingBatch::new(s.clone(), deadline, cancel.cloned());
+        let mut local = s.local();
+        loop {
+            if let Some(outcome) = waiter.poll(&mut local, Instant::now()) {
+                if outcome.is_ok() {
                     local.owner = Some(std::thread::current().id());
-                    return Ok(self.guard(token, node));
                 }
-                Turn::Acquire => {
-                    // A hold lost while idle goes back before queueing again.
-                    let lost = local.zk.take();
-                    drop(local);
-                    drop(lost);
-                    let got = s.mutex.lock_with(deadline, cancel);
-                    local = s.local();
-                    local.hand.acquired(got.is_ok());
-                    match got {
-                        Ok(g) => {
-                            local.zk = Some(g);
-                            s.changed.notify_all();
-                            continue;
-                        }
-                        Err(e) => return Err(self.leave(local, e)),
-                    }
+                return outcome;
+            }
+            if let Some((acquiring, trying)) = waiter.acquiring() {
+                // This thread queues for the process: its outcome (or the
+                // token, or the deadline) is the next change to look at.
+                drop(local);
+                let mut select = Select::new();
+                select.recv(acquiring.receiver());
+                if let Some(c) = cancel {
+                    select.recv(c.receiver());
                 }
-                Turn::Wait => {}
+                let _ = match deadline.filter(|_| !trying) {
+                    Some(d) => select.ready_deadline(d).ok(),
+                    None => Some(select.ready()),
+                };
+                local = s.local();
+                continue;
             }
             let wait = match (deadline, cancel) {
                 (Some(d), _) => {
                     let left = d.saturating_duration_since(Instant::now());
-                    if left.is_zero() {
-                        return Err(self.leave(local, LockError::Timeout));
-                    }
                     if cancel.is_some() {
                         left.min(CANCEL_POLL)
                     } else {
@@ -197,37 +225,21 @@ impl BatchMutex {
         }
     }
 
-    /// A local waiter leaves without the lock. If it was the last one the
-    /// process's hold was kept for, nobody would release it: give it back.
-    fn leave(&self, mut local: MutexGuard<'_, Local>, error: LockError) -> LockError {
-        let zk = if local.hand.leave() {
-            local.zk.take()
-        } else {
-            None
-        };
-        drop(local);
-        self.shared.changed.notify_all();
-        if let Some(g) = zk {
-            drop(g);
-        }
-        error
-    }
-
     /// Threads of this process waiting for the lock (diagnostics).
     pub fn local_waiters(&self) -> usize {
         self.shared.local().hand.waiting
     }
+}
 
-    fn guard(&self, token: i64, node: String) -> BatchGuard {
+impl BatchGuard {
+    pub(super) fn new(shared: Arc<Shared>, token: i64, node: String) -> BatchGuard {
         BatchGuard {
-            shared: self.shared.clone(),
+            shared,
             token,
             node,
         }
     }
-}
 
-impl BatchGuard {
     /// The shared lock node's czxid: the same for every thread of one batch.
     pub fn fencing_token(&self) -> i64 {
         self.token
@@ -277,17 +289,10 @@ impl Drop for BatchGuard {
         local.owner = None;
         // Keep the node for a local waiter while the batch lasts; otherwise
         // give the lock back to the queue.
-        if local.hand.exit(s.max_batch) {
-            let zk = local.zk.take();
-            drop(local);
-            if let Some(g) = zk {
-                if let Err(e) = g.unlock() {
-                    log::warn!("releasing the batch lock: {e}");
-                }
-            }
-            local = s.local();
-        }
+        // The guard's drop releases without blocking, as this one must.
+        let given_back = local.hand.exit(s.max_batch).then(|| local.zk.take());
         drop(local);
         s.changed.notify_all();
+        drop(given_back);
     }
 }

@@ -193,6 +193,21 @@ impl QueueLock {
         service::start(&self.client, self.spec.clone(), deadline, false)
     }
 
+    /// Starts an acquisition as `lock_with` would at `now`: a deadline
+    /// already past makes it a try (one round trip, bounded by the request
+    /// timeout) rather than an attempt that times out before it is sent.
+    /// The second value says it is a try: its outcome alone ends it.
+    pub(crate) fn start_at(&self, now: Instant, deadline: Option<Instant>) -> (PendingLock, bool) {
+        let no_wait = deadline.is_some_and(|d| d <= now);
+        let deadline = if no_wait {
+            Some(crate::deadline::after(now, self.client.request_timeout()))
+        } else {
+            deadline
+        };
+        let pending = service::start(&self.client, self.spec.clone(), deadline, no_wait);
+        (pending, no_wait)
+    }
+
     /// Releases `guard` and queues again, in one write when `guard` holds
     /// this lock on this client (else it is dropped, which releases it,
     /// and an acquisition starts).
