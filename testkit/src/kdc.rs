@@ -15,14 +15,15 @@
 //! keytabs, `kdc.log`) after `Drop`.
 
 use std::fs;
-use std::io::{ErrorKind, Write};
+use std::io::ErrorKind;
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::sync::Mutex;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::watchdog::Watched;
 use crate::{free_ports, scratch_dir};
 
 /// How long the KDC may take to listen before the test fails.
@@ -31,47 +32,18 @@ const READY_TIMEOUT: Duration = Duration::from_secs(20);
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
 /// Attempts to start when a freshly picked port turned out to be taken.
 const START_ATTEMPTS: usize = 3;
+/// How long the stopped KDC may take to be reaped before we kill its wrapper.
+const STOP_TIMEOUT: Duration = Duration::from_secs(10);
 /// How to get the programs.
 const INSTALL_HINT: &str =
     "install Debian's krb5-kdc, krb5-admin-server and krb5-user (scripts/setup.sh does)";
-
-/// Runs `"$@"` (krb5kdc) in the background and ties its life to our stdin:
-/// a line on stdin stops it; EOF without a line (the test process died)
-/// stops it and removes `$KDC_DIR`.
-const WRAPPER_SCRIPT: &str = r#"
-exec 3<&0
-"$@" </dev/null 3<&- &
-kpid=$!
-(
-  if IFS= read -r _line <&3; then
-    kill -9 "$kpid" 2>/dev/null
-  else
-    : > "$KDC_DIR/.orphaned"
-    kill -9 "$kpid" 2>/dev/null
-  fi
-) &
-wpid=$!
-exec 3<&- 0</dev/null
-wait "$kpid"
-status=$?
-kill "$wpid" 2>/dev/null
-wait "$wpid" 2>/dev/null
-if [ -e "$KDC_DIR/.orphaned" ]; then rm -rf "$KDC_DIR"; fi
-exit "$status"
-"#;
-
-/// The wrapper and the write end of its stdin.
-struct Process {
-    wrapper: Child,
-    lifeline: Option<ChildStdin>,
-}
 
 /// One MIT KDC serving one realm on 127.0.0.1. See the module docs.
 pub struct Kdc {
     realm: String,
     dir: PathBuf,
     port: u16,
-    process: Mutex<Option<Process>>,
+    process: Mutex<Option<Watched>>,
 }
 
 impl Kdc {
@@ -324,23 +296,18 @@ impl Kdc {
         let err = out
             .try_clone()
             .unwrap_or_else(|e| panic!("cloning a log handle: {e}"));
-        let mut wrapper = Command::new("bash")
-            .arg("-c")
-            .arg(WRAPPER_SCRIPT)
-            .arg("zklock-kdc-wrapper")
-            .arg(resolve("krb5kdc"))
+        let mut command =
+            Watched::command("zklock-kdc-wrapper", &self.dir, None, resolve("krb5kdc"));
+        command
             .args(["-n", "-r", &self.realm, "-P"])
             .arg(self.dir.join("kdc.pid"))
             .envs(self.env())
-            .env("KDC_DIR", &self.dir)
             .current_dir(&self.dir)
-            .stdin(Stdio::piped())
             .stdout(Stdio::from(out))
-            .stderr(Stdio::from(err))
-            .spawn()
+            .stderr(Stdio::from(err));
+        let watched = Watched::spawn(command)
             .unwrap_or_else(|e| panic!("KDC: cannot run bash to start krb5kdc: {e}"));
-        let lifeline = wrapper.stdin.take();
-        *self.lock() = Some(Process { wrapper, lifeline });
+        *self.lock() = Some(watched);
     }
 
     /// Polls the TCP port until it accepts; fails early if the KDC exits.
@@ -348,7 +315,7 @@ impl Kdc {
         let deadline = Instant::now() + READY_TIMEOUT;
         loop {
             if let Some(process) = self.lock().as_mut() {
-                match process.wrapper.try_wait() {
+                match process.try_wait() {
                     Ok(None) => {}
                     Ok(Some(status)) => {
                         let hint = if status.code() == Some(127) {
@@ -371,30 +338,16 @@ impl Kdc {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Process>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Watched>> {
         self.process.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Stops the KDC (the directory stays) and reaps it.
     fn stop(&self) {
-        let Some(mut process) = self.lock().take() else {
+        let Some(process) = self.lock().take() else {
             return;
         };
-        if let Some(mut lifeline) = process.lifeline.take() {
-            let _ = lifeline.write_all(b"stop\n");
-        }
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            match process.wrapper.try_wait() {
-                Ok(Some(_)) => return,
-                Ok(None) if Instant::now() < deadline => thread::sleep(Duration::from_millis(10)),
-                _ => {
-                    let _ = process.wrapper.kill();
-                    let _ = process.wrapper.wait();
-                    return;
-                }
-            }
-        }
+        process.stop(STOP_TIMEOUT);
     }
 }
 

@@ -34,6 +34,7 @@ pub mod raw;
 mod scratch;
 mod sockets;
 mod wait;
+mod watchdog;
 pub mod zk;
 
 pub use client::{children, read_after_reconnect, shared_client, wait_children, wait_no_children};

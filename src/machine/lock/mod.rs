@@ -24,16 +24,16 @@ use std::time::Instant;
 mod holding;
 mod queueing;
 mod recovery;
+mod replies;
 mod requeue;
 mod tenure;
 
-use jute::{ErrorCode, EventType, PathWatch, Request, Response, Stat};
+use jute::{ErrorCode, PathWatch, Request, Stat};
 
 use super::attempt::{Attempt, Goal, LockSpec, OwnSeen, Purpose, Rule};
 use super::error::LockError;
 use super::held::{LockState, LossReason};
-use super::queue::protected_id;
-use crate::session::{RequestError, SessionState, WatchEvent};
+use crate::session::SessionState;
 use crate::Error;
 
 /// What a third party writes into a holder's node to ask it to let go
@@ -282,223 +282,6 @@ impl LockMachine {
         }
     }
 
-    /// The reply to the request sent with `token`.
-    pub fn handle_reply(
-        &mut self,
-        now: Instant,
-        token: u64,
-        result: Result<Response, RequestError>,
-    ) {
-        self.route_reply(now, token, result);
-    }
-
-    fn route_reply(&mut self, now: Instant, token: u64, result: Result<Response, RequestError>) {
-        if let Some(ids) = self.shared_listings.remove(&token) {
-            return self.on_shared_listing(now, token, &ids, result);
-        }
-        let Some((id, purpose)) = self.pending.remove(&token) else {
-            return;
-        };
-        let Some(a) = self.attempts.get_mut(&id) else {
-            return;
-        };
-        if purpose.is_main_line() {
-            if a.busy != Some(token) {
-                // Superseded (a create that failed leaves its listing stale).
-                return;
-            }
-            a.busy = None;
-        }
-        if result.as_ref().is_err_and(ends_session) {
-            // The session is over, and its nodes with it: the state change
-            // that says so ends every attempt.
-            return;
-        }
-        match purpose {
-            Purpose::Create => self.on_created(id, token, result),
-            Purpose::Parent(n) => self.on_parent(id, n, result),
-            Purpose::Recover => self.on_recover(id, result),
-            Purpose::CatchUp => {}
-            Purpose::Stat => self.on_stat(id, result),
-            Purpose::List => match result {
-                Ok(Response::Children(children)) => {
-                    let watch = (a.spec.rule.is_first_n()).then_some(token);
-                    self.evaluate(now, id, &children, watch)
-                }
-                Err(RequestError::Server(ErrorCode::NoNode)) => self.node_vanished(id),
-                Ok(_) | Err(_) => self.step(id),
-            },
-            Purpose::WatchBlocker => match result {
-                Ok(_) => {
-                    a.watch = Some(token);
-                }
-                // Gone between the listing and the watch: look again now.
-                Err(_) => {
-                    self.watches.remove(&token);
-                    self.step(id)
-                }
-            },
-            Purpose::WatchOwn => self.on_own_watch_set(id, token, result),
-            Purpose::Confirm => self.on_confirm(id, token, result),
-            Purpose::GrantCheck => match result {
-                Ok(_) => {
-                    self.learn_stat(id, &result);
-                    let watch = self.watches.contains_key(&token).then_some(token);
-                    self.grant(now, id, watch)
-                }
-                Err(RequestError::Server(ErrorCode::NoNode)) => {
-                    self.watches.remove(&token);
-                    self.node_vanished(id)
-                }
-                Err(_) => {
-                    self.watches.remove(&token);
-                    self.step(id)
-                }
-            },
-            Purpose::Delete(name) => self.on_deleted(id, &name, result),
-            Purpose::TenureList => self.on_tenure_list(now, id, result),
-            Purpose::TenureMark => self.on_tenure_mark(now, id, result),
-            Purpose::TenureSweep => {}
-            Purpose::Requeue { old, name } => self.on_requeued(id, token, old, &name, result),
-            Purpose::EndWatch => self.on_end_listing(id, token, result),
-            Purpose::CleanupList => {
-                match result {
-                    Ok(Response::Children(children)) => {
-                        for name in &children {
-                            if protected_id(name) == Some(a.uuid.as_str()) {
-                                a.add_stray(name);
-                            }
-                        }
-                        a.maybe_created = false;
-                    }
-                    Err(RequestError::Server(ErrorCode::NoNode)) => a.maybe_created = false,
-                    _ => {}
-                }
-                self.step(id)
-            }
-        }
-    }
-
-    /// The watch left by the request sent with `token` fired, or will never
-    /// fire.
-    pub fn handle_watch(
-        &mut self,
-        now: Instant,
-        token: u64,
-        event: Result<WatchEvent, RequestError>,
-    ) {
-        if let Ok(e) = &event {
-            if e.kind == EventType::NodeDeleted {
-                if let Some(&holder) = self.held_nodes.get(&e.path) {
-                    // Whichever watch carried it (another attempt's, on the
-                    // node it waited for), a holder's node is gone.
-                    self.node_deleted_under(holder);
-                }
-            }
-        }
-        let Some(id) = self.watches.remove(&token) else {
-            return;
-        };
-        let Some(a) = self.attempts.get_mut(&id) else {
-            return;
-        };
-        if a.end_watch == Some(token) {
-            a.end_watch = None;
-            // Fired: list again. Never set: again, once connected.
-            if a.goal == Goal::Hold
-                && (event.is_ok() || self.session == Some(SessionState::Connected))
-            {
-                self.watch_queue_end(id);
-            }
-            return;
-        }
-        if a.own_watch.is_some_and(|o| o.token == token) {
-            a.own_watch = None;
-            return match event {
-                // Our node went while we waited: queue again now.
-                Ok(e)
-                    if e.kind == EventType::NodeDeleted
-                        && matches!(a.goal, Goal::Acquire { .. }) =>
-                {
-                    self.node_vanished(id)
-                }
-                // Fired otherwise (one-shot: gone now), or never set: it
-                // proves nothing any more; the grant falls back to a read.
-                _ => {}
-            };
-        }
-        if a.watch != Some(token) {
-            // A watch we stopped caring about (its reply, if an error, says
-            // what to do next).
-            return;
-        }
-        a.watch = None;
-        match (a.goal, event) {
-            (_, Err(_)) => {
-                // Never set, or the session ended (handled through the state).
-                if self.session == Some(SessionState::Connected) {
-                    self.resume(id);
-                }
-            }
-            (Goal::Acquire { .. }, Ok(e)) => {
-                if let (EventType::NodeDeleted, Some(name)) = (e.kind, a.node_name()) {
-                    let node = a.spec.child(name);
-                    self.events.push_back(LockEvent::Woken {
-                        id,
-                        node,
-                        blocker: e.path.clone(),
-                    });
-                }
-                let Some(a) = self.attempts.get_mut(&id) else {
-                    return;
-                };
-                if e.kind == EventType::NodeDeleted && a.blocker_alone {
-                    // Nothing else was below us (later nodes sort after
-                    // ours): the lock is ours if our node still is.
-                    let proven = a.own_watch.is_some_and(|o| o.seen == OwnSeen::Set);
-                    if proven && self.session == Some(SessionState::Connected) {
-                        // Our own watch was set before this event was sent
-                        // and has not fired: our node outlived the blocker
-                        // (see OwnWatch). Held on the event alone.
-                        return self.grant(now, id, None);
-                    }
-                    // Not proven: one read, not a listing; it leaves the
-                    // holder's watch unless our own watch will serve.
-                    let Some(name) = a.node_name() else {
-                        return self.step(id);
-                    };
-                    let path = a.spec.child(name);
-                    let watch = a.spec.watch_node && a.own_watch.is_none();
-                    let token = self.send(
-                        id,
-                        Purpose::GrantCheck,
-                        Request::GetData(PathWatch { path, watch }),
-                        watch,
-                    );
-                    if let Some(a) = self.attempts.get_mut(&id) {
-                        a.busy = Some(token);
-                    }
-                } else {
-                    self.step(id);
-                }
-            }
-            (Goal::Hold, Ok(e)) => {
-                if e.kind == EventType::NodeDeleted {
-                    self.node_deleted_under(id);
-                } else {
-                    self.confirm(id);
-                }
-            }
-            (Goal::Release, Ok(_)) => {}
-        }
-    }
-
-    /// Whether the watch left with `token` still matters: one that does not
-    /// need not be re-armed after a reconnect.
-    pub fn wants_watch(&self, token: u64) -> bool {
-        self.watches.contains_key(&token)
-    }
-
     /// Time passed: deadlines.
     pub fn handle_timeout(&mut self, now: Instant) {
         while let Some(&(at, id)) = self.deadlines.first() {
@@ -599,15 +382,4 @@ fn ended(state: SessionState) -> Option<LockError> {
         SessionState::AuthFailed => Some(LockError::Client(Error::AuthFailed)),
         _ => None,
     }
-}
-
-/// A request error that means the session is over.
-fn ends_session(e: &RequestError) -> bool {
-    matches!(
-        e,
-        RequestError::SessionExpired
-            | RequestError::Server(ErrorCode::SessionExpired)
-            | RequestError::Closed
-            | RequestError::AuthFailed
-    )
 }

@@ -5,13 +5,14 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::process::Stdio;
 use std::sync::{Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use super::four_letter::{parse_mode, try_four_letter};
 use super::ZkOptions;
+use crate::watchdog::Watched;
 
 /// How long a killed JVM may take to be reaped before we escalate.
 const STOP_TIMEOUT: Duration = Duration::from_secs(15);
@@ -22,35 +23,6 @@ const LOG_TAIL_LINES: usize = 60;
 
 pub(super) const STANDALONE_MAIN: &str = "org.apache.zookeeper.server.ZooKeeperServerMain";
 pub(super) const QUORUM_MAIN: &str = "org.apache.zookeeper.server.quorum.QuorumPeerMain";
-
-/// Runs `"$@"` (the java command) in the background and ties its life to our stdin.
-///
-/// * a line on stdin (`stop`): kill the JVM, keep the directory;
-/// * EOF without a line (the test process died): kill the JVM, remove `$ZKW_DIR`;
-/// * the JVM exits on its own: the wrapper exits with its status, so
-///   `Child::try_wait` on the wrapper tells whether the JVM is alive.
-const WRAPPER_SCRIPT: &str = r#"
-exec 3<&0
-"$@" </dev/null 3<&- &
-jpid=$!
-echo "$jpid" > "$ZKW_DIR/java.pid"
-(
-  if IFS= read -r _line <&3; then
-    kill -9 "$jpid" 2>/dev/null
-  else
-    : > "$ZKW_DIR/.orphaned"
-    kill -9 "$jpid" 2>/dev/null
-  fi
-) &
-wpid=$!
-exec 3<&- 0</dev/null
-wait "$jpid"
-status=$?
-kill "$wpid" 2>/dev/null
-wait "$wpid" 2>/dev/null
-if [ -e "$ZKW_DIR/.orphaned" ]; then rm -rf "$ZKW_DIR"; fi
-exit "$status"
-"#;
 
 /// Jars the Debian `zookeeper.jar` manifest forgets but Netty (the TLS
 /// connection factory) needs.
@@ -80,9 +52,7 @@ pub(super) struct Node {
 
 /// A running wrapper + JVM pair.
 struct Jvm {
-    wrapper: Child,
-    /// Write end of the wrapper's stdin; closing it without a line means "we died".
-    lifeline: Option<ChildStdin>,
+    watched: Watched,
     started: Instant,
 }
 
@@ -171,14 +141,11 @@ impl Node {
         let log_for_stderr = log
             .try_clone()
             .unwrap_or_else(|e| panic!("cloning log handle: {e}"));
-        let _ = fs::remove_file(self.dir.join("java.pid"));
+        let pid_file = self.dir.join("java.pid");
+        let _ = fs::remove_file(&pid_file);
 
-        let mut command = Command::new("bash");
+        let mut command = Watched::command("zklock-zk-wrapper", &self.dir, Some(&pid_file), "java");
         command
-            .arg("-c")
-            .arg(WRAPPER_SCRIPT)
-            .arg("zklock-zk-wrapper")
-            .arg("java")
             .args(jvm_flags())
             .args(&self.jvm_extra)
             .arg("-cp")
@@ -190,18 +157,13 @@ impl Node {
             )
             .arg(self.main_class)
             .arg(self.dir.join("zoo.cfg"))
-            .env("ZKW_DIR", &self.dir)
             .current_dir(&self.dir)
-            .stdin(Stdio::piped())
             .stdout(Stdio::from(log))
             .stderr(Stdio::from(log_for_stderr));
-        let mut wrapper = command
-            .spawn()
+        let watched = Watched::spawn(command)
             .unwrap_or_else(|e| panic!("{}: cannot run bash to start ZooKeeper: {e}", self.label));
-        let lifeline = wrapper.stdin.take();
         Jvm {
-            wrapper,
-            lifeline,
+            watched,
             started: Instant::now(),
         }
     }
@@ -209,7 +171,7 @@ impl Node {
     pub(super) fn is_running(&self) -> bool {
         match self.lock().as_mut() {
             None => false,
-            Some(jvm) => matches!(jvm.wrapper.try_wait(), Ok(None)),
+            Some(jvm) => matches!(jvm.watched.try_wait(), Ok(None)),
         }
     }
 
@@ -254,7 +216,7 @@ impl Node {
                 let Some(jvm) = process.as_mut() else {
                     return Err(self.failure("was stopped while waiting for it"));
                 };
-                match jvm.wrapper.try_wait() {
+                match jvm.watched.try_wait() {
                     Ok(None) => {}
                     Ok(Some(status)) => {
                         let what = format!("JVM exited with {status} before becoming ready");
@@ -325,26 +287,9 @@ impl Drop for Node {
 
 impl Jvm {
     /// Tells the wrapper to kill the JVM (keeping the directory) and reaps both.
-    fn stop(mut self, label: &str) {
-        if let Some(mut lifeline) = self.lifeline.take() {
-            // If the wrapper is already gone this fails with EPIPE; nothing to do then.
-            let _ = lifeline.write_all(b"stop\n");
-        }
-        if wait_with_timeout(&mut self.wrapper, STOP_TIMEOUT).is_none() {
-            eprintln!("ZooKeeper {label}: wrapper did not exit after {STOP_TIMEOUT:?}; killing it");
-            let _ = self.wrapper.kill();
-            let _ = self.wrapper.wait();
-        }
-    }
-}
-
-fn wait_with_timeout(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        match child.try_wait() {
-            Ok(Some(status)) => return Some(status),
-            Ok(None) if Instant::now() < deadline => thread::sleep(Duration::from_millis(10)),
-            _ => return None,
+    fn stop(self, label: &str) {
+        if !self.watched.stop(STOP_TIMEOUT) {
+            eprintln!("ZooKeeper {label}: wrapper did not exit after {STOP_TIMEOUT:?}; killed it");
         }
     }
 }

@@ -1,0 +1,103 @@
+//! Bad input: usage errors, an unreachable server and missing input files,
+//! each with its documented exit code and a one-line reason.
+
+use std::net::TcpListener;
+use std::time::{Duration, Instant};
+
+use testkit::scratch_dir;
+
+use crate::support::{one_line, run, shared};
+
+#[test]
+fn bad_input_has_documented_codes_and_one_line_reasons() {
+    let c = shared();
+    let cases: &[(&[&str], i32, &str)] = &[
+        (
+            &["exec", "locks/x", "--", "true"],
+            64,
+            "must start with '/'",
+        ),
+        (&["exec", "/x/", "--", "true"], 64, "bad path"),
+        (&["status", "relative"], 64, "must start with '/'"),
+        (&["exec", "/x", "true"], 64, "'--'"),
+        (&["exec", "/x"], 64, "'--'"),
+        (&["exec", "/x", "--"], 64, "missing the command"),
+        (&["exec", "-w", "soon", "/x", "--", "true"], 64, "--wait"),
+        (&["exec", "-E", "256", "/x", "--", "true"], 64, "0..255"),
+        (&["exec", "--bogus", "/x", "--", "true"], 64, "--bogus"),
+        (&["leader", "/e", "--", "true"], 64, "--id"),
+        (&["launch", "/x"], 64, "unknown subcommand"),
+        (&["exec", "--acl", "world", "/x", "--", "true"], 64, "--acl"),
+        (
+            &["exec", "--acl", "sasl:bob:rx", "/x", "--", "true"],
+            64,
+            "cdrwa",
+        ),
+        (&[], 64, "missing subcommand"),
+    ];
+    for (args, want, says) in cases {
+        let (code, out, err) = run(&c, args);
+        assert_eq!(code, *want, "{args:?}: {err}");
+        assert!(out.is_empty(), "{args:?} printed {out:?}");
+        let line = one_line(&err);
+        assert!(
+            line.starts_with("zklock: ") && line.contains(says),
+            "{args:?}: {line:?} should mention {says:?}"
+        );
+    }
+
+    // Nothing listens on a port we just had and closed.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dead = format!("127.0.0.1:{port}");
+    for args in [
+        &["--session-timeout", "1", "exec", "/x", "--", "true"][..],
+        &["--session-timeout", "1", "status", "/x"],
+    ] {
+        let started = Instant::now();
+        let (code, _, err) = run(&dead, args);
+        assert_eq!(code, 69, "{args:?}: {err}");
+        let line = one_line(&err);
+        assert!(line.contains("no ZooKeeper server reachable"), "{err}");
+        assert_eq!(line.matches(&dead).count(), 1, "the address once: {line}");
+        assert!(started.elapsed() < Duration::from_secs(10));
+    }
+
+    for sub in ["exec", "status", "leader"] {
+        let (code, out, _) = run(&c, &[sub, "--help"]);
+        assert_eq!(code, 0);
+        let text = out.join("\n");
+        assert!(text.contains(&format!("zklock {sub}")), "{text}");
+        assert!(text.contains("Example"), "{sub} --help has an example");
+    }
+}
+
+/// Every input file that is missing or unreadable exits 66 (EX_NOINPUT) and
+/// is named, once, before any server is tried.
+#[test]
+fn missing_input_files_exit_66_and_are_named() {
+    let missing = scratch_dir("cli-noinput").join("absent.pem");
+    let m = missing.to_string_lossy().into_owned();
+    let present = scratch_dir("cli-noinput").join("present.pem");
+    std::fs::write(&present, "not a certificate").unwrap();
+    let p = present.to_string_lossy().into_owned();
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["--tls-ca", &m],
+        vec!["--tls-ca", &p, "--tls-cert", &m, "--tls-key", &p],
+        vec!["--tls-ca", &p, "--tls-cert", &p, "--tls-key", &m],
+        vec!["--sasl-user", "alice", "--sasl-password-file", &m],
+        vec!["--digest-file", &m],
+    ];
+    for security in cases {
+        let mut args = security.clone();
+        args.extend(["status", "/x"]);
+        let (code, _, err) = run("127.0.0.1:1", &args);
+        assert_eq!(code, 66, "{security:?}: {err}");
+        let line = one_line(&err);
+        assert_eq!(line.matches(m.as_str()).count(), 1, "{security:?}: {line}");
+        assert!(!line.contains("127.0.0.1:1"), "{security:?}: {line}");
+    }
+}

@@ -1,0 +1,19 @@
+//! The `zklock` command line against a real ZooKeeper: exclusion, waiting
+//! options, exit codes, environment, signals, SIGKILL, lock loss, status
+//! (with a kazoo holder in the queue) and bad input.
+//!
+//! Every wait between processes is a bounded poll for a condition (a line on
+//! stdout, a queue length, a file); no sleep stands in for synchronisation.
+//!
+//! One test binary (`cargo test -p zklock-cli --test cli`), one module a
+//! topic; what they share (running zklock, reading `/proc`, the JSON of
+//! `status --json`) is in [`support`].
+
+mod support;
+
+mod bad_input;
+mod exec;
+mod lock_loss;
+mod security;
+mod signals;
+mod subcommands;

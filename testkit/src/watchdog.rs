@@ -1,0 +1,121 @@
+//! A server process that dies with the test process even when `Drop` never
+//! runs (a `static` shared server, a panic that aborts, a SIGKILL): the
+//! ZooKeeper JVMs ([`crate::zk`]) and the Kerberos KDC ([`crate::kdc`]).
+//!
+//! The program is started by a small `bash` wrapper whose stdin is a pipe
+//! held only by the test process. When that process goes away the pipe
+//! closes, the wrapper's `read` returns EOF, and the wrapper kills the
+//! program and removes its directory. A deliberate stop writes a line
+//! first, which tells the wrapper to keep the directory.
+
+use std::ffi::OsStr;
+use std::io::{self, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// `bash -c WRAPPER_SCRIPT NAME DIR PID_FILE PROGRAM ARGS...`: runs
+/// `PROGRAM ARGS...` in the background and ties its life to our stdin.
+///
+/// * a line on stdin (`stop`): kill the program, keep `DIR`;
+/// * EOF without a line (the test process died): kill the program, remove `DIR`;
+/// * the program exits on its own: the wrapper exits with its status, so
+///   `Child::try_wait` on the wrapper tells whether the program is alive.
+///
+/// With a `PID_FILE` (not empty), the program's pid is written there.
+const WRAPPER_SCRIPT: &str = r#"
+dir=$1
+pid_file=$2
+shift 2
+exec 3<&0
+"$@" </dev/null 3<&- &
+cpid=$!
+if [ -n "$pid_file" ]; then echo "$cpid" > "$pid_file"; fi
+(
+  if IFS= read -r _line <&3; then
+    kill -9 "$cpid" 2>/dev/null
+  else
+    : > "$dir/.orphaned"
+    kill -9 "$cpid" 2>/dev/null
+  fi
+) &
+wpid=$!
+exec 3<&- 0</dev/null
+wait "$cpid"
+status=$?
+kill "$wpid" 2>/dev/null
+wait "$wpid" 2>/dev/null
+if [ -e "$dir/.orphaned" ]; then rm -rf "$dir"; fi
+exit "$status"
+"#;
+
+/// A running wrapper and the write end of its stdin.
+pub(crate) struct Watched {
+    wrapper: Child,
+    /// Closing it without a line means "we died".
+    lifeline: Option<ChildStdin>,
+}
+
+impl Watched {
+    /// The command that runs `program` under the wrapper: add the
+    /// program's arguments, environment, working directory and output,
+    /// then [`Watched::spawn`] it. `name` is the wrapper's `$0` (what `ps`
+    /// shows), `dir` what it removes when the test process dies, and with
+    /// `pid_file` the wrapper writes the program's pid there.
+    pub(crate) fn command(
+        name: &str,
+        dir: &Path,
+        pid_file: Option<&Path>,
+        program: impl AsRef<OsStr>,
+    ) -> Command {
+        let mut command = Command::new("bash");
+        command
+            .arg("-c")
+            .arg(WRAPPER_SCRIPT)
+            .arg(name)
+            .arg(dir)
+            .arg(pid_file.map_or(OsStr::new(""), Path::as_os_str))
+            .arg(program);
+        command
+    }
+
+    /// Starts a command made by [`Watched::command`], keeping its stdin.
+    pub(crate) fn spawn(mut command: Command) -> io::Result<Watched> {
+        let mut wrapper = command.stdin(Stdio::piped()).spawn()?;
+        let lifeline = wrapper.stdin.take();
+        Ok(Watched { wrapper, lifeline })
+    }
+
+    /// The wrapper's exit status if it has ended (with the program's).
+    pub(crate) fn try_wait(&mut self) -> io::Result<Option<ExitStatus>> {
+        self.wrapper.try_wait()
+    }
+
+    /// Tells the wrapper to kill the program (keeping the directory) and
+    /// reaps it; kills the wrapper if it has not ended within `timeout`.
+    /// Returns whether it ended in time.
+    pub(crate) fn stop(mut self, timeout: Duration) -> bool {
+        if let Some(mut lifeline) = self.lifeline.take() {
+            // If the wrapper is already gone this fails with EPIPE; nothing to do then.
+            let _ = lifeline.write_all(b"stop\n");
+        }
+        if wait_with_timeout(&mut self.wrapper, timeout).is_none() {
+            let _ = self.wrapper.kill();
+            let _ = self.wrapper.wait();
+            return false;
+        }
+        true
+    }
+}
+
+fn wait_with_timeout(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Some(status),
+            Ok(None) if Instant::now() < deadline => thread::sleep(Duration::from_millis(10)),
+            _ => return None,
+        }
+    }
+}
