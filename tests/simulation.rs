@@ -112,6 +112,9 @@ fn seeds() {
                         t.wakes += s.wakes;
                         t.expired_sessions += s.expired_sessions;
                         t.virtual_ms += s.virtual_ms;
+                        t.batch_turns += s.batch_turns;
+                        t.batch_handoffs += s.batch_handoffs;
+                        t.token_cancels += s.token_cancels;
                     }
                     Err(v) => {
                         let mut f = failures.lock().unwrap();
@@ -130,7 +133,7 @@ fn seeds() {
     }
     let t = *totals.lock().unwrap();
     eprintln!(
-        "simulation: {count} seeds in {:.1?} on {threads} threads: {} grants, {} timeouts, {} faults, {} lost, {} waiters woken, {} sessions ended, {:.0} virtual minutes",
+        "simulation: {count} seeds in {:.1?} on {threads} threads: {} grants, {} timeouts, {} faults, {} lost, {} waiters woken, {} sessions ended, {:.0} virtual minutes; BatchMutex: {} turns, {} passed on locally, {} cancelled by token",
         started.elapsed(),
         t.grants,
         t.timeouts,
@@ -138,7 +141,10 @@ fn seeds() {
         t.lost,
         t.wakes,
         t.expired_sessions,
-        t.virtual_ms as f64 / 60_000.0
+        t.virtual_ms as f64 / 60_000.0,
+        t.batch_turns,
+        t.batch_handoffs,
+        t.token_cancels
     );
     let mut failures = failures.lock().unwrap();
     failures.sort();
@@ -146,6 +152,10 @@ fn seeds() {
         panic!("{} failing seeds; the first:\n{first}", failures.len());
     }
     assert!(t.grants > count, "the workload hardly ran: {t:?}");
+    assert!(
+        t.batch_handoffs > 0 && t.token_cancels > 0 || count < 1000,
+        "no batch hand-off or token cancel in {count} seeds: {t:?}"
+    );
 }
 
 #[test]

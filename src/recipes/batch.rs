@@ -127,8 +127,9 @@ impl BatchMutex {
     /// [`PendingBatch::try_take`], whose turn comes by a local hand-off or,
     /// if none is coming, by the process's turn in the queue (which the
     /// first waiter to need it runs from its own polls). Polled past its
-    /// deadline it acts as a try: what needs no waiting (a local hand-off,
-    /// or queueing with one round trip) is still taken, else it times out.
+    /// deadline, it still takes a local turn that is free, else it times
+    /// out; a deadline already past at the first poll makes it a try (one
+    /// round trip to queue, as [`BatchMutex::try_lock`]).
     ///
     /// ```no_run
     /// use std::time::{Duration, Instant};

@@ -32,6 +32,9 @@ pub struct PendingBatch {
     trying: bool,
     /// The outcome was handed out: the waiter is no longer counted.
     done: bool,
+    /// Polled before: a deadline already past at the first poll makes a
+    /// try; past later, it ends the wait unless a local turn is free.
+    polled: bool,
 }
 
 /// What one poll decided, before the local state is let go.
@@ -55,6 +58,7 @@ impl PendingBatch {
             acquiring: None,
             trying: false,
             done: false,
+            polled: false,
         }
     }
 
@@ -101,7 +105,9 @@ impl PendingBatch {
         if self.done {
             return None;
         }
-        match self.step(local, now) {
+        let step = self.step(local, now);
+        self.polled = true;
+        match step {
             Step::Take(guard) => {
                 self.done = true;
                 Some(Ok(guard))
@@ -137,8 +143,8 @@ impl PendingBatch {
                 }
             }
         }
-        // Past the deadline, as a try: what needs no waiting is still taken
-        // (a local hand-off, or one round trip to queue).
+        // Past the deadline, a local turn that is free is still taken; and
+        // at the first poll, as a try, so is one round trip to queue.
         let usable = local
             .zk
             .as_ref()
@@ -150,6 +156,10 @@ impl PendingBatch {
                     None => (0, String::new()),
                 };
                 Step::Take(BatchGuard::new(self.shared.clone(), token, node))
+            }
+            Turn::Acquire if self.polled && self.deadline.is_some_and(|d| now >= d) => {
+                local.hand.acquired(false);
+                Step::Leave(LockError::Timeout)
             }
             Turn::Acquire => {
                 // A hold lost while idle goes back (its guard's drop does

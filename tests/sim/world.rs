@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use zklock::machine::CoreEvent;
-use zklock::recipes::{Election, LeaderLatch, LockError, LockState};
+use zklock::recipes::{CancelToken, Election, LeaderLatch, LockError, LockState};
 
 type AttemptId = u64;
 
@@ -75,6 +75,8 @@ enum Action {
     AdminDeletePath(String),
     /// The server closes this connection (a follower dropping its clients).
     CloseConn(ConnId),
+    /// Nothing: a step at this time, for handles that read the clock.
+    Look,
 }
 
 /// A broken invariant, with the seed's story so far.
@@ -96,6 +98,12 @@ pub struct Stats {
     pub wakes: u64,
     pub expired_sessions: u64,
     pub virtual_ms: u64,
+    /// Turns handed out by a client's BatchMutex, and of those, turns
+    /// passed on locally inside one hold.
+    pub batch_turns: u64,
+    pub batch_handoffs: u64,
+    /// Batch waiters that ended Cancelled by their token.
+    pub token_cancels: u64,
 }
 
 pub struct World {
@@ -432,7 +440,17 @@ impl World {
         }
         // A session that ended for good is replaced by a new one, as an
         // application would.
-        if self.clients[c].core.state().is_terminal() && self.clients[c].core.lock_attempts() == 0 {
+        // (A batch waiter learns of the end only when it queues for its
+        // process, which the core then fails: it is read first.)
+        let batch_waits = self.clients[c]
+            .attempts
+            .values()
+            .any(|t| matches!(t.handle, Handle::Batch(..)));
+        if self.clients[c].core.state().is_terminal()
+            && self.clients[c].core.lock_attempts() == 0
+            && !self.clients[c].core.has_commands()
+            && !batch_waits
+        {
             let generation = self.clients[c].generation + 1;
             let fresh = SimClient::new(now, c, generation, self.locks);
             let mut old = std::mem::replace(&mut self.clients[c], fresh);

@@ -30,9 +30,18 @@ impl World {
                 // seeds replay as before.
                 let in_set = id % 3 == 0;
                 let multi = client::MULTI_LOCKS.contains(&lock) && id % 5 == 4;
+                // Every third other one on the batch lock through the
+                // client's BatchMutex, half of those with a cancel token.
+                let batch = lock == client::BATCH_LOCK && !multi && id % 3 == 1;
                 let lock = if multi { client::MULTI_LOCKS[0] } else { lock };
                 let (handle, reader) = match (&c.locks[lock], in_set) {
                     _ if multi => (Handle::Multi(c.multi.start_lock(deadline)), false),
+                    _ if batch && id % 2 == 0 => {
+                        let token = CancelToken::new();
+                        let waiter = c.batch.start_lock_cancellable(deadline, token.clone());
+                        (Handle::Batch(waiter, Some(token)), false)
+                    }
+                    _ if batch => (Handle::Batch(c.batch.start_lock(deadline), None), false),
                     (SimLock::Election(e), _) => {
                         (Handle::Pending(e.start_campaign(deadline)), false)
                     }
@@ -67,15 +76,44 @@ impl World {
                         requeued: false,
                     },
                 );
+                // A batch waiter comes with a sibling, another local thread
+                // arriving at once, so that turns pass on inside one hold.
+                if batch {
+                    let sibling = c.next_id;
+                    c.next_id += 1;
+                    c.attempts.insert(
+                        sibling,
+                        Tracked {
+                            lock,
+                            started: now,
+                            deadline,
+                            hold,
+                            phase: Phase::Waiting,
+                            handle: Handle::Batch(c.batch.start_lock(deadline), None),
+                            reader: false,
+                            suspended_at: None,
+                            requeued: false,
+                        },
+                    );
+                }
                 let generation = c.generation;
                 let kind = match (reader, multi, lock) {
                     (true, _, _) => " (read)",
                     (_, true, _) => " (multi-lock with lock 2)",
                     (_, _, ELECTION_LOCK) => " (campaign)",
+                    _ if batch => " (batch)",
                     _ => "",
                 };
                 self.note(|| format!("c{client}: acquire #{id} lock {lock}{kind} {wait:?}"));
-                if let Some(after) = cancel_after {
+                // A batch waiter's deadline is its own (no core timer
+                // wakes the world for it): look at it then.
+                if let (true, Some(d)) = (batch, deadline) {
+                    self.schedule(d, Action::Look);
+                }
+                // A token's waiter without a planned cancel is cancelled
+                // by its token 200 ms in (if it still waits then).
+                let token_cancel = (batch && id % 2 == 0).then_some(Duration::from_millis(200));
+                if let Some(after) = cancel_after.or(token_cancel) {
                     self.schedule(
                         now + after,
                         Action::Cancel {
@@ -148,6 +186,13 @@ impl World {
                     return;
                 }
                 if let Some(t) = c.attempts.get_mut(&id) {
+                    if let (Phase::Waiting, Handle::Batch(_, Some(token))) = (&t.phase, &t.handle) {
+                        // Through its token: the waiter says Cancelled when
+                        // it is next read (this step).
+                        token.cancel();
+                        self.note(|| format!("c{client}: cancel #{id} by its token"));
+                        return;
+                    }
                     if t.phase == Phase::Waiting {
                         // Dropping the handle (or cancelling the key) gives
                         // the attempt up.
@@ -175,6 +220,7 @@ impl World {
                     self.note(|| format!("c{client}: latch dropped"));
                 }
             }
+            Action::Look => {}
             Action::CloseConn(conn) => {
                 self.server.close_connection(conn);
                 self.server_output();

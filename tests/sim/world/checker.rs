@@ -27,8 +27,8 @@ impl World {
                 continue;
             };
             if written > *deleted && watchers.contains(&conn) {
-                if let Some(g) = self.clients[c].guard(*id) {
-                    if g.state() == LockState::Held {
+                if let Some((state, _)) = self.clients[c].held_state(*id) {
+                    if state == LockState::Held {
                         return Err(self.violation(format!(
                             "c{c}: #{id} read past the deletion of its node {node} and still says Held"
                         )));
@@ -72,6 +72,14 @@ impl World {
                         return Err(self.violation(format!(
                             "c{c}: #{id} still {state:?} {:?} after sending the last request the server answered",
                             self.now - proof
+                        )));
+                    }
+                }
+                // A batch waiter reads its token at every poll.
+                if let (Phase::Waiting, Handle::Batch(_, Some(token))) = (&t.phase, &t.handle) {
+                    if token.is_cancelled() {
+                        return Err(self.violation(format!(
+                            "c{c}: #{id} still waiting after its token was cancelled"
                         )));
                     }
                 }

@@ -7,8 +7,9 @@ use std::time::{Duration, Instant};
 
 use zklock::machine::Core;
 use zklock::recipes::{
-    Election, LeaderLatch, LockError, LockGuard, LockState, MultiGuard, MultiLock, Mutex,
-    MutexOptions, PendingLock, PendingMulti, PendingSet, RwLock, Semaphore,
+    BatchGuard, BatchMutex, CancelToken, Election, LeaderLatch, LockError, LockGuard, LockState,
+    LossReason, MultiGuard, MultiLock, Mutex, MutexOptions, PendingBatch, PendingLock,
+    PendingMulti, PendingSet, RwLock, Semaphore,
 };
 use zklock::Client;
 
@@ -48,6 +49,11 @@ pub(super) enum Handle {
         of: AttemptId,
         index: usize,
     },
+    /// A local waiter of the client's `BatchMutex` (on [`BATCH_LOCK`]), and
+    /// the token that cancels it, if it was started with one.
+    Batch(PendingBatch, Option<CancelToken>),
+    /// Its guard: one thread's turn inside the process's hold.
+    BatchHeld(BatchGuard),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -92,6 +98,13 @@ pub(super) struct SimClient {
     pub(super) latch: Option<LeaderLatch>,
     /// Locks 0 and 2 taken together.
     pub(super) multi: MultiLock,
+    /// Lock 2 shared by the client's local waiters through one node.
+    pub(super) batch: BatchMutex,
+    /// The node of the client's last batch grant: local hand-offs share
+    /// it, and its token.
+    pub(super) last_batch_node: Option<String>,
+    /// Turns handed out inside that hold so far.
+    pub(super) batch_run: usize,
     /// What the core's observer heard of waiters woken.
     pub(super) wakes: Arc<Wakes>,
     pub(super) link: Option<Link>,
@@ -136,6 +149,11 @@ pub(super) const ELECTION_LOCK: usize = 4;
 
 /// The locks a `MultiLock` takes together, in its (sorted) order.
 pub(super) const MULTI_LOCKS: [usize; 2] = [0, 2];
+
+/// The lock some acquisitions take through the client's `BatchMutex`, and
+/// how many local turns one hold serves at most.
+pub(super) const BATCH_LOCK: usize = 2;
+pub(super) const MAX_BATCH: usize = 3;
 
 /// Whether lock `l`'s holders watch their node (0 and 2 do; 1 has the
 /// default). No draw: seeds replay.
@@ -201,6 +219,15 @@ impl SimClient {
             MutexOptions::default().watch_node(true).data(b"multi"),
         )
         .expect("a multi-lock");
+        let batch = BatchMutex::with_options(
+            &client,
+            &lock_path(BATCH_LOCK),
+            MAX_BATCH,
+            MutexOptions::default()
+                .watch_node(watched(BATCH_LOCK))
+                .data(b"batch"),
+        )
+        .expect("a batch mutex");
         SimClient {
             generation,
             client,
@@ -209,6 +236,9 @@ impl SimClient {
             set: PendingSet::new(),
             latch: None,
             multi,
+            batch,
+            last_batch_node: None,
+            batch_run: 0,
             wakes,
             link: None,
             connect_at: now,
@@ -233,6 +263,15 @@ impl SimClient {
                 _ => None,
             },
             _ => None,
+        }
+    }
+
+    /// What the holder of attempt `id` says of its lock now: a guard's
+    /// state, or a batch guard's (the process's hold's).
+    pub(super) fn held_state(&self, id: AttemptId) -> Option<(LockState, Option<LossReason>)> {
+        match &self.attempts.get(&id)?.handle {
+            Handle::BatchHeld(g) => Some((g.state(), None)),
+            _ => self.guard(id).map(|g| (g.state(), g.lost_reason())),
         }
     }
 }

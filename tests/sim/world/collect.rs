@@ -2,7 +2,7 @@
 //! pending acquisitions (one lock, a multi-lock, or a key of the client's
 //! `PendingSet`) and the states of its guards, each checked as it is read.
 
-use zklock::recipes::{LockGuard, MultiGuard};
+use zklock::recipes::{BatchGuard, LockGuard, MultiGuard};
 
 use super::*;
 use client::MULTI_LOCKS;
@@ -11,6 +11,8 @@ use client::MULTI_LOCKS;
 enum Granted {
     One(LockGuard),
     Multi(MultiGuard),
+    /// A local turn inside the client's batch hold.
+    Batch(BatchGuard),
 }
 
 /// One lock of a grant: the lock, our node, its token and state.
@@ -36,6 +38,12 @@ impl Granted {
                 .zip(m.guards())
                 .map(|(&l, g)| part(l, g))
                 .collect(),
+            Granted::Batch(g) => vec![Part {
+                lock,
+                node: g.node_path().to_owned(),
+                czxid: g.fencing_token(),
+                state: g.state(),
+            }],
         }
     }
 }
@@ -60,19 +68,19 @@ impl World {
         }
         let ids: Vec<AttemptId> = self.clients[c].attempts.keys().copied().collect();
         for id in ids {
-            let read = self.clients[c]
-                .guard(id)
-                .map(|g| (g.state(), g.lost_reason()));
+            let read = self.clients[c].held_state(id);
             let t = self.clients[c].attempts.get_mut(&id).expect("present");
             let outcome = match &mut t.handle {
                 Handle::Pending(p) => p.try_take().map(|r| r.map(Granted::One)),
                 Handle::InSet(key) => from_set.remove(key).map(|r| r.map(Granted::One)),
                 Handle::Multi(p) => p.try_take().map(|r| r.map(Granted::Multi)),
+                // On the world's clock: its deadline is this waiter's own.
+                Handle::Batch(p, _) => p.try_take_at(now).map(|r| r.map(Granted::Batch)),
                 _ => None,
             };
             let waiting = matches!(
                 t.handle,
-                Handle::Pending(_) | Handle::InSet(_) | Handle::Multi(_)
+                Handle::Pending(_) | Handle::InSet(_) | Handle::Multi(_) | Handle::Batch(..)
             );
             match read {
                 _ if waiting => {
@@ -82,6 +90,16 @@ impl World {
                     match outcome {
                         Ok(granted) => self.granted(c, id, granted)?,
                         Err(error) => {
+                            if error == LockError::Cancelled
+                                && !matches!(&t.handle, Handle::Batch(_, Some(token)) if token.is_cancelled())
+                            {
+                                return Err(self.violation(format!(
+                                    "c{c}: #{id} says Cancelled, but nothing cancelled it"
+                                )));
+                            }
+                            if error == LockError::Cancelled {
+                                self.stats.token_cancels += 1;
+                            }
                             if error == LockError::Timeout {
                                 self.stats.timeouts += 1;
                                 if t.deadline.is_none_or(|d| now < d) {
@@ -116,7 +134,16 @@ impl World {
         let generation = self.clients[c].generation;
         let t = self.clients[c].attempts.get_mut(&id).expect("present");
         let read_late = matches!(t.handle, Handle::InSet(_));
-        if let Some(d) = t.deadline.filter(|_| !read_late) {
+        // A batch waiter polled past its deadline acts as a try: a local
+        // turn that needs no waiting is still handed out (its own check:
+        // no other local turn inside, which exclusion below holds it to).
+        let batch = matches!(granted, Granted::Batch(_));
+        if matches!(&t.handle, Handle::Batch(_, Some(token)) if token.is_cancelled()) {
+            return Err(self.violation(format!(
+                "c{c}: #{id} handed out a batch turn after its token was cancelled"
+            )));
+        }
+        if let Some(d) = t.deadline.filter(|_| !read_late && !batch) {
             if now > d {
                 return Err(self.violation(format!("c{c}: #{id} granted after its deadline")));
             }
@@ -135,6 +162,7 @@ impl World {
         t.handle = match granted {
             Granted::One(g) => Handle::Guard(g),
             Granted::Multi(m) => Handle::MultiHeld(m),
+            Granted::Batch(g) => Handle::BatchHeld(g),
         };
         for (index, part) in parts.into_iter().enumerate() {
             let part_id = if index == 0 {
@@ -159,7 +187,33 @@ impl World {
                 );
                 member
             };
-            self.granted_part(c, part_id, part, reader, read_late)?;
+            // Local turns of one hold share its node and token.
+            let shared_hold =
+                batch && self.clients[c].last_batch_node.as_deref() == Some(part.node.as_str());
+            if batch {
+                // A turn is never handed out on a hold already Lost, and
+                // one hold serves at most MAX_BATCH turns.
+                if part.state == LockState::Lost {
+                    return Err(self.violation(format!(
+                        "c{c}: #{id} handed out a batch turn on a Lost hold ({})",
+                        part.node
+                    )));
+                }
+                let client = &mut self.clients[c];
+                client.batch_run = if shared_hold { client.batch_run + 1 } else { 1 };
+                if client.batch_run > client::MAX_BATCH {
+                    let run = client.batch_run;
+                    return Err(self.violation(format!(
+                        "c{c}: #{id} is turn {run} inside one hold of {} (at most {})",
+                        part.node,
+                        client::MAX_BATCH
+                    )));
+                }
+                client.last_batch_node = Some(part.node.clone());
+                self.stats.batch_turns += 1;
+                self.stats.batch_handoffs += u64::from(shared_hold);
+            }
+            self.granted_part(c, part_id, part, reader, read_late || shared_hold)?;
         }
         if let Some(for_) = self.clients[c].stall_after_grant.take() {
             self.fault(Fault::Stall { client: c, for_ });
