@@ -292,6 +292,55 @@ fn batch_mutex_hands_off_locally_within_a_bounded_batch() {
     assert!(outsider.lock_timeout(WAIT).is_ok());
 }
 
+/// BatchMutex's non-blocking waiters, all polled from one thread: the
+/// first queues for the process, a cancelled token ends its waiter at the
+/// next poll, the hold passes on locally with its node and token, and the
+/// node goes once the last turn ends.
+#[test]
+fn batch_waiters_polled_from_one_thread() {
+    use zklock::recipes::{BatchMutex, CancelToken};
+    let p = path("batch-poll");
+    let (a, b) = (client(), client());
+    let outsider = zklock::recipes::Mutex::new(&b, &p).unwrap();
+    let held = outsider.lock().unwrap();
+    let lock = BatchMutex::new(&a, &p, 3).unwrap();
+    let mut first = lock.start_lock(None);
+    let mut second = lock.start_lock(None);
+    let token = CancelToken::new();
+    let mut third = lock.start_lock_cancellable(None, token.clone());
+    assert!(first.try_take().is_none(), "it queues for the process");
+    wait_children(&a, &p, 2);
+    assert!(second.try_take().is_none());
+    assert!(third.try_take().is_none());
+    assert_eq!(lock.local_waiters(), 3);
+    token.cancel();
+    assert_eq!(third.try_take().unwrap().unwrap_err(), LockError::Cancelled);
+    assert!(third.try_take().is_none(), "the outcome comes once");
+    assert_eq!(lock.local_waiters(), 2);
+    drop(held);
+    let mut turn = None;
+    wait_until("the first turn", WAIT, || {
+        turn = first.try_take();
+        turn.is_some()
+    });
+    let one = turn.unwrap().unwrap();
+    assert_eq!(one.state(), LockState::Held);
+    assert!(second.try_take().is_none(), "one turn at a time");
+    let (node, fencing) = (one.node_path().to_owned(), one.fencing_token());
+    drop(one);
+    let two = second
+        .try_take()
+        .expect("a local turn: no waiting")
+        .unwrap();
+    assert_eq!(
+        (two.node_path(), two.fencing_token()),
+        (node.as_str(), fencing)
+    );
+    assert_eq!(children(&a, &p).len(), 1, "one node for the whole batch");
+    drop(two);
+    testkit::wait_no_children(&a, &p, WAIT);
+}
+
 #[test]
 fn batch_mutex_excludes_other_processes() {
     use zklock::recipes::BatchMutex;
