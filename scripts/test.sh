@@ -10,6 +10,8 @@ start=$(date +%s)
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 cargo clippy --workspace --all-targets --all-features -- -D warnings
+# No two files of a crate import each other in a circle.
+python3 scripts/module-cycles.py
 # Every shell block of README.md and docs/ works when pasted: cheap blocks
 # are run, the others checked command by command (scripts/check-doc-blocks.py).
 python3 scripts/check-doc-blocks.py

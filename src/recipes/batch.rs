@@ -8,51 +8,20 @@
 //! that is held. Here the queue is the fair queue; only the local hand-off
 //! is unfair.)
 
-use std::sync::{Arc, Condvar, Mutex as StdMutex, MutexGuard};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, Select};
+use crossbeam_channel::Select;
 
+use super::batch_guard::{BatchGuard, Shared};
 use super::cancel::CancelToken;
 use super::error::LockError;
-use super::guard::LockGuard;
-use super::handoff::HandOff;
-use super::held::LockState;
 use super::mutex::{lock_calls, Mutex, MutexOptions};
 use super::pending_batch::PendingBatch;
 use crate::Client;
 
 /// How often a local waiter looks at its cancel token.
 const CANCEL_POLL: Duration = Duration::from_millis(20);
-
-#[derive(Debug, Default)]
-pub(super) struct Local {
-    /// The process's hold on the ZooKeeper lock, kept across a batch
-    /// (`Some` exactly when `hand.held`).
-    pub(super) zk: Option<LockGuard>,
-    /// Who uses, waits for and holds it: the decisions, simulated apart.
-    pub(super) hand: HandOff,
-    /// The thread inside, so it cannot wait for itself.
-    owner: Option<std::thread::ThreadId>,
-}
-
-#[derive(Debug)]
-pub(super) struct Shared {
-    pub(super) mutex: Mutex,
-    max_batch: usize,
-    local: StdMutex<Local>,
-    pub(super) changed: Condvar,
-}
-
-impl Shared {
-    pub(super) fn local(&self) -> MutexGuard<'_, Local> {
-        match self.local.lock() {
-            Ok(l) => l,
-            Err(p) => p.into_inner(),
-        }
-    }
-}
-
 /// A lock shared by the threads of one process through a single queue node.
 ///
 /// ```no_run
@@ -70,15 +39,6 @@ impl Shared {
 #[derive(Debug, Clone)]
 pub struct BatchMutex {
     shared: Arc<Shared>,
-}
-
-/// Held by one thread of the process; passes the lock on when dropped.
-#[derive(Debug)]
-#[must_use = "the lock is passed on as soon as the guard is dropped"]
-pub struct BatchGuard {
-    shared: Arc<Shared>,
-    token: i64,
-    node: String,
 }
 
 impl BatchMutex {
@@ -105,12 +65,10 @@ impl BatchMutex {
     ) -> Result<BatchMutex, LockError> {
         let options = options.reentrant(false);
         Ok(BatchMutex {
-            shared: Arc::new(Shared {
-                mutex: Mutex::with_options(client, path, options)?,
-                max_batch: max_batch.max(1),
-                local: StdMutex::new(Local::default()),
-                changed: Condvar::new(),
-            }),
+            shared: Arc::new(Shared::new(
+                Mutex::with_options(client, path, options)?,
+                max_batch,
+            )),
         })
     }
 
@@ -229,71 +187,5 @@ impl BatchMutex {
     /// Threads of this process waiting for the lock (diagnostics).
     pub fn local_waiters(&self) -> usize {
         self.shared.local().hand.waiting
-    }
-}
-
-impl BatchGuard {
-    pub(super) fn new(shared: Arc<Shared>, token: i64, node: String) -> BatchGuard {
-        BatchGuard {
-            shared,
-            token,
-            node,
-        }
-    }
-
-    /// The shared lock node's czxid: the same for every thread of one batch.
-    pub fn fencing_token(&self) -> i64 {
-        self.token
-    }
-
-    /// The lock node the whole batch shares.
-    pub fn node_path(&self) -> &str {
-        &self.node
-    }
-
-    /// Whether the batch's grant came after a holder's unclean end (see
-    /// [`LockGuard::follows_unclean_end`](super::LockGuard::follows_unclean_end)).
-    pub fn follows_unclean_end(&self) -> bool {
-        self.shared
-            .local()
-            .zk
-            .as_ref()
-            .is_some_and(|g| g.follows_unclean_end())
-    }
-
-    /// The shared node's state; `Lost` once the process lost the lock.
-    pub fn state(&self) -> LockState {
-        self.shared
-            .local()
-            .zk
-            .as_ref()
-            .map_or(LockState::Lost, |g| g.state())
-    }
-
-    /// A channel yielding the current state, then every change.
-    pub fn state_changes(&self) -> Receiver<LockState> {
-        match self.shared.local().zk.as_ref() {
-            Some(g) => g.state_changes(),
-            None => {
-                let (tx, rx) = crossbeam_channel::bounded(1);
-                let _ = tx.send(LockState::Lost);
-                rx
-            }
-        }
-    }
-}
-
-impl Drop for BatchGuard {
-    fn drop(&mut self) {
-        let s = &self.shared;
-        let mut local = s.local();
-        local.owner = None;
-        // Keep the node for a local waiter while the batch lasts; otherwise
-        // give the lock back to the queue.
-        // The guard's drop releases without blocking, as this one must.
-        let given_back = local.hand.exit(s.max_batch).then(|| local.zk.take());
-        drop(local);
-        s.changed.notify_all();
-        drop(given_back);
     }
 }

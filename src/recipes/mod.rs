@@ -4,12 +4,14 @@
 //! a fencing token.
 
 mod batch;
+mod batch_guard;
 mod cancel;
 mod election;
 mod guard;
 mod handoff;
 mod inspect;
 mod latch;
+mod multi_guard;
 mod multilock;
 mod mutex;
 mod pending;
@@ -34,13 +36,15 @@ pub use crate::machine::{
 };
 pub use crate::machine::{LockSpec, Rule};
 pub use crate::machine::{LockState, LossReason};
-pub use batch::{BatchGuard, BatchMutex};
+pub use batch::BatchMutex;
+pub use batch_guard::BatchGuard;
 pub use cancel::CancelToken;
 pub use election::{Election, Leader, LeaderObserver};
 pub use guard::LockGuard;
 pub use inspect::{inspect, QueueEntry};
 pub use latch::{CloseMode, LatchEvent, LeaderLatch};
-pub use multilock::{MultiGuard, MultiLock};
+pub use multi_guard::MultiGuard;
+pub use multilock::MultiLock;
 pub use mutex::{holder_identity, Mutex, MutexOptions};
 pub use pending::PendingLock;
 pub use pending_batch::PendingBatch;

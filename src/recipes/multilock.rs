@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use super::cancel::CancelToken;
 use super::error::LockError;
-use super::guard::LockGuard;
+use super::multi_guard::MultiGuard;
 use super::mutex::{lock_calls, Mutex, MutexOptions};
 use super::pending_multi::{add_part, PendingMulti};
 use crate::Client;
@@ -27,57 +27,6 @@ use crate::Client;
 pub struct MultiLock {
     /// Shared with acquisitions under way ([`PendingMulti`]).
     locks: Arc<[Mutex]>,
-}
-
-/// Holds every lock of a [`MultiLock`]; releases them in reverse order on drop.
-#[derive(Debug)]
-#[must_use = "every lock is released as soon as the guard is dropped"]
-pub struct MultiGuard {
-    guards: Vec<LockGuard>,
-}
-
-impl MultiGuard {
-    pub(super) fn from_parts(guards: Vec<LockGuard>) -> MultiGuard {
-        MultiGuard { guards }
-    }
-
-    /// One guard per path, in lock order.
-    pub fn guards(&self) -> &[LockGuard] {
-        &self.guards
-    }
-
-    /// Number of locks held.
-    pub fn len(&self) -> usize {
-        self.guards.len()
-    }
-
-    /// True for a multi-lock over no paths.
-    pub fn is_empty(&self) -> bool {
-        self.guards.is_empty()
-    }
-
-    /// Releases every lock; reports the first failure.
-    ///
-    /// # Errors
-    /// The first error of [`LockGuard::unlock`] (every lock is released all
-    /// the same).
-    pub fn unlock(mut self) -> Result<(), LockError> {
-        let mut first = Ok(());
-        while let Some(g) = self.guards.pop() {
-            if let Err(e) = g.unlock() {
-                first = first.and(Err(e));
-            }
-        }
-        first
-    }
-}
-
-impl Drop for MultiGuard {
-    fn drop(&mut self) {
-        while let Some(g) = self.guards.pop() {
-            drop(g);
-        }
-    }
 }
 
 impl MultiLock {

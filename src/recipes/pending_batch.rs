@@ -7,7 +7,7 @@
 use std::sync::{Arc, MutexGuard};
 use std::time::Instant;
 
-use super::batch::{BatchGuard, Local, Shared};
+use super::batch_guard::{BatchGuard, Local, Shared};
 use super::cancel::CancelToken;
 use super::error::LockError;
 use super::handoff::Turn;

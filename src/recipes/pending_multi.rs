@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 
 use super::guard::LockGuard;
-use super::multilock::MultiGuard;
+use super::multi_guard::MultiGuard;
 use super::mutex::Mutex;
 use super::service::Outcome;
 use crate::machine::{AttemptId, CommandSender, LockCommand, LockError, LockState};
