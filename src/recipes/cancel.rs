@@ -67,8 +67,11 @@ impl Default for CancelToken {
 
 /// A token cancelled on one thread while another looks at it, under every
 /// interleaving loom finds (`scripts/loom.sh`). loom models the flag and the
-/// mutex around the sender, not crossbeam's channel: the channel's end is
-/// only observed here, as a waiter selecting on it would see it.
+/// mutex around the sender, not crossbeam's channel: it cannot see an order
+/// between a channel operation and its own, so it would never run the
+/// interleavings that matter between `try_recv` and the flag. The channel's
+/// end is observed as the sender's being gone from under the mutex (the
+/// sender is the channel's only one: gone, the receiver is disconnected).
 #[cfg(all(test, zklock_loom))]
 mod loom_tests {
     use super::*;
@@ -84,7 +87,8 @@ mod loom_tests {
             let token = CancelToken::new();
             let other = token.clone();
             let t = thread::spawn(move || other.cancel());
-            let woken = token.receiver().try_recv() == Err(TryRecvError::Disconnected);
+            // What a select on the receiver would wake for.
+            let woken = token.inner.tx.lock().unwrap().is_none();
             assert!(!woken || token.is_cancelled(), "woken, not cancelled");
             t.join().unwrap();
             assert!(token.is_cancelled());
