@@ -21,8 +21,9 @@ cargo build --workspace --examples --all-features
 # --all-features: the TLS tests need the `tls` feature.
 cargo test --workspace --all-targets --all-features "$@"
 cargo test --workspace --doc --all-features
-# What API threads share with the I/O thread, under every interleaving loom
-# finds (a build of its own with --cfg zklock_loom, in target/loom).
+# What threads share with each other and with the I/O thread, under every
+# interleaving loom finds (a build of its own with --cfg zklock_loom, in
+# target/loom).
 ./scripts/loom.sh
 # Every publishable crate (zklock-jute, zklock, zklock-cli) packaged and
 # built from its .crate alone, as crates.io would take it; the crates that

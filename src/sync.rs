@@ -1,5 +1,6 @@
-//! The synchronisation primitives of the parts that threads share with the
-//! I/O thread and that are model-checked (the oneshot, a holder's state):
+//! The synchronisation primitives of the parts that threads share with each
+//! other or with the I/O thread and that are model-checked (the oneshot, a
+//! holder's state, the registry of holdings, a cancel token):
 //! std's, or loom's when built with `--cfg zklock_loom` (scripts/loom.sh), which
 //! then runs their tests under every interleaving it can find.
 

@@ -1,7 +1,9 @@
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use crossbeam_channel::{Receiver, Sender};
+
+use crate::sync::{AtomicBool, Mutex};
 
 /// Cancels a blocking acquire from another thread.
 ///
@@ -60,5 +62,37 @@ impl CancelToken {
 impl Default for CancelToken {
     fn default() -> Self {
         CancelToken::new()
+    }
+}
+
+/// A token cancelled on one thread while another looks at it, under every
+/// interleaving loom finds (`scripts/loom.sh`). loom models the flag and the
+/// mutex around the sender, not crossbeam's channel: it cannot see an order
+/// between a channel operation and its own, so it would never run the
+/// interleavings that matter between `try_recv` and the flag. The channel's
+/// end is observed as the sender's being gone from under the mutex (the
+/// sender is the channel's only one: gone, the receiver is disconnected).
+#[cfg(all(test, zklock_loom))]
+mod loom_tests {
+    use super::*;
+    use crossbeam_channel::TryRecvError;
+    use loom::thread;
+
+    /// A waiter woken by the channel (`BatchMutex::lock_with` selects on
+    /// it) then asks the token: it must hear "cancelled", or it would wait
+    /// again on a channel that is ready at once, spinning.
+    #[test]
+    fn a_waiter_woken_by_the_channel_finds_the_token_cancelled() {
+        loom::model(|| {
+            let token = CancelToken::new();
+            let other = token.clone();
+            let t = thread::spawn(move || other.cancel());
+            // What a select on the receiver would wake for.
+            let woken = token.inner.tx.lock().unwrap().is_none();
+            assert!(!woken || token.is_cancelled(), "woken, not cancelled");
+            t.join().unwrap();
+            assert!(token.is_cancelled());
+            assert_eq!(token.receiver().try_recv(), Err(TryRecvError::Disconnected));
+        });
     }
 }

@@ -193,3 +193,181 @@ mod tests {
     // hold it was kept for), is `batch-leave-keeps-the-hold` in
     // scripts/inject-bugs.py: this simulation finds it.
 }
+
+/// The local hand-off as `BatchMutex` runs it between threads, under every
+/// interleaving loom finds (`scripts/loom.sh`).
+///
+/// The real `BatchMutex` needs a `Client`, so these tests run [`HandOff`]
+/// (the real decisions) inside a model of batch.rs's and pending_batch.rs's
+/// threading: the hand-off under one mutex, one condvar told of every
+/// change, a waiter that polls under the mutex and waits on the condvar
+/// with the same guard (`BatchMutex::lock_with`), a holder that leaves under
+/// the mutex and notifies after letting it go (`BatchGuard`'s drop), a
+/// waiter that queues in ZooKeeper with the mutex let go and notifies once
+/// back (`PendingBatch::step`), one that gives up and notifies
+/// (`PendingBatch::leave`). loom's `wait_timeout` never times out, so a
+/// lost wake-up shows as a deadlock. Not covered: batch.rs's own code (a
+/// change there that this model does not copy goes unseen), the ZooKeeper
+/// lock and its guard (an acquisition here always succeeds, at once),
+/// deadlines, cancel tokens and lost holds.
+#[cfg(all(test, zklock_loom))]
+mod loom_tests {
+    use super::*;
+    use crate::sync::{Arc, Condvar, Mutex, MutexGuard};
+    use loom::thread;
+    use std::time::Duration;
+
+    /// batch.rs's `Shared`, less the ZooKeeper lock.
+    struct Shared {
+        local: Mutex<Local>,
+        changed: Condvar,
+        max_batch: usize,
+    }
+
+    /// batch.rs's `Local`: the hand-off, and how many threads are inside.
+    struct Local {
+        hand: HandOff,
+        inside: usize,
+    }
+
+    impl Shared {
+        fn new(hand: HandOff, max_batch: usize) -> Arc<Shared> {
+            let inside = usize::from(hand.busy);
+            Arc::new(Shared {
+                local: Mutex::new(Local { hand, inside }),
+                changed: Condvar::new(),
+                max_batch,
+            })
+        }
+
+        fn local(&self) -> MutexGuard<'_, Local> {
+            self.local.lock().unwrap()
+        }
+
+        /// `PendingBatch::new`: counted as waiting, in a lock of its own.
+        fn arrive(&self) {
+            self.local().hand.arrive();
+        }
+
+        /// A `turn` that says Take: now inside.
+        fn enter(local: &mut Local) {
+            local.inside += 1;
+            assert_eq!(local.inside, 1, "two threads inside");
+        }
+
+        /// A waiter that waits as long as it takes (`lock_with`, no
+        /// deadline), uses the lock, and leaves.
+        fn patient(&self) {
+            self.arrive();
+            let mut local = self.local();
+            loop {
+                match local.hand.turn(true) {
+                    Turn::Take => break,
+                    Turn::Acquire => {
+                        // It queues in ZooKeeper for the process, with the
+                        // local state let go; once granted, `step` records
+                        // it, notifies, and looks again.
+                        drop(local);
+                        local = self.local();
+                        local.hand.acquired(true);
+                        self.changed.notify_all();
+                    }
+                    Turn::Wait => {
+                        local = self
+                            .changed
+                            .wait_timeout(local, Duration::from_secs(3600))
+                            .unwrap()
+                            .0;
+                    }
+                }
+            }
+            Shared::enter(&mut local);
+            drop(local);
+            self.exit();
+        }
+
+        /// A waiter whose deadline passes at its first look: it takes what
+        /// needs no waiting, else it gives up, with the process's queueing
+        /// if that fell to it (`PendingBatch::leave`).
+        fn impatient(&self) {
+            self.arrive();
+            let mut local = self.local();
+            match local.hand.turn(true) {
+                Turn::Take => {
+                    Shared::enter(&mut local);
+                    drop(local);
+                    self.exit();
+                    return;
+                }
+                Turn::Acquire => {
+                    drop(local);
+                    local = self.local();
+                    local.hand.acquired(false);
+                }
+                Turn::Wait => {}
+            }
+            let _given_back = local.hand.leave();
+            self.changed.notify_all();
+        }
+
+        /// `BatchGuard`'s drop.
+        fn exit(&self) {
+            let mut local = self.local();
+            local.inside -= 1;
+            let _given_back = local.hand.exit(self.max_batch);
+            drop(local);
+            self.changed.notify_all();
+        }
+
+        /// Everyone is gone: nothing is held for nobody.
+        fn assert_settled(&self) {
+            let local = self.local();
+            assert_eq!(local.inside, 0);
+            let h = &local.hand;
+            assert!(!h.busy && !h.acquiring && h.waiting == 0, "{h:?}");
+            assert!(!h.held, "the hold is kept for nobody: {h:?}");
+        }
+    }
+
+    /// A thread inside leaves while two more arrive, with room in the batch
+    /// for one of them: the hold passes to one, goes back to ZooKeeper at
+    /// the batch's end, and the other queues for the process again; nobody
+    /// sleeps through the change that lets it go on.
+    #[test]
+    fn a_leaving_holder_and_two_waiters_all_get_through() {
+        loom::model(|| {
+            let inside = HandOff {
+                held: true,
+                busy: true,
+                batch: 1,
+                ..HandOff::default()
+            };
+            let s = Shared::new(inside, 2);
+            let waiters: Vec<_> = (0..2)
+                .map(|_| {
+                    let s = s.clone();
+                    thread::spawn(move || s.patient())
+                })
+                .collect();
+            s.exit();
+            for w in waiters {
+                w.join().unwrap();
+            }
+            s.assert_settled();
+        });
+    }
+
+    /// Two waiters with nothing held: if the one that gives up was queueing
+    /// for the process, the other is woken to queue in its place.
+    #[test]
+    fn a_waiter_that_gives_up_wakes_the_one_left() {
+        loom::model(|| {
+            let s = Shared::new(HandOff::default(), 2);
+            let other = s.clone();
+            let t = thread::spawn(move || other.impatient());
+            s.patient();
+            t.join().unwrap();
+            s.assert_settled();
+        });
+    }
+}
