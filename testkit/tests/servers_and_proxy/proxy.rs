@@ -1,0 +1,176 @@
+//! The proxy against a plain echo server: cutting, blackholing, stalling,
+//! delaying, refusing, redirecting, and dropping the proxy.
+
+use super::*;
+
+#[test]
+fn proxy_forwards_four_letter_words_to_zookeeper() {
+    let server = zk::shared();
+    let proxy = Proxy::start(server.addr());
+    assert_eq!(
+        try_four_letter(proxy.addr(), "ruok").expect("ruok through the proxy"),
+        "imok"
+    );
+    let srvr = try_four_letter(proxy.addr(), "srvr").expect("srvr through the proxy");
+    assert!(srvr.contains("Mode: standalone"), "srvr answered {srvr:?}");
+    assert_eq!(proxy.connections_accepted(), 2);
+    assert_eq!(proxy.bytes_forwarded(Direction::ClientToServer), 8);
+    assert!(proxy.bytes_forwarded(Direction::ServerToClient) > 4);
+    assert_eq!(proxy.connect_string(), proxy.addr().to_string());
+}
+
+#[test]
+fn proxy_cut_all_closes_live_connections() {
+    let upstream = EchoServer::start(b"");
+    let proxy = Proxy::start(upstream.addr);
+    let mut a = connect(proxy.addr());
+    let mut b = connect(proxy.addr());
+    assert_round_trip(&mut a, b"one");
+    assert_round_trip(&mut b, b"two");
+    assert_eq!(proxy.active_connections(), 2);
+
+    proxy.cut_all();
+    assert_closed(&mut a);
+    assert_closed(&mut b);
+    assert!(poll_until(PROMPT, || proxy.active_connections() == 0));
+
+    // The proxy itself keeps working.
+    let mut c = connect(proxy.addr());
+    assert_round_trip(&mut c, b"three");
+    assert_eq!(proxy.connections_accepted(), 3);
+}
+
+#[test]
+fn proxy_blackhole_drops_bytes_but_keeps_the_connection() {
+    let upstream = EchoServer::start(b"");
+    let proxy = Proxy::start(upstream.addr);
+    let mut client = connect(proxy.addr());
+    assert_round_trip(&mut client, b"warm-up");
+
+    proxy.blackhole(Direction::ClientToServer);
+    write(&mut client, b"lost-on-the-way-in");
+    assert_quiet(&mut client);
+    proxy.clear();
+    assert_round_trip(&mut client, b"after-clear-1");
+
+    proxy.blackhole(Direction::ServerToClient);
+    write(&mut client, b"lost-on-the-way-out");
+    assert_quiet(&mut client);
+    proxy.clear();
+    assert_round_trip(&mut client, b"after-clear-2");
+
+    proxy.blackhole(Direction::Both);
+    write(&mut client, b"lost-both-ways");
+    assert_quiet(&mut client);
+    proxy.clear();
+    assert_round_trip(&mut client, b"after-clear-3");
+    assert_eq!(proxy.active_connections(), 1);
+}
+
+#[test]
+fn proxy_stall_holds_bytes_until_cleared() {
+    let upstream = EchoServer::start(b"");
+    let proxy = Proxy::start(upstream.addr);
+    let mut client = connect(proxy.addr());
+    assert_round_trip(&mut client, b"warm-up");
+
+    proxy.stall();
+    write(&mut client, b"held-");
+    write(&mut client, b"in-order");
+    assert_quiet(&mut client);
+    proxy.clear();
+    assert_eq!(read_exact_within(&mut client, 13), b"held-in-order");
+
+    // Stalling only the reply direction: the echo server gets the bytes, we don't.
+    proxy.stall_direction(Direction::ServerToClient);
+    write(&mut client, b"reply-held");
+    assert_quiet(&mut client);
+    proxy.clear();
+    assert_eq!(read_exact_within(&mut client, 10), b"reply-held");
+}
+
+#[test]
+fn proxy_delay_slows_every_chunk() {
+    let upstream = EchoServer::start(b"");
+    let proxy = Proxy::start(upstream.addr);
+    let mut client = connect(proxy.addr());
+    assert_round_trip(&mut client, b"warm-up");
+
+    let delay = Duration::from_millis(150);
+    proxy.set_delay(delay);
+    let sent = Instant::now();
+    assert_round_trip(&mut client, b"slow");
+    let took = sent.elapsed();
+    assert!(
+        took >= 2 * delay,
+        "round trip took {took:?}, expected >= {:?}",
+        2 * delay
+    );
+
+    proxy.set_delay(Duration::ZERO);
+    assert_round_trip(&mut client, b"fast");
+}
+
+#[test]
+fn proxy_refuse_closes_new_connections_only() {
+    let upstream = EchoServer::start(b"");
+    let proxy = Proxy::start(upstream.addr);
+    let mut existing = connect(proxy.addr());
+    assert_round_trip(&mut existing, b"before");
+
+    proxy.refuse(true);
+    let mut refused = connect(proxy.addr());
+    assert_closed(&mut refused);
+    assert_eq!(proxy.connections_refused(), 1);
+    assert_round_trip(&mut existing, b"still-open");
+
+    proxy.refuse(false);
+    let mut accepted = connect(proxy.addr());
+    assert_round_trip(&mut accepted, b"after");
+    assert_eq!(proxy.connections_accepted(), 3);
+}
+
+#[test]
+fn proxy_set_upstream_redirects_new_connections() {
+    let first = EchoServer::start(b"A");
+    let second = EchoServer::start(b"B");
+    let proxy = Proxy::start(first.addr);
+    let mut old = connect(proxy.addr());
+    assert_eq!(read_exact_within(&mut old, 1), b"A");
+
+    proxy.set_upstream(second.addr);
+    assert_eq!(proxy.upstream(), second.addr);
+    let mut new = connect(proxy.addr());
+    assert_eq!(read_exact_within(&mut new, 1), b"B");
+    assert_round_trip(&mut old, b"old-still-works");
+}
+
+#[test]
+fn proxy_drop_closes_everything_and_returns() {
+    let upstream = EchoServer::start(b"");
+    let proxy = Proxy::start(upstream.addr);
+    let addr = proxy.addr();
+    let mut idle = connect(addr);
+    let mut stalled = connect(addr);
+    assert_round_trip(&mut idle, b"idle");
+    assert_round_trip(&mut stalled, b"stalled");
+    proxy.stall();
+    write(&mut stalled, b"stuck");
+    proxy.set_delay(Duration::from_secs(3600));
+
+    // Drop joins every proxy thread; do it on a helper thread so a hang fails the test.
+    let (done_tx, done_rx) = mpsc::channel();
+    thread::spawn(move || {
+        drop(proxy);
+        let _ = done_tx.send(());
+    });
+    done_rx
+        .recv_timeout(PROMPT)
+        .expect("dropping the proxy must not hang (a pump thread did not exit)");
+    assert_closed(&mut idle);
+    assert_closed(&mut stalled);
+    assert!(
+        TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_err(),
+        "the listener must be closed"
+    );
+}

@@ -1,0 +1,35 @@
+//! Read/write lock, election, semaphore and multi-lock against a real ZooKeeper.
+
+mod acl;
+mod batch;
+mod election;
+mod multilock;
+mod rwlock;
+mod semaphore;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use testkit::{children, wait_until};
+use zklock::recipes::{
+    CancelToken, CloseMode, Election, LatchEvent, LockError, LockState, MultiLock, NodeKind,
+    RwLock, Semaphore,
+};
+use zklock::{Client, EventType};
+
+const T: Duration = Duration::from_secs(10);
+const WAIT: Duration = Duration::from_secs(20);
+const BRIEF: Duration = Duration::from_millis(300);
+
+fn client() -> Client {
+    testkit::shared_client(T)
+}
+
+fn path(name: &str) -> String {
+    format!("/recipes-{name}-{}", std::process::id())
+}
+
+fn wait_children(c: &Client, p: &str, n: usize) {
+    testkit::wait_children(c, p, n, WAIT);
+}
