@@ -1,4 +1,5 @@
-//! Read/write lock, election, semaphore and multi-lock against a real ZooKeeper.
+//! Read/write lock, election and latch, semaphore, multi-lock, batch mutex and
+//! creator-only ACLs against a real ZooKeeper.
 
 mod acl;
 mod batch;
