@@ -65,15 +65,8 @@ impl World {
                 c.attempts.insert(
                     id,
                     Tracked {
-                        lock,
-                        started: now,
-                        deadline,
-                        hold,
-                        phase: Phase::Waiting,
-                        handle,
                         reader,
-                        suspended_at: None,
-                        requeued: false,
+                        ..Tracked::waiting(lock, now, deadline, hold, handle)
                     },
                 );
                 // A batch waiter comes with a sibling, another local thread
@@ -81,20 +74,9 @@ impl World {
                 if batch {
                     let sibling = c.next_id;
                     c.next_id += 1;
-                    c.attempts.insert(
-                        sibling,
-                        Tracked {
-                            lock,
-                            started: now,
-                            deadline,
-                            hold,
-                            phase: Phase::Waiting,
-                            handle: Handle::Batch(c.batch.start_lock(deadline), None),
-                            reader: false,
-                            suspended_at: None,
-                            requeued: false,
-                        },
-                    );
+                    let handle = Handle::Batch(c.batch.start_lock(deadline), None);
+                    c.attempts
+                        .insert(sibling, Tracked::waiting(lock, now, deadline, hold, handle));
                 }
                 let generation = c.generation;
                 let kind = match (reader, multi, lock) {
@@ -147,18 +129,12 @@ impl World {
                             let pending = m.requeue(guard, Some(deadline));
                             let next = c.next_id;
                             c.next_id += 1;
+                            let handle = Handle::Pending(pending);
                             c.attempts.insert(
                                 next,
                                 Tracked {
-                                    lock,
-                                    started: now,
-                                    deadline: Some(deadline),
-                                    hold,
-                                    phase: Phase::Waiting,
-                                    handle: Handle::Pending(pending),
-                                    reader: false,
-                                    suspended_at: None,
                                     requeued: true,
+                                    ..Tracked::waiting(lock, now, Some(deadline), hold, handle)
                                 },
                             );
                             self.note(|| format!("c{client}: release #{id}, requeued as #{next}"));

@@ -34,6 +34,29 @@ pub(super) struct Tracked {
     pub(super) requeued: bool,
 }
 
+impl Tracked {
+    /// An acquisition of `lock` that starts waiting now, through `handle`.
+    pub(super) fn waiting(
+        lock: usize,
+        now: Instant,
+        deadline: Option<Instant>,
+        hold: Duration,
+        handle: Handle,
+    ) -> Tracked {
+        Tracked {
+            lock,
+            started: now,
+            deadline,
+            hold,
+            phase: Phase::Waiting,
+            handle,
+            reader: false,
+            suspended_at: None,
+            requeued: false,
+        }
+    }
+}
+
 pub(super) enum Handle {
     None,
     Pending(PendingLock),

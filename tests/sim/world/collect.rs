@@ -171,20 +171,10 @@ impl World {
                 let client = &mut self.clients[c];
                 let member = client.next_id;
                 client.next_id += 1;
-                client.attempts.insert(
-                    member,
-                    Tracked {
-                        lock: part.lock,
-                        started: now,
-                        deadline: None,
-                        hold,
-                        phase: Phase::Waiting,
-                        handle: Handle::Member { of: id, index },
-                        reader: false,
-                        suspended_at: None,
-                        requeued: false,
-                    },
-                );
+                let handle = Handle::Member { of: id, index };
+                client
+                    .attempts
+                    .insert(member, Tracked::waiting(part.lock, now, None, hold, handle));
                 member
             };
             // Local turns of one hold share its node and token.
