@@ -137,6 +137,7 @@ impl Client {
             max_frame: jute::DEFAULT_MAX_FRAME,
             persistent_watch_capacity: watch::DEFAULT_PERSISTENT_WATCH_CAPACITY,
             wait_connected: true,
+            #[cfg(feature = "sasl")]
             sasl: None,
             observer: None,
             leader_check: true,
