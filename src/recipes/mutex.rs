@@ -208,10 +208,10 @@ impl QueueLock {
 
     /// Starts an acquisition whose outcome goes to `outcome`; what it
     /// takes to give it up, or the error that stopped it from starting.
-    pub(crate) fn start_to(
+    pub(crate) fn start_to<O: Outcome>(
         &self,
         deadline: Option<Instant>,
-        outcome: Outcome,
+        outcome: O,
     ) -> Result<(AttemptId, CommandSender), LockError> {
         let id = service::start_to(&self.client, self.spec.clone(), deadline, false, outcome);
         Ok((id, self.client.command_sender()))
