@@ -164,12 +164,13 @@ impl ClientBuilder {
         let (named, chroot) = parse_connect_string(&self.connect_string)?;
         let hosts: Vec<SocketAddr> = named.iter().map(|(_, a)| *a).collect();
         let connector = self.connector()?;
-        let host_count = {
-            let mut distinct = hosts.clone();
-            distinct.sort();
-            distinct.dedup();
-            distinct.len()
-        };
+        // Distinct addresses, counted without sorting (a few hosts; a sort
+        // of SocketAddr is code of its own).
+        let host_count = hosts
+            .iter()
+            .enumerate()
+            .filter(|(i, a)| !hosts[..*i].contains(a))
+            .count();
         // T / hosts, as ZooKeeper's client, but never more than T / 3: a
         // silent host must leave time to reach another before expiry.
         let host_divisor = u32::try_from(hosts.len().max(1)).unwrap_or(u32::MAX);
