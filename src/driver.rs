@@ -18,7 +18,9 @@ use mio::{Events, Poll, Token, Waker};
 
 use crate::machine::status::Status;
 use crate::machine::{Command, CommandSender, Core, CoreEvent, CoreHandles, Observer, Wake};
-use crate::session::{DropReason, SaslConfig, SessionConfig, SessionState};
+#[cfg(feature = "sasl")]
+use crate::session::SaslConfig;
+use crate::session::{DropReason, SessionConfig, SessionState};
 
 mod hosts;
 mod link;
@@ -41,6 +43,7 @@ pub(crate) struct DriverConfig {
     /// The connect string's host of each address (the TLS server name).
     pub names: Vec<(SocketAddr, String)>,
     pub connector: Connector,
+    #[cfg(feature = "sasl")]
     pub sasl: Option<SaslConfig>,
     pub observer: Option<Arc<dyn Observer>>,
     pub leader_check: bool,
@@ -101,14 +104,10 @@ pub(crate) fn spawn(config: DriverConfig) -> io::Result<DriverHandle> {
     });
     let now = Instant::now();
     let (failures_tx, failures) = crossbeam_channel::bounded(64);
-    let (mut core, handles) = Core::new(
-        config.session.clone(),
-        config.sasl,
-        now,
-        waker,
-        config.observer,
-    );
+    let (mut core, handles) = Core::new(config.session.clone(), now, waker, config.observer);
     core.set_leader_check(config.leader_check);
+    #[cfg(feature = "sasl")]
+    core.set_sasl(config.sasl);
     let mut driver = Driver {
         links: link::Links::new(config.connector, config.names, failures_tx),
         asleep,

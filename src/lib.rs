@@ -19,6 +19,16 @@
 //! # Ok::<(), zklock::recipes::LockError>(())
 //! ```
 //!
+//! # Cargo features
+//!
+//! * `sasl` (default): SASL authentication with DIGEST-MD5
+//!   (`ClientBuilder::sasl`, `SaslConfig`). A program that never logs
+//!   in with SASL can leave it out (`default-features = false`) and is
+//!   smaller for it.
+//! * `tls`: TLS to ZooKeeper's secure client port (rustls, `ring`).
+//! * `kerberos`: SASL GSSAPI (Kerberos v5) through the system's GSSAPI
+//!   library; implies `sasl`.
+//!
 //! # Channels
 //!
 //! Handles that deliver over time hand out `crossbeam_channel::Receiver`s
@@ -52,6 +62,8 @@ pub use error::{ConnectError, Error, Result};
 pub use jute::{perms, Acl, AddWatchMode, CreateMode, ErrorCode, EventType, Id, OpCode, Stat};
 pub use machine::Observer;
 pub use path::validate_path;
-pub use session::{SaslConfig, SaslError, SaslMechanism, SessionState, WatchEvent};
+#[cfg(feature = "sasl")]
+pub use session::{SaslConfig, SaslError, SaslMechanism};
+pub use session::{SessionState, WatchEvent};
 #[cfg(feature = "tls")]
 pub use tls::{TlsError, TlsOptions};

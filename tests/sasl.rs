@@ -1,6 +1,8 @@
 //! SASL DIGEST-MD5 against a ZooKeeper 3.8 with a JAAS DigestLoginModule:
 //! logins accepted and refused, re-authentication after a reconnect, and
 //! creator-only nodes another identity (SASL or digest) cannot delete.
+//! Cargo feature `sasl` (on by default).
+#![cfg(feature = "sasl")]
 
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};

@@ -10,7 +10,9 @@ use crate::driver::{self, DriverConfig, DriverHandle};
 use crate::error::{Error, Result};
 use crate::machine::Observer;
 use crate::path::Chroot;
-use crate::session::{SaslConfig, SessionConfig};
+#[cfg(feature = "sasl")]
+use crate::session::SaslConfig;
+use crate::session::SessionConfig;
 
 /// The smallest frame limit [`ClientBuilder::max_frame`] accepts: 1 KiB,
 /// room for a handshake and a reply naming a few paths.
@@ -29,6 +31,7 @@ pub struct ClientBuilder {
     pub(super) max_frame: usize,
     pub(super) persistent_watch_capacity: usize,
     pub(super) wait_connected: bool,
+    #[cfg(feature = "sasl")]
     pub(super) sasl: Option<SaslConfig>,
     pub(super) observer: Option<ObserverRef>,
     pub(super) leader_check: bool,
@@ -99,7 +102,9 @@ impl ClientBuilder {
 
     /// Authenticates every connection with SASL (e.g.
     /// [`SaslConfig::digest_md5`]) before any request is sent. A refused
-    /// login ends the session in `AuthFailed`.
+    /// login ends the session in `AuthFailed`. Cargo feature `sasl` (on by
+    /// default).
+    #[cfg(feature = "sasl")]
     pub fn sasl(mut self, config: SaslConfig) -> Self {
         self.sasl = Some(config);
         self
@@ -159,12 +164,13 @@ impl ClientBuilder {
         let (named, chroot) = parse_connect_string(&self.connect_string)?;
         let hosts: Vec<SocketAddr> = named.iter().map(|(_, a)| *a).collect();
         let connector = self.connector()?;
-        let host_count = {
-            let mut distinct = hosts.clone();
-            distinct.sort();
-            distinct.dedup();
-            distinct.len()
-        };
+        // Distinct addresses, counted without sorting (a few hosts; a sort
+        // of SocketAddr is code of its own).
+        let host_count = hosts
+            .iter()
+            .enumerate()
+            .filter(|(i, a)| !hosts[..*i].contains(a))
+            .count();
         // T / hosts, as ZooKeeper's client, but never more than T / 3: a
         // silent host must leave time to reach another before expiry.
         let host_divisor = u32::try_from(hosts.len().max(1)).unwrap_or(u32::MAX);
@@ -183,6 +189,7 @@ impl ClientBuilder {
             observer: self.observer.as_ref().map(|o| o.0.clone()),
             leader_check: self.leader_check,
             connector,
+            #[cfg(feature = "sasl")]
             sasl: self.sasl.clone(),
         };
         let driver = driver::spawn(config)?;
@@ -268,15 +275,15 @@ impl ClientBuilder {
                 .clamp(Duration::from_millis(100), deadline::FAR_FUTURE),
             max_frame: self.max_frame,
         };
-        let (core, handles) = crate::machine::Core::new(
+        let (mut core, handles) = crate::machine::Core::new(
             config,
-            self.sasl.clone(),
             now,
             Arc::new(crate::machine::NoWake),
             self.observer.as_ref().map(|o| o.0.clone()),
         );
-        let mut core = core;
         core.set_leader_check(self.leader_check);
+        #[cfg(feature = "sasl")]
+        core.set_sasl(self.sasl.clone());
         let client = Client {
             inner: Arc::new(Inner {
                 driver: DriverHandle::manual(handles),

@@ -2,8 +2,6 @@
 //! and waiting for the first session while listening to why connections
 //! fail, so that a refusal is reported at once and a timeout says why.
 
-use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{select, Receiver};
@@ -56,8 +54,9 @@ impl Client {
         let (states, _token) = self.subscribe_scoped();
         let failures: &Receiver<ConnectFailure> = &self.inner.driver.failures;
         let hosts = self.inner.host_count;
-        // The latest failure of each server.
-        let mut latest: HashMap<SocketAddr, ConnectFailure> = HashMap::new();
+        // The latest failure of each server, in the order they first failed
+        // (a few servers: a list, not a map).
+        let mut latest: Vec<ConnectFailure> = Vec::new();
         let mut all_closed_early = true;
         let deadline = crate::deadline::from_now(timeout);
         loop {
@@ -66,7 +65,7 @@ impl Client {
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                let last = latest.into_values().next();
+                let last = latest.into_iter().next();
                 return match last {
                     Some(f) if all_closed_early => Err(Error::Connect(f.error)),
                     _ => Err(Error::Timeout),
@@ -77,9 +76,12 @@ impl Client {
                 recv(failures) -> f => {
                     let Ok(failure) = f else { return Err(Error::Closed) };
                     all_closed_early &= failure.closed_early();
-                    latest.insert(failure.addr, failure);
-                    if latest.len() >= hosts && latest.values().all(ConnectFailure::is_definitive) {
-                        if let Some(f) = latest.into_values().next() {
+                    match latest.iter_mut().find(|f| f.addr == failure.addr) {
+                        Some(known) => *known = failure,
+                        None => latest.push(failure),
+                    }
+                    if latest.len() >= hosts && latest.iter().all(ConnectFailure::is_definitive) {
+                        if let Some(f) = latest.into_iter().next() {
                             return Err(Error::Connect(f.error));
                         }
                         return Err(Error::Timeout);

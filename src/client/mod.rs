@@ -137,6 +137,7 @@ impl Client {
             max_frame: jute::DEFAULT_MAX_FRAME,
             persistent_watch_capacity: watch::DEFAULT_PERSISTENT_WATCH_CAPACITY,
             wait_connected: true,
+            #[cfg(feature = "sasl")]
             sasl: None,
             observer: None,
             leader_check: true,
@@ -253,33 +254,37 @@ impl Client {
 
     /// Sends a request and waits for its reply within the request timeout.
     fn call(&self, request: Request) -> Result<Response> {
-        self.call_watch(request, false).map(|(r, _)| r)
+        self.call_until(request, None, None)
     }
 
     /// Like `call`, but gives up at `deadline` too (whichever comes first):
     /// for the layers above, whose callers have deadlines of their own.
     pub(crate) fn call_by(&self, request: Request, deadline: Option<Instant>) -> Result<Response> {
-        self.call_until(request, false, deadline).map(|(r, _)| r)
+        self.call_until(request, None, deadline)
     }
 
+    /// Like `call`, and with `watch` a one-shot watch set by the request.
     fn call_watch(&self, request: Request, watch: bool) -> Result<(Response, Option<Watch>)> {
-        self.call_until(request, watch, None)
+        if !watch {
+            return self.call(request).map(|r| (r, None));
+        }
+        let (watcher, watch) = self.new_watch();
+        self.call_until(request, Some(watcher), None)
+            .map(|r| (r, Some(watch)))
     }
 
+    /// Sends `request` (with `watcher`, where its events go, if it sets a
+    /// watch) and waits for the reply until the request timeout or
+    /// `deadline`. The caller's side of a watch stays with the caller, so
+    /// that a call without one links none of its channel.
     fn call_until(
         &self,
         request: Request,
-        watch: bool,
+        watcher: Option<WatchSender>,
         deadline: Option<Instant>,
-    ) -> Result<(Response, Option<Watch>)> {
+    ) -> Result<Response> {
         let (op, path) = self.place(&request);
         let (tx, rx) = oneshot::channel();
-        let (watcher, watch) = if watch {
-            let (wtx, w) = self.new_watch();
-            (Some(wtx), Some(w))
-        } else {
-            (None, None)
-        };
         if !self.inner.driver.send(Command::Submit {
             request,
             reply: tx,
@@ -292,7 +297,7 @@ impl Client {
             until = until.min(d);
         }
         match rx.recv_deadline(until) {
-            Ok(Ok(resp)) => Ok((resp, watch)),
+            Ok(Ok(resp)) => Ok(resp),
             Ok(Err(e)) => Err(Error::from(e).at(op, path)),
             Err(mpsc::RecvTimeoutError::Timeout) => Err(Error::Timeout),
             Err(mpsc::RecvTimeoutError::Disconnected) => Err(Error::Closed),

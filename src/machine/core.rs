@@ -20,7 +20,9 @@ use super::observer::Observer;
 use super::recipient::{ReplyTo, WatchOutcome, WatchTo};
 use super::status::Status;
 use crate::oneshot;
-use crate::session::{DropReason, SaslConfig, Session, SessionConfig, SessionEvent, SessionState};
+#[cfg(feature = "sasl")]
+use crate::session::SaslConfig;
+use crate::session::{DropReason, Session, SessionConfig, SessionEvent, SessionState};
 
 /// What the core's driver must act on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,15 +76,13 @@ impl std::fmt::Debug for Core {
 impl Core {
     pub(crate) fn new(
         config: SessionConfig,
-        sasl: Option<SaslConfig>,
         now: Instant,
         wake: Arc<dyn Wake>,
         observer: Option<Arc<dyn Observer>>,
     ) -> (Core, CoreHandles) {
         let (tx, rx) = crossbeam_channel::unbounded();
         let sender = CommandSender::new(tx, wake);
-        let mut session = Session::new(config, now);
-        session.set_sasl(sasl);
+        let session = Session::new(config, now);
         let status = Arc::new(Status::new(now));
         let watch_events = Arc::new(AtomicU64::new(0));
         let core = Core {
@@ -232,6 +232,13 @@ impl Core {
     /// [`Session::set_leader_check`](crate::session::Session::set_leader_check)).
     pub fn set_leader_check(&mut self, on: bool) {
         self.session.set_leader_check(on);
+    }
+
+    /// Authenticate every connection with SASL (see
+    /// [`Session::set_sasl`](crate::session::Session::set_sasl)).
+    #[cfg(feature = "sasl")]
+    pub(crate) fn set_sasl(&mut self, config: Option<SaslConfig>) {
+        self.session.set_sasl(config);
     }
 
     // ---- routing ------------------------------------------------------

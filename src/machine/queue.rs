@@ -189,8 +189,15 @@ pub fn sorted_contenders<S: AsRef<str>>(children: impl IntoIterator<Item = S>) -
         .into_iter()
         .filter_map(|c| Contender::parse(c.as_ref()))
         .collect();
-    out.sort_by(|a, b| sequence_order(a.sequence, b.sequence).then_with(|| a.name.cmp(&b.name)));
+    sort_queue(&mut out);
     out
+}
+
+/// Queue order, in one function whatever the type of the names listed (one
+/// copy of the sort's code).
+fn sort_queue(contenders: &mut [Contender]) {
+    contenders
+        .sort_by(|a, b| sequence_order(a.sequence, b.sequence).then_with(|| a.name.cmp(&b.name)));
 }
 
 #[cfg(test)]

@@ -115,6 +115,7 @@ impl Election {
     /// [`LockError::Lost`] if the node that won is not our session's
     /// (campaign again); else as
     /// [`Mutex::lock_with`](super::Mutex::lock_with).
+    #[inline]
     pub fn campaign_with(
         &self,
         deadline: Option<Instant>,

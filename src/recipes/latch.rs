@@ -13,7 +13,7 @@ use super::election::Election;
 use super::error::LockError;
 use super::guard::LockGuard;
 use super::held::{LockState, LossReason};
-use super::service::Outcome;
+use super::service::Call;
 use crate::machine::{AttemptId, CommandSender, LockCommand};
 
 /// What a [`LeaderLatch`] reports, in order.
@@ -244,7 +244,7 @@ impl Shared {
             return;
         }
         let weak = Arc::downgrade(shared);
-        let outcome = Outcome::Call(Arc::new(move |result| {
+        let outcome = Call(Arc::new(move |result| {
             if let Some(shared) = weak.upgrade() {
                 Shared::decided(&shared, result);
             }

@@ -223,10 +223,10 @@ impl QueueLock {
 
     /// Starts an acquisition whose outcome goes to `outcome`; what it
     /// takes to give it up, or the error that stopped it from starting.
-    pub(crate) fn start_to(
+    pub(crate) fn start_to<O: Outcome>(
         &self,
         deadline: Option<Instant>,
-        outcome: Outcome,
+        outcome: O,
     ) -> Result<(AttemptId, CommandSender), LockError> {
         let id = service::start_to(&self.client, self.spec.clone(), deadline, false, outcome);
         Ok((id, self.client.command_sender()))
@@ -235,10 +235,35 @@ impl QueueLock {
     /// Blocks until held, `deadline` (a deadline already past: one round
     /// trip, as a try-lock) or cancellation. The wait is bounded here, by
     /// the caller's clock, whatever the network does.
+    ///
+    /// Inlined, so that a call without a token (`lock()`, `try_lock()`,
+    /// `lock_timeout()`) links only the wait without one.
+    #[inline]
     pub(crate) fn lock_with(
         &self,
         deadline: Option<Instant>,
         cancel: Option<&CancelToken>,
+    ) -> Result<LockGuard, LockError> {
+        match cancel {
+            None => self.lock_waiting(deadline, |q, deadline, no_wait| {
+                q.wait_blocked(deadline, no_wait)
+            }),
+            Some(c) => self.lock_waiting(deadline, |q, deadline, no_wait| {
+                if c.is_cancelled() {
+                    return Err(LockError::Cancelled);
+                }
+                q.wait_cancellable(deadline, no_wait, c)
+            }),
+        }
+    }
+
+    /// [`QueueLock::lock_with`], waiting with `wait` (called with the
+    /// deadline and whether this is a try-lock) once the lock is neither
+    /// re-entered nor refused.
+    fn lock_waiting(
+        &self,
+        deadline: Option<Instant>,
+        wait: impl FnOnce(&QueueLock, Option<Instant>, bool) -> Result<LockGuard, LockError>,
     ) -> Result<LockGuard, LockError> {
         if self.reentrant {
             if let Some(holding) = self.held_here() {
@@ -252,9 +277,6 @@ impl QueueLock {
         if self.side != Side::Lease && registry::held_by_current_thread(&self.key(self.side)) {
             return Err(LockError::WouldDeadlock);
         }
-        if cancel.is_some_and(CancelToken::is_cancelled) {
-            return Err(LockError::Cancelled);
-        }
         let now = Instant::now();
         let no_wait = deadline.is_some_and(|d| d <= now);
         // A try-lock still gets its round trip, within the request timeout.
@@ -263,11 +285,7 @@ impl QueueLock {
         } else {
             deadline
         };
-        let outcome = match cancel {
-            None => self.wait_blocked(deadline, no_wait),
-            Some(c) => self.wait_cancellable(deadline, no_wait, c),
-        };
-        let mut guard = outcome?;
+        let mut guard = wait(self, deadline, no_wait)?;
         guard.register_owner(self.key(self.side));
         if let Ok(mut cur) = self.current.lock() {
             *cur = Some((std::thread::current().id(), Arc::downgrade(guard.holding())));
@@ -493,6 +511,7 @@ impl Mutex {
     ///   [`Error::Closed`] or [`Error::AuthFailed`]: the session ended;
     /// * [`LockError::Client`] with the server's refusal (an ACL:
     ///   [`ErrorCode::NoAuth`](crate::ErrorCode::NoAuth)).
+    #[inline]
     pub fn lock_with(
         &self,
         deadline: Option<Instant>,

@@ -13,7 +13,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 use super::guard::LockGuard;
 use super::multi_guard::MultiGuard;
 use super::mutex::Mutex;
-use super::service::Outcome;
+use super::service::Call;
 use crate::machine::{AttemptId, CommandSender, LockCommand, LockError, LockState};
 use crate::Error;
 
@@ -152,7 +152,7 @@ fn start_part(chain: &Arc<StdMutex<Chain>>) {
         }
     };
     let weak = Arc::downgrade(chain);
-    let on_outcome = Outcome::Call(Arc::new(move |result| {
+    let on_outcome = Call(Arc::new(move |result| {
         if let Some(chain) = weak.upgrade() {
             part_done(&chain, result);
         }

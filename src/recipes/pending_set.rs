@@ -11,7 +11,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use super::guard::LockGuard;
 use super::mutex::{Mutex, QueueLock};
 use super::rwlock::RwLock;
-use super::service::Outcome;
+use super::service::InSet;
 use super::wake::WakeSlot;
 use crate::machine::{AttemptId, CommandSender, LockCommand, LockError};
 
@@ -100,10 +100,7 @@ impl PendingSet {
     fn start(&mut self, lock: &QueueLock, deadline: Option<Instant>) -> u64 {
         let key = self.next_key;
         self.next_key += 1;
-        match lock.start_to(
-            deadline,
-            Outcome::InSet(self.tx.clone(), key, self.wake.clone()),
-        ) {
+        match lock.start_to(deadline, InSet(self.tx.clone(), key, self.wake.clone())) {
             Ok(attempt) => {
                 self.open.insert(key, Some(attempt));
             }

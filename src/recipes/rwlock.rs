@@ -104,6 +104,7 @@ impl RwLock {
     ///
     /// # Errors
     /// As [`Mutex::lock_with`](super::Mutex::lock_with).
+    #[inline]
     pub fn read_with(
         &self,
         deadline: Option<Instant>,
@@ -122,6 +123,7 @@ impl RwLock {
     /// # Errors
     /// [`LockError::UpgradeRefused`] if this thread holds a read lock; else
     /// as [`Mutex::lock_with`](super::Mutex::lock_with).
+    #[inline]
     pub fn write_with(
         &self,
         deadline: Option<Instant>,

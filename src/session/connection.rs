@@ -55,7 +55,7 @@ impl<R, W: Clone> Session<R, W> {
             Phase::Handshaking { .. } | Phase::Connected => {}
         }
         self.phase = Phase::Disconnected;
-        self.sasl = None;
+        self.end_sasl();
         self.out.clear();
         self.input.clear();
         self.probe_in_flight = false;

@@ -47,7 +47,7 @@ impl<R, W: Clone> Session<R, W> {
     /// The state is announced first, so whoever is answered sees it.
     pub(super) fn finish(&mut self, state: SessionState, reason: RequestError) {
         self.phase = Phase::Ended;
-        self.sasl = None;
+        self.end_sasl();
         self.set_state(state);
         self.out.clear();
         self.input.clear();

@@ -1,7 +1,7 @@
 //! MD5 (RFC 1321), for SASL DIGEST-MD5 only: the mechanism is defined on it.
 //! Written here rather than taken as a dependency because it is one small
-//! function, the library's runtime dependencies are kept to a short list, and
-//! SASL then needs no cargo feature. Not for anything that needs a secure hash.
+//! function and the library's runtime dependencies are kept to a short list;
+//! built with the feature `sasl` only. Not for anything that needs a secure hash.
 
 /// Per-round left rotations.
 const SHIFTS: [u32; 64] = [

@@ -17,9 +17,11 @@ mod events;
 pub mod fuzz;
 mod liveness;
 use liveness::leader_ordered;
+#[cfg(feature = "sasl")]
 mod md5;
 mod replies;
 mod requests;
+#[cfg(feature = "sasl")]
 mod sasl;
 mod watches;
 
@@ -38,6 +40,7 @@ use jute::{
 
 pub use error::RequestError;
 pub use events::{DropReason, SessionEvent, SessionState, WatchEvent};
+#[cfg(feature = "sasl")]
 pub use sasl::{SaslConfig, SaslError, SaslMechanism};
 pub use watches::WatchKind;
 use watches::WatchRegistry;
@@ -134,8 +137,11 @@ pub struct Session<R, W> {
     handshake_sent: Instant,
     lost_reported: bool,
     events: VecDeque<SessionEvent<R, W>>,
+    #[cfg(feature = "sasl")]
     sasl_config: Option<SaslConfig>,
+    #[cfg(feature = "sasl")]
     sasl: Option<sasl::SaslRound>,
+    #[cfg(feature = "sasl")]
     auth_error: Option<SaslError>,
     /// Count only leader-ordered answers as proof of life (on by default).
     leader_check: bool,
@@ -184,8 +190,11 @@ impl<R, W: Clone> Session<R, W> {
             handshake_sent: now,
             lost_reported: false,
             events: VecDeque::new(),
+            #[cfg(feature = "sasl")]
             sasl_config: None,
+            #[cfg(feature = "sasl")]
             sasl: None,
+            #[cfg(feature = "sasl")]
             auth_error: None,
             leader_check: true,
             touches: VecDeque::new(),
@@ -221,11 +230,13 @@ impl<R, W: Clone> Session<R, W> {
     }
 
     /// Why SASL authentication failed, once the session is `AuthFailed` by it.
+    #[cfg(feature = "sasl")]
     pub fn auth_error(&self) -> Option<&SaslError> {
         self.auth_error.as_ref()
     }
 
     /// Authenticate every connection with SASL before any request is sent.
+    #[cfg(feature = "sasl")]
     pub fn set_sasl(&mut self, config: Option<SaslConfig>) {
         self.sasl_config = config;
     }
@@ -288,6 +299,29 @@ impl<R, W: Clone> Session<R, W> {
         };
         lost.into_iter().chain(phase).min()
     }
+}
+
+/// Without the feature `sasl` no connection authenticates: the session
+/// opens as soon as the handshake is answered.
+#[cfg(not(feature = "sasl"))]
+impl<R, W: Clone> Session<R, W> {
+    pub(super) fn start_sasl(&mut self, _now: Instant, _resumed: bool) -> bool {
+        false
+    }
+
+    pub(super) fn sasl_in_progress(&self) -> bool {
+        false
+    }
+
+    pub(super) fn on_sasl_frame(
+        &mut self,
+        _now: Instant,
+        _frame: &[u8],
+    ) -> Option<Result<(), String>> {
+        None
+    }
+
+    pub(super) fn end_sasl(&mut self) {}
 }
 
 impl<R, W> std::fmt::Debug for Session<R, W> {

@@ -7,8 +7,8 @@
 //! authenticates again. A refusal ends the session in `AuthFailed`, and so
 //! does a login that cannot even start (no Kerberos credentials, say).
 //!
-//! Two mechanisms: DIGEST-MD5 (RFC 2831, what ZooKeeper's `DigestLoginModule`
-//! serves), always there, and GSSAPI (RFC 4752, Kerberos v5, what its
+//! All of it with the cargo feature `sasl` (on by default). Two mechanisms:
+//! DIGEST-MD5 (RFC 2831, what ZooKeeper's `DigestLoginModule` serves), and GSSAPI (RFC 4752, Kerberos v5, what its
 //! `Krb5LoginModule` serves) with the cargo feature `kerberos`, through the
 //! system's GSSAPI library.
 
@@ -246,6 +246,11 @@ impl<R, W: Clone> Session<R, W> {
     /// Whether SASL authentication is under way on this connection.
     pub(super) fn sasl_in_progress(&self) -> bool {
         self.sasl.is_some()
+    }
+
+    /// The connection (or the session) ended: its exchange with it.
+    pub(super) fn end_sasl(&mut self) {
+        self.sasl = None;
     }
 
     /// A frame that answers the SASL request in flight, if it is one:
