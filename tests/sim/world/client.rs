@@ -128,6 +128,10 @@ pub(super) struct SimClient {
     pub(super) last_batch_node: Option<String>,
     /// Turns handed out inside that hold so far.
     pub(super) batch_run: usize,
+    /// When that hold last turned Suspended, as its turns read it: a turn
+    /// handed out while it is Suspended inherits it (S3 counts re-reads of
+    /// the node from then, not from the turn's start).
+    pub(super) batch_suspended_at: Option<Instant>,
     /// What the core's observer heard of waiters woken.
     pub(super) wakes: Arc<Wakes>,
     pub(super) link: Option<Link>,
@@ -262,6 +266,7 @@ impl SimClient {
             batch,
             last_batch_node: None,
             batch_run: 0,
+            batch_suspended_at: None,
             wakes,
             link: None,
             connect_at: now,

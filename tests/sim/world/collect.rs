@@ -200,6 +200,12 @@ impl World {
                     )));
                 }
                 client.last_batch_node = Some(part.node.clone());
+                if shared_hold && part.state == LockState::Suspended {
+                    let since = client.batch_suspended_at;
+                    if let Some(t) = client.attempts.get_mut(&part_id) {
+                        t.suspended_at = since;
+                    }
+                }
                 self.stats.batch_turns += 1;
                 self.stats.batch_handoffs += u64::from(shared_hold);
             }
@@ -310,10 +316,14 @@ impl World {
         let Phase::Held { state: s, .. } = &mut t.phase else {
             return Ok(());
         };
+        let batch = matches!(t.handle, Handle::BatchHeld(_));
         if state == LockState::Suspended {
             t.suspended_at = Some(now);
         }
         *s = state;
+        if batch && state == LockState::Suspended {
+            self.clients[c].batch_suspended_at = Some(now);
+        }
         if state == LockState::Lost {
             self.stats.lost += 1;
         }
