@@ -5,7 +5,7 @@
 //! for nothing (on two cores, about one in six of a contended lock's). Here
 //! the receiver parks at once.
 
-use std::sync::mpsc::{RecvError, RecvTimeoutError};
+use std::sync::mpsc::{RecvError, RecvTimeoutError, TryRecvError};
 use std::sync::PoisonError;
 
 use crate::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -123,6 +123,19 @@ impl<T> Receiver<T> {
         }
     }
 
+    /// The answer if it has come, without waiting.
+    ///
+    /// # Errors
+    /// `Empty` while it may still come, `Disconnected` if it cannot.
+    pub(crate) fn try_recv(&self) -> Result<T, TryRecvError> {
+        let mut slot = self.shared.slot();
+        match slot.value.take() {
+            Some(value) => Ok(value),
+            None if slot.answered || slot.senders == 0 => Err(TryRecvError::Disconnected),
+            None => Err(TryRecvError::Empty),
+        }
+    }
+
     /// As [`Receiver::recv`], for `timeout` at most.
     ///
     /// # Errors
@@ -215,6 +228,18 @@ mod tests {
             rx.recv_deadline(Instant::now() + Duration::from_secs(60)),
             Err(RecvTimeoutError::Disconnected)
         );
+    }
+
+    #[test]
+    fn try_recv_tells_empty_from_answered_and_from_gone() {
+        let (tx, rx) = channel::<u8>();
+        assert_eq!(rx.try_recv(), Err(TryRecvError::Empty));
+        assert_eq!(tx.send(5), Ok(()));
+        assert_eq!(rx.try_recv(), Ok(5));
+        assert_eq!(rx.try_recv(), Err(TryRecvError::Disconnected));
+        let (tx, rx) = channel::<u8>();
+        drop(tx);
+        assert_eq!(rx.try_recv(), Err(TryRecvError::Disconnected));
     }
 
     #[test]

@@ -19,10 +19,12 @@ mod builder;
 mod connect;
 mod nodes;
 mod ops;
+mod reply;
 mod watch;
 
 pub use builder::{ClientBuilder, MIN_MAX_FRAME};
 pub use ops::{CreateOptions, Op, OpResult};
+pub(crate) use reply::PendingReply;
 pub use watch::{PersistentWatch, Watch, DEFAULT_PERSISTENT_WATCH_CAPACITY};
 
 /// A ZooKeeper client: one session, one connection, one I/O thread.
@@ -283,6 +285,29 @@ impl Client {
         watcher: Option<WatchSender>,
         deadline: Option<Instant>,
     ) -> Result<Response> {
+        let until = self.reply_deadline(Instant::now(), deadline);
+        let pending = self.submit_with(request, watcher)?;
+        match pending.reply.recv_deadline(until) {
+            Ok(reply) => pending.answer(reply),
+            Err(mpsc::RecvTimeoutError::Timeout) => Err(Error::Timeout),
+            Err(mpsc::RecvTimeoutError::Disconnected) => Err(Error::Closed),
+        }
+    }
+
+    /// When a request sent at `now` stops waiting for its reply: the
+    /// request timeout, or the caller's `deadline` if sooner.
+    pub(crate) fn reply_deadline(&self, now: Instant, deadline: Option<Instant>) -> Instant {
+        let until = deadline::after(now, self.inner.request_timeout);
+        deadline.map_or(until, |d| until.min(d))
+    }
+
+    /// Sends `request` and returns at once; its reply is read with
+    /// [`PendingReply::try_take`], for callers that poll.
+    pub(crate) fn submit(&self, request: Request) -> Result<PendingReply> {
+        self.submit_with(request, None)
+    }
+
+    fn submit_with(&self, request: Request, watcher: Option<WatchSender>) -> Result<PendingReply> {
         let (op, path) = self.place(&request);
         let (tx, rx) = oneshot::channel();
         if !self.inner.driver.send(Command::Submit {
@@ -292,16 +317,11 @@ impl Client {
         }) {
             return Err(Error::Closed);
         }
-        let mut until = deadline::from_now(self.inner.request_timeout);
-        if let Some(d) = deadline {
-            until = until.min(d);
-        }
-        match rx.recv_deadline(until) {
-            Ok(Ok(resp)) => Ok(resp),
-            Ok(Err(e)) => Err(Error::from(e).at(op, path)),
-            Err(mpsc::RecvTimeoutError::Timeout) => Err(Error::Timeout),
-            Err(mpsc::RecvTimeoutError::Disconnected) => Err(Error::Closed),
-        }
+        Ok(PendingReply {
+            reply: rx,
+            op,
+            path,
+        })
     }
 
     fn new_watch(&self) -> (WatchSender, Watch) {

@@ -11,6 +11,7 @@ use jute::{ErrorCode, PathWatch, Request, Response};
 use crossbeam_channel::Receiver;
 
 use super::registry::{self, Key};
+use crate::client::PendingReply;
 use crate::machine::{AttemptId, Grant, LockError, LockState, LossReason};
 use crate::oneshot;
 use crate::{Client, Error, Op, OpResult};
@@ -31,9 +32,24 @@ impl Holding {
     /// Reads our node on the server, by `deadline`: still there and ours,
     /// or (then the holding turns Lost) gone.
     pub(crate) fn confirm(&self, deadline: Option<Instant>) -> Result<bool, LockError> {
+        self.confirmed(self.client.call_by(self.confirm_request(), deadline))
+    }
+
+    /// Sends the read [`Holding::confirm`] makes and returns at once; hand
+    /// its reply to [`Holding::confirmed`].
+    pub(crate) fn start_confirm(&self) -> Result<PendingReply, LockError> {
+        Ok(self.client.submit(self.confirm_request())?)
+    }
+
+    fn confirm_request(&self) -> Request {
         let path = self.grant.server_path().to_owned();
-        let read = Request::Exists(PathWatch { path, watch: false });
-        let there = match self.client.call_by(read, deadline) {
+        Request::Exists(PathWatch { path, watch: false })
+    }
+
+    /// What the reply to the confirming read says: our node still there
+    /// (true), or gone (false, and the holding is Lost from now on).
+    pub(crate) fn confirmed(&self, reply: crate::Result<Response>) -> Result<bool, LockError> {
+        let there = match reply {
             Ok(Response::Stat(stat)) => stat.ephemeral_owner == self.grant.stat().ephemeral_owner,
             Err(Error::Server {
                 code: ErrorCode::NoNode,
@@ -95,9 +111,8 @@ impl LockGuard {
     }
 
     /// Records the thread that took the guard, for re-entrancy checks.
-    pub(crate) fn register_owner(&mut self, key: Key) {
+    pub(crate) fn register_owner(&mut self, key: Key, thread: ThreadId) {
         if let Some(h) = Arc::get_mut(&mut self.holding) {
-            let thread = std::thread::current().id();
             registry::insert(key.clone(), thread, h.grant.state());
             h.owner = Some((key, thread));
         }

@@ -15,6 +15,7 @@ use super::guard::{Holding, LockGuard};
 use super::held::LockState;
 use super::inspect::{inspect, QueueEntry};
 use super::pending::PendingLock;
+use super::pending_thread::{PendingThreadLock, Target};
 use super::registry::{self, Key, Side};
 use super::service::{self, Outcome};
 use crate::machine::AttemptId;
@@ -141,7 +142,23 @@ pub(crate) struct QueueLock {
     spec: Arc<LockSpec>,
     side: Side,
     reentrant: bool,
-    current: StdMutex<Option<(ThreadId, Weak<Holding>)>>,
+    /// Per thread, the holding it last took here (for re-entry: readers
+    /// of one process hold at once, each re-enters its own).
+    taken: StdMutex<Vec<(ThreadId, Weak<Holding>)>>,
+}
+
+/// What a lock call from one thread does before (or instead of) queueing.
+#[derive(Debug)]
+pub(crate) enum Entry {
+    /// Shares a live holding of that thread: re-entry, or a write holder's
+    /// read.
+    Share(Arc<Holding>),
+    /// Shares it once a read shows its node still ours: a holder that does
+    /// not watch its node cannot know it was deleted.
+    Confirm(Arc<Holding>),
+    /// Refused: waiting would be waiting for ourselves.
+    Refuse(LockError),
+    Queue,
 }
 
 impl QueueLock {
@@ -170,7 +187,7 @@ impl QueueLock {
             }),
             side,
             reentrant: options.reentrant,
-            current: StdMutex::new(None),
+            taken: StdMutex::new(Vec::new()),
         })
     }
 
@@ -178,14 +195,63 @@ impl QueueLock {
         (self.client.session_id(), self.path.clone(), side)
     }
 
-    /// This thread's live holding of this lock object, if any. One already
+    /// `thread`'s live holding of this lock object, if any. One already
     /// Lost is not shared: the lock is no longer ours to re-enter.
-    pub(crate) fn held_here(&self) -> Option<Arc<Holding>> {
-        let me = std::thread::current().id();
-        let cur = self.current.lock().ok()?;
-        let (tid, weak) = cur.as_ref()?;
-        let holding = (*tid == me).then(|| weak.upgrade()).flatten()?;
+    pub(crate) fn held_by(&self, thread: ThreadId) -> Option<Arc<Holding>> {
+        let taken = self.taken.lock().ok()?;
+        let (_, weak) = taken.iter().find(|(t, _)| *t == thread)?;
+        let holding = weak.upgrade()?;
         (holding.state() != LockState::Lost).then_some(holding)
+    }
+
+    /// How a call shares `holding`: at once if the holder watches its node.
+    pub(crate) fn share(&self, holding: Arc<Holding>) -> Entry {
+        if self.spec.watch_node {
+            Entry::Share(holding)
+        } else {
+            Entry::Confirm(holding)
+        }
+    }
+
+    /// What a lock call from `thread` does first: re-enter its holding
+    /// (when re-entrant), refuse (it holds the lock already), or queue.
+    /// Leases are not refused: a thread may hold several.
+    pub(crate) fn entry(&self, thread: ThreadId) -> Entry {
+        if self.reentrant {
+            if let Some(holding) = self.held_by(thread) {
+                return self.share(holding);
+            }
+        }
+        if self.side != Side::Lease && registry::held_by(&self.key(self.side), thread) {
+            return Entry::Refuse(LockError::WouldDeadlock);
+        }
+        Entry::Queue
+    }
+
+    /// Records that `thread` took `guard` from the queue.
+    pub(crate) fn record(&self, guard: &mut LockGuard, thread: ThreadId) {
+        guard.register_owner(self.key(self.side), thread);
+        if let Ok(mut taken) = self.taken.lock() {
+            taken.retain(|(t, weak)| *t != thread && weak.strong_count() > 0);
+            taken.push((thread, Arc::downgrade(guard.holding())));
+        }
+    }
+
+    /// The deadline a call made at `now` runs to, and whether it is a try:
+    /// a deadline already past still gets one round trip, bounded by the
+    /// request timeout, rather than timing out before it is sent.
+    pub(crate) fn call_deadline(
+        &self,
+        now: Instant,
+        deadline: Option<Instant>,
+    ) -> (Option<Instant>, bool) {
+        match deadline {
+            Some(d) if d <= now => (
+                Some(crate::deadline::after(now, self.client.request_timeout())),
+                true,
+            ),
+            _ => (deadline, false),
+        }
     }
 
     /// Starts an acquisition and returns at once.
@@ -198,14 +264,14 @@ impl QueueLock {
     /// timeout) rather than an attempt that times out before it is sent.
     /// The second value says it is a try: its outcome alone ends it.
     pub(crate) fn start_at(&self, now: Instant, deadline: Option<Instant>) -> (PendingLock, bool) {
-        let no_wait = deadline.is_some_and(|d| d <= now);
-        let deadline = if no_wait {
-            Some(crate::deadline::after(now, self.client.request_timeout()))
-        } else {
-            deadline
-        };
-        let pending = service::start(&self.client, self.spec.clone(), deadline, no_wait);
-        (pending, no_wait)
+        let (deadline, no_wait) = self.call_deadline(now, deadline);
+        (self.start_call(deadline, no_wait), no_wait)
+    }
+
+    /// Starts an acquisition to `deadline`, as a try if `no_wait` (see
+    /// [`QueueLock::call_deadline`]).
+    pub(crate) fn start_call(&self, deadline: Option<Instant>, no_wait: bool) -> PendingLock {
+        service::start(&self.client, self.spec.clone(), deadline, no_wait)
     }
 
     /// Releases `guard` and queues again, in one write when `guard` holds
@@ -244,11 +310,24 @@ impl QueueLock {
         deadline: Option<Instant>,
         cancel: Option<&CancelToken>,
     ) -> Result<LockGuard, LockError> {
+        self.lock_entered(|thread| self.entry(thread), deadline, cancel)
+    }
+
+    /// [`QueueLock::lock_with`], with `entry` deciding what the calling
+    /// thread does before it queues (a read/write lock's sides decide
+    /// with each other).
+    #[inline]
+    pub(crate) fn lock_entered(
+        &self,
+        entry: impl Fn(ThreadId) -> Entry,
+        deadline: Option<Instant>,
+        cancel: Option<&CancelToken>,
+    ) -> Result<LockGuard, LockError> {
         match cancel {
-            None => self.lock_waiting(deadline, |q, deadline, no_wait| {
+            None => self.lock_waiting(entry, deadline, |q, deadline, no_wait| {
                 q.wait_blocked(deadline, no_wait)
             }),
-            Some(c) => self.lock_waiting(deadline, |q, deadline, no_wait| {
+            Some(c) => self.lock_waiting(entry, deadline, |q, deadline, no_wait| {
                 if c.is_cancelled() {
                     return Err(LockError::Cancelled);
                 }
@@ -257,39 +336,35 @@ impl QueueLock {
         }
     }
 
-    /// [`QueueLock::lock_with`], waiting with `wait` (called with the
+    /// [`QueueLock::lock_entered`], waiting with `wait` (called with the
     /// deadline and whether this is a try-lock) once the lock is neither
-    /// re-entered nor refused.
+    /// shared nor refused. The polled form, the same steps without
+    /// blocking, is [`PendingThreadLock`](super::PendingThreadLock).
     fn lock_waiting(
         &self,
+        entry: impl Fn(ThreadId) -> Entry,
         deadline: Option<Instant>,
         wait: impl FnOnce(&QueueLock, Option<Instant>, bool) -> Result<LockGuard, LockError>,
     ) -> Result<LockGuard, LockError> {
-        if self.reentrant {
-            if let Some(holding) = self.held_here() {
-                // A holder that does not watch its node cannot know it was
-                // deleted: read it before handing out a second guard.
-                if self.spec.watch_node || holding.confirm(deadline)? {
-                    return Ok(LockGuard::from_holding(holding));
+        let me = std::thread::current().id();
+        // A try still gets its round trip (the confirming read's too).
+        let (deadline, no_wait) = self.call_deadline(Instant::now(), deadline);
+        // A confirming read that finds our node gone makes that holding
+        // Lost: the second look does not see it.
+        for first in [true, false] {
+            match entry(me) {
+                Entry::Share(holding) => return Ok(LockGuard::from_holding(holding)),
+                Entry::Confirm(holding) if first => {
+                    if holding.confirm(deadline)? {
+                        return Ok(LockGuard::from_holding(holding));
+                    }
                 }
+                Entry::Refuse(e) => return Err(e),
+                Entry::Confirm(_) | Entry::Queue => break,
             }
         }
-        if self.side != Side::Lease && registry::held_by_current_thread(&self.key(self.side)) {
-            return Err(LockError::WouldDeadlock);
-        }
-        let now = Instant::now();
-        let no_wait = deadline.is_some_and(|d| d <= now);
-        // A try-lock still gets its round trip, within the request timeout.
-        let deadline = if no_wait {
-            Some(crate::deadline::after(now, self.client.request_timeout()))
-        } else {
-            deadline
-        };
         let mut guard = wait(self, deadline, no_wait)?;
-        guard.register_owner(self.key(self.side));
-        if let Ok(mut cur) = self.current.lock() {
-            *cur = Some((std::thread::current().id(), Arc::downgrade(guard.holding())));
-        }
+        self.record(&mut guard, me);
         Ok(guard)
     }
 
@@ -409,7 +484,7 @@ pub(crate) use lock_calls;
 /// ```
 #[derive(Debug)]
 pub struct Mutex {
-    inner: QueueLock,
+    inner: Arc<QueueLock>,
 }
 
 impl Mutex {
@@ -433,14 +508,14 @@ impl Mutex {
         options: MutexOptions,
     ) -> Result<Mutex, LockError> {
         Ok(Mutex {
-            inner: QueueLock::new(
+            inner: Arc::new(QueueLock::new(
                 client,
                 path,
                 "-lock-",
                 Rule::Predecessor,
                 Side::Exclusive,
                 &options,
-            )?,
+            )?),
         })
     }
 
@@ -487,6 +562,13 @@ impl Mutex {
     /// re-entrant: each call queues a node of its own.
     pub fn start_lock(&self, deadline: Option<Instant>) -> PendingLock {
         self.inner.start(deadline)
+    }
+
+    /// Starts taking the lock for `thread` and returns at once; see
+    /// [`PendingThreadLock`]: re-entry and [`LockError::WouldDeadlock`] as
+    /// `thread`'s own [`Mutex::lock_with`] decides them, polled.
+    pub fn start_lock_for(&self, thread: ThreadId, deadline: Option<Instant>) -> PendingThreadLock {
+        PendingThreadLock::new(Target::One(self.inner.clone()), thread, deadline)
     }
 
     lock_calls!(

@@ -93,9 +93,9 @@ fn process() -> &'static Registry<ThreadId> {
     HOLDERS.get_or_init(Registry::new)
 }
 
-/// Whether this thread holds `key` by a holding not yet Lost.
-pub(crate) fn held_by_current_thread(key: &Key) -> bool {
-    process().held_by(key, std::thread::current().id())
+/// Whether `thread` holds `key` by a holding not yet Lost.
+pub(crate) fn held_by(key: &Key, thread: ThreadId) -> bool {
+    process().held_by(key, thread)
 }
 
 /// Records that `thread` holds `key` by the holding whose state is `state`.

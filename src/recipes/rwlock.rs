@@ -2,6 +2,8 @@
 //! and write nodes (`_c_<uuid>-__READ__<seq>`, `_c_<uuid>-__WRIT__<seq>`)
 //! queue together under one path.
 
+use std::sync::Arc;
+use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
 use super::attempt::Rule;
@@ -9,8 +11,9 @@ use super::cancel::CancelToken;
 use super::error::LockError;
 use super::guard::LockGuard;
 use super::inspect::QueueEntry;
-use super::mutex::{lock_calls, MutexOptions, QueueLock};
+use super::mutex::{lock_calls, Entry, MutexOptions, QueueLock};
 use super::pending::PendingLock;
+use super::pending_thread::{PendingThreadLock, Target};
 use super::registry::{self, Side};
 use crate::Client;
 
@@ -38,8 +41,27 @@ use crate::Client;
 /// ```
 #[derive(Debug)]
 pub struct RwLock {
-    read: QueueLock,
-    write: QueueLock,
+    read: Arc<QueueLock>,
+    write: Arc<QueueLock>,
+}
+
+/// What a read call from `thread` does first: a write holder reads under
+/// its write node (a downgrade); else as the read side decides.
+pub(crate) fn read_entry(read: &QueueLock, write: &QueueLock, thread: ThreadId) -> Entry {
+    match write.held_by(thread) {
+        Some(holding) => write.share(holding),
+        None => read.entry(thread),
+    }
+}
+
+/// What a write call from `thread` does first: a reader is refused (two
+/// readers upgrading would wait for each other forever); else as the
+/// write side decides.
+pub(crate) fn write_entry(read: &QueueLock, write: &QueueLock, thread: ThreadId) -> Entry {
+    if registry::held_by(&read.key(Side::Shared), thread) {
+        return Entry::Refuse(LockError::UpgradeRefused);
+    }
+    write.entry(thread)
 }
 
 impl RwLock {
@@ -63,22 +85,22 @@ impl RwLock {
         options: MutexOptions,
     ) -> Result<RwLock, LockError> {
         Ok(RwLock {
-            read: QueueLock::new(
+            read: Arc::new(QueueLock::new(
                 client,
                 path,
                 "-__READ__",
                 Rule::NearestWriter,
                 Side::Shared,
                 &options,
-            )?,
-            write: QueueLock::new(
+            )?),
+            write: Arc::new(QueueLock::new(
                 client,
                 path,
                 "-__WRIT__",
                 Rule::Predecessor,
                 Side::Exclusive,
                 &options,
-            )?,
+            )?),
         })
     }
 
@@ -110,11 +132,8 @@ impl RwLock {
         deadline: Option<Instant>,
         cancel: Option<&CancelToken>,
     ) -> Result<LockGuard, LockError> {
-        // Downgrade: the write holder reads under its write node.
-        if let Some(holding) = self.write.held_here() {
-            return Ok(LockGuard::from_holding(holding));
-        }
-        self.read.lock_with(deadline, cancel)
+        self.read
+            .lock_entered(|t| read_entry(&self.read, &self.write, t), deadline, cancel)
     }
 
     /// The write lock, waiting until `deadline` or cancellation for every
@@ -129,10 +148,11 @@ impl RwLock {
         deadline: Option<Instant>,
         cancel: Option<&CancelToken>,
     ) -> Result<LockGuard, LockError> {
-        if registry::held_by_current_thread(&self.read.key(Side::Shared)) {
-            return Err(LockError::UpgradeRefused);
-        }
-        self.write.lock_with(deadline, cancel)
+        self.write.lock_entered(
+            |t| write_entry(&self.read, &self.write, t),
+            deadline,
+            cancel,
+        )
     }
 
     pub(crate) fn read_side(&self) -> &QueueLock {
@@ -152,6 +172,26 @@ impl RwLock {
     /// Starts taking the write lock and returns at once; see [`PendingLock`].
     pub fn start_write(&self, deadline: Option<Instant>) -> PendingLock {
         self.write.start(deadline)
+    }
+
+    /// Starts taking a read lock for `thread` and returns at once; see
+    /// [`PendingThreadLock`]: a downgrade, re-entry and refusal as
+    /// `thread`'s own [`RwLock::read_with`] decides them, polled.
+    pub fn start_read_for(&self, thread: ThreadId, deadline: Option<Instant>) -> PendingThreadLock {
+        let (read, write) = (self.read.clone(), self.write.clone());
+        PendingThreadLock::new(Target::Read { read, write }, thread, deadline)
+    }
+
+    /// Starts taking the write lock for `thread` and returns at once; see
+    /// [`PendingThreadLock`]: [`LockError::UpgradeRefused`], re-entry and
+    /// refusal as `thread`'s own [`RwLock::write_with`] decides them.
+    pub fn start_write_for(
+        &self,
+        thread: ThreadId,
+        deadline: Option<Instant>,
+    ) -> PendingThreadLock {
+        let (read, write) = (self.read.clone(), self.write.clone());
+        PendingThreadLock::new(Target::Write { read, write }, thread, deadline)
     }
 
     /// The queue: holders first, then waiters, readers and writers together.

@@ -147,6 +147,48 @@ fn reentrancy_is_explicit() {
     assert!(children(&c, &path).is_empty());
 }
 
+/// A re-entrant holder that does not watch its node reads it before a
+/// second guard; a try gets that read's round trip too. Readers of one
+/// process each re-enter their own read lock, whichever took one last.
+#[test]
+fn reentrant_tries_and_readers_of_one_process() {
+    let path = lock_path("reentrant-try");
+    let c = client();
+    let reentrant = MutexOptions::default().reentrant(true);
+    let m = Mutex::with_options(&c, &path, reentrant.clone()).unwrap();
+    let g1 = m.lock().unwrap();
+    let g2 = m.try_lock().unwrap().expect("re-entered by a try");
+    assert_eq!(g1.node_path(), g2.node_path());
+    drop((g1, g2));
+    assert!(children(&c, &path).is_empty());
+
+    let rw =
+        Arc::new(RwLock::with_options(&c, &lock_path("reentrant-readers"), reentrant).unwrap());
+    let mine = rw.read().unwrap();
+    let theirs = {
+        let rw = rw.clone();
+        std::thread::spawn(move || {
+            let g = rw.read().unwrap();
+            let again = rw.try_read().unwrap().expect("its own read re-entered");
+            assert_eq!(g.node_path(), again.node_path());
+            g
+        })
+        .join()
+        .unwrap()
+    };
+    let again = rw.read().unwrap();
+    assert_eq!(
+        again.node_path(),
+        mine.node_path(),
+        "our own read, not theirs"
+    );
+    assert_ne!(theirs.node_path(), mine.node_path());
+    assert_eq!(
+        rw.write_timeout(WAIT).unwrap_err(),
+        LockError::UpgradeRefused
+    );
+}
+
 #[test]
 fn fencing_token_rises_and_fenced_writes_stop_after_loss() {
     let path = lock_path("fencing");

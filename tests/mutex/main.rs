@@ -12,7 +12,7 @@ use testkit::children;
 use testkit::proxy::{Direction, Proxy};
 use testkit::zk::{self, ZkServer};
 use zklock::recipes::{
-    CancelToken, LockError, LockState, LossReason, Mutex, MutexOptions, PendingSet,
+    CancelToken, LockError, LockState, LossReason, Mutex, MutexOptions, PendingSet, RwLock,
 };
 use zklock::{Client, CreateMode, Op, SessionState};
 
