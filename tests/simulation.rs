@@ -120,6 +120,8 @@ fn seeds() {
                         t.batch_turns += s.batch_turns;
                         t.batch_handoffs += s.batch_handoffs;
                         t.token_cancels += s.token_cancels;
+                        t.thread_shares += s.thread_shares;
+                        t.thread_refusals += s.thread_refusals;
                     }
                     Err(v) => {
                         let mut f = failures.lock().unwrap();
@@ -138,7 +140,7 @@ fn seeds() {
     }
     let t = *totals.lock().unwrap();
     eprintln!(
-        "simulation: {count} seeds in {:.1?} on {threads} threads: {} grants, {} timeouts, {} faults, {} lost, {} waiters woken, {} sessions ended, {:.0} virtual minutes; BatchMutex: {} turns, {} passed on locally, {} cancelled by token",
+        "simulation: {count} seeds in {:.1?} on {threads} threads: {} grants, {} timeouts, {} faults, {} lost, {} waiters woken, {} sessions ended, {:.0} virtual minutes; BatchMutex: {} turns, {} passed on locally, {} cancelled by token; threads: {} shared holdings, {} refused",
         started.elapsed(),
         t.grants,
         t.timeouts,
@@ -149,7 +151,9 @@ fn seeds() {
         t.virtual_ms as f64 / 60_000.0,
         t.batch_turns,
         t.batch_handoffs,
-        t.token_cancels
+        t.token_cancels,
+        t.thread_shares,
+        t.thread_refusals
     );
     let mut failures = failures.lock().unwrap();
     failures.sort();
@@ -160,6 +164,10 @@ fn seeds() {
     assert!(
         t.batch_handoffs > 0 && t.token_cancels > 0 || count < 1000,
         "no batch hand-off or token cancel in {count} seeds: {t:?}"
+    );
+    assert!(
+        t.thread_shares > 0 && t.thread_refusals > 0 || count < 1000,
+        "no thread's call shared or was refused in {count} seeds: {t:?}"
     );
 }
 

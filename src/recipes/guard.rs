@@ -32,7 +32,10 @@ impl Holding {
     /// Reads our node on the server, by `deadline`: still there and ours,
     /// or (then the holding turns Lost) gone.
     pub(crate) fn confirm(&self, deadline: Option<Instant>) -> Result<bool, LockError> {
-        self.confirmed(self.client.call_by(self.confirm_request(), deadline))
+        match self.client.call_by(self.confirm_request(), deadline) {
+            Err(Error::Timeout) => Err(unanswered(Instant::now(), deadline)),
+            reply => self.confirmed(reply),
+        }
     }
 
     /// Sends the read [`Holding::confirm`] makes and returns at once; hand
@@ -65,12 +68,25 @@ impl Holding {
         if !there {
             self.grant.state().lose(LossReason::NodeDeleted);
         }
-        Ok(there)
+        // Lost meanwhile (the session's time ran out while the read was
+        // away): not ours to share any more.
+        Ok(there && self.state() != LockState::Lost)
     }
 
     /// What the holder can rely on now.
     pub(crate) fn state(&self) -> LockState {
         self.grant.state().current()
+    }
+}
+
+/// The error for a confirming read not answered by `now`: the caller's
+/// deadline passed ([`LockError::Timeout`]), or else the client's request
+/// timeout.
+pub(crate) fn unanswered(now: Instant, deadline: Option<Instant>) -> LockError {
+    if deadline.is_some_and(|d| now >= d) {
+        LockError::Timeout
+    } else {
+        LockError::Client(Error::Timeout)
     }
 }
 

@@ -7,12 +7,11 @@ use std::thread::ThreadId;
 use std::time::Instant;
 
 use super::error::LockError;
-use super::guard::{Holding, LockGuard};
+use super::guard::{unanswered, Holding, LockGuard};
 use super::mutex::{Entry, QueueLock};
 use super::pending::PendingLock;
 use super::rwlock::{read_entry, write_entry};
 use crate::client::PendingReply;
-use crate::Error;
 
 /// The lock a call is for. A read/write lock's two sides decide together
 /// (a write holder reads under its write node; a reader is refused the
@@ -152,7 +151,7 @@ impl PendingThreadLock {
                     Ok(false) => self.look(now, deadline, no_wait, false),
                     Err(e) => Some(Err(e)),
                 },
-                None if now >= until => Some(Err(Error::Timeout.into())),
+                None if now >= until => Some(Err(unanswered(now, deadline))),
                 None => {
                     self.step = Step::Confirming {
                         holding,

@@ -26,6 +26,7 @@ mod faults;
 mod herd;
 mod network;
 mod plan;
+mod threads;
 mod wire;
 
 use client::{
@@ -75,6 +76,16 @@ enum Action {
     AdminDeletePath(String),
     /// The server closes this connection (a follower dropping its clients).
     CloseConn(ConnId),
+    /// One of the client's threads calls for `lock` again while it holds
+    /// it (a read if `reader`): re-entry, a downgrade, or a refusal.
+    ThreadCall {
+        client: usize,
+        generation: u32,
+        lock: usize,
+        thread: usize,
+        reader: bool,
+        hold: Duration,
+    },
     /// Nothing: a step at this time, for handles that read the clock.
     Look,
 }
@@ -104,6 +115,10 @@ pub struct Stats {
     pub batch_handoffs: u64,
     /// Batch waiters that ended Cancelled by their token.
     pub token_cancels: u64,
+    /// Threads' calls that shared the thread's holding (re-entry, a
+    /// write holder's read), and that were refused.
+    pub thread_shares: u64,
+    pub thread_refusals: u64,
 }
 
 pub struct World {
@@ -127,6 +142,10 @@ pub struct World {
     /// before, and the connections that had a data watch on them then (who
     /// must hear of it).
     admin_deleted: BTreeMap<String, (u64, Vec<ConnId>)>,
+    /// Per node a thread's calls share: the server's last zxid when the
+    /// holding was first seen ended (Lost, or every guard gone). A call
+    /// that was to share it queues only after that.
+    holding_ended: BTreeMap<String, i64>,
     /// Numbers the server's writes, in order.
     writes: u64,
     /// Per deleted blocker, the waiters it woke (the herd count).
@@ -166,6 +185,7 @@ impl World {
             last_token: vec![0; plan.locks],
             last_writer_token: vec![0; plan.locks],
             admin_deleted: BTreeMap::new(),
+            holding_ended: BTreeMap::new(),
             admin_twins: Vec::new(),
             writes: 0,
             woken_by: WokenBy::new(),
@@ -289,6 +309,7 @@ impl World {
             }
             self.now = next.max(self.now);
             self.step()?;
+            self.note_ended_holdings();
             self.check()?;
             if self.now >= self.faults_until && self.plan.is_empty() && self.settled() {
                 break;
@@ -441,11 +462,13 @@ impl World {
         // A session that ended for good is replaced by a new one, as an
         // application would.
         // (A batch waiter learns of the end only when it queues for its
-        // process, which the core then fails: it is read first.)
+        // process, which the core then fails: it is read first. A thread's
+        // read that confirms a holding is answered when the session has
+        // finished closing: read first too.)
         let batch_waits = self.clients[c]
             .attempts
             .values()
-            .any(|t| matches!(t.handle, Handle::Batch(..)));
+            .any(|t| matches!(t.handle, Handle::Batch(..) | Handle::Thread(_)));
         if self.clients[c].core.state().is_terminal()
             && self.clients[c].core.lock_attempts() == 0
             && !self.clients[c].core.has_commands()

@@ -34,7 +34,20 @@ impl World {
                 // client's BatchMutex, half of those with a cancel token.
                 let batch = lock == client::BATCH_LOCK && !multi && id % 3 == 1;
                 let lock = if multi { client::MULTI_LOCKS[0] } else { lock };
+                // Every other remaining one on locks 0 to 2 for one of
+                // the client's threads (re-entry, refusals).
+                let thread = (client::THREAD_LOCKS.contains(&lock)
+                    && !in_set
+                    && !multi
+                    && !batch
+                    && id % 2 == 1)
+                    .then_some((id as usize / 2) % client::THREADS);
                 let (handle, reader) = match (&c.locks[lock], in_set) {
+                    (SimLock::Mutex(_) | SimLock::Rw(_), _) if thread.is_some() => {
+                        let reader = reader && matches!(c.locks[lock], SimLock::Rw(_));
+                        let on = thread.unwrap_or(0);
+                        (c.thread_call(lock, on, reader, deadline), reader)
+                    }
                     _ if multi => (Handle::Multi(c.multi.start_lock(deadline)), false),
                     _ if batch && id % 2 == 0 => {
                         let token = CancelToken::new();
@@ -66,6 +79,7 @@ impl World {
                     id,
                     Tracked {
                         reader,
+                        thread,
                         ..Tracked::waiting(lock, now, deadline, hold, handle)
                     },
                 );
@@ -86,10 +100,14 @@ impl World {
                     _ if batch => " (batch)",
                     _ => "",
                 };
-                self.note(|| format!("c{client}: acquire #{id} lock {lock}{kind} {wait:?}"));
+                let on = thread
+                    .map(|t| format!(" on thread {t}"))
+                    .unwrap_or_default();
+                self.note(|| format!("c{client}: acquire #{id} lock {lock}{kind}{on} {wait:?}"));
                 // A batch waiter's deadline is its own (no core timer
-                // wakes the world for it): look at it then.
-                if let (true, Some(d)) = (batch, deadline) {
+                // wakes the world for it), and so is a thread's read that
+                // confirms a holding: look at it then.
+                if let (true, Some(d)) = (batch || thread.is_some(), deadline) {
                     self.schedule(d, Action::Look);
                 }
                 // A token's waiter without a planned cancel is cancelled
@@ -195,6 +213,39 @@ impl World {
                 if c.generation == generation && c.latch.take().is_some() {
                     self.note(|| format!("c{client}: latch dropped"));
                 }
+            }
+            Action::ThreadCall {
+                client,
+                generation,
+                lock,
+                thread,
+                reader,
+                hold,
+            } => {
+                let c = &mut self.clients[client];
+                if c.generation != generation {
+                    return;
+                }
+                let id = c.next_id;
+                c.next_id += 1;
+                // Never a try (a deadline at its first poll): the checker
+                // holds every call to its deadline.
+                let deadline = now + hold.max(Duration::from_millis(1));
+                let handle = c.thread_call(lock, thread, reader, Some(deadline));
+                let t = Tracked::waiting(lock, now, Some(deadline), hold, handle);
+                c.attempts.insert(
+                    id,
+                    Tracked {
+                        reader,
+                        thread: Some(thread),
+                        ..t
+                    },
+                );
+                let kind = if reader { " (read)" } else { "" };
+                self.note(|| {
+                    format!("c{client}: acquire #{id} lock {lock}{kind} on thread {thread} again")
+                });
+                self.schedule(deadline, Action::Look);
             }
             Action::Look => {}
             Action::CloseConn(conn) => {

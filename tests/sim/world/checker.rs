@@ -42,6 +42,10 @@ impl World {
     /// Invariants after every step.
     pub(super) fn check(&self) -> Result<(), Violation> {
         let mut holders: Vec<Vec<(String, bool)>> = vec![Vec::new(); self.locks];
+        // Guards one thread shares (re-entry, a write holder's read) count
+        // once, as their one node: (client, thread, node) → where in
+        // `holders`.
+        let mut shared: BTreeMap<(usize, usize, &str), usize> = BTreeMap::new();
         for (c, client) in self.clients.iter().enumerate() {
             let sid = client.core.session_id();
             for (id, t) in &client.attempts {
@@ -124,6 +128,14 @@ impl World {
                         )));
                     }
                     continue;
+                }
+                if let Some(thread) = t.thread {
+                    if let Some(&at) = shared.get(&(c, thread, node.as_str())) {
+                        let entry: &mut (String, bool) = &mut holders[t.lock][at];
+                        entry.1 &= t.reader;
+                        continue;
+                    }
+                    shared.insert((c, thread, node.as_str()), holders[t.lock].len());
                 }
                 holders[t.lock].push((format!("c{c}#{id}"), t.reader));
             }

@@ -3,13 +3,14 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
+use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
 use zklock::machine::Core;
 use zklock::recipes::{
     BatchGuard, BatchMutex, CancelToken, Election, LeaderLatch, LockError, LockGuard, LockState,
     LossReason, MultiGuard, MultiLock, Mutex, MutexOptions, PendingBatch, PendingLock,
-    PendingMulti, PendingSet, RwLock, Semaphore,
+    PendingMulti, PendingSet, PendingThreadLock, RwLock, Semaphore,
 };
 use zklock::Client;
 
@@ -32,6 +33,25 @@ pub(super) struct Tracked {
     pub(super) suspended_at: Option<Instant>,
     /// Queued again by `Mutex::requeue` as an earlier holder let go.
     pub(super) requeued: bool,
+    /// Taken for one of the client's threads (its index in
+    /// `SimClient::threads`), through a `PendingThreadLock`.
+    pub(super) thread: Option<usize>,
+    /// What that thread held when the call was first polled.
+    pub(super) entry: Option<ThreadEntry>,
+}
+
+/// What a thread's lock call must do, from what the thread held when it
+/// was first polled.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum ThreadEntry {
+    /// Hand back the holding of this node: at once if its holder watches
+    /// the node, else after reading it, unless that read finds it gone or
+    /// the holding is Lost by then (then it looks again).
+    Share { node: String },
+    /// Refuse at once with this error.
+    Refuse(LockError),
+    /// Queue for a node of its own.
+    Queue,
 }
 
 impl Tracked {
@@ -53,6 +73,8 @@ impl Tracked {
             reader: false,
             suspended_at: None,
             requeued: false,
+            thread: None,
+            entry: None,
         }
     }
 }
@@ -77,6 +99,8 @@ pub(super) enum Handle {
     Batch(PendingBatch, Option<CancelToken>),
     /// Its guard: one thread's turn inside the process's hold.
     BatchHeld(BatchGuard),
+    /// A lock call for one of the client's threads, polled.
+    Thread(PendingThreadLock),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -132,6 +156,13 @@ pub(super) struct SimClient {
     /// handed out while it is Suspended inherits it (S3 counts re-reads of
     /// the node from then, not from the turn's start).
     pub(super) batch_suspended_at: Option<Instant>,
+    /// The ids of the application's threads that take locks 0 to 2 for
+    /// themselves (re-entry, refusals), each a real thread's (ended) so that
+    /// no other world's share it.
+    pub(super) threads: [ThreadId; THREADS],
+    /// Per thread (index), lock and side (write or not): the node the
+    /// thread last took from the queue, the holding its calls share.
+    pub(super) thread_taken: BTreeMap<(usize, usize, bool), String>,
     /// What the core's observer heard of waiters woken.
     pub(super) wakes: Arc<Wakes>,
     pub(super) link: Option<Link>,
@@ -182,6 +213,17 @@ pub(super) const MULTI_LOCKS: [usize; 2] = [0, 2];
 pub(super) const BATCH_LOCK: usize = 2;
 pub(super) const MAX_BATCH: usize = 3;
 
+/// How many threads of a client take locks for themselves, and which
+/// locks: lock 0 (re-entrant, watched), lock 1 (re-entrant read/write lock,
+/// unwatched: shares after a read) and lock 2 (not re-entrant: refusals).
+pub(super) const THREADS: usize = 2;
+pub(super) const THREAD_LOCKS: [usize; 3] = [0, 1, 2];
+
+/// Whether lock `l` is re-entrant.
+pub(super) fn reentrant(l: usize) -> bool {
+    l < 2
+}
+
 /// Whether lock `l`'s holders watch their node (0 and 2 do; 1 has the
 /// default). No draw: seeds replay.
 pub(super) fn watched(l: usize) -> bool {
@@ -220,6 +262,7 @@ impl SimClient {
             .map(|l| {
                 let options = MutexOptions::default()
                     .watch_node(watched(l))
+                    .reentrant(reentrant(l))
                     .data(format!("lock {l}").as_bytes());
                 if l == ELECTION_LOCK {
                     SimLock::Election(
@@ -267,6 +310,12 @@ impl SimClient {
             last_batch_node: None,
             batch_run: 0,
             batch_suspended_at: None,
+            threads: std::array::from_fn(|_| {
+                std::thread::spawn(|| std::thread::current().id())
+                    .join()
+                    .expect("a thread")
+            }),
+            thread_taken: BTreeMap::new(),
             wakes,
             link: None,
             connect_at: now,
@@ -281,6 +330,24 @@ impl SimClient {
 }
 
 impl SimClient {
+    /// A call for `lock` (a read if `reader`) made for thread `thread`, to
+    /// be polled.
+    pub(super) fn thread_call(
+        &self,
+        lock: usize,
+        thread: usize,
+        reader: bool,
+        deadline: Option<Instant>,
+    ) -> Handle {
+        let on = self.threads[thread];
+        Handle::Thread(match &self.locks[lock] {
+            SimLock::Mutex(m) => m.start_lock_for(on, deadline),
+            SimLock::Rw(rw) if reader => rw.start_read_for(on, deadline),
+            SimLock::Rw(rw) => rw.start_write_for(on, deadline),
+            _ => unreachable!("lock {lock} is not taken by threads"),
+        })
+    }
+
     /// The guard of attempt `id`, a part of a multi-lock guard included.
     pub(super) fn guard(&self, id: AttemptId) -> Option<&LockGuard> {
         match &self.attempts.get(&id)?.handle {

@@ -8,7 +8,7 @@ use super::*;
 use client::MULTI_LOCKS;
 
 /// What an acquisition handed out.
-enum Granted {
+pub(super) enum Granted {
     One(LockGuard),
     Multi(MultiGuard),
     /// A local turn inside the client's batch hold.
@@ -68,6 +68,20 @@ impl World {
         }
         let ids: Vec<AttemptId> = self.clients[c].attempts.keys().copied().collect();
         for id in ids {
+            // A thread's call polled for the first time: what its thread
+            // holds now decides what it must do.
+            let first = {
+                let t = &self.clients[c].attempts[&id];
+                t.entry.is_none() && matches!(t.handle, Handle::Thread(_))
+            };
+            if first {
+                let entry = self.thread_entry(c, id);
+                self.clients[c]
+                    .attempts
+                    .get_mut(&id)
+                    .expect("present")
+                    .entry = Some(entry);
+            }
             let read = self.clients[c].held_state(id);
             let t = self.clients[c].attempts.get_mut(&id).expect("present");
             let outcome = match &mut t.handle {
@@ -76,44 +90,27 @@ impl World {
                 Handle::Multi(p) => p.try_take().map(|r| r.map(Granted::Multi)),
                 // On the world's clock: its deadline is this waiter's own.
                 Handle::Batch(p, _) => p.try_take_at(now).map(|r| r.map(Granted::Batch)),
+                // So is the deadline of the read that confirms a holding.
+                Handle::Thread(p) => p.try_take_at(now).map(|r| r.map(Granted::One)),
                 _ => None,
             };
             let waiting = matches!(
                 t.handle,
-                Handle::Pending(_) | Handle::InSet(_) | Handle::Multi(_) | Handle::Batch(..)
+                Handle::Pending(_)
+                    | Handle::InSet(_)
+                    | Handle::Multi(_)
+                    | Handle::Batch(..)
+                    | Handle::Thread(_)
             );
+            if first {
+                self.first_poll(c, id, outcome.as_ref())?;
+            }
             match read {
-                _ if waiting => {
-                    let Some(outcome) = outcome else {
-                        continue;
-                    };
-                    match outcome {
-                        Ok(granted) => self.granted(c, id, granted)?,
-                        Err(error) => {
-                            if error == LockError::Cancelled
-                                && !matches!(&t.handle, Handle::Batch(_, Some(token)) if token.is_cancelled())
-                            {
-                                return Err(self.violation(format!(
-                                    "c{c}: #{id} says Cancelled, but nothing cancelled it"
-                                )));
-                            }
-                            if error == LockError::Cancelled {
-                                self.stats.token_cancels += 1;
-                            }
-                            if error == LockError::Timeout {
-                                self.stats.timeouts += 1;
-                                if t.deadline.is_none_or(|d| now < d) {
-                                    return Err(self.violation(format!(
-                                        "c{c}: #{id} timed out off its deadline"
-                                    )));
-                                }
-                            }
-                            t.phase = Phase::Failed(error.clone());
-                            t.handle = Handle::None;
-                            self.note(|| format!("c{c}: #{id} failed: {error:?}"));
-                        }
-                    }
-                }
+                _ if waiting => match outcome {
+                    None => {}
+                    Some(Ok(granted)) => self.granted(c, id, granted)?,
+                    Some(Err(error)) => self.failed(c, id, error)?,
+                },
                 Some((state, reason)) => self.read_state(c, id, state, reason)?,
                 None => {}
             }
@@ -126,12 +123,46 @@ impl World {
         Ok(())
     }
 
+    /// Attempt `id` of client `c` ended without a guard.
+    fn failed(&mut self, c: usize, id: AttemptId, error: LockError) -> Result<(), Violation> {
+        let now = self.now;
+        let t = &self.clients[c].attempts[&id];
+        let by_token = matches!(&t.handle, Handle::Batch(_, Some(token)) if token.is_cancelled());
+        if error == LockError::Cancelled && !by_token {
+            return Err(self.violation(format!(
+                "c{c}: #{id} says Cancelled, but nothing cancelled it"
+            )));
+        }
+        if error == LockError::Cancelled {
+            self.stats.token_cancels += 1;
+        }
+        if error == LockError::Timeout {
+            self.stats.timeouts += 1;
+            if t.deadline.is_none_or(|d| now < d) {
+                return Err(self.violation(format!("c{c}: #{id} timed out off its deadline")));
+            }
+        }
+        // A refusal comes at once (first_poll), and only as its thread's
+        // holdings call for it.
+        if matches!(error, LockError::WouldDeadlock | LockError::UpgradeRefused) {
+            self.thread_refused(c, id, &error)?;
+            self.stats.thread_refusals += 1;
+        }
+        let t = self.clients[c].attempts.get_mut(&id).expect("present");
+        t.phase = Phase::Failed(error.clone());
+        t.handle = Handle::None;
+        self.note(|| format!("c{c}: #{id} failed: {error:?}"));
+        Ok(())
+    }
+
     /// Attempt `id` of client `c` was granted: its parts are checked and
     /// tracked (a multi-lock's later parts as attempts of their own), and
     /// its release is planned.
     fn granted(&mut self, c: usize, id: AttemptId, granted: Granted) -> Result<(), Violation> {
         let now = self.now;
         let generation = self.clients[c].generation;
+        // A thread's call may share its thread's holding, token and all.
+        let shared = self.thread_granted(c, id, &granted)?;
         let t = self.clients[c].attempts.get_mut(&id).expect("present");
         let read_late = matches!(t.handle, Handle::InSet(_));
         // A batch waiter polled past its deadline acts as a try: a local
@@ -209,7 +240,7 @@ impl World {
                 self.stats.batch_turns += 1;
                 self.stats.batch_handoffs += u64::from(shared_hold);
             }
-            self.granted_part(c, part_id, part, reader, read_late || shared_hold)?;
+            self.granted_part(c, part_id, part, reader, read_late || shared_hold || shared)?;
         }
         if let Some(for_) = self.clients[c].stall_after_grant.take() {
             self.fault(Fault::Stall { client: c, for_ });
