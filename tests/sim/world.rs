@@ -24,6 +24,7 @@ mod client;
 mod collect;
 mod faults;
 mod herd;
+mod latches;
 mod network;
 mod plan;
 mod threads;
@@ -146,6 +147,8 @@ pub struct World {
     /// holding was first seen ended (Lost, or every guard gone). A call
     /// that was to share it queues only after that.
     holding_ended: BTreeMap<String, i64>,
+    /// Latch nodes a third party deleted, and the session that owned each.
+    deleted_latch_nodes: BTreeMap<String, i64>,
     /// Numbers the server's writes, in order.
     writes: u64,
     /// Per deleted blocker, the waiters it woke (the herd count).
@@ -186,6 +189,7 @@ impl World {
             last_writer_token: vec![0; plan.locks],
             admin_deleted: BTreeMap::new(),
             holding_ended: BTreeMap::new(),
+            deleted_latch_nodes: BTreeMap::new(),
             admin_twins: Vec::new(),
             writes: 0,
             woken_by: WokenBy::new(),
@@ -311,6 +315,7 @@ impl World {
             self.step()?;
             self.note_ended_holdings();
             self.check()?;
+            self.check_latch_liveness()?;
             if self.now >= self.faults_until && self.plan.is_empty() && self.settled() {
                 break;
             }

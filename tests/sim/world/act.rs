@@ -202,8 +202,8 @@ impl World {
             Action::LatchStart { client, generation } => {
                 let c = &mut self.clients[client];
                 if c.generation == generation && c.latch.is_none() {
-                    let election =
-                        Election::new(&c.client, LATCH_PATH, b"candidate").expect("an election");
+                    let election = Election::new(&c.client, LATCH_PATH, latches::LATCH_ID)
+                        .expect("an election");
                     c.latch = Some(election.latch());
                     self.note(|| format!("c{client}: latch starts"));
                 }

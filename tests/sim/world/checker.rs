@@ -140,13 +140,20 @@ impl World {
                 holders[t.lock].push((format!("c{c}#{id}"), t.reader));
             }
         }
-        // At most one latch leads, and only while its session lives.
-        let leaders: Vec<usize> = self
+        // At most one latch leads, and only while its session lives. A
+        // latch whose node a third party deleted may lead on until it
+        // hears of it (latch_told_of_deletion holds it to that).
+        let all_leaders: Vec<usize> = self
             .clients
             .iter()
             .enumerate()
             .filter(|(_, c)| c.latch.as_ref().is_some_and(LeaderLatch::is_leader))
             .map(|(i, _)| i)
+            .collect();
+        let leaders: Vec<usize> = all_leaders
+            .iter()
+            .copied()
+            .filter(|&c| self.latch_node_deleted(c).is_empty())
             .collect();
         if leaders.len() > 1 {
             return Err(self.violation(format!("latches of {leaders:?} lead at once")));
@@ -158,7 +165,7 @@ impl World {
                 campaign.0
             )));
         }
-        for &c in &leaders {
+        for &c in &all_leaders {
             let sid = self.clients[c].core.session_id();
             if !self.server.session_alive(sid) {
                 return Err(self.violation(format!(

@@ -143,6 +143,9 @@ pub(super) struct SimClient {
     pub(super) set: PendingSet,
     /// A leader latch campaigning on `LATCH_PATH`, while started.
     pub(super) latch: Option<LeaderLatch>,
+    /// Since when the latch has headed the election, connected, without
+    /// leading (see latches.rs).
+    pub(super) latch_due_since: Option<Instant>,
     /// Locks 0 and 2 taken together.
     pub(super) multi: MultiLock,
     /// Lock 2 shared by the client's local waiters through one node.
@@ -305,6 +308,7 @@ impl SimClient {
             locks,
             set: PendingSet::new(),
             latch: None,
+            latch_due_since: None,
             multi,
             batch,
             last_batch_node: None,

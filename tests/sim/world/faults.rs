@@ -96,6 +96,7 @@ impl World {
                 // it queues again under the same attempt id, and that
                 // create's reply is lost, so it looks for its node by id.
                 let watchers = self.server.data_watchers(&original);
+                self.note_latch_node(&original);
                 if self.server.delete_as_admin(now, &original) {
                     self.admin_deleted.insert(original, (self.writes, watchers));
                     let owner = self
@@ -133,6 +134,7 @@ impl World {
                     let path = format!("{parent}/{name}");
                     self.server_output();
                     let watchers = self.server.data_watchers(&path);
+                    self.note_latch_node(&path);
                     if self.server.delete_as_admin(now, &path) {
                         self.admin_deleted.insert(path, (self.writes, watchers));
                     }

@@ -42,6 +42,7 @@ impl World {
                     self.clients[c].core.handle_input(now, &bytes);
                     self.after_core(c)?;
                     self.check_told_of_deletion(c, written)?;
+                    self.latch_told_of_deletion(c, written)?;
                 }
                 None => {
                     self.clients[c].link = None;

@@ -89,10 +89,10 @@ pub enum Fault {
 }
 
 impl Plan {
-    /// The locks a third party meddles with: not the election (lock 4, the
-    /// last), whose latches name no node a deletion could be excused by.
+    /// The locks a third party meddles with: every one, the latches'
+    /// election included.
     fn admin_locks(&self) -> u64 {
-        self.locks as u64 - 1
+        self.locks as u64
     }
 
     /// Random faults for a plan, drawn from `rng`.

@@ -1,0 +1,126 @@
+//! Liveness of leader latches: a latch on a session that stays connected
+//! must come to lead when its node heads the election, and must keep a
+//! node in the election while it does not lead. (Safety, at most one
+//! leader and only while its session lives, is checked in checker.rs.)
+
+use super::*;
+use zklock::SessionState;
+
+/// The id a latch's node carries (a campaign's carries `candidate`): what
+/// tells the two apart on the server.
+pub(super) const LATCH_ID: &[u8] = b"latch";
+
+/// How long a latch may head the election, connected, without leading:
+/// well over a round trip and a watch event, and over the session timeout
+/// (a reconnect in between resets the count).
+const LATCH_DUE: Duration = Duration::from_millis(5000);
+
+impl World {
+    /// Whether a third party deleted client `c`'s latch node while it has
+    /// none left: a latch that led on it may say so until it reads past
+    /// the deletion (`latch_told_of_deletion`). The deleted nodes: the
+    /// latch's, with the times they were deleted and who watched them.
+    pub(super) fn latch_node_deleted(&self, c: usize) -> Vec<(u64, &[ConnId])> {
+        let sid = self.clients[c].core.session_id();
+        let has_node = self
+            .server
+            .children(LATCH_PATH)
+            .iter()
+            .any(|n| self.is_latch_node(c, n));
+        if has_node {
+            return Vec::new();
+        }
+        self.deleted_latch_nodes
+            .iter()
+            .filter(|(_, owner)| **owner == sid)
+            .filter_map(|(path, _)| self.admin_deleted.get(path))
+            .map(|(deleted, watchers)| (*deleted, watchers.as_slice()))
+            .collect()
+    }
+
+    /// S1 for latches: a latch whose node a third party deleted stops
+    /// leading once it has read what the server wrote after the deletion.
+    pub(super) fn latch_told_of_deletion(&self, c: usize, written: u64) -> Result<(), Violation> {
+        let client = &self.clients[c];
+        let (Some(latch), Some(conn)) = (&client.latch, client.link.as_ref().map(|l| l.conn))
+        else {
+            return Ok(());
+        };
+        if !latch.is_leader() || self.server.is_behind_cut(conn) {
+            return Ok(());
+        }
+        let told = self
+            .latch_node_deleted(c)
+            .iter()
+            .any(|(deleted, watchers)| written > *deleted && watchers.contains(&conn));
+        if told {
+            return Err(self.violation(format!(
+                "c{c}: its latch read past the deletion of its node and still leads"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Before a third party deletes `path`: remembers it if it is a latch
+    /// node, with its owner.
+    pub(super) fn note_latch_node(&mut self, path: &str) {
+        if let Some(stat) = self.server.exists(path) {
+            if self.server.data(path).as_deref() == Some(LATCH_ID) {
+                self.deleted_latch_nodes
+                    .insert(path.to_owned(), stat.ephemeral_owner);
+            }
+        }
+    }
+
+    /// Whether `name` under `LATCH_PATH` is a node of client `c`'s latch
+    /// (a campaign's carries another id).
+    fn is_latch_node(&self, c: usize, name: &str) -> bool {
+        let path = format!("{LATCH_PATH}/{name}");
+        let sid = self.clients[c].core.session_id();
+        self.server
+            .exists(&path)
+            .is_some_and(|s| s.ephemeral_owner == sid)
+            && self.server.data(&path).as_deref() == Some(LATCH_ID)
+    }
+
+    /// Whether client `c`'s latch is stuck if it does not lead: its node
+    /// heads the election, or it has no node there at all.
+    fn latch_stuck(&self, c: usize) -> bool {
+        let mut children = self.server.children(LATCH_PATH);
+        children.sort_by_key(|n| n.rsplit('-').next().and_then(|s| s.parse::<i64>().ok()));
+        let latch_node = |name: &String| self.is_latch_node(c, name);
+        // Near the sequence counter's end no order is safe: campaigns fail
+        // closed there.
+        let near_end = self
+            .server
+            .sequence_counter(LATCH_PATH)
+            .is_some_and(|n| !(0..=zklock::recipes::SEQUENCE_WARNING).contains(&n));
+        !near_end && (children.first().is_some_and(latch_node) || !children.iter().any(latch_node))
+    }
+
+    /// After every step: a latch that has headed the election, connected,
+    /// for `LATCH_DUE` without leading breaks liveness.
+    pub(super) fn check_latch_liveness(&mut self) -> Result<(), Violation> {
+        let now = self.now;
+        for c in 0..self.clients.len() {
+            let client = &self.clients[c];
+            let due = client.latch.as_ref().is_some_and(|l| !l.is_leader())
+                && client.link.is_some()
+                && client.core.state() == SessionState::Connected
+                && self.latch_stuck(c);
+            let client = &mut self.clients[c];
+            if !due {
+                client.latch_due_since = None;
+                continue;
+            }
+            let since = *client.latch_due_since.get_or_insert(now);
+            if now - since > LATCH_DUE {
+                return Err(self.violation(format!(
+                    "c{c}: its latch has headed the election (or had no node there), connected, for {:?} and does not lead",
+                    now - since
+                )));
+            }
+        }
+        Ok(())
+    }
+}
