@@ -2,6 +2,7 @@
 //! silently cut from the leader, which answers pings and nothing else.
 
 use super::*;
+use jute::PathWatch;
 
 impl SimZooKeeper {
     /// A follower cut from the leader answers its clients' pings itself
@@ -12,10 +13,36 @@ impl SimZooKeeper {
     /// not answer. Reads would be served from a view that no longer moves;
     /// the model holds them too (a client that learns nothing new is the
     /// case that matters), and so it holds notifications.
-    pub(super) fn on_request_behind_cut(&mut self, conn: ConnId, frame: &[u8]) {
-        let Ok((header, _)) = decode_request_header(frame) else {
+    pub(super) fn on_request_behind_cut(&mut self, now: Instant, conn: ConnId, frame: &[u8]) {
+        let Ok((header, body)) = decode_request_header(frame) else {
             return self.close_conn(conn);
         };
+        // A read that sets no watch, while the ensemble has not moved since
+        // the cut, is served as the follower would: its view is the
+        // leader's then. A client must not take its answer for the
+        // leader's word (only leader-ordered answers prove the session).
+        let frozen = self.behind_cut.get(&conn).copied().unwrap_or(self.zxid);
+        if frozen == self.zxid {
+            if let Ok(
+                req @ (Request::Exists(PathWatch { watch: false, .. })
+                | Request::GetData(PathWatch { watch: false, .. })
+                | Request::GetChildren(PathWatch { watch: false, .. })
+                | Request::GetChildren2(PathWatch { watch: false, .. })),
+            ) = Request::decode_body(header.op, body)
+            {
+                let session = self.conns.get(&conn).and_then(|c| c.session).unwrap_or(0);
+                let path = match &req {
+                    Request::Exists(p) | Request::GetData(p) => p.path.clone(),
+                    Request::GetChildren(p) | Request::GetChildren2(p) => p.path.clone(),
+                    _ => String::new(),
+                };
+                let result = self.read(conn, session, req);
+                if result.is_ok() {
+                    self.last_reads.insert((session, path), now);
+                }
+                return self.reply(conn, header.xid, self.zxid, result);
+            }
+        }
         if header.op == OpCode::Ping {
             // The follower stamps replies with its own last applied zxid
             // (FinalRequestProcessor, ZKDatabase.getDataTreeLastProcessedZxid),

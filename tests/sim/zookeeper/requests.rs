@@ -19,7 +19,7 @@ pub(super) const ADMIN: Caller = Caller {
 impl SimZooKeeper {
     pub(super) fn on_request(&mut self, now: Instant, conn: ConnId, session: i64, frame: &[u8]) {
         if self.behind_cut.contains_key(&conn) {
-            return self.on_request_behind_cut(conn, frame);
+            return self.on_request_behind_cut(now, conn, frame);
         }
         self.touch(now, session);
         let Ok((header, body)) = decode_request_header(frame) else {
@@ -208,7 +208,12 @@ impl SimZooKeeper {
         }
     }
 
-    fn read(&mut self, conn: ConnId, session: i64, req: Request) -> Result<Response, ErrorCode> {
+    pub(super) fn read(
+        &mut self,
+        conn: ConnId,
+        session: i64,
+        req: Request,
+    ) -> Result<Response, ErrorCode> {
         match req {
             Request::Exists(p) => {
                 if p.watch {
