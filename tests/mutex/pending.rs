@@ -158,3 +158,54 @@ fn a_pending_lock_and_a_pending_set_are_futures_woken_by_the_io_thread() {
     keys.sort_unstable();
     assert_eq!(got, keys);
 }
+
+/// Polls `pending` until it has an outcome (each poll returns at once).
+fn poll_thread_lock(
+    pending: &mut zklock::recipes::PendingThreadLock,
+) -> Result<zklock::recipes::LockGuard, LockError> {
+    let until = std::time::Instant::now() + WAIT;
+    loop {
+        if let Some(outcome) = pending.try_take() {
+            return outcome;
+        }
+        assert!(std::time::Instant::now() < until, "no outcome in {WAIT:?}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// A lock call polled for a thread decides as that thread's blocking call
+/// would: its own holding is shared (after a read: the holder does not
+/// watch its node), another thread's is waited for, and a lock that is not
+/// re-entrant is refused to its holder.
+#[test]
+fn a_thread_lock_shares_only_its_own_threads_holding() {
+    let path = lock_path("thread-lock");
+    let c = client();
+    let m = Mutex::with_options(&c, &path, MutexOptions::default().reentrant(true)).unwrap();
+    let me = std::thread::current().id();
+    let other = std::thread::spawn(|| std::thread::current().id())
+        .join()
+        .unwrap();
+    let outer = m.lock().unwrap();
+    let inner = poll_thread_lock(&mut m.start_lock_for(me, None)).unwrap();
+    assert_eq!(inner.node_path(), outer.node_path());
+    let soon = Some(std::time::Instant::now() + Duration::from_millis(300));
+    assert_eq!(
+        poll_thread_lock(&mut m.start_lock_for(other, soon)).unwrap_err(),
+        LockError::Timeout,
+        "another thread waits for us"
+    );
+    drop((outer, inner));
+    assert!(children(&c, &path).is_empty());
+
+    let plain = Mutex::new(&c, &path).unwrap();
+    let held = poll_thread_lock(&mut plain.start_lock_for(other, None)).unwrap();
+    assert_eq!(
+        poll_thread_lock(&mut plain.start_lock_for(other, None)).unwrap_err(),
+        LockError::WouldDeadlock
+    );
+    // The guard counts as the other thread's, not as the poller's.
+    assert!(plain.try_lock().unwrap().is_none());
+    drop(held);
+    assert!(children(&c, &path).is_empty());
+}
