@@ -11,6 +11,7 @@
 #
 # Left out, because their mutants only add noise:
 #   - Debug impls (`<impl std::fmt::Debug for ...>::fmt`): formatting only;
+#   - loom model tests (`loom_tests`, built only under cfg zklock_loom);
 #   - src/session/fuzz.rs (fuzz helpers) and the rest of src/session/ (SASL,
 #     codec glue): not protocol logic, and not covered by these suites.
 #
@@ -52,7 +53,7 @@ for arg in "$@"; do
     esac
 done
 
-exclude_re='impl std::fmt::Debug for'
+exclude_re='impl std::fmt::Debug for|loom_tests'
 
 status=0
 cargo mutants \

@@ -184,6 +184,7 @@ impl World {
                         // Through its token: the waiter says Cancelled when
                         // it is next read (this step).
                         token.cancel();
+                        t.token_cancelled = true;
                         self.note(|| format!("c{client}: cancel #{id} by its token"));
                         return;
                     }

@@ -50,6 +50,15 @@ impl World {
             let sid = client.core.session_id();
             for (id, t) in &client.attempts {
                 // A holder's horizon never passes the server's expiry.
+                // A holder not Lost knows its horizon.
+                if let (Some(g), Phase::Held { .. }) = (client.guard(*id), &t.phase) {
+                    if g.state() != LockState::Lost && g.valid_until().is_none() {
+                        return Err(self.violation(format!(
+                            "c{c}: #{id} is {:?} with no valid_until",
+                            g.state()
+                        )));
+                    }
+                }
                 if let (Some(g), Some(expiry)) =
                     (client.guard(*id), self.server.session_deadline(sid))
                 {
@@ -80,8 +89,8 @@ impl World {
                     }
                 }
                 // A batch waiter reads its token at every poll.
-                if let (Phase::Waiting, Handle::Batch(_, Some(token))) = (&t.phase, &t.handle) {
-                    if token.is_cancelled() {
+                if let (Phase::Waiting, Handle::Batch(..)) = (&t.phase, &t.handle) {
+                    if t.token_cancelled {
                         return Err(self.violation(format!(
                             "c{c}: #{id} still waiting after its token was cancelled"
                         )));

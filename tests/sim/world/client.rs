@@ -38,6 +38,9 @@ pub(super) struct Tracked {
     pub(super) thread: Option<usize>,
     /// What that thread held when the call was first polled.
     pub(super) entry: Option<ThreadEntry>,
+    /// The plan cancelled its token (the harness's own record: the
+    /// library's answer is what is checked).
+    pub(super) token_cancelled: bool,
 }
 
 /// What a thread's lock call must do, from what the thread held when it
@@ -75,6 +78,7 @@ impl Tracked {
             requeued: false,
             thread: None,
             entry: None,
+            token_cancelled: false,
         }
     }
 }

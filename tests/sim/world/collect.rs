@@ -127,7 +127,7 @@ impl World {
     fn failed(&mut self, c: usize, id: AttemptId, error: LockError) -> Result<(), Violation> {
         let now = self.now;
         let t = &self.clients[c].attempts[&id];
-        let by_token = matches!(&t.handle, Handle::Batch(_, Some(token)) if token.is_cancelled());
+        let by_token = t.token_cancelled;
         if error == LockError::Cancelled && !by_token {
             return Err(self.violation(format!(
                 "c{c}: #{id} says Cancelled, but nothing cancelled it"
@@ -169,7 +169,7 @@ impl World {
         // turn that needs no waiting is still handed out (its own check:
         // no other local turn inside, which exclusion below holds it to).
         let batch = matches!(granted, Granted::Batch(_));
-        if matches!(&t.handle, Handle::Batch(_, Some(token)) if token.is_cancelled()) {
+        if t.token_cancelled {
             return Err(self.violation(format!(
                 "c{c}: #{id} handed out a batch turn after its token was cancelled"
             )));
@@ -318,6 +318,28 @@ impl World {
     ) -> Result<(), Violation> {
         let now = self.now;
         let sid = self.clients[c].core.session_id();
+        let t = self.clients[c].attempts.get_mut(&id).expect("present");
+        let Phase::Held { state: s, node, .. } = &mut t.phase else {
+            return Ok(());
+        };
+        // Lost, and why: a node said deleted is gone (or not ours).
+        if state == LockState::Lost && *s != LockState::Lost {
+            let node = node.clone();
+            let reason = reason.or_else(|| self.clients[c].held_state(id).and_then(|(_, r)| r));
+            let batch = matches!(self.clients[c].attempts[&id].handle, Handle::BatchHeld(_));
+            if reason.is_none() && !batch {
+                return Err(self.violation(format!("c{c}: #{id} Lost with no reason")));
+            }
+            let ours = self
+                .server
+                .exists(&node)
+                .is_some_and(|st| st.ephemeral_owner == sid);
+            if reason == Some(zklock::recipes::LossReason::NodeDeleted) && ours {
+                return Err(self.violation(format!(
+                    "c{c}: #{id} Lost as deleted, but its node {node} is there and ours"
+                )));
+            }
+        }
         let t = self.clients[c].attempts.get_mut(&id).expect("present");
         let Phase::Held { state: s, node, .. } = &mut t.phase else {
             return Ok(());
