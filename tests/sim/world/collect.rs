@@ -142,6 +142,14 @@ impl World {
                 return Err(self.violation(format!("c{c}: #{id} timed out off its deadline")));
             }
         }
+        // The client's own timeout: a request unanswered for the request
+        // timeout (the session timeout here), never sooner.
+        if error == LockError::Client(zklock::Error::Timeout) && now < t.started + SESSION_TIMEOUT {
+            return Err(self.violation(format!(
+                "c{c}: #{id} failed with the request timeout {:?} after it started",
+                now - t.started
+            )));
+        }
         // A refusal comes at once (first_poll), and only as its thread's
         // holdings call for it.
         if matches!(error, LockError::WouldDeadlock | LockError::UpgradeRefused) {
