@@ -94,17 +94,22 @@ enum Step {
     /// Not polled yet: nothing decided, nothing sent.
     Unstarted,
     /// Reading the shared holding's node before handing it out again.
-    Confirming {
-        holding: Arc<Holding>,
-        reply: PendingReply,
-        /// When the read gives up, as the blocking read would.
-        until: Instant,
-        deadline: Option<Instant>,
-        no_wait: bool,
-    },
+    Confirming(Confirm),
     Queued(PendingLock),
     /// The outcome was handed out.
     Done,
+}
+
+/// The read that confirms a shared holding, and the call's deadline (and
+/// whether it is a try) for the look that follows if the node is gone.
+#[derive(Debug)]
+struct Confirm {
+    holding: Arc<Holding>,
+    reply: PendingReply,
+    /// When the read gives up, as the blocking read would.
+    until: Instant,
+    deadline: Option<Instant>,
+    no_wait: bool,
 }
 
 impl PendingThreadLock {
@@ -139,27 +144,15 @@ impl PendingThreadLock {
                 let (deadline, no_wait) = self.target.queue().call_deadline(now, self.deadline);
                 self.look(now, deadline, no_wait, true)
             }
-            Step::Confirming {
-                holding,
-                reply,
-                until,
-                deadline,
-                no_wait,
-            } => match reply.try_take() {
-                Some(read) => match holding.confirmed(read) {
-                    Ok(true) => Some(Ok(LockGuard::from_holding(holding))),
-                    Ok(false) => self.look(now, deadline, no_wait, false),
+            Step::Confirming(c) => match c.reply.try_take() {
+                Some(read) => match c.holding.confirmed(read) {
+                    Ok(true) => Some(Ok(LockGuard::from_holding(c.holding))),
+                    Ok(false) => self.look(now, c.deadline, c.no_wait, false),
                     Err(e) => Some(Err(e)),
                 },
-                None if now >= until => Some(Err(unanswered(now, deadline))),
+                None if now >= c.until => Some(Err(unanswered(now, c.deadline))),
                 None => {
-                    self.step = Step::Confirming {
-                        holding,
-                        reply,
-                        until,
-                        deadline,
-                        no_wait,
-                    };
+                    self.step = Step::Confirming(c);
                     None
                 }
             },
@@ -193,13 +186,13 @@ impl PendingThreadLock {
             Entry::Confirm(holding) if first => match holding.start_confirm() {
                 Ok(reply) => {
                     let until = self.target.queue().client.reply_deadline(now, deadline);
-                    self.step = Step::Confirming {
+                    self.step = Step::Confirming(Confirm {
                         holding,
                         reply,
                         until,
                         deadline,
                         no_wait,
-                    };
+                    });
                     None
                 }
                 Err(e) => Some(Err(e)),
