@@ -16,7 +16,8 @@ use crossbeam_channel::Select;
 use super::batch_guard::{BatchGuard, Shared};
 use super::cancel::CancelToken;
 use super::error::LockError;
-use super::mutex::{lock_calls, Mutex, MutexOptions};
+use super::mutex::{lock_calls, Mutex};
+use super::options::MutexOptions;
 use super::pending_batch::PendingBatch;
 use crate::Client;
 

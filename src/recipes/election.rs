@@ -8,9 +8,11 @@ use super::cancel::CancelToken;
 use super::error::LockError;
 use super::guard::LockGuard;
 use super::inspect::inspect;
-use super::mutex::{lock_calls, MutexOptions, QueueLock};
+use super::mutex::lock_calls;
+use super::options::MutexOptions;
 use super::pending::PendingLock;
 use super::queue::sorted_contenders;
+use super::queue_lock::QueueLock;
 use super::registry::Side;
 use crate::{Client, Watch};
 

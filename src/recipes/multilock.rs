@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 use super::cancel::CancelToken;
 use super::error::LockError;
 use super::multi_guard::MultiGuard;
-use super::mutex::{lock_calls, Mutex, MutexOptions};
+use super::mutex::{lock_calls, Mutex};
+use super::options::MutexOptions;
 use super::pending_multi::{add_part, PendingMulti};
 use crate::Client;
 

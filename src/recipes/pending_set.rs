@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use super::guard::LockGuard;
-use super::mutex::{Mutex, QueueLock};
+use super::mutex::Mutex;
+use super::queue_lock::QueueLock;
 use super::rwlock::RwLock;
 use super::service::InSet;
 use super::wake::WakeSlot;

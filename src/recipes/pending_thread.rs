@@ -8,9 +8,8 @@ use std::time::Instant;
 
 use super::error::LockError;
 use super::guard::{unanswered, Holding, LockGuard};
-use super::mutex::{Entry, QueueLock};
 use super::pending::PendingLock;
-use super::rwlock::{read_entry, write_entry};
+use super::queue_lock::{read_entry, write_entry, Entry, QueueLock};
 use crate::client::PendingReply;
 
 /// The lock a call is for. A read/write lock's two sides decide together

@@ -11,10 +11,12 @@ use super::cancel::CancelToken;
 use super::error::LockError;
 use super::guard::LockGuard;
 use super::inspect::QueueEntry;
-use super::mutex::{lock_calls, Entry, MutexOptions, QueueLock};
+use super::mutex::lock_calls;
+use super::options::MutexOptions;
 use super::pending::PendingLock;
 use super::pending_thread::{PendingThreadLock, Target};
-use super::registry::{self, Side};
+use super::queue_lock::{read_entry, write_entry, QueueLock};
+use super::registry::Side;
 use crate::Client;
 
 /// Many readers or one writer.
@@ -43,25 +45,6 @@ use crate::Client;
 pub struct RwLock {
     read: Arc<QueueLock>,
     write: Arc<QueueLock>,
-}
-
-/// What a read call from `thread` does first: a write holder reads under
-/// its write node (a downgrade); else as the read side decides.
-pub(crate) fn read_entry(read: &QueueLock, write: &QueueLock, thread: ThreadId) -> Entry {
-    match write.held_by(thread) {
-        Some(holding) => write.share(holding),
-        None => read.entry(thread),
-    }
-}
-
-/// What a write call from `thread` does first: a reader is refused (two
-/// readers upgrading would wait for each other forever); else as the
-/// write side decides.
-pub(crate) fn write_entry(read: &QueueLock, write: &QueueLock, thread: ThreadId) -> Entry {
-    if registry::held_by(&read.key(Side::Shared), thread) {
-        return Entry::Refuse(LockError::UpgradeRefused);
-    }
-    write.entry(thread)
 }
 
 impl RwLock {

@@ -9,8 +9,10 @@ use super::attempt::Rule;
 use super::cancel::CancelToken;
 use super::error::LockError;
 use super::guard::LockGuard;
-use super::mutex::{lock_calls, MutexOptions, QueueLock};
+use super::mutex::lock_calls;
+use super::options::MutexOptions;
 use super::pending::PendingLock;
+use super::queue_lock::QueueLock;
 use super::registry::Side;
 use jute::{CreateRequest, PathWatch, Request, Response, SetDataRequest};
 

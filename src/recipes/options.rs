@@ -1,0 +1,115 @@
+//! Options shared by the lock recipes, and the default data of a node.
+
+use std::time::Duration;
+
+use crate::Acl;
+
+/// The default data of a lock node, naming who holds or waits:
+/// `hostname:pid`. Tools acting for another process pass its pid.
+pub fn holder_identity(pid: u32) -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_else(|_| "localhost".to_owned());
+    format!("{host}:{pid}")
+}
+
+fn default_holder_data() -> Vec<u8> {
+    holder_identity(std::process::id()).into_bytes()
+}
+
+/// Options shared by the lock recipes.
+#[derive(Debug, Clone, Default)]
+pub struct MutexOptions {
+    data: Option<Vec<u8>>,
+    pub(super) reentrant: bool,
+    pub(super) watch_node: bool,
+    pub(super) revocable: bool,
+    pub(super) lock_delay: Option<Duration>,
+    pub(super) acl: Option<Vec<Acl>>,
+    pub(super) parent_acl: Option<Vec<Acl>>,
+}
+
+impl MutexOptions {
+    /// Data stored in our lock node (default `hostname:pid`), shown by inspection.
+    pub fn data(mut self, data: &[u8]) -> Self {
+        self.data = Some(data.to_vec());
+        self
+    }
+
+    /// Lets others ask the holder to release (Curator's revocation: a
+    /// third party writes `__REVOKE__` into the holder's node, e.g. with
+    /// [`revoke`](super::revoke) or Curator's `Revoker.attemptRevoke`); the
+    /// guard then says so ([`LockGuard::revocation_requests`](super::LockGuard::revocation_requests)).
+    /// Releasing stays the holder's choice. Implies
+    /// [`watch_node`](Self::watch_node).
+    pub fn revocable(mut self, yes: bool) -> Self {
+        self.revocable = yes;
+        self
+    }
+
+    /// Lock-delay (Chubby's and Consul's): when a holder ends uncleanly —
+    /// its session expired or was closed, not a release — the next holder
+    /// is granted only `delay` after it saw so, giving the old holder time
+    /// to notice ([`LockState::Lost`](crate::recipes::LockState)) and stop
+    /// before anyone else acts. The new guard says so
+    /// ([`LockGuard::follows_unclean_end`](super::LockGuard::follows_unclean_end)).
+    ///
+    /// Each holder keeps a tenure mark, a persistent node
+    /// `~tenure.<uuid>` beside its lock node, deleted with it on release in
+    /// one write; a mark without its node is what an unclean end leaves.
+    /// So every contender on the path should set the same delay: a
+    /// holder without it leaves no mark, and its unclean end goes unseen.
+    /// Curator's and kazoo's mutexes skip the marks (Curator's semaphore
+    /// counts them as leases). A grant costs one listing and one write
+    /// more. Without this option: no delay and no marks. A zero delay
+    /// keeps the marks, to tell the next holder, and does not wait.
+    pub fn lock_delay(mut self, delay: Duration) -> Self {
+        self.lock_delay = Some(delay);
+        self
+    }
+
+    /// Lets the holding thread lock again; the lock is released when its last
+    /// guard drops. Off by default: a second lock from the holder is an error.
+    pub fn reentrant(mut self, yes: bool) -> Self {
+        self.reentrant = yes;
+        self
+    }
+
+    /// Whether a guard watches its own node, so that it reports `Lost` the
+    /// moment a third party deletes the node (an operator breaking the
+    /// lock). Off by default, as in Curator and kazoo: the watch costs one
+    /// read per acquisition and one more notification per release. Without
+    /// it, loss is still reported at once on session expiry or loss of
+    /// contact, re-checked after every reconnect, and caught by
+    /// [`LockGuard::fenced`](super::LockGuard::fenced) writes. Elections
+    /// watch their leader's node always.
+    pub fn watch_node(mut self, yes: bool) -> Self {
+        self.watch_node = yes;
+        self
+    }
+
+    /// The ACL of our lock nodes (default: open). With
+    /// [`Acl::creator_all`] and an authenticated session, only this identity
+    /// may change them; to stop others from deleting them, the lock path's
+    /// ACL must also deny them DELETE (ZooKeeper checks it on the parent).
+    pub fn acl(mut self, acl: Vec<Acl>) -> Self {
+        self.acl = Some(acl);
+        self
+    }
+
+    /// The ACL of the lock path and ancestors created on the way
+    /// (default: open).
+    pub fn parent_acl(mut self, acl: Vec<Acl>) -> Self {
+        self.parent_acl = Some(acl);
+        self
+    }
+
+    pub(crate) fn parent_acl_or_open(&self) -> Vec<Acl> {
+        self.parent_acl.clone().unwrap_or_else(Acl::open_unsafe)
+    }
+
+    pub(crate) fn holder_data(&self) -> Vec<u8> {
+        self.data.clone().unwrap_or_else(default_holder_data)
+    }
+}
