@@ -162,7 +162,7 @@ impl World {
         let leaders: Vec<usize> = all_leaders
             .iter()
             .copied()
-            .filter(|&c| self.latch_node_deleted(c).is_empty())
+            .filter(|&c| self.latch_node_deleted(c).is_none())
             .collect();
         if leaders.len() > 1 {
             return Err(self.violation(format!("latches of {leaders:?} lead at once")));

@@ -18,9 +18,10 @@ const LATCH_DUE: Duration = Duration::from_millis(5000);
 impl World {
     /// Whether a third party deleted client `c`'s latch node while it has
     /// none left: a latch that led on it may say so until it reads past
-    /// the deletion (`latch_told_of_deletion`). The deleted nodes: the
-    /// latch's, with the times they were deleted and who watched them.
-    pub(super) fn latch_node_deleted(&self, c: usize) -> Vec<(u64, &[ConnId])> {
+    /// the deletion (`latch_told_of_deletion`). The last such deletion,
+    /// with who watched the node: an older one was of a node the latch
+    /// has since replaced, and reading past it proves nothing.
+    pub(super) fn latch_node_deleted(&self, c: usize) -> Option<(u64, &[ConnId])> {
         let sid = self.clients[c].core.session_id();
         let has_node = self
             .server
@@ -28,14 +29,14 @@ impl World {
             .iter()
             .any(|n| self.is_latch_node(c, n));
         if has_node {
-            return Vec::new();
+            return None;
         }
         self.deleted_latch_nodes
             .iter()
             .filter(|(_, owner)| **owner == sid)
             .filter_map(|(path, _)| self.admin_deleted.get(path))
+            .max_by_key(|(deleted, _)| *deleted)
             .map(|(deleted, watchers)| (*deleted, watchers.as_slice()))
-            .collect()
     }
 
     /// S1 for latches: a latch whose node a third party deleted stops
@@ -51,8 +52,7 @@ impl World {
         }
         let told = self
             .latch_node_deleted(c)
-            .iter()
-            .any(|(deleted, watchers)| written > *deleted && watchers.contains(&conn));
+            .is_some_and(|(deleted, watchers)| written > deleted && watchers.contains(&conn));
         if told {
             return Err(self.violation(format!(
                 "c{c}: its latch read past the deletion of its node and still leads"
