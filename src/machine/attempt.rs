@@ -196,8 +196,8 @@ pub(crate) enum Purpose {
     WatchBlocker,
     /// getData (with a watch if asked) on our own held node.
     Confirm,
-    /// getData with a watch on our own node, sent with the watch on a
-    /// blocker whose deletion alone grants us the lock: see [`OwnWatch`].
+    /// getData with a watch on our own node, sent with the first watch on
+    /// a blocker: see [`OwnWatch`].
     WatchOwn,
     /// getData on our node once the blocker went: it must still exist.
     /// Only when [`OwnWatch`] cannot prove it.
@@ -238,8 +238,10 @@ impl Purpose {
     }
 }
 
-/// A data watch on our own node, kept while we wait for a blocker whose
-/// deletion alone grants us the lock.
+/// A data watch on our own node, kept while we wait in the queue: a
+/// waiter whose node a third party deletes hears of it and queues again
+/// (else it would wait, with no node, until its blocker goes), and a
+/// blocker's deletion alone can grant the lock:
 ///
 /// ZooKeeper sends a connection its replies and watch events in the order
 /// it processed them, and fires watches in the order of the changes that
@@ -299,7 +301,7 @@ pub(crate) struct Attempt {
     pub end_watch: Option<u64>,
     /// The watched blocker's deletion grants us the lock.
     pub blocker_alone: bool,
-    /// While waiting on a blocker alone: the watch on our own node.
+    /// While waiting on a blocker: the watch on our own node.
     pub own_watch: Option<OwnWatch>,
     /// What the holder was last told.
     pub state: LockState,

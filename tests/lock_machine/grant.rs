@@ -191,7 +191,7 @@ fn our_own_watch_fired_otherwise_means_one_read() {
 }
 
 #[test]
-fn only_a_waiter_whose_blocker_is_alone_watches_its_own_node() {
+fn every_waiter_watches_its_own_node_once_and_first() {
     let mut h = Harness::new();
     h.m.acquire(h.now, 1, spec(true), UUID.into(), None, false);
     let sent = h.sent();
@@ -200,25 +200,70 @@ fn only_a_waiter_whose_blocker_is_alone_watches_its_own_node() {
         &sent[1],
         Ok(children(&[&ours(5), HEAD, "_c_a-lock-0000000001"])),
     );
-    let watch = h.sent();
+    // Deep in the queue too: own node first, then the one right below.
+    let watches = h.sent();
     assert!(
-        matches!(&watch[..], [o] if reads(o, HEAD, true)),
-        "{watch:?}"
+        matches!(&watches[..], [a, b] if reads(a, &ours(5), true) && reads(b, HEAD, true)),
+        "{watches:?}"
     );
-    h.reply(&watch[0], data(1));
-    head_deleted(&mut h, &watch[0]);
+    h.reply(&watches[0], data(105));
+    h.reply(&watches[1], data(1));
+    head_deleted(&mut h, &watches[1]);
     let relist = h.sent();
     assert!(matches!(&relist[..], [o] if matches!(o.request, Request::GetChildren(_))));
-    // Now alone behind the first: both watches, own first.
+    // Now alone behind the first: its own watch stands, set once.
     h.reply(
         &relist[0],
         Ok(children(&[&ours(5), "_c_a-lock-0000000001"])),
     );
+    let watch = h.sent();
+    assert!(
+        matches!(&watch[..], [o] if reads(o, "_c_a-lock-0000000001", true)),
+        "{watch:?}"
+    );
+    h.reply(&watch[0], data(2));
+    // The blocker's deletion alone grants it: no read in between.
+    h.fire(&watch[0], EventType::NodeDeleted, "/l/_c_a-lock-0000000001");
+    assert!(acquired(&h.events()));
+    assert!(h.sent().is_empty());
+}
+
+/// Kills: the own-node watch set only for a waiter whose blocker is alone
+/// (a waiter deep in the queue whose node a third party deletes waits, with
+/// no node, until its blocker goes; a leader latch, for the leader's term).
+#[test]
+fn a_waiter_deep_in_the_queue_whose_node_is_deleted_queues_again_at_once() {
+    let mut h = Harness::new();
+    h.m.acquire(h.now, 1, spec(false), UUID.into(), None, false);
+    let sent = h.sent();
+    h.reply(&sent[0], Ok(created(9)));
+    h.reply(
+        &sent[1],
+        Ok(children(&[
+            &ours(9),
+            "_c_a-lock-0000000002",
+            "_c_b-lock-0000000007",
+        ])),
+    );
     let watches = h.sent();
     assert!(
-        matches!(&watches[..], [a, b] if reads(a, &ours(5), true) && reads(b, "_c_a-lock-0000000001", true)),
+        matches!(&watches[..], [a, b] if reads(a, &ours(9), true) && reads(b, "_c_b-lock-0000000007", true)),
         "{watches:?}"
     );
+    h.reply(&watches[0], data(109));
+    h.reply(&watches[1], data(7));
+    h.fire(
+        &watches[0],
+        EventType::NodeDeleted,
+        &format!("/l/{}", ours(9)),
+    );
+    // A new node, and the listing that goes with it.
+    let again = h.sent();
+    assert!(
+        matches!(&again[..], [c, l] if matches!(c.request, Request::Create2(_)) && matches!(l.request, Request::GetChildren(_))),
+        "{again:?}"
+    );
+    assert!(h.events().is_empty());
 }
 
 #[test]
@@ -236,7 +281,9 @@ fn a_blocker_gone_before_its_watch_means_listing_again_at_once() {
         ])),
     );
     let watch = h.sent();
-    h.reply(&watch[0], Err(RequestError::Server(ErrorCode::NoNode)));
+    assert!(reads(&watch[0], &ours(5), true), "{watch:?}");
+    h.reply(&watch[0], data(105));
+    h.reply(&watch[1], Err(RequestError::Server(ErrorCode::NoNode)));
     let relist = h.sent();
     assert!(matches!(&relist[..], [o] if matches!(o.request, Request::GetChildren(_))));
 }
@@ -256,14 +303,19 @@ fn deep_in_the_queue_a_deletion_means_one_listing_then_the_lock() {
         "_c_b-lock-0000000005",
     ];
     h.reply(&sent[1], Ok(children(&queue)));
-    let watch = h.sent();
+    let watches = h.sent();
     assert!(
-        matches!(&watch[..], [o] if matches!(&o.request, Request::GetData(p) if p.watch && p.path.ends_with("0000000007"))),
-        "{watch:?}"
+        matches!(&watches[..], [own, o] if reads(own, &ours(9), true) && matches!(&o.request, Request::GetData(p) if p.watch && p.path.ends_with("0000000007"))),
+        "{watches:?}"
     );
-    h.reply(&watch[0], data(1));
+    h.reply(&watches[0], data(109));
+    h.reply(&watches[1], data(1));
     // Others were below the one we watched: its deletion is not enough.
-    h.fire(&watch[0], EventType::NodeDeleted, "/l/_c_c-lock-0000000007");
+    h.fire(
+        &watches[1],
+        EventType::NodeDeleted,
+        "/l/_c_c-lock-0000000007",
+    );
     let relist = h.sent();
     assert!(matches!(&relist[..], [o] if matches!(o.request, Request::GetChildren(_))));
     assert!(h.events().is_empty());

@@ -236,10 +236,11 @@ fn a_watch_that_will_never_fire_is_replaced_while_connected() {
             "_c_b-lock-0000000007",
         ])),
     );
-    let watch = h.sent();
-    let [watch] = &watch[..] else {
-        panic!("one watch expected: {watch:?}")
+    let watches = h.sent();
+    let [own, watch] = &watches[..] else {
+        panic!("our own node's watch and one more expected: {watches:?}")
     };
+    h.reply(own, data(109));
     h.reply(watch, data(1));
     assert!(h.sent().is_empty());
     h.m.handle_watch(h.now, watch.token, Err(RequestError::ConnectionLoss));

@@ -248,3 +248,32 @@ fn a_refused_acquisition_names_the_create_and_the_lock_path() {
     let text = err.to_string();
     assert!(text.contains("NoAuth") && text.contains(&path), "{text}");
 }
+
+/// A waiter deep in the queue whose node a third party deletes queues
+/// again at once, rather than waiting with no node until the node it
+/// watches goes (before, it waited for the whole of the holder's hold).
+#[test]
+fn a_waiter_deep_in_the_queue_whose_node_is_deleted_queues_again() {
+    let path = lock_path("waiter-node-deleted");
+    let (a, b, c, admin) = (client(), client(), client(), client());
+    let holder = Mutex::new(&a, &path).unwrap().lock_timeout(WAIT).unwrap();
+    let second = Mutex::new(&b, &path).unwrap().start_lock(None);
+    wait_children(&admin, &path, 2, WAIT);
+    let third = Mutex::new(&c, &path).unwrap().start_lock(None);
+    wait_children(&admin, &path, 3, WAIT);
+    // The third in line: it waits behind the second, which waits too.
+    let queue = Mutex::new(&admin, &path).unwrap().queue().unwrap();
+    let deleted = queue.last().expect("three in the queue").name.clone();
+    admin.delete(&format!("{path}/{deleted}"), None).unwrap();
+    // Its waiter hears of it and queues again, while both others stay.
+    wait_until("a new node for the third waiter", WAIT, || {
+        let now = children(&admin, &path);
+        now.len() == 3 && !now.contains(&deleted)
+    });
+    assert_eq!(holder.state(), LockState::Held);
+    drop(holder);
+    let second = second.wait_timeout(WAIT).expect("the second's turn");
+    drop(second);
+    let third = third.wait_timeout(WAIT).expect("the third's turn");
+    assert!(!third.node_path().ends_with(&deleted));
+}

@@ -8,9 +8,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, Mutex as StdMutex};
 use std::time::Duration;
 
-use testkit::children;
 use testkit::proxy::{Direction, Proxy};
 use testkit::zk::{self, ZkServer};
+use testkit::{children, wait_children, wait_until};
 use zklock::recipes::{
     CancelToken, LockError, LockState, LossReason, Mutex, MutexOptions, PendingSet, RwLock,
 };

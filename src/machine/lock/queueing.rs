@@ -240,8 +240,8 @@ impl LockMachine {
     }
 
     /// Sets (or sets again, after a reconnect) the watch on our own node
-    /// that lets a blocker's deletion alone grant us the lock. Sent before
-    /// the blocker's watch, so its reply comes first.
+    /// (see [`OwnWatch`]). Sent before the blocker's watch, so its reply
+    /// comes first.
     pub(super) fn watch_own_node(&mut self, id: AttemptId) {
         let Some(a) = self.attempts.get_mut(&id) else {
             return;
@@ -404,12 +404,13 @@ impl LockMachine {
             Some(Blocker::Node { name, alone }) => {
                 a.blocker_alone = alone;
                 let path = a.spec.child(name);
-                if alone {
-                    // Its deletion alone will grant us the lock: watch our
-                    // own node too, in the same turn (no round trip added
-                    // on the way to the grant).
-                    self.watch_own_node(id);
-                }
+                // Watch our own node too, in the same turn (no round trip
+                // added on the way to the grant): when the blocker is alone
+                // its deletion then grants us the lock on the event alone;
+                // and a waiter whose node a third party deletes hears of it
+                // and queues again, rather than waiting with no node until
+                // the blocker goes (a leader may lead for days).
+                self.watch_own_node(id);
                 // getData, not exists: on a node already gone it leaves no
                 // watch behind.
                 let read = PathWatch { path, watch: true };
