@@ -129,6 +129,16 @@ mod tests {
         let mut h = HandOff::default();
         let max_batch = 1 + rng.below(3) as usize;
         let mut actors = vec![Actor::Idle; 2 + rng.below(4) as usize];
+        // The ZooKeeper lock itself, as the threads take and give it back:
+        // what the bookkeeping must agree with.
+        let mut zk_held = false;
+        let give_back = |zk_held: &mut bool, step: usize| {
+            if !*zk_held {
+                return Err(format!("step {step}: gives back a hold it does not have"));
+            }
+            *zk_held = false;
+            Ok(())
+        };
         for step in 0..400 {
             let i = rng.below(actors.len() as u64) as usize;
             match actors[i] {
@@ -140,29 +150,39 @@ mod tests {
                     if rng.below(4) == 0 {
                         // Its deadline or cancel token: it leaves.
                         if h.leave() {
-                            // The hold goes back to ZooKeeper.
+                            give_back(&mut zk_held, step)?;
                         }
                         actors[i] = Actor::Done;
                     } else {
+                        let had = h.held;
                         actors[i] = match h.turn(rng.below(10) != 0) {
                             Turn::Take => Actor::Inside,
                             Turn::Acquire => Actor::Acquiring,
                             Turn::Wait => Actor::Waiting,
                         };
+                        if had && !h.held {
+                            // Lost while idle: the hold went with it.
+                            zk_held = false;
+                        }
                     }
                 }
                 Actor::Acquiring => {
                     let ok = rng.below(5) != 0;
                     h.acquired(ok);
+                    zk_held |= ok;
                     actors[i] = if ok {
                         Actor::Waiting
                     } else {
-                        h.leave();
+                        if h.leave() {
+                            give_back(&mut zk_held, step)?;
+                        }
                         Actor::Done
                     };
                 }
                 Actor::Inside => {
-                    h.exit(max_batch);
+                    if h.exit(max_batch) {
+                        give_back(&mut zk_held, step)?;
+                    }
                     actors[i] = Actor::Done;
                 }
                 Actor::Done => {}
@@ -170,6 +190,15 @@ mod tests {
             let inside = actors.iter().filter(|a| **a == Actor::Inside).count();
             if inside > 1 {
                 return Err(format!("step {step}: {inside} threads inside"));
+            }
+            if inside == 1 && !zk_held {
+                return Err(format!("step {step}: a thread inside a hold given back"));
+            }
+            if h.held != zk_held {
+                return Err(format!(
+                    "step {step}: the bookkeeping says held {}, the lock says {zk_held}",
+                    h.held
+                ));
             }
             if h.idle_hold() {
                 return Err(format!("step {step}: the hold is kept for nobody ({h:?})"));

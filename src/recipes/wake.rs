@@ -27,3 +27,53 @@ impl WakeSlot {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::task::Wake;
+
+    /// A waker that counts how often it was woken.
+    struct Count(AtomicUsize);
+
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn counting() -> (Arc<Count>, Waker) {
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        (count.clone(), Waker::from(count))
+    }
+
+    fn woken(count: &Count) -> usize {
+        count.0.load(Ordering::SeqCst)
+    }
+
+    #[test]
+    fn an_outcome_wakes_the_registered_task_once() {
+        let slot = WakeSlot::default();
+        slot.wake(); // nobody registered yet: nothing to do
+        let (count, waker) = counting();
+        slot.register(&waker);
+        slot.register(&waker);
+        slot.wake();
+        assert_eq!(woken(&count), 1);
+        // Woken tasks poll (and register) again; until then nobody is.
+        slot.wake();
+        assert_eq!(woken(&count), 1);
+    }
+
+    #[test]
+    fn the_latest_poll_s_waker_replaces_the_one_before() {
+        let slot = WakeSlot::default();
+        let (first, first_waker) = counting();
+        let (second, second_waker) = counting();
+        slot.register(&first_waker);
+        slot.register(&second_waker);
+        slot.wake();
+        assert_eq!((woken(&first), woken(&second)), (0, 1));
+    }
+}
