@@ -13,6 +13,7 @@ replacement that must match the source exactly once: a bug whose anchor
 moved is reported as stale, never silently skipped.
 """
 import os
+import signal
 import subprocess
 import sys
 
@@ -213,11 +214,16 @@ TIMEOUT = int(os.environ.get("INJECT_TIMEOUT", "900"))
 def run(cmd, env=None):
     e = dict(os.environ)
     e.update(env or {})
+    # A session of its own, so that a suite stopped at the time limit goes
+    # with the test binary cargo started (a spinning simulator kept a core
+    # busy for an hour after its cargo was killed).
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=e, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        return subprocess.run(cmd, cwd=ROOT, env=e, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL,
-                              timeout=TIMEOUT).returncode
+        return proc.wait(timeout=TIMEOUT)
     except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
         return 124
 
 

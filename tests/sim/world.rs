@@ -31,8 +31,8 @@ mod threads;
 mod wire;
 
 use client::{
-    queue_path, watched, Handle, Link, Phase, SimClient, SimLock, Tracked, ELECTION_LOCK,
-    LATCH_PATH, LEASES, LEASE_LOCK,
+    queue_path, watched, Handle, Link, Phase, SimClient, SimLock, ThreadEntry, Tracked,
+    ELECTION_LOCK, LATCH_PATH, LEASES, LEASE_LOCK,
 };
 use herd::WokenBy;
 use plan::Wait;
@@ -302,6 +302,10 @@ impl World {
     pub fn run(&mut self, horizon: Duration) -> Result<(), Violation> {
         let end = self.base + horizon;
         let mut steps = 0u64;
+        // Steps at one instant: a loop that feeds itself without time
+        // passing (each step costs more as attempts pile up) is reported
+        // at once, not after hours.
+        let mut at_once = 0u32;
         loop {
             steps += 1;
             if steps > 2_000_000 {
@@ -310,6 +314,10 @@ impl World {
             let Some(next) = self.next_time() else { break };
             if next > end {
                 break;
+            }
+            at_once = if next > self.now { 0 } else { at_once + 1 };
+            if at_once > 10_000 {
+                return Err(self.violation("10 000 steps without time passing".into()));
             }
             self.now = next.max(self.now);
             self.step()?;

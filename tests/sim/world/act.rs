@@ -36,12 +36,15 @@ impl World {
                 let lock = if multi { client::MULTI_LOCKS[0] } else { lock };
                 // Every other remaining one on locks 0 to 2 for one of
                 // the client's threads (re-entry, refusals).
+                // A thread still inside a call makes no other (it is
+                // blocked in it): the call is then an ordinary one.
                 let thread = (client::THREAD_LOCKS.contains(&lock)
                     && !in_set
                     && !multi
                     && !batch
                     && id % 2 == 1)
-                    .then_some((id as usize / 2) % client::THREADS);
+                    .then_some((id as usize / 2) % client::THREADS)
+                    .filter(|&t| !c.thread_in_call(t));
                 let (handle, reader) = match (&c.locks[lock], in_set) {
                     (SimLock::Mutex(_) | SimLock::Rw(_), _) if thread.is_some() => {
                         let reader = reader && matches!(c.locks[lock], SimLock::Rw(_));
@@ -224,7 +227,7 @@ impl World {
                 hold,
             } => {
                 let c = &mut self.clients[client];
-                if c.generation != generation {
+                if c.generation != generation || c.thread_in_call(thread) {
                     return;
                 }
                 let id = c.next_id;

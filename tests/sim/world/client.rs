@@ -338,6 +338,14 @@ impl SimClient {
 }
 
 impl SimClient {
+    /// Whether `thread` waits in a lock call: a real thread is blocked in
+    /// it, and calls nothing else until it returns.
+    pub(super) fn thread_in_call(&self, thread: usize) -> bool {
+        self.attempts
+            .values()
+            .any(|t| t.thread == Some(thread) && t.phase == Phase::Waiting)
+    }
+
     /// A call for `lock` (a read if `reader`) made for thread `thread`, to
     /// be polled.
     pub(super) fn thread_call(

@@ -61,7 +61,8 @@ impl World {
             .attempts
             .values()
             .any(|t| matches!(t.handle, Handle::InSet(_)));
-        if waits && (read_set || self.rng.chance(1, 3)) {
+        let drained = waits && (read_set || self.rng.chance(1, 3));
+        if drained {
             while let Some((key, outcome)) = self.clients[c].set.try_recv() {
                 from_set.insert(key, outcome);
             }
@@ -118,6 +119,35 @@ impl World {
         if let Some(key) = from_set.keys().next() {
             return Err(self.violation(format!(
                 "c{c}: the PendingSet handed out key {key}, which no attempt waits on"
+            )));
+        }
+        if drained {
+            self.check_set_drained(c)?;
+        }
+        Ok(())
+    }
+
+    /// After the application read every outcome its PendingSet had: the
+    /// set counts exactly the keys still waiting, and none of them is past
+    /// its deadline (its outcome, a timeout at the latest, came by then).
+    fn check_set_drained(&self, c: usize) -> Result<(), Violation> {
+        let client = &self.clients[c];
+        let open: Vec<(AttemptId, Option<Instant>)> = client
+            .attempts
+            .iter()
+            .filter(|(_, t)| matches!(t.handle, Handle::InSet(_)))
+            .map(|(id, t)| (*id, t.deadline))
+            .collect();
+        if client.set.len() != open.len() || client.set.is_empty() != open.is_empty() {
+            return Err(self.violation(format!(
+                "c{c}: the PendingSet counts {} open keys, {} waiting in it",
+                client.set.len(),
+                open.len()
+            )));
+        }
+        if let Some((id, _)) = open.iter().find(|(_, d)| d.is_some_and(|d| self.now > d)) {
+            return Err(self.violation(format!(
+                "c{c}: #{id} not handed out by the PendingSet past its deadline"
             )));
         }
         Ok(())
@@ -197,6 +227,15 @@ impl World {
                 "c{c}: #{id} handed out a multi-lock whose part {} is Lost",
                 lost.node
             )));
+        }
+        if let Granted::Multi(m) = &granted {
+            if m.len() != MULTI_LOCKS.len() || m.is_empty() {
+                return Err(self.violation(format!(
+                    "c{c}: #{id} a multi-lock of {} locks says it has {} parts",
+                    MULTI_LOCKS.len(),
+                    m.len()
+                )));
+            }
         }
         t.handle = match granted {
             Granted::One(g) => Handle::Guard(g),
@@ -381,6 +420,13 @@ impl World {
         if state == LockState::Suspended {
             t.suspended_at = Some(now);
         }
+        // (Only the guard the thread took from the queue: a guard that
+        // shares it turns Suspended with it, and would call again too.)
+        let took = matches!(t.entry, Some(ThreadEntry::Queue));
+        let call_again = (state == LockState::Suspended && t.lock == 1 && took)
+            .then_some(t.thread)
+            .flatten()
+            .map(|thread| (thread, t.reader));
         *s = state;
         if batch && state == LockState::Suspended {
             self.clients[c].batch_suspended_at = Some(now);
@@ -389,6 +435,23 @@ impl World {
             self.stats.lost += 1;
         }
         self.note(|| format!("c{c}: #{id} {state:?} {reason:?}"));
+        if let Some((thread, reader)) = call_again {
+            // The thread calls again while its unwatched holding is
+            // Suspended: the read that must come first may be answered
+            // only after the holding turned Lost (a reconnect in the last
+            // margin of the session), and then it must not share it.
+            self.schedule(
+                now,
+                Action::ThreadCall {
+                    client: c,
+                    generation: self.clients[c].generation,
+                    lock: 1,
+                    thread,
+                    reader,
+                    hold: SESSION_TIMEOUT,
+                },
+            );
+        }
         Ok(())
     }
 }
