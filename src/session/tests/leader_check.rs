@@ -102,6 +102,53 @@ fn pings_answered_without_the_leader_suspend_then_lose_the_session() {
     assert_eq!(states(&h.events()), vec![SessionState::Lost]);
 }
 
+/// Kills: `leader_ordered` → true (a read a cut-off follower answers from
+/// its own copy taken for the leader's word: the holder says Held for up
+/// to a probe period longer than the leader's proof allows).
+#[test]
+fn reads_answered_without_the_leader_prove_nothing() {
+    let mut h = Harness::new();
+    h.connect(1, 9000);
+    h.events();
+    let cut = h.now + T;
+    let step = Duration::from_millis(10);
+    let (mut token, mut last_sync_sent, mut sync_stuck) = (100, h.now, false);
+    // A read every step. Healthy until `cut`; then the follower answers
+    // pings, and the reads it gets before the first sync it forwards (a
+    // session's requests are answered in order: none after that sync).
+    let suspended_at = loop {
+        h.advance(step);
+        h.s.submit(h.now, exists("/r", false), token, None);
+        token += 1;
+        for (xid, request) in h.sent_requests() {
+            match request {
+                Request::Sync(path) if h.now < cut => {
+                    last_sync_sent = h.now;
+                    h.reply(xid, 9, ErrorCode::Ok, Response::Path(path));
+                }
+                Request::Sync(_) => sync_stuck = true,
+                Request::Exists(_) if !sync_stuck => {
+                    h.reply(xid, 9, ErrorCode::Ok, Response::Stat(Stat::default()));
+                }
+                Request::Exists(_) => {}
+                _ => h.reply(xid, 9, ErrorCode::Ok, Response::Empty),
+            }
+        }
+        if states(&h.events()).contains(&SessionState::Suspended) {
+            break h.now;
+        }
+        assert!(h.now < cut + T, "never Suspended");
+    };
+    // The last answered sync proved the touches a third of a timeout
+    // older; Suspended 3T/4 after those (give or take a touch's grain).
+    let bound = last_sync_sent - T / 3 + T * 3 / 4 + T / 64 + step;
+    assert!(
+        suspended_at <= bound,
+        "Suspended {:?} after the bound the last sync sets",
+        suspended_at - bound
+    );
+}
+
 #[test]
 fn an_answered_sync_proves_only_the_touches_a_third_of_the_timeout_older() {
     let mut h = Harness::new();
