@@ -133,6 +133,10 @@ fn seeds() {
                         t.token_cancels += s.token_cancels;
                         t.thread_shares += s.thread_shares;
                         t.thread_refusals += s.thread_refusals;
+                        for (all, one) in t.lock_grants.iter_mut().zip(s.lock_grants) {
+                            *all += one;
+                        }
+                        t.multi_grants += s.multi_grants;
                     }
                     Err(v) => {
                         let mut f = failures.lock().unwrap();
@@ -151,7 +155,7 @@ fn seeds() {
     }
     let t = *totals.lock().unwrap();
     eprintln!(
-        "simulation: {count} seeds in {:.1?} on {threads} threads: {} grants, {} timeouts, {} faults, {} lost, {} waiters woken, {} sessions ended, {:.0} virtual minutes; BatchMutex: {} turns, {} passed on locally, {} cancelled by token; threads: {} shared holdings, {} refused",
+        "simulation: {count} seeds in {:.1?} on {threads} threads: {} grants, {} timeouts, {} faults, {} lost, {} waiters woken, {} sessions ended, {:.0} virtual minutes; BatchMutex: {} turns, {} passed on locally, {} cancelled by token; threads: {} shared holdings, {} refused; grants per lock {:?}, {} multi-locks",
         started.elapsed(),
         t.grants,
         t.timeouts,
@@ -164,7 +168,9 @@ fn seeds() {
         t.batch_handoffs,
         t.token_cancels,
         t.thread_shares,
-        t.thread_refusals
+        t.thread_refusals,
+        t.lock_grants,
+        t.multi_grants
     );
     let mut failures = failures.lock().unwrap();
     failures.sort();
@@ -175,6 +181,10 @@ fn seeds() {
     assert!(
         t.batch_handoffs > 0 && t.token_cancels > 0 || count < 1000,
         "no batch hand-off or token cancel in {count} seeds: {t:?}"
+    );
+    assert!(
+        t.lock_grants.iter().all(|&n| n > 0) && t.multi_grants > 0 || count < 1000,
+        "a lock, or the multi-lock, never granted in {count} seeds: {t:?}"
     );
     assert!(
         t.thread_shares > 0 && t.thread_refusals > 0 || count < 1000,

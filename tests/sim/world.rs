@@ -120,6 +120,11 @@ pub struct Stats {
     /// write holder's read), and that were refused.
     pub thread_shares: u64,
     pub thread_refusals: u64,
+    /// Grants per lock of the plan (a multi-lock's parts each count), and
+    /// multi-locks handed out whole: a recipe that never grants is a bug
+    /// no safety check sees.
+    pub lock_grants: [u64; 5],
+    pub multi_grants: u64,
 }
 
 pub struct World {

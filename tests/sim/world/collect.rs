@@ -229,6 +229,7 @@ impl World {
             )));
         }
         if let Granted::Multi(m) = &granted {
+            self.stats.multi_grants += 1;
             if m.len() != MULTI_LOCKS.len() || m.is_empty() {
                 return Err(self.violation(format!(
                     "c{c}: #{id} a multi-lock of {} locks says it has {} parts",
@@ -326,6 +327,7 @@ impl World {
             state,
         };
         self.stats.grants += 1;
+        self.stats.lock_grants[lock] += 1;
         // A third party deleted the node after the listing that granted it
         // was taken: the grant is stale (found out one read later), and its
         // token may be old. A PendingSet read late may hand out a grant
