@@ -143,9 +143,22 @@ impl World {
                         // and queue again in one write, once.
                         let handle = std::mem::replace(&mut t.handle, Handle::None);
                         let (lock, hold) = (t.lock, t.hold);
-                        if let (Handle::Guard(guard), SimLock::Mutex(m), false, 2) =
+                        if let (Handle::Guard(guard), SimLock::Mutex(_), false, 2) =
                             (handle, &c.locks[lock], t.requeued, id % 4)
                         {
+                            // Now and then through another client's mutex
+                            // of that lock: its guard is not that client's
+                            // to requeue, so it is released and the other
+                            // client queues afresh.
+                            let by = if id % 8 == 6 {
+                                (client + 1) % self.clients.len()
+                            } else {
+                                client
+                            };
+                            let c = &mut self.clients[by];
+                            let SimLock::Mutex(m) = &c.locks[lock] else {
+                                unreachable!("every client has the same locks")
+                            };
                             let deadline = now + Duration::from_millis(3000);
                             let pending = m.requeue(guard, Some(deadline));
                             let next = c.next_id;
@@ -154,11 +167,13 @@ impl World {
                             c.attempts.insert(
                                 next,
                                 Tracked {
-                                    requeued: true,
+                                    requeued: by == client,
                                     ..Tracked::waiting(lock, now, Some(deadline), hold, handle)
                                 },
                             );
-                            self.note(|| format!("c{client}: release #{id}, requeued as #{next}"));
+                            self.note(|| {
+                                format!("c{client}: release #{id}, requeued as c{by}#{next}")
+                            });
                             return;
                         }
                         // Dropping the guard releases (without blocking); a
