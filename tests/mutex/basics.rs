@@ -333,3 +333,25 @@ fn requeue_is_one_commit_per_turn_and_lets_a_waiter_in_first() {
     let ours = again.wait_timeout(WAIT).unwrap();
     assert_eq!(ours.state(), LockState::Held);
 }
+
+/// An abandoned guard leaves its node (the lock stays taken) until its
+/// session ends: no delete is sent for it, now or when it drops.
+#[test]
+fn an_abandoned_guard_keeps_the_lock_until_its_session_ends() {
+    let path = lock_path("abandon");
+    let (owner, other) = (client(), client());
+    let guard = Mutex::new(&owner, &path)
+        .unwrap()
+        .lock_timeout(WAIT)
+        .unwrap();
+    let node = guard.node_path().to_owned();
+    guard.abandon();
+    // A round trip after the abandon: a delete sent for it would be done.
+    owner.sync(&path).unwrap();
+    assert!(owner.exists(&node).unwrap().is_some(), "{node} was deleted");
+    let m = Mutex::new(&other, &path).unwrap();
+    assert!(m.try_lock().unwrap().is_none(), "the lock is free");
+    owner.close().unwrap();
+    let next = m.lock_timeout(WAIT).expect("free once the session ended");
+    assert_eq!(next.state(), LockState::Held);
+}
