@@ -104,6 +104,15 @@ impl World {
         let now = self.now;
         for c in 0..self.clients.len() {
             let client = &self.clients[c];
+            // Curator's `await`, not waiting: what `is_leader` says.
+            if let Some(l) = &client.latch {
+                if l.await_leadership(Duration::ZERO) != l.is_leader() {
+                    return Err(self.violation(format!(
+                        "c{c}: its latch's await_leadership disagrees with is_leader ({})",
+                        l.is_leader()
+                    )));
+                }
+            }
             let due = client.latch.as_ref().is_some_and(|l| !l.is_leader())
                 && client.link.is_some()
                 && client.core.state() == SessionState::Connected
