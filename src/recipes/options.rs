@@ -113,3 +113,21 @@ impl MutexOptions {
         self.data.clone().unwrap_or_else(default_holder_data)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nodes_carry_host_and_pid_unless_told_otherwise() {
+        let ours = format!(":{}", std::process::id());
+        let default = String::from_utf8(MutexOptions::default().holder_data()).unwrap();
+        assert!(
+            default.ends_with(&ours) && default.len() > ours.len(),
+            "{default}"
+        );
+        assert_eq!(default, holder_identity(std::process::id()));
+        let told = MutexOptions::default().data(b"x");
+        assert_eq!(told.holder_data(), b"x");
+    }
+}

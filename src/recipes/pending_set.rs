@@ -267,3 +267,49 @@ impl Future for NextOutcome<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A key opened as one whose start failed: its outcome is what the
+    /// test puts in the channel.
+    fn open(set: &mut PendingSet, key: u64, outcome: Result<LockGuard, LockError>) {
+        set.open.insert(key, None);
+        set.tx
+            .send((key, outcome))
+            .expect("the set holds its receiver");
+    }
+
+    fn key(outcome: Option<SetOutcome>) -> Option<u64> {
+        outcome.map(|(key, _)| key)
+    }
+
+    #[test]
+    fn an_outcome_read_early_by_a_cancel_is_still_handed_out() {
+        let mut set = PendingSet::new();
+        open(&mut set, 0, Err(LockError::Timeout));
+        set.open.insert(1, None);
+        // Cancelling key 1 drains the channel: key 0's outcome is kept.
+        assert!(set.cancel(1));
+        assert_eq!(set.len(), 1);
+        assert_eq!(key(set.try_recv()), Some(0));
+        assert!(set.is_empty());
+        assert_eq!(key(set.try_recv()), None);
+    }
+
+    #[test]
+    fn recv_hands_out_each_outcome_once_then_says_empty_at_once() {
+        let mut set = PendingSet::new();
+        open(&mut set, 0, Err(LockError::Timeout));
+        open(&mut set, 1, Err(LockError::Cancelled));
+        set.open.insert(2, None);
+        assert!(set.cancel(2));
+        assert_eq!(key(set.recv()), Some(0));
+        let timeout = Duration::from_secs(10);
+        assert_eq!(key(set.recv_timeout(timeout)), Some(1));
+        // Empty: neither blocks.
+        assert_eq!(key(set.recv()), None);
+        assert_eq!(key(set.recv_timeout(timeout)), None);
+    }
+}
