@@ -247,20 +247,33 @@ impl World {
                 }
                 let id = c.next_id;
                 c.next_id += 1;
-                // Never a try (a deadline at its first poll): the checker
-                // holds every call to its deadline.
-                let deadline = now + hold.max(Duration::from_millis(1));
-                let handle = c.thread_call(lock, thread, reader, Some(deadline));
+                // Every fifth a try (its deadline already past at its first
+                // poll, as `try_lock` calls): one round trip, bounded by
+                // the request timeout, which the checker holds it to.
+                let is_try = id % 5 == 0;
+                let (asked, deadline) = if is_try {
+                    (now, now + SESSION_TIMEOUT + Duration::from_millis(50))
+                } else {
+                    let d = now + hold.max(Duration::from_millis(1));
+                    (d, d)
+                };
+                let handle = c.thread_call(lock, thread, reader, Some(asked));
                 let t = Tracked::waiting(lock, now, Some(deadline), hold, handle);
                 c.attempts.insert(
                     id,
                     Tracked {
                         reader,
                         thread: Some(thread),
+                        is_try,
                         ..t
                     },
                 );
-                let kind = if reader { " (read)" } else { "" };
+                let kind = match (reader, is_try) {
+                    (true, true) => " (read, a try)",
+                    (true, false) => " (read)",
+                    (false, true) => " (a try)",
+                    (false, false) => "",
+                };
                 self.note(|| {
                     format!("c{client}: acquire #{id} lock {lock}{kind} on thread {thread} again")
                 });

@@ -41,6 +41,10 @@ pub(super) struct Tracked {
     /// The plan cancelled its token (the harness's own record: the
     /// library's answer is what is checked).
     pub(super) token_cancelled: bool,
+    /// Called with a deadline already past (a try): one round trip, held
+    /// to the request timeout (`deadline` says that bound), and it may
+    /// time out any time before.
+    pub(super) is_try: bool,
 }
 
 /// What a thread's lock call must do, from what the thread held when it
@@ -78,6 +82,7 @@ impl Tracked {
             requeued: false,
             thread: None,
             entry: None,
+            is_try: false,
             token_cancelled: false,
         }
     }
