@@ -98,3 +98,52 @@ fn op_codes_are_remembered_per_xid() {
     assert!(matches!(&r[0].1, Ok(Response::Data { data, .. }) if data == b"v"));
     let _ = OpCode::GetData;
 }
+
+/// Kills two mutants of `handle_input` that the simulator (one frame per
+/// read) cannot: the loop stopping after the first frame of a read, and a
+/// long reply's buffer let go with the start of the next frame in it. TCP
+/// hands frames over in any pieces.
+#[test]
+fn frames_in_any_pieces_are_each_answered() {
+    let mut h = Harness::new();
+    let config = SessionConfig {
+        session_timeout: T,
+        connect_timeout: Duration::from_secs(3),
+        max_frame: 1 << 20,
+    };
+    h.s = Session::new(config, h.now);
+    h.connect(5, 9000);
+    h.events();
+    for token in 1..=3 {
+        let read = PathWatch {
+            path: "/g".into(),
+            watch: false,
+        };
+        h.s.submit(h.now, Request::GetData(read), token, None);
+    }
+    h.sent();
+    // Three replies, the first longer than a long reply, in two reads:
+    // the second frame whole, the third cut in two.
+    let sizes = [100 * 1024, 10, 10];
+    let mut wire = BytesMut::new();
+    for (xid, size) in (1..).zip(sizes) {
+        encode_frame(&mut wire, |b| {
+            let (zxid, err) = (9, ErrorCode::Ok);
+            ReplyHeader { xid, zxid, err }.encode(b);
+            let data = vec![u8::try_from(xid).unwrap(); size];
+            let stat = Stat::default();
+            Response::Data { data, stat }.encode(b);
+        });
+    }
+    let cut = wire.len() - 8;
+    h.s.handle_input(h.now, &wire[..cut]);
+    h.s.handle_input(h.now, &wire[cut..]);
+    let got: Vec<(u32, usize)> = replies(&h.events())
+        .into_iter()
+        .map(|(token, r)| match r {
+            Ok(Response::Data { data, .. }) => (token, data.len()),
+            other => panic!("token {token}: {other:?}"),
+        })
+        .collect();
+    assert_eq!(got, vec![(1, sizes[0]), (2, 10), (3, 10)]);
+}
