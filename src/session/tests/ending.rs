@@ -82,3 +82,31 @@ fn closing_says_closed_at_once() {
         [(_, Request::CloseSession)]
     ));
 }
+
+/// Kills: the Closing deadline never reached (connection.rs, the match
+/// guard → false): a close the server never answers held the connection,
+/// and the I/O thread with it, for good.
+#[test]
+fn a_close_never_answered_ends_at_the_read_timeout() {
+    let mut h = Harness::new();
+    h.connect(1, 9000);
+    h.events();
+    h.s.close(h.now, 9);
+    h.sent_requests();
+    h.events();
+    let read_timeout = T * 2 / 3;
+    h.advance(read_timeout - Duration::from_millis(1));
+    assert!(!h.s.is_finished(), "the close may still be answered");
+    h.advance(Duration::from_millis(1));
+    let ev = h.events();
+    assert!(
+        ev.iter()
+            .any(|e| matches!(e, SessionEvent::DropConnection(DropReason::SessionEnded))),
+        "{ev:?}"
+    );
+    assert!(h.s.is_finished());
+    assert!(
+        replies(&ev).iter().any(|(handle, _)| *handle == 9),
+        "{ev:?}"
+    );
+}
