@@ -166,6 +166,17 @@ fn persistent_watches_fire_repeatedly_and_recursive_ones_cover_descendants() {
     };
     assert_eq!(sw.persistent, vec!["/p".to_string()]);
     assert_eq!(sw.persistent_recursive, vec!["/r".to_string()]);
+    // What changed meanwhile is not replayed: each owner is told to look
+    // again (kills the resumed flag inverted in on_connect_response).
+    let mut told = fired(&h.events());
+    told.sort_by_key(|(watcher, _, _)| *watcher);
+    assert_eq!(
+        told,
+        vec![
+            (10, EventType::None, "/p".into()),
+            (20, EventType::None, "/r".into())
+        ]
+    );
 }
 
 #[test]
