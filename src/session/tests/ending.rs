@@ -110,3 +110,19 @@ fn a_close_never_answered_ends_at_the_read_timeout() {
         "{ev:?}"
     );
 }
+
+/// Kills: the Closing arm of `close` deleted (a second close took over the
+/// first one's answer: the first caller was never answered).
+#[test]
+fn two_closes_are_each_answered_once() {
+    let mut h = Harness::new();
+    h.connect(1, 9000);
+    h.events();
+    h.s.close(h.now, 1);
+    h.s.close(h.now, 2);
+    let xid = h.sent_requests()[0].0;
+    h.reply(xid, 6, ErrorCode::Ok, Response::Empty);
+    let mut answered: Vec<u32> = replies(&h.events()).into_iter().map(|(k, _)| k).collect();
+    answered.sort_unstable();
+    assert_eq!(answered, vec![1, 2]);
+}
