@@ -64,10 +64,20 @@ fn oversized_request_is_refused_without_sending() {
         data: vec![0; 5000],
         version: -1,
     });
-    h.s.submit(h.now, big, 1, None);
+    h.s.submit(h.now, big.clone(), 1, None);
     assert!(h.s.output().is_empty());
     let r = replies(&h.events());
     assert!(matches!(r[0], (1, Err(RequestError::TooLarge { .. }))));
+    // While disconnected too: refused at once, not queued for the next
+    // connection (kills `>` → `==` in submit's queued branch).
+    h.s.handle_disconnected(h.now);
+    h.events();
+    h.s.submit(h.now, big, 2, None);
+    let r = replies(&h.events());
+    assert!(
+        matches!(r[..], [(2, Err(RequestError::TooLarge { .. }))]),
+        "{r:?}"
+    );
 }
 
 #[test]
