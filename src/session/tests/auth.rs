@@ -24,6 +24,13 @@ fn auth_failure_is_terminal() {
     let ev = h.events();
     assert_eq!(replies(&ev), vec![(4, Err(RequestError::AuthFailed))]);
     assert_eq!(states(&ev), vec![SessionState::AuthFailed]);
+    // What is asked afterwards is refused with the same reason (kills the
+    // AuthFailed arm of end_reason deleted: it said Closed).
+    h.s.submit(h.now, exists("/a", false), 5, None);
+    assert_eq!(
+        replies(&h.events()),
+        vec![(5, Err(RequestError::AuthFailed))]
+    );
 }
 
 #[test]

@@ -102,6 +102,22 @@ fn unwanted_watches_are_not_rearmed() {
     assert_eq!(sw.exist, vec!["/keep".to_string()]);
 }
 
+/// Kills: a read without a watch registered as one (send_as's guard →
+/// true): SetWatches would then set, after a reconnect, watches that were
+/// never asked for.
+#[test]
+fn a_read_without_a_watch_leaves_none_to_rearm() {
+    let mut h = Harness::new();
+    h.connect(4, 9000);
+    h.s.submit(h.now, exists("/plain", false), 1, Some(100));
+    h.reply(1, 2, ErrorCode::NoNode, Response::Empty);
+    h.events();
+    assert_eq!(h.s.watch_count(), 0);
+    h.s.handle_disconnected(h.now);
+    h.connect(4, 9000);
+    assert_eq!(h.sent_requests(), vec![]);
+}
+
 fn add_watch(path: &str, mode: jute::AddWatchMode) -> Request {
     Request::AddWatch(jute::AddWatchRequest {
         path: path.into(),
