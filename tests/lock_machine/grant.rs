@@ -234,29 +234,8 @@ fn every_waiter_watches_its_own_node_once_and_first() {
 #[test]
 fn a_waiter_deep_in_the_queue_whose_node_is_deleted_queues_again_at_once() {
     let mut h = Harness::new();
-    h.m.acquire(h.now, 1, spec(false), UUID.into(), None, false);
-    let sent = h.sent();
-    h.reply(&sent[0], Ok(created(9)));
-    h.reply(
-        &sent[1],
-        Ok(children(&[
-            &ours(9),
-            "_c_a-lock-0000000002",
-            "_c_b-lock-0000000007",
-        ])),
-    );
-    let watches = h.sent();
-    assert!(
-        matches!(&watches[..], [a, b] if reads(a, &ours(9), true) && reads(b, "_c_b-lock-0000000007", true)),
-        "{watches:?}"
-    );
-    h.reply(&watches[0], data(109));
-    h.reply(&watches[1], data(7));
-    h.fire(
-        &watches[0],
-        EventType::NodeDeleted,
-        &format!("/l/{}", ours(9)),
-    );
+    let (own, _) = queued_deep(&mut h);
+    h.fire(&own, EventType::NodeDeleted, &format!("/l/{}", ours(9)));
     // A new node, and the listing that goes with it.
     let again = h.sent();
     assert!(

@@ -225,23 +225,7 @@ fn every_holder_is_re_read_at_each_reconnect_and_held_again() {
 fn a_watch_that_will_never_fire_is_replaced_while_connected() {
     // A waiter deep in the queue: its blocker's watch is abandoned.
     let mut h = Harness::new();
-    h.m.acquire(h.now, 1, spec(false), UUID.into(), None, false);
-    let sent = h.sent();
-    h.reply(&sent[0], Ok(created(9)));
-    h.reply(
-        &sent[1],
-        Ok(children(&[
-            &ours(9),
-            "_c_a-lock-0000000002",
-            "_c_b-lock-0000000007",
-        ])),
-    );
-    let watches = h.sent();
-    let [own, watch] = &watches[..] else {
-        panic!("our own node's watch and one more expected: {watches:?}")
-    };
-    h.reply(own, data(109));
-    h.reply(watch, data(1));
+    let (_, watch) = queued_deep(&mut h);
     assert!(h.sent().is_empty());
     h.m.handle_watch(h.now, watch.token, Err(RequestError::ConnectionLoss));
     let again = h.sent();
