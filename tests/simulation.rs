@@ -59,6 +59,11 @@ const REGRESSIONS: &[u64] = &[
     // grant.rs: a_waiter_deep_in_the_queue_whose_node_is_deleted_queues_
     // again_at_once; tests/mutex/faults.rs, on a real server).
     127510,
+    // The checker's gap: a third party's delete was numbered before the
+    // events of a session the server expired at that same instant, so a
+    // waiter granted on the earlier event seemed to have read past the
+    // deletion of its own node. Due expiries now go out first.
+    519173,
     // PendingSet::cancel of a key granted but not yet read left the guard
     // in the set's channel, its node blocking everyone until the set was
     // dropped (issue 20; tests/mutex/pending.rs

@@ -132,6 +132,10 @@ impl World {
                 };
                 if let Some(name) = pick {
                     let path = format!("{parent}/{name}");
+                    // What the server has due first (a session expiring
+                    // now) goes out before the deletion is numbered: a
+                    // client reading it has not read past the deletion.
+                    self.server.handle_timeout(now);
                     self.server_output();
                     let watchers = self.server.data_watchers(&path);
                     self.note_latch_node(&path);
