@@ -157,18 +157,6 @@ impl Election {
         }
     }
 
-    /// `leader` with its value read again, after a watch on its node was
-    /// set (a proclaim between the first read and the watch is seen here).
-    fn leader_value(&self, leader: Leader) -> Result<Leader, LockError> {
-        let path = format!("{}/{}", self.inner.path.trim_end_matches('/'), leader.node);
-        match self.inner.client.get_data(&path) {
-            Ok((id, _)) => Ok(Leader { id, ..leader }),
-            // Gone: the watch fires for it.
-            Err(e) if e.is_no_node() => Ok(leader),
-            Err(e) => Err(e.into()),
-        }
-    }
-
     /// Whether `guard`'s node is owned by this client's session.
     pub(crate) fn is_ours(&self, guard: &LockGuard) -> bool {
         guard.owner_session() == self.inner.client.session_id()
@@ -194,8 +182,8 @@ impl Election {
     }
 
     /// The current leader and a watch that fires when leadership may have
-    /// changed: the leader's node is deleted, or, with no leader, a
-    /// candidate appears. Look again after it fires.
+    /// changed: the leader's node is deleted or its value proclaimed anew,
+    /// or, with no leader, a candidate appears. Look again after it fires.
     ///
     /// # Errors
     /// [`LockError::Client`] with the client's error (see
@@ -204,24 +192,33 @@ impl Election {
         let client = &self.inner.client;
         let parent = &self.inner.path;
         loop {
-            let Some(leader) = self.leader()? else {
-                let watch = match client.get_children_and_watch(parent) {
-                    Ok((children, _, w)) if sorted_contenders(&children).is_empty() => w,
-                    // A candidate arrived in between: look again.
-                    Ok(_) => continue,
-                    Err(e) if e.is_no_node() => match client.exists_and_watch(parent)? {
-                        (None, w) => w,
-                        (Some(_), _) => continue,
-                    },
-                    Err(e) => return Err(e.into()),
-                };
-                return Ok((None, watch));
+            // Each answer comes from the read that set its watch, so no
+            // change can fall between what we saw and what we watch.
+            let first = match client.get_children_and_watch(parent) {
+                Ok((children, _, w)) => match sorted_contenders(&children).into_iter().next() {
+                    Some(first) => first,
+                    None => return Ok((None, w)),
+                },
+                Err(e) if e.is_no_node() => match client.exists_and_watch(parent)? {
+                    (None, w) => return Ok((None, w)),
+                    // Created in between: look again.
+                    (Some(_), _) => continue,
+                },
+                Err(e) => return Err(e.into()),
             };
-            let path = format!("{}/{}", self.inner.path.trim_end_matches('/'), leader.node);
-            match client.exists_and_watch(&path)? {
-                (Some(_), w) => return Ok((Some(leader), w)),
-                // Stepped down between the two calls: look again.
-                (None, _) => continue,
+            let path = format!("{}/{}", parent.trim_end_matches('/'), first.name);
+            match client.get_data_and_watch(&path) {
+                Ok((id, stat, w)) => {
+                    let leader = Leader {
+                        id,
+                        node: first.name,
+                        session: stat.ephemeral_owner,
+                    };
+                    return Ok((Some(leader), w));
+                }
+                // Stepped down since the listing: look again.
+                Err(e) if e.is_no_node() => continue,
+                Err(e) => return Err(e.into()),
             }
         }
     }
@@ -248,11 +245,6 @@ impl LeaderObserver<'_> {
         let deadline = crate::deadline::after(Instant::now(), timeout);
         loop {
             let (leader, watch) = self.election.watch_leader()?;
-            let leader = match leader {
-                // The value as it is now: a proclaim changes the data.
-                Some(l) => Some(self.election.leader_value(l)?),
-                None => None,
-            };
             if self.first || leader != self.last {
                 self.first = false;
                 self.last = leader.clone();

@@ -56,3 +56,16 @@ impl Drop for MultiGuard {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::MultiGuard;
+
+    #[test]
+    fn a_multi_guard_over_no_locks_is_empty() {
+        let none = MultiGuard::from_parts(Vec::new());
+        assert!(none.is_empty());
+        assert_eq!(none.len(), 0);
+        assert_eq!(none.unlock(), Ok(()));
+    }
+}

@@ -122,8 +122,7 @@ impl QueueLock {
     pub(crate) fn record(&self, guard: &mut LockGuard, thread: ThreadId) {
         guard.register_owner(self.key(self.side), thread);
         if let Ok(mut taken) = self.taken.lock() {
-            taken.retain(|(t, weak)| *t != thread && weak.strong_count() > 0);
-            taken.push((thread, Arc::downgrade(guard.holding())));
+            record_taker(&mut taken, thread, Arc::downgrade(guard.holding()));
         }
     }
 
@@ -336,4 +335,37 @@ pub(crate) fn write_entry(read: &QueueLock, write: &QueueLock, thread: ThreadId)
         return Entry::Refuse(LockError::UpgradeRefused);
     }
     write.entry(thread)
+}
+
+/// Makes `holding` `thread`'s entry among `taken`, dropping entries whose
+/// holding is gone: threads that locked once and ended leave nothing behind.
+fn record_taker<T>(taken: &mut Vec<(ThreadId, Weak<T>)>, thread: ThreadId, holding: Weak<T>) {
+    taken.retain(|(t, weak)| *t != thread && weak.strong_count() > 0);
+    taken.push((thread, holding));
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::record_taker;
+
+    #[test]
+    fn a_taker_whose_holding_is_gone_is_forgotten() {
+        let here = std::thread::current().id();
+        let there = std::thread::spawn(|| std::thread::current().id())
+            .join()
+            .unwrap();
+        let (kept, ended) = (Arc::new(1), Arc::new(2));
+        let mut taken = Vec::new();
+        record_taker(&mut taken, there, Arc::downgrade(&ended));
+        record_taker(&mut taken, here, Arc::downgrade(&kept));
+        assert_eq!(taken.len(), 2, "both holdings live");
+        drop(ended);
+        let again = Arc::new(3);
+        record_taker(&mut taken, here, Arc::downgrade(&again));
+        assert_eq!(taken.len(), 1, "the ended holding and our old entry go");
+        assert_eq!(taken[0].0, here);
+        assert_eq!(taken[0].1.upgrade().as_deref(), Some(&3));
+    }
 }

@@ -39,7 +39,9 @@ pub mod zk;
 
 pub use client::{children, read_after_reconnect, shared_client, wait_children, wait_no_children};
 pub use ports::free_ports;
-pub use procfs::{io_thread_ids, process_alive, rss_bytes, thread_count, thread_cpu};
+pub use procfs::{
+    current_thread_id, io_thread_ids, process_alive, rss_bytes, thread_count, thread_cpu,
+};
 pub use scratch::{scratch_dir, target_dir};
 pub use sockets::established_ports;
 pub use wait::{poll_until, wait_until};

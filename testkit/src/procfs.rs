@@ -40,6 +40,12 @@ pub fn thread_cpu(tid: u32) -> Option<Duration> {
     Some(Duration::from_millis(ticks * 10))
 }
 
+/// The calling thread's id, as `/proc/self/task` names it.
+pub fn current_thread_id() -> Option<u32> {
+    let link = fs::read_link("/proc/thread-self").ok()?;
+    link.file_name()?.to_str()?.parse().ok()
+}
+
 /// Whether `pid` exists and is not a zombie (one that exited and awaits its
 /// parent counts as gone).
 pub fn process_alive(pid: u32) -> bool {

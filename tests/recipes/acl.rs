@@ -29,6 +29,18 @@ fn creator_only_lock_nodes_refuse_other_identities() {
         bob.delete(held.node_path(), None).unwrap_err().code(),
         Some(ErrorCode::NoAuth)
     );
+    // Nor ask it to let go: the refusal is an error, not "nobody holds".
+    let asked = zklock::recipes::revoke(&bob, held.node_path()).unwrap_err();
+    assert!(
+        matches!(
+            asked,
+            LockError::Client(Error::Server {
+                code: ErrorCode::NoAuth,
+                ..
+            })
+        ),
+        "{asked:?}"
+    );
     let refused = Mutex::with_options(&bob, &p, options.clone())
         .unwrap()
         .try_lock()

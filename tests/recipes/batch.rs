@@ -145,3 +145,30 @@ fn batch_mutex_gives_back_a_hold_kept_for_a_waiter_that_left() {
         .expect("the process gave the lock back");
     drop(g);
 }
+
+/// A try that waits for its round trip (the server does not answer) waits
+/// on its acquisition's channel: it does not spin. Its thread's CPU time
+/// over a one-second request timeout stays a small part of that second.
+#[test]
+fn a_batch_try_waiting_for_its_round_trip_does_not_spin() {
+    use testkit::proxy::Proxy;
+    use zklock::recipes::BatchMutex;
+    let timeout = Duration::from_secs(1);
+    let proxy = Proxy::start(testkit::zk::shared().addr());
+    let c = Client::builder(&proxy.connect_string())
+        .session_timeout(T)
+        .request_timeout(timeout)
+        .connect()
+        .unwrap();
+    let batch = BatchMutex::new(&c, &path("batch-try-spin"), 4).unwrap();
+    let tid = testkit::current_thread_id().expect("this thread's id");
+    proxy.stall();
+    let before = testkit::thread_cpu(tid).unwrap();
+    let tried = batch.try_lock();
+    let used = testkit::thread_cpu(tid).unwrap() - before;
+    proxy.clear();
+    // Not taken: a try that is not answered in time says so.
+    assert!(tried.is_ok_and(|g| g.is_none()), "a try without an answer");
+    assert!(used < timeout / 4, "{used:?} of CPU in a {timeout:?} wait");
+    c.close().unwrap();
+}

@@ -3,10 +3,14 @@
 
 mod acl;
 mod batch;
+mod between_reads;
 mod election;
 mod multilock;
+mod refusals;
 mod rwlock;
 mod semaphore;
+mod semaphore_checks;
+mod withdraw;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

@@ -25,6 +25,9 @@ pub(super) struct Conn {
     /// Set when a request armed by `drop_reply_of_next` went through: the xid
     /// whose reply ends the connection. While set, server bytes are discarded.
     doomed_xid: Mutex<Option<i32>>,
+    /// Set when a request armed by `hold_requests_after_reply_of_next` went
+    /// through: the xid whose reply holds the clients' requests.
+    hold_xid: Mutex<Option<i32>>,
     /// Pumps still running; the last one out deregisters the connection.
     live_pumps: AtomicUsize,
 }
@@ -98,6 +101,7 @@ fn run_connection(id: u64, client: TcpStream, shared: Arc<Shared>) {
         server: Mutex::new(None),
         closed: AtomicBool::new(false),
         doomed_xid: Mutex::new(None),
+        hold_xid: Mutex::new(None),
         live_pumps: AtomicUsize::new(2),
     });
     if !shared.register(&conn) {
@@ -200,12 +204,21 @@ fn pump(shared: &Shared, conn: &Conn, way: Way, mut src: TcpStream, mut dst: Tcp
         if way == Way::ServerToClient {
             // Scan everything the server sends so reply boundaries stay known.
             let doomed = *lock(&conn.doomed_xid);
+            let held = *lock(&conn.hold_xid);
             let mut doomed_reply_done = false;
+            let mut held_reply_done = false;
             frames.feed(chunk, |event| {
                 if let FrameEvent::End { xid: Some(xid) } = event {
                     doomed_reply_done |= Some(xid) == doomed;
+                    held_reply_done |= Some(xid) == held;
                 }
             });
+            if held_reply_done {
+                // Before the reply is forwarded: the client's next request
+                // cannot slip through.
+                *lock(&conn.hold_xid) = None;
+                shared.hold_requests();
+            }
             if doomed.is_some() {
                 if doomed_reply_done {
                     conn.close();
@@ -224,17 +237,23 @@ fn pump(shared: &Shared, conn: &Conn, way: Way, mut src: TcpStream, mut dst: Tcp
 
         if way == Way::ClientToServer {
             // Scan only what the server receives, so framing matches its view.
-            let mut doomed = None;
+            let (mut doomed, mut held) = (None, None);
             frames.feed(chunk, |event| {
                 if let FrameEvent::Header { xid, op } = event {
                     if doomed.is_none() && shared.take_drop_target(op) {
                         doomed = Some(xid);
+                    }
+                    if held.is_none() && shared.take_hold_target(op) {
+                        held = Some(xid);
                     }
                 }
             });
             if let Some(xid) = doomed {
                 // Set before forwarding, so the reply cannot slip through.
                 lock(&conn.doomed_xid).get_or_insert(xid);
+            }
+            if let Some(xid) = held {
+                lock(&conn.hold_xid).get_or_insert(xid);
             }
         }
 

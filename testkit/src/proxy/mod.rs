@@ -175,17 +175,52 @@ impl Proxy {
     }
 
     /// Back to a transparent proxy: no blackhole, stall, delay or refusal, and
-    /// no pending [`Proxy::drop_reply_of_next`]. Stalled bytes are delivered.
+    /// no pending [`Proxy::drop_reply_of_next`] or
+    /// [`Proxy::hold_requests_after_reply_of_next`]. Stalled bytes are
+    /// delivered.
     pub fn clear(&self) {
         self.shared.update(|faults| {
             let requested = faults.drops_requested;
             let pending = faults.drop_reply_op.is_some();
+            let holds_pending = faults.hold_after_op.is_some();
             *faults = Faults {
                 drops_requested: requested - u64::from(pending),
                 drops_done: faults.drops_done,
+                holds_requested: faults.holds_requested - u64::from(holds_pending),
+                holds_done: faults.holds_done,
                 ..Faults::default()
             };
         });
+    }
+
+    /// Arms a pause between two requests of one client: the next client
+    /// request whose op type is `op_code` goes through, and when the
+    /// server's reply to it arrives, everything clients send from then on
+    /// is held (as [`Proxy::stall_direction`] toward the server) until
+    /// [`Proxy::clear`]; the reply itself is delivered. A test can then
+    /// change the server between a client's read and its next request.
+    /// Await it with [`Proxy::wait_requests_held`].
+    pub fn hold_requests_after_reply_of_next(&self, op_code: i32) {
+        self.shared.update(|faults| {
+            if faults.hold_after_op.replace(op_code).is_none() {
+                faults.holds_requested += 1;
+            }
+        });
+    }
+
+    /// Waits until every armed [`Proxy::hold_requests_after_reply_of_next`]
+    /// holds the clients' requests. False on timeout.
+    pub fn wait_requests_held(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut faults = lock(&self.shared.faults);
+        while faults.holds_done < faults.holds_requested {
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            faults = wait_timeout(&self.shared.changed, faults, deadline - now);
+        }
+        true
     }
 
     /// Arms a "lost reply": the next client request (on any connection) whose
@@ -309,6 +344,10 @@ struct Faults {
     drop_reply_op: Option<i32>,
     drops_requested: u64,
     drops_done: u64,
+    /// Op type after whose reply the next matching request holds requests.
+    hold_after_op: Option<i32>,
+    holds_requested: u64,
+    holds_done: u64,
 }
 
 /// What a pump should do with a chunk (or an EOF) it has read.
@@ -371,6 +410,25 @@ impl Shared {
         } else {
             false
         }
+    }
+
+    /// Consumes the armed hold if `op` is the awaited op type.
+    fn take_hold_target(&self, op: i32) -> bool {
+        let mut faults = lock(&self.faults);
+        if faults.hold_after_op == Some(op) {
+            faults.hold_after_op = None;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// The armed request's reply has come: hold what clients send next.
+    fn hold_requests(&self) {
+        self.update(|faults| {
+            faults.stall[Way::ClientToServer as usize] = true;
+            faults.holds_done += 1;
+        });
     }
 
     fn reply_dropped(&self) {

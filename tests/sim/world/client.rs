@@ -288,9 +288,10 @@ impl SimClient {
                             .expect("a semaphore"),
                     )
                 } else {
-                    SimLock::Mutex(
-                        Mutex::with_options(&client, &lock_path(l), options).expect("a mutex"),
-                    )
+                    let mutex =
+                        Mutex::with_options(&client, &lock_path(l), options).expect("a mutex");
+                    assert_eq!(mutex.path(), lock_path(l), "Mutex::path");
+                    SimLock::Mutex(mutex)
                 }
             })
             .collect();
