@@ -21,6 +21,9 @@ cargo build --workspace --examples --all-features
 # --all-features: the TLS tests need the `tls` feature.
 cargo test --workspace --all-targets --all-features "$@"
 cargo test --workspace --doc --all-features
+# The library as a minimal deployment builds it (no SASL, no TLS): the
+# session's unit tests run without the feature's code too.
+cargo test -p zklock --lib --no-default-features
 # What threads share with each other and with the I/O thread, under every
 # interleaving loom finds (a build of its own with --cfg zklock_loom, in
 # target/loom).

@@ -41,6 +41,7 @@ pub use client::{children, read_after_reconnect, shared_client, wait_children, w
 pub use ports::free_ports;
 pub use procfs::{
     current_thread_id, io_thread_ids, process_alive, rss_bytes, thread_count, thread_cpu,
+    thread_switches,
 };
 pub use scratch::{scratch_dir, target_dir};
 pub use sockets::established_ports;

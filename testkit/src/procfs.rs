@@ -40,6 +40,18 @@ pub fn thread_cpu(tid: u32) -> Option<Duration> {
     Some(Duration::from_millis(ticks * 10))
 }
 
+/// Context switches (voluntary and not) a thread of this process has made;
+/// `None` once it has ended. A thread that waits blocks a few times; one
+/// that polls in a loop is switched out again and again on a busy machine.
+pub fn thread_switches(tid: u32) -> Option<u64> {
+    let status = fs::read_to_string(format!("/proc/self/task/{tid}/status")).ok()?;
+    let count = |key: &str| -> Option<u64> {
+        let line = status.lines().find(|l| l.starts_with(key))?;
+        line[key.len()..].trim().parse().ok()
+    };
+    Some(count("voluntary_ctxt_switches:")? + count("nonvoluntary_ctxt_switches:")?)
+}
+
 /// The calling thread's id, as `/proc/self/task` names it.
 pub fn current_thread_id() -> Option<u32> {
     let link = fs::read_link("/proc/thread-self").ok()?;

@@ -147,8 +147,10 @@ fn batch_mutex_gives_back_a_hold_kept_for_a_waiter_that_left() {
 }
 
 /// A try that waits for its round trip (the server does not answer) waits
-/// on its acquisition's channel: it does not spin. Its thread's CPU time
-/// over a one-second request timeout stays a small part of that second.
+/// on its acquisition's channel: it does not poll in a loop. Over a
+/// one-second request timeout its thread uses a small part of that second
+/// (a loop on an idle machine) and blocks a few times, not once per turn
+/// (a loop on a busy one, switched out at each turn).
 #[test]
 fn a_batch_try_waiting_for_its_round_trip_does_not_spin() {
     use testkit::proxy::Proxy;
@@ -163,12 +165,17 @@ fn a_batch_try_waiting_for_its_round_trip_does_not_spin() {
     let batch = BatchMutex::new(&c, &path("batch-try-spin"), 4).unwrap();
     let tid = testkit::current_thread_id().expect("this thread's id");
     proxy.stall();
-    let before = testkit::thread_cpu(tid).unwrap();
+    let (cpu, switches) = (testkit::thread_cpu(tid), testkit::thread_switches(tid));
     let tried = batch.try_lock();
-    let used = testkit::thread_cpu(tid).unwrap() - before;
+    let used = testkit::thread_cpu(tid).unwrap() - cpu.unwrap();
+    let switched = testkit::thread_switches(tid).unwrap() - switches.unwrap();
     proxy.clear();
     // Not taken: a try that is not answered in time says so.
     assert!(tried.is_ok_and(|g| g.is_none()), "a try without an answer");
     assert!(used < timeout / 4, "{used:?} of CPU in a {timeout:?} wait");
+    assert!(
+        switched < 50,
+        "switched out {switched} times in a {timeout:?} wait"
+    );
     c.close().unwrap();
 }

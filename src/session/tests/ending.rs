@@ -95,6 +95,13 @@ fn a_close_never_answered_ends_at_the_read_timeout() {
     h.sent_requests();
     h.events();
     let read_timeout = T * 2 / 3;
+    // The driver wakes for it.
+    assert!(
+        h.s.poll_timeout()
+            .is_some_and(|t| t <= h.now + read_timeout),
+        "{:?}",
+        h.s.poll_timeout()
+    );
     h.advance(read_timeout - Duration::from_millis(1));
     assert!(!h.s.is_finished(), "the close may still be answered");
     h.advance(Duration::from_millis(1));

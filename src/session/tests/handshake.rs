@@ -42,6 +42,17 @@ fn handshake_timeout_drops_and_retries() {
     assert!(h.s.wants_connection());
 }
 
+/// The driver sleeps until `poll_timeout`: while the handshake is out, that
+/// is the handshake's deadline, or a server that never answers would keep
+/// the client waiting.
+#[test]
+fn the_handshake_deadline_is_when_the_driver_wakes() {
+    let mut h = Harness::new();
+    h.s.handle_connected(h.now);
+    h.sent();
+    assert_eq!(h.s.poll_timeout(), Some(h.now + Duration::from_secs(3)));
+}
+
 #[test]
 fn resuming_handshake_gets_a_third_of_the_session_timeout() {
     let mut h = Harness::new();
