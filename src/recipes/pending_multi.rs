@@ -42,8 +42,6 @@ struct Chain {
     current: Option<(AttemptId, CommandSender)>,
     /// Where the outcome goes; `None` once sent, or given up.
     outcome: Option<Sender<Result<MultiGuard, LockError>>>,
-    /// The handle was dropped before the outcome.
-    given_up: bool,
 }
 
 impl PendingMulti {
@@ -55,7 +53,6 @@ impl PendingMulti {
             deadline,
             current: None,
             outcome: Some(tx),
-            given_up: false,
         }));
         start_part(&chain);
         PendingMulti {
@@ -114,7 +111,6 @@ impl Drop for PendingMulti {
         // itself). Otherwise: withdraw the part awaited, release the rest.
         let (current, taken) = {
             let mut chain = lock(&self.chain);
-            chain.given_up = chain.outcome.is_some();
             chain.outcome = None;
             (chain.current.take(), std::mem::take(&mut chain.taken))
         };
@@ -131,26 +127,11 @@ fn lock(chain: &StdMutex<Chain>) -> MutexGuard<'_, Chain> {
 
 /// Starts the next part, or hands out the whole when every part is taken.
 /// Called by the caller's thread for the first part and by the I/O thread
-/// for the others; the chain is not locked across the start, whose failure
-/// to start calls back at once.
+/// for the others. The chain stays locked until the part is started and
+/// recorded as the one awaited: a give-up either comes first (and nothing
+/// starts) or finds the part to withdraw, and its outcome (on the I/O
+/// thread) waits for the record.
 fn start_part(chain: &Arc<StdMutex<Chain>>) {
-    let (next, deadline) = {
-        let mut c = lock(chain);
-        let Some(tx) = c.outcome.clone() else {
-            return;
-        };
-        match c.locks.get(c.taken.len()) {
-            Some(_) => (c.taken.len(), c.deadline),
-            None => {
-                c.outcome = None;
-                let whole = MultiGuard::from_parts(std::mem::take(&mut c.taken));
-                drop(c);
-                // A receiver gone drops the guard here: it releases.
-                let _ = tx.send(Ok(whole));
-                return;
-            }
-        }
-    };
     let weak = Arc::downgrade(chain);
     let on_outcome = Call(Arc::new(move |result| {
         if let Some(chain) = weak.upgrade() {
@@ -158,21 +139,28 @@ fn start_part(chain: &Arc<StdMutex<Chain>>) {
         }
         // With the handle gone, a guard drops here and releases itself.
     }));
-    let locks = lock(chain).locks.clone();
-    match locks[next].queue_lock().start_to(deadline, on_outcome) {
-        Ok((id, sender)) => {
-            let mut c = lock(chain);
-            if c.given_up {
-                // Given up before this part could be recorded: withdraw it
-                // here (held already, it is released).
-                drop(c);
-                sender.lock(LockCommand::Withdraw(id));
-            } else if c.outcome.is_some() && c.taken.len() == next {
-                c.current = Some((id, sender));
-            }
-            // Otherwise its outcome came already and moved the chain on.
+    let mut c = lock(chain);
+    let Some(tx) = c.outcome.clone() else {
+        return;
+    };
+    let locks = c.locks.clone();
+    let Some(part) = locks.get(c.taken.len()) else {
+        c.outcome = None;
+        let whole = MultiGuard::from_parts(std::mem::take(&mut c.taken));
+        drop(c);
+        // A receiver gone drops the guard here: it releases.
+        let _ = tx.send(Ok(whole));
+        return;
+    };
+    let queue = part.queue_lock();
+    let reserved = queue.reserve();
+    let id = reserved.id();
+    match queue.start_reserved(reserved, c.deadline, on_outcome) {
+        Ok(()) => c.current = Some((id, queue.command_sender())),
+        Err(e) => {
+            drop(c);
+            part_done(chain, Err(e));
         }
-        Err(e) => part_done(chain, Err(e)),
     }
 }
 

@@ -187,6 +187,34 @@ impl QueueLock {
         Ok((id, self.client.command_sender()))
     }
 
+    /// An attempt's id (and node GUID) taken ahead of its start, so that
+    /// whoever must be able to give it up can know it before any outcome
+    /// can come; start it with [`QueueLock::start_reserved`].
+    pub(crate) fn reserve(&self) -> Reserved {
+        Reserved(self.client.next_attempt())
+    }
+
+    /// [`QueueLock::start_to`] for an attempt [reserved](QueueLock::reserve)
+    /// on this lock. If it cannot start, `outcome` hears nothing: the
+    /// caller is told here, and may hold its own lock across the call.
+    pub(crate) fn start_reserved<O: Outcome>(
+        &self,
+        reserved: Reserved,
+        deadline: Option<Instant>,
+        outcome: O,
+    ) -> Result<(), LockError> {
+        let spec = self.spec.clone();
+        match service::send_start(&self.client, reserved.0, spec, deadline, false, outcome) {
+            true => Ok(()),
+            false => Err(LockError::Client(Error::Closed)),
+        }
+    }
+
+    /// Where commands for this lock's attempts go (a withdrawal).
+    pub(crate) fn command_sender(&self) -> CommandSender {
+        self.client.command_sender()
+    }
+
     /// Blocks until held, `deadline` (a deadline already past: one round
     /// trip, as a try-lock) or cancellation. The wait is bounded here, by
     /// the caller's clock, whatever the network does.
@@ -335,6 +363,16 @@ pub(crate) fn write_entry(read: &QueueLock, write: &QueueLock, thread: ThreadId)
         return Entry::Refuse(LockError::UpgradeRefused);
     }
     write.entry(thread)
+}
+
+/// An attempt's id and node GUID, taken before its start.
+#[derive(Debug)]
+pub(crate) struct Reserved((AttemptId, String));
+
+impl Reserved {
+    pub(crate) fn id(&self) -> AttemptId {
+        self.0 .0
+    }
 }
 
 /// Makes `holding` `thread`'s entry among `taken`, dropping entries whose

@@ -176,17 +176,31 @@ pub(crate) fn start_to<O: Outcome>(
     no_wait: bool,
     outcome: O,
 ) -> AttemptId {
-    let (id, uuid) = client.next_attempt();
-    let sent = client.command_sender().lock(LockCommand::Acquire {
+    let reserved = client.next_attempt();
+    let id = reserved.0;
+    if !send_start(client, reserved, spec, deadline, no_wait, outcome.clone()) {
+        outcome.send(Err(LockError::Client(Error::Closed)));
+    }
+    id
+}
+
+/// Sends the start of an attempt whose id was taken before (see
+/// [`QueueLock::reserve`](super::queue_lock::QueueLock::reserve)); false if
+/// the core is gone, and then `outcome` has heard nothing.
+pub(crate) fn send_start<O: Outcome>(
+    client: &Client,
+    (id, uuid): (AttemptId, String),
+    spec: Arc<LockSpec>,
+    deadline: Option<Instant>,
+    no_wait: bool,
+    outcome: O,
+) -> bool {
+    client.command_sender().lock(LockCommand::Acquire {
         id,
         spec,
         uuid,
         deadline,
         no_wait,
-        outcome: into_sink(outcome.clone(), client.downgrade()),
-    });
-    if !sent {
-        outcome.send(Err(LockError::Client(Error::Closed)));
-    }
-    id
+        outcome: into_sink(outcome, client.downgrade()),
+    })
 }
