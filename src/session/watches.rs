@@ -233,3 +233,56 @@ impl<W> WatchRegistry<W> {
         batches
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{WatchKind, WatchRegistry};
+
+    /// What a batch costs before any path: the zxid and five list lengths.
+    const EMPTY: usize = 8 + 5 * 4;
+
+    fn registry(paths: &[String]) -> WatchRegistry<()> {
+        let mut r = WatchRegistry::default();
+        for p in paths {
+            r.add(WatchKind::Data, p, ());
+        }
+        r
+    }
+
+    /// Each batch stays within the limit and is as full as it allows (a
+    /// path costs its length and 4), and every watch goes exactly once.
+    #[test]
+    fn set_watches_batches_are_full_and_within_the_limit() {
+        let paths: Vec<String> = (0..7).map(|i| format!("/w/p{i:02}")).collect();
+        let three = EMPTY + 3 * (4 + 6);
+        let batches = registry(&paths).set_watches_batches(7, three);
+        let sizes: Vec<usize> = batches.iter().map(|b| b.data.len()).collect();
+        assert_eq!(sizes, [3, 3, 1]);
+        let sent: Vec<String> = batches.iter().flat_map(|b| b.data.clone()).collect();
+        assert_eq!(sent, paths);
+        assert!(batches.iter().all(|b| b.relative_zxid == 7));
+    }
+
+    /// A path longer than the limit still goes, in a batch of its own; no
+    /// batch goes empty.
+    #[test]
+    fn a_path_longer_than_the_limit_goes_alone() {
+        // In path order, as the registry keeps them: the long one first.
+        let paths = vec![
+            format!("/0{}", "x".repeat(99)),
+            "/a".to_string(),
+            "/b".into(),
+        ];
+        let batches = registry(&paths).set_watches_batches(0, EMPTY + 10);
+        let sent: Vec<Vec<String>> = batches.iter().map(|b| b.data.clone()).collect();
+        assert_eq!(
+            sent,
+            [
+                vec![paths[0].clone()],
+                vec![paths[1].clone()],
+                vec![paths[2].clone()]
+            ]
+        );
+        assert!(registry(&[]).set_watches_batches(0, EMPTY + 10).is_empty());
+    }
+}
