@@ -49,6 +49,32 @@ fn reconnect_resumes_the_session_and_rearms_watches() {
     );
 }
 
+/// Thousands of watches go back in few SetWatches, as ZooKeeper's client
+/// sends them (batches up to 128 KiB): here 2 000 paths of 20 bytes, about
+/// 48 KB, in one.
+#[test]
+fn many_watches_are_rearmed_in_one_set_watches() {
+    let mut h = Harness::new();
+    h.connect(0x78, 9000);
+    let paths: Vec<String> = (0..2000).map(|i| format!("/watched/node-{i:06}")).collect();
+    for (i, path) in paths.iter().enumerate() {
+        let n = i as u32 + 1;
+        h.s.submit(h.now, exists(path, true), n, Some(n));
+        h.sent();
+        // The session numbers its requests from 1.
+        h.reply(n as i32, 40, ErrorCode::NoNode, Response::Empty);
+    }
+    h.events();
+    assert_eq!(h.s.watch_count(), 2000);
+    h.s.handle_disconnected(h.now);
+    h.connect(0x78, 9000);
+    let sent = h.sent_requests();
+    let [(_, Request::SetWatches(sw))] = sent.as_slice() else {
+        panic!("expected one SetWatches, got {} requests", sent.len())
+    };
+    assert_eq!(sw.exist, paths);
+}
+
 #[test]
 fn node_deleted_fires_data_and_child_watches_once() {
     let mut h = Harness::new();
