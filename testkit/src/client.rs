@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use zklock::{Client, Stat};
+use zklock::{Acl, Client, Id, Stat};
 
 use crate::{poll_until, zk};
 
@@ -66,4 +66,18 @@ pub fn read_after_reconnect(c: &Client, path: &str, timeout: Duration) -> (Vec<u
             Err(e) => panic!("reading {path} after the reconnect: {e}"),
         }
     }
+}
+
+/// An ACL for nodes an admin session creates: its own identity may do all
+/// (`Acl::creator_all`), everyone else only `world_perms` (`zklock::perms`).
+/// The admin session must have added its credentials first.
+pub fn admin_and_world_acl(world_perms: i32) -> Vec<Acl> {
+    let world = Acl {
+        perms: world_perms,
+        id: Id {
+            scheme: "world".into(),
+            id: "anyone".into(),
+        },
+    };
+    [Acl::creator_all(), vec![world]].concat()
 }

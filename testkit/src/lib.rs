@@ -37,7 +37,10 @@ mod wait;
 mod watchdog;
 pub mod zk;
 
-pub use client::{children, read_after_reconnect, shared_client, wait_children, wait_no_children};
+pub use client::{
+    admin_and_world_acl, children, read_after_reconnect, shared_client, wait_children,
+    wait_no_children,
+};
 pub use ports::free_ports;
 pub use procfs::{
     current_thread_id, io_thread_ids, process_alive, rss_bytes, thread_count, thread_cpu,

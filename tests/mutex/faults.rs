@@ -152,18 +152,11 @@ fn becomes_lost(changes: &crossbeam_channel::Receiver<LockState>) -> bool {
 /// the lock) goes with the session.
 #[test]
 fn a_refused_release_is_an_error_not_a_success() {
-    use zklock::{perms, Acl, CreateOptions, ErrorCode, Id};
+    use zklock::{perms, CreateOptions, ErrorCode};
     let admin = client();
     admin.add_auth("digest", b"lock-admin:secret").unwrap();
-    let world = Acl {
-        perms: perms::READ | perms::CREATE,
-        id: Id {
-            scheme: "world".into(),
-            id: "anyone".into(),
-        },
-    };
-    let parent =
-        CreateOptions::new(CreateMode::Persistent).acl([Acl::creator_all(), vec![world]].concat());
+    let parent = CreateOptions::new(CreateMode::Persistent)
+        .acl(testkit::admin_and_world_acl(perms::READ | perms::CREATE));
     let base = lock_path("refused");
     admin.create(&base, b"", CreateMode::Persistent).unwrap();
     for side in ["unlock", "drop"] {

@@ -3,7 +3,7 @@
 
 use super::*;
 
-use zklock::{perms, Acl, CreateMode, CreateOptions, Error, ErrorCode, Id};
+use zklock::{perms, CreateMode, CreateOptions, Error, ErrorCode};
 
 /// A proclaim that fails for want of a connection has not lost
 /// leadership: the caller hears the client's error.
@@ -26,15 +26,8 @@ fn a_proclaim_without_a_connection_is_a_client_error_not_lost() {
 fn a_multi_lock_whose_release_is_refused_says_so() {
     let admin = client();
     admin.add_auth("digest", b"multi-admin:secret").unwrap();
-    let world = Acl {
-        perms: perms::READ | perms::CREATE,
-        id: Id {
-            scheme: "world".into(),
-            id: "anyone".into(),
-        },
-    };
-    let no_delete =
-        CreateOptions::new(CreateMode::Persistent).acl([Acl::creator_all(), vec![world]].concat());
+    let no_delete = CreateOptions::new(CreateMode::Persistent)
+        .acl(testkit::admin_and_world_acl(perms::READ | perms::CREATE));
     let (x, y) = (path("refused-multi-x"), path("refused-multi-y"));
     for p in [&x, &y] {
         admin.create_with(p, b"", &no_delete).unwrap();

@@ -5,7 +5,7 @@
 use super::*;
 
 use testkit::proxy::Proxy;
-use zklock::{perms, Acl, CreateMode, CreateOptions, Error, ErrorCode, Id};
+use zklock::{perms, Acl, CreateMode, CreateOptions, Error, ErrorCode};
 
 /// An admin session and the ACL "the admin may do all, the world `perms`".
 fn admin_and(name: &str, world_perms: i32) -> (Client, Vec<Acl>) {
@@ -13,14 +13,7 @@ fn admin_and(name: &str, world_perms: i32) -> (Client, Vec<Acl>) {
     admin
         .add_auth("digest", format!("{name}:secret").as_bytes())
         .unwrap();
-    let world = Acl {
-        perms: world_perms,
-        id: Id {
-            scheme: "world".into(),
-            id: "anyone".into(),
-        },
-    };
-    (admin, [Acl::creator_all(), vec![world]].concat())
+    (admin, testkit::admin_and_world_acl(world_perms))
 }
 
 fn no_auth(e: &LockError) -> bool {
