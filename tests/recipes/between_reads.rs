@@ -118,3 +118,12 @@ fn watch_leader_refused(o: &Client, p: &str) {
         other => panic!("watch_leader on {p} said {other:?}"),
     }
 }
+
+/// A lock path that does not exist has an empty queue and no leader.
+#[test]
+fn a_queue_that_does_not_exist_is_empty() {
+    let p = path("never-created");
+    let c = client();
+    assert_eq!(inspect(&c, &p).unwrap(), vec![]);
+    assert_eq!(Election::new(&c, &p, b"x").unwrap().leader().unwrap(), None);
+}
