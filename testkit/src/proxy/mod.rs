@@ -211,16 +211,7 @@ impl Proxy {
     /// Waits until every armed [`Proxy::hold_requests_after_reply_of_next`]
     /// holds the clients' requests. False on timeout.
     pub fn wait_requests_held(&self, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
-        let mut faults = lock(&self.shared.faults);
-        while faults.holds_done < faults.holds_requested {
-            let now = Instant::now();
-            if now >= deadline {
-                return false;
-            }
-            faults = wait_timeout(&self.shared.changed, faults, deadline - now);
-        }
-        true
+        self.wait_faults(timeout, |f| f.holds_done >= f.holds_requested)
     }
 
     /// Arms a "lost reply": the next client request (on any connection) whose
@@ -241,9 +232,15 @@ impl Proxy {
     /// Waits until every armed [`Proxy::drop_reply_of_next`] has happened
     /// (reply swallowed and connection closed). False on timeout.
     pub fn wait_reply_dropped(&self, timeout: Duration) -> bool {
+        self.wait_faults(timeout, |f| f.drops_done >= f.drops_requested)
+    }
+
+    /// Waits (bounded) until `done` holds of the faults' state. False on
+    /// timeout.
+    fn wait_faults(&self, timeout: Duration, done: impl Fn(&Faults) -> bool) -> bool {
         let deadline = Instant::now() + timeout;
         let mut faults = lock(&self.shared.faults);
-        while faults.drops_done < faults.drops_requested {
+        while !done(&faults) {
             let now = Instant::now();
             if now >= deadline {
                 return false;
