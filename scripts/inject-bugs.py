@@ -199,6 +199,32 @@ BUGS = [
      "src/recipes/latch.rs",
      "                drop(guard);\n                Shared::campaign(shared);\n",
      "                drop(guard);\n"),
+    # Given-up waiters must withdraw at once, not when granted
+    # (tests/sim/world/withdrawn.rs).
+    ("dropped-pending-lock-stays-queued",
+     "src/recipes/pending.rs",
+     "            sender.lock(LockCommand::Cancel(self.id));",
+     "            let _ = sender;"),
+    ("dropped-set-stays-queued",
+     "src/recipes/pending_set.rs",
+     "        for (id, sender) in self.open.drain().filter_map(|(_, attempt)| attempt) {\n"
+     "            sender.lock(LockCommand::Withdraw(id));",
+     "        for (_id, _sender) in self.open.drain().filter_map(|(_, attempt)| attempt) {"),
+    ("dropped-latch-stays-queued",
+     "src/recipes/latch.rs",
+     "        if let Some((id, sender)) = attempt {\n"
+     "            // A grant on its way is released too.\n"
+     "            sender.lock(LockCommand::Withdraw(id));",
+     "        if let Some((_id, _sender)) = attempt {"),
+    ("dropped-multi-part-stays-queued",
+     "src/recipes/pending_multi.rs",
+     "        if let Some((id, sender)) = current {\n            sender.lock(LockCommand::Withdraw(id));",
+     "        if let Some((_id, _sender)) = current {"),
+    ("set-cancel-stays-queued",
+     "src/recipes/pending_set.rs",
+     "                if let Some((id, sender)) = attempt {\n"
+     "                    sender.lock(LockCommand::Withdraw(id));",
+     "                if let Some((_id, _sender)) = attempt {"),
     ("refused-by-a-lost-holding",
      "src/recipes/registry.rs",
      "                    .any(|s| s.current() != LockState::Lost)",

@@ -142,6 +142,8 @@ fn seeds() {
                             *all += one;
                         }
                         t.multi_grants += s.multi_grants;
+                        t.set_drops += s.set_drops;
+                        t.quiet_looks += s.quiet_looks;
                     }
                     Err(v) => {
                         let mut f = failures.lock().unwrap();
@@ -160,7 +162,7 @@ fn seeds() {
     }
     let t = *totals.lock().unwrap();
     eprintln!(
-        "simulation: {count} seeds in {:.1?} on {threads} threads: {} grants, {} timeouts, {} faults, {} lost, {} waiters woken, {} sessions ended, {:.0} virtual minutes; BatchMutex: {} turns, {} passed on locally, {} cancelled by token; threads: {} shared holdings, {} refused; grants per lock {:?}, {} multi-locks",
+        "simulation: {count} seeds in {:.1?} on {threads} threads: {} grants, {} timeouts, {} faults, {} lost, {} waiters woken, {} sessions ended, {:.0} virtual minutes; BatchMutex: {} turns, {} passed on locally, {} cancelled by token; threads: {} shared holdings, {} refused; grants per lock {:?}, {} multi-locks; {} pending sets dropped; {} looks at a quiet client's nodes",
         started.elapsed(),
         t.grants,
         t.timeouts,
@@ -175,7 +177,9 @@ fn seeds() {
         t.thread_shares,
         t.thread_refusals,
         t.lock_grants,
-        t.multi_grants
+        t.multi_grants,
+        t.set_drops,
+        t.quiet_looks
     );
     let mut failures = failures.lock().unwrap();
     failures.sort();
@@ -194,6 +198,10 @@ fn seeds() {
     assert!(
         t.thread_shares > 0 && t.thread_refusals > 0 || count < 1000,
         "no thread's call shared or was refused in {count} seeds: {t:?}"
+    );
+    assert!(
+        t.set_drops > 0 && t.quiet_looks > count || count < 1000,
+        "no pending set dropped, or few quiet clients looked at, in {count} seeds: {t:?}"
     );
 }
 

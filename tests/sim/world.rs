@@ -29,6 +29,7 @@ mod network;
 mod plan;
 mod threads;
 mod wire;
+mod withdrawn;
 
 use client::{
     queue_path, watched, Handle, Link, Phase, SimClient, SimLock, ThreadEntry, Tracked,
@@ -125,6 +126,10 @@ pub struct Stats {
     /// no safety check sees.
     pub lock_grants: [u64; 5],
     pub multi_grants: u64,
+    /// PendingSets dropped with keys open, and looks at a quiet client's
+    /// nodes (withdrawn.rs).
+    pub set_drops: u64,
+    pub quiet_looks: u64,
 }
 
 pub struct World {
@@ -329,6 +334,7 @@ impl World {
             self.note_ended_holdings();
             self.check()?;
             self.check_latch_liveness()?;
+            self.stats.quiet_looks += self.check_withdrawn()?;
             if self.now >= self.faults_until && self.plan.is_empty() && self.settled() {
                 break;
             }

@@ -3,6 +3,7 @@
 //! the faults the plan injects, as they happen.
 
 use super::*;
+use zklock::recipes::PendingSet;
 
 impl World {
     pub(super) fn act(&mut self, action: Action) {
@@ -210,6 +211,12 @@ impl World {
                         // Dropping the handle (or cancelling the key) gives
                         // the attempt up.
                         if let Handle::InSet(key) = t.handle {
+                            // Now and then (no draw: seeds replay) the
+                            // whole set is dropped: every key it has open
+                            // is given up with it.
+                            if id % 9 == 0 {
+                                return self.drop_set(client);
+                            }
                             assert!(c.set.cancel(key), "an open key");
                         }
                         t.handle = Handle::None;
@@ -296,5 +303,23 @@ impl World {
                 self.fault(fault);
             }
         }
+    }
+
+    /// Client `c` drops its `PendingSet` (and starts a new one): every
+    /// acquisition waiting in it is given up, a grant not yet read
+    /// included.
+    fn drop_set(&mut self, c: usize) {
+        self.stats.set_drops += 1;
+        let client = &mut self.clients[c];
+        drop(std::mem::replace(&mut client.set, PendingSet::new()));
+        let mut given_up = Vec::new();
+        for (id, t) in &mut client.attempts {
+            if let (Phase::Waiting, Handle::InSet(_)) = (&t.phase, &t.handle) {
+                t.handle = Handle::None;
+                t.phase = Phase::Failed(LockError::Cancelled);
+                given_up.push(*id);
+            }
+        }
+        self.note(|| format!("c{c}: drops its pending set, giving up {given_up:?}"));
     }
 }
