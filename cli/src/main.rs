@@ -12,6 +12,7 @@ mod args;
 mod command;
 mod hold;
 mod release_helper;
+mod seconds;
 mod signals;
 mod status;
 
@@ -280,12 +281,7 @@ fn digest_credentials(security: &args::Security) -> Result<Option<String>, Failu
 
 /// `1.5s`, `10s`.
 pub fn secs(d: Duration) -> String {
-    let s = d.as_secs_f64();
-    if s.fract() == 0.0 {
-        format!("{s:.0}s")
-    } else {
-        format!("{s}s")
-    }
+    format!("{}s", seconds::decimal(d))
 }
 
 /// Checks a lock path before anything is sent.

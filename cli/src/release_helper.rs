@@ -60,8 +60,8 @@ impl ReleaseHelper {
             .arg0("zklock")
             .arg(FLAG)
             .arg(&global.connect)
-            .arg(global.session_timeout.as_secs_f64().to_string())
-            .arg(kill_after.as_secs_f64().to_string())
+            .arg(crate::seconds::decimal(global.session_timeout))
+            .arg(crate::seconds::decimal(kill_after))
             .arg(global.verbose.to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
@@ -188,8 +188,7 @@ impl Told {
 }
 
 fn parse_secs(text: Option<&String>) -> Duration {
-    text.and_then(|t| t.parse::<f64>().ok())
-        .and_then(|s| Duration::try_from_secs_f64(s).ok())
+    text.and_then(|t| crate::seconds::parse(t))
         .unwrap_or(Duration::from_secs(10))
 }
 

@@ -17,10 +17,8 @@ fn seconds(
     text: &str,
     allow_zero: bool,
 ) -> Result<Duration, UsageError> {
-    match text.trim().parse::<f64>() {
-        Ok(s) if s.is_finite() && (s > 0.0 || (allow_zero && s == 0.0)) && s < 1e9 => {
-            Ok(Duration::from_secs_f64(s))
-        }
+    match crate::seconds::parse(text.trim()) {
+        Some(d) if allow_zero || !d.is_zero() => Ok(d),
         _ => usage(
             command,
             format!(
