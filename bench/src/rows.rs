@@ -268,6 +268,8 @@ pub fn rows(s: &Sizes, r: &Results, fs: &str, full: bool) -> Vec<Row> {
             ),
             ("passed through, s", "pass_s", Lower),
             ("peak RSS, MiB", "hwm_mib", Lower),
+            ("peak RSS until all queued, MiB", "queued_hwm_mib", Lower),
+            ("RSS once all queued, MiB", "queued_rss_mib", Lower),
             ("threads while queued", "threads", Lower),
             ("server requests per hand-off", "requests", Lower),
             ("notifications per hand-off", "notifications", Lower),

@@ -108,6 +108,8 @@ impl Bench<'_> {
             ("queue_s", queue_s),
             ("pass_s", j.num("pass_ns") / 1e9),
             ("hwm_mib", end.hwm_kb as f64 / 1024.0),
+            ("queued_hwm_mib", at_queue.hwm_kb as f64 / 1024.0),
+            ("queued_rss_mib", at_queue.rss_kb as f64 / 1024.0),
             ("threads", at_queue.threads as f64),
             ("requests", m0.requests_until(&m1) / handoffs),
             ("notifications", m0.notifications_until(&m1) / handoffs),
