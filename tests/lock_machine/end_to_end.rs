@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use zklock::machine::{Core, CoreEvent};
-use zklock::recipes::{LockGuard, LockState, Mutex, PendingLock};
+use zklock::recipes::{LockError, LockGuard, LockState, Mutex, PendingLock, PendingSet};
 use zklock::session::{DropReason, SessionState};
 use zklock::Client;
 
@@ -281,9 +281,8 @@ fn end_to_end_a_watch_given_up_is_not_rearmed_after_a_reconnect() {
 }
 
 /// A waiter whose core goes (the I/O thread ends) hears Closed at once,
-/// not never. (Written for Locks' Drop emptied, locks.rs:230; it does not
-/// kill it: a Mutex waiter's channel disconnects anyway. See
-/// docs/MUTANTS.md.)
+/// not never. (A Mutex waiter's channel disconnects anyway; the next test
+/// is the one that needs the core's goodbye.)
 #[test]
 fn a_waiter_hears_closed_when_the_core_goes() {
     let now = Instant::now();
@@ -299,6 +298,33 @@ fn a_waiter_hears_closed_when_the_core_goes() {
     let outcome = pending.try_take().expect("told at once");
     assert!(
         outcome.is_err(),
+        "{:?}",
+        outcome.map(|g| g.node_path().to_owned())
+    );
+    drop(client);
+}
+
+/// The same for a waiter in a `PendingSet`, whose channel the set keeps a
+/// sender of (for the keys it starts later): it never disconnects, so only
+/// the core's own goodbye (`Drop for Locks`) tells the waiter. Kills
+/// locks.rs `Drop for Locks` emptied (docs/MUTANTS.md, "Still open").
+#[test]
+fn a_pending_set_waiter_hears_closed_when_the_core_goes() {
+    let now = Instant::now();
+    let p = Peer::new(now, 1);
+    let m = Mutex::new(&p.client, "/l").unwrap();
+    let mut set = PendingSet::new();
+    let key = set.start_lock(&m, None);
+    let Peer {
+        mut core, client, ..
+    } = p;
+    core.turn(now);
+    assert!(set.try_recv().is_none(), "no server: it waits");
+    drop(core);
+    let (told, outcome) = set.try_recv().expect("told at once");
+    assert_eq!(told, key);
+    assert!(
+        matches!(outcome, Err(LockError::Client(zklock::Error::Closed))),
         "{:?}",
         outcome.map(|g| g.node_path().to_owned())
     );
