@@ -225,6 +225,18 @@ BUGS = [
      "                if let Some((id, sender)) = attempt {\n"
      "                    sender.lock(LockCommand::Withdraw(id));",
      "                if let Some((_id, _sender)) = attempt {"),
+    ("cancelled-waiter-stays-queued",
+     "src/machine/lock/holding.rs",
+     "        self.events.push_back(LockEvent::Failed { id, error });\n        self.begin_release(id);",
+     "        let cancelled = error == LockError::Cancelled;\n"
+     "        self.events.push_back(LockEvent::Failed { id, error });\n"
+     "        if !cancelled {\n            self.begin_release(id);\n        }"),
+    ("timed-out-waiter-stays-queued",
+     "src/machine/lock/mod.rs",
+     "                if let Goal::Acquire { .. } = a.goal {\n"
+     "                    self.fail(id, LockError::Timeout);",
+     "                if let Goal::Acquire { .. } = a.goal {\n"
+     "                    self.events.push_back(LockEvent::Failed { id, error: LockError::Timeout });"),
     ("refused-by-a-lost-holding",
      "src/recipes/registry.rs",
      "                    .any(|s| s.current() != LockState::Lost)",
