@@ -47,6 +47,7 @@ mod error;
 pub mod machine;
 mod oneshot;
 mod path;
+mod random;
 pub mod recipes;
 pub mod session;
 mod sync;

@@ -507,7 +507,7 @@ pub(crate) struct AttemptIds {
 
 impl AttemptIds {
     pub(crate) fn new() -> Self {
-        AttemptIds::with_seed(uuid::Uuid::new_v4().as_u128())
+        AttemptIds::with_seed(crate::random::random_u128())
     }
 
     pub(crate) fn with_seed(seed: u128) -> Self {

@@ -167,7 +167,7 @@ impl Exchange {
     fn start(config: SaslConfig) -> Result<(Exchange, Vec<u8>), SaslError> {
         match config.mechanism {
             SaslMechanism::DigestMd5 { .. } => {
-                let cnonce = hex(uuid::Uuid::new_v4().as_bytes());
+                let cnonce = hex(&crate::random::random_u128().to_be_bytes());
                 let exchange = DigestMd5::new(config, cnonce);
                 let token = exchange.initial_token();
                 Ok((Exchange::DigestMd5(exchange), token))
