@@ -38,11 +38,11 @@ fn stripped_kib(bin: &Path, out: &Path, name: &str) -> Result<f64, String> {
     Ok(len as f64 / 1024.0)
 }
 
-/// Lines of `cargo tree -e normal -p zklock --prefix none`: (all distinct
+/// Lines of `cargo tree -e <edges> -p zklock --prefix none`: (all distinct
 /// lines, as `sort -u | wc -l` counts them; distinct crates).
-fn runtime_crates(root: &Path) -> Result<(f64, f64), String> {
+fn runtime_crates(root: &Path, edges: &str) -> Result<(f64, f64), String> {
     let out = Command::new("cargo")
-        .args(["tree", "-e", "normal", "-p", "zklock", "--prefix", "none"])
+        .args(["tree", "-e", edges, "-p", "zklock", "--prefix", "none"])
         .current_dir(root)
         .output()
         .map_err(|e| format!("cargo tree: {e}"))?;
@@ -119,12 +119,18 @@ pub fn measure(setup: &Setup, connect: &str) -> Footprint {
             "the root package's `zklock` binary".into()
         },
     ));
-    match runtime_crates(&setup.root) {
+    match runtime_crates(&setup.root, "normal") {
         Ok((lines, crates)) => {
             fp.values.push(("tree_lines".into(), lines));
             fp.values.push(("tree_crates".into(), crates));
         }
         Err(e) => fp.notes.push(("cargo tree".into(), e)),
+    }
+    // Without the proc-macro crates (thiserror's derive and what it
+    // builds on): they run in the compiler, not in the program.
+    match runtime_crates(&setup.root, "normal,no-proc-macro") {
+        Ok((_, crates)) => fp.values.push(("tree_runtime_crates".into(), crates)),
+        Err(e) => fp.notes.push(("cargo tree (no proc-macro)".into(), e)),
     }
     match minimal_at_rest(&minimal_release, connect) {
         Ok((connected, locked)) => {

@@ -141,6 +141,7 @@ pub fn render(r: &Results, s: &Sizes, info: &RunInfo) -> (String, String) {
         ("CLI `zklock`, stripped, release, KiB", "cli_kib"),
         ("runtime crates: `cargo tree -e normal -p zklock --prefix none \\| sort -u \\| wc -l`", "tree_lines"),
         ("runtime crates: distinct names in that tree (zklock and jute included)", "tree_crates"),
+        ("runtime crates without the build-time proc-macros: distinct names in `cargo tree -e normal,no-proc-macro -p zklock` (zklock and jute included)", "tree_runtime_crates"),
         ("threads per client (minimal program, connected, less the main thread)", "threads_per_client"),
         ("threads while holding one lock (less the main thread)", "threads_holding"),
         ("RSS at rest, connected, KiB", "rss_rest_kib"),
