@@ -6,7 +6,7 @@
 use super::*;
 
 /// A reply longer than this lets the input buffer go once it is consumed.
-const LONG_REPLY: usize = 64 * 1024;
+pub(super) const LONG_REPLY: usize = 64 * 1024;
 
 impl<R, W: Clone> Session<R, W> {
     /// A TCP connection is up: send the handshake.
@@ -107,12 +107,15 @@ impl<R, W: Clone> Session<R, W> {
             let frame = match split_frame(&mut self.input, self.config.max_frame) {
                 Ok(Some(frame)) => frame,
                 Ok(None) => {
-                    if long_reply && self.input.is_empty() {
+                    if long_reply && self.input.len() < LONG_REPLY {
                         // A long reply (a listing of thousands) grew the
                         // buffer: let it go rather than keep its size for
-                        // the life of the session. Small replies keep
-                        // reusing the one buffer.
-                        self.input = BytesMut::new();
+                        // the life of the session, keeping only the start
+                        // of the next frame, if one has come (a session
+                        // waiting in a long queue may hear nothing more
+                        // for hours). Small replies keep reusing the one
+                        // buffer.
+                        self.input = BytesMut::from(&self.input[..]);
                     }
                     return;
                 }
