@@ -349,6 +349,79 @@ fn creates_sent_together_share_one_listing() {
     );
 }
 
+/// Creates made while a shared listing is out wait for its reply, then
+/// share the next one: a session queueing many waiters on one path lists
+/// once per round trip, not once per waiter. A create answered before its
+/// listing went out waits for that listing (no listing of its own).
+#[test]
+fn creates_made_while_a_listing_is_out_share_the_next() {
+    let mut h = Harness::new();
+    let (two, three) = (
+        "00000000-0000-4000-8000-000000000002",
+        "00000000-0000-4000-8000-000000000003",
+    );
+    h.m.acquire(h.now, 1, spec(false), UUID.into(), None, false);
+    let first = h.sent();
+    let [create1, list1] = &first[..] else {
+        panic!("a create and its listing: {first:?}")
+    };
+    assert!(
+        matches!(list1.request, Request::GetChildren(_)),
+        "{list1:?}"
+    );
+    h.m.acquire(h.now, 2, spec(false), two.into(), None, false);
+    h.m.acquire(h.now, 3, spec(false), three.into(), None, false);
+    let later = h.sent();
+    assert!(
+        matches!(&later[..], [a, b] if matches!(a.request, Request::Create2(_)) && matches!(b.request, Request::Create2(_))),
+        "two creates, no listing while one is out: {later:?}"
+    );
+    let name = |uuid: &str, seq: u32| format!("_c_{uuid}-lock-{seq:010}");
+    let created_as = |uuid: &str, seq: u32| {
+        Ok(Response::Created {
+            path: format!("/l/{}", name(uuid, seq)),
+            stat: stat(100 + i64::from(seq)),
+        })
+    };
+    h.reply(create1, Ok(created(5)));
+    h.reply(list1, Ok(children(&[&ours(5)])));
+    assert!(acquired_first(&h.events()));
+    // The listing for 2 and 3 goes now; 2's create is answered before it
+    // is, and 2 waits for it rather than listing alone.
+    let next = h.sent();
+    let [list2] = &next[..] else {
+        panic!("one listing for both: {next:?}")
+    };
+    assert!(
+        matches!(list2.request, Request::GetChildren(_)),
+        "{list2:?}"
+    );
+    h.reply(&later[0], created_as(two, 6));
+    h.reply(&later[1], created_as(three, 7));
+    assert!(h.sent().is_empty(), "no listing of their own");
+    h.reply(
+        list2,
+        Ok(children(&[&ours(5), &name(two, 6), &name(three, 7)])),
+    );
+    assert!(h.events().is_empty());
+    // Each watches its own node, then the one below it: 2 watches 1's,
+    // 3 watches 2's.
+    let watches = h.sent();
+    let expected = [name(two, 6), ours(5), name(three, 7), name(two, 6)];
+    assert!(
+        watches.len() == 4
+            && watches
+                .iter()
+                .zip(&expected)
+                .all(|(o, n)| reads(o, n, true)),
+        "{watches:?}"
+    );
+}
+
+fn acquired_first(events: &[LockEvent]) -> bool {
+    matches!(events, [LockEvent::Acquired { id: 1, .. }])
+}
+
 #[test]
 fn a_holder_hears_its_node_deleted_through_another_attempts_watch() {
     // Found by simulation seed 1143: attempt 2 waited on attempt 1's node;

@@ -277,6 +277,7 @@ impl LockMachine {
         self.delays.clear();
         self.shared_listings.clear();
         self.listings_wanted.clear();
+        self.listings_out.clear();
         self.held_nodes.clear();
     }
 

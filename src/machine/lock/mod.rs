@@ -143,11 +143,17 @@ pub struct LockMachine {
     /// Server path of every granted node → its attempt: a deletion heard
     /// through any watch tells its holder at once.
     held_nodes: HashMap<String, AttemptId>,
-    /// Lock paths with creates sent this turn and no listing behind them
-    /// yet: one listing follows all of them.
-    listings_wanted: BTreeMap<String, Vec<AttemptId>>,
-    /// A listing's token → the attempts whose creates it follows.
+    /// Lock paths with creates sent and no listing sent behind them yet →
+    /// the token kept for the one listing that will follow them all.
+    listings_wanted: BTreeMap<String, u64>,
+    /// A listing's token (sent or kept) → the attempts whose creates it
+    /// follows.
     shared_listings: HashMap<u64, Vec<AttemptId>>,
+    /// Shared listings sent and not yet answered → their lock path. While
+    /// one is out, that path's next waits for its reply: creates that come
+    /// meanwhile share one listing, not one each (10 000 waiters queueing
+    /// on one session listed thousands of children thousands of times).
+    listings_out: HashMap<u64, String>,
     deadlines: BTreeSet<(Instant, AttemptId)>,
     /// Lock-delays being served: when each attempt may make its mark.
     delays: BTreeSet<(Instant, AttemptId)>,
@@ -305,20 +311,21 @@ impl LockMachine {
         if let Some(o) = self.outgoing.pop_front() {
             return Some(o);
         }
-        // Creates on one lock path sent together share the listing behind
-        // them: one reply serves the lot, not one each.
-        let (parent, ids) = self.listings_wanted.pop_first()?;
-        self.next_token += 1;
-        let token = self.next_token;
-        for id in &ids {
-            if let Some(a) = self.attempts.get_mut(id) {
-                a.listing = Some(token);
-            }
-        }
-        self.shared_listings.insert(token, ids);
+        // Creates on one lock path share the listing behind them: one reply
+        // serves the lot. One at a time per path: the next goes out when
+        // the last is answered, behind every create sent meanwhile.
+        let out = &self.listings_out;
+        let parent = self
+            .listings_wanted
+            .keys()
+            .find(|p| !out.values().any(|o| o == *p))?
+            .clone();
+        let token = self.listings_wanted.remove(&parent)?;
+        let request = list(&parent, false);
+        self.listings_out.insert(token, parent);
         Some(Outgoing {
             token,
-            request: list(&parent, false),
+            request,
             watch: false,
         })
     }
@@ -342,6 +349,24 @@ impl LockMachine {
         let token = self.send(id, purpose, request, false);
         if let Some(a) = self.attempts.get_mut(&id) {
             a.busy = Some(token);
+        }
+    }
+
+    /// `id`'s create just went out on `parent`: the shared listing sent
+    /// next on that path answers it (see [`LockMachine::poll_request`]).
+    fn want_listing(&mut self, parent: &str, id: AttemptId) {
+        let token = match self.listings_wanted.get(parent) {
+            Some(&token) => token,
+            None => {
+                self.next_token += 1;
+                self.listings_wanted
+                    .insert(parent.to_owned(), self.next_token);
+                self.next_token
+            }
+        };
+        self.shared_listings.entry(token).or_default().push(id);
+        if let Some(a) = self.attempts.get_mut(&id) {
+            a.listing = Some(token);
         }
     }
 

@@ -66,10 +66,7 @@ impl LockMachine {
                     // Assume it may be applied from the moment it leaves.
                     a.maybe_created = true;
                     self.send_main(id, Purpose::Create, create);
-                    self.listings_wanted
-                        .entry(spec.parent.clone())
-                        .or_default()
-                        .push(id);
+                    self.want_listing(&spec.parent, id);
                 }
                 (Some(Node { stat: None, name }), _, _) => {
                     let path = spec.child(name);

@@ -23,6 +23,7 @@ impl LockMachine {
 
     fn route_reply(&mut self, now: Instant, token: u64, result: Result<Response, RequestError>) {
         if let Some(ids) = self.shared_listings.remove(&token) {
+            self.listings_out.remove(&token);
             return self.on_shared_listing(now, token, &ids, result);
         }
         let Some((id, purpose)) = self.pending.remove(&token) else {

@@ -83,10 +83,7 @@ impl LockMachine {
             }),
         ]);
         self.send_main(id, Purpose::Requeue { old, name }, request);
-        self.listings_wanted
-            .entry(spec.parent.clone())
-            .or_default()
-            .push(id);
+        self.want_listing(&spec.parent, id);
         self.handle_timeout(now);
     }
 
