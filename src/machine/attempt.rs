@@ -42,6 +42,8 @@ impl Rule {
         // Contenders below us that block us, and the nearest of them.
         let mut blocking = 0usize;
         let mut nearest: Option<(i32, &'a str)> = None;
+        // The blocking contender just below `nearest`.
+        let mut second: Option<(i32, &'a str)> = None;
         let mut below_us = 0usize;
         for name in children.iter() {
             if name == our_name {
@@ -66,10 +68,14 @@ impl Rule {
                 continue;
             }
             blocking += 1;
-            let nearer = nearest
-                .is_none_or(|(s, n)| sequence_order(seq, s).then_with(|| name.cmp(n)).is_gt());
-            if nearer {
+            let above = |than: Option<(i32, &str)>| {
+                than.is_none_or(|(s, n)| sequence_order(seq, s).then_with(|| name.cmp(n)).is_gt())
+            };
+            if above(nearest) {
+                second = nearest;
                 nearest = Some((seq, name));
+            } else if above(second) {
+                second = Some((seq, name));
             }
         }
         if !found {
@@ -78,6 +84,7 @@ impl Rule {
         if unordered {
             return Some(Standing {
                 blocker: None,
+                scout: None,
                 past_the_end: true,
             });
         }
@@ -89,8 +96,13 @@ impl Rule {
                 alone: blocking == 1,
             }),
         };
+        let scout = match blocker {
+            Some(Blocker::Node { alone: false, .. }) => second.map(|(_, name)| name),
+            _ => None,
+        };
         Some(Standing {
             blocker,
+            scout,
             past_the_end: false,
         })
     }
@@ -101,6 +113,11 @@ impl Rule {
 pub(crate) struct Standing<'a> {
     /// `None`: the lock is ours (unless `past_the_end`).
     pub blocker: Option<Blocker<'a>>,
+    /// With a blocker not alone: the blocking contender just below it.
+    /// Its deletion most often means the blocker now leads, so a waiter
+    /// that watches it lists again then, while the blocker holds, and can
+    /// be granted on the blocker's deletion alone.
+    pub scout: Option<&'a str>,
     /// Our node cannot be ordered (issued past the end of the parent's
     /// counter, or sharing its suffix): fail closed.
     pub past_the_end: bool,
@@ -194,6 +211,9 @@ pub(crate) enum Purpose {
     List,
     /// getData with a watch on the node we wait for.
     WatchBlocker,
+    /// getData with a watch on the node below the one we wait for (see
+    /// [`Standing::scout`]).
+    WatchScout,
     /// getData (with a watch if asked) on our own held node.
     Confirm,
     /// getData with a watch on our own node, sent with the first watch on
@@ -233,6 +253,7 @@ impl Purpose {
                 | Purpose::Delete(_)
                 | Purpose::EndWatch
                 | Purpose::WatchOwn
+                | Purpose::WatchScout
                 | Purpose::TenureSweep
         )
     }
@@ -301,6 +322,12 @@ pub(crate) struct Attempt {
     pub end_watch: Option<u64>,
     /// The watched blocker's deletion grants us the lock.
     pub blocker_alone: bool,
+    /// The node `watch` is on (or the getData setting it asks about),
+    /// while waiting on a blocker.
+    pub watched: Option<String>,
+    /// While waiting on a blocker not alone: the watch on the node below
+    /// it (see [`Standing::scout`]).
+    pub scout: Option<u64>,
     /// While waiting on a blocker: the watch on our own node.
     pub own_watch: Option<OwnWatch>,
     /// What the holder was last told.
@@ -351,6 +378,8 @@ impl Attempt {
             watch: None,
             end_watch: None,
             blocker_alone: false,
+            watched: None,
+            scout: None,
             own_watch: None,
             state: LockState::Held,
             report_release: false,

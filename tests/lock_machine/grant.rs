@@ -4,7 +4,7 @@
 //! attempts of one client on the same lock.
 
 use jute::{ErrorCode, EventType, Request, Response};
-use zklock::machine::LockEvent;
+use zklock::machine::{LockEvent, Outgoing};
 use zklock::recipes::{LockState, LossReason};
 use zklock::session::RequestError;
 
@@ -200,14 +200,16 @@ fn every_waiter_watches_its_own_node_once_and_first() {
         &sent[1],
         Ok(children(&[&ours(5), HEAD, "_c_a-lock-0000000001"])),
     );
-    // Deep in the queue too: own node first, then the one right below.
+    // Deep in the queue too: own node first, then the one right below,
+    // then the scout below that.
     let watches = h.sent();
     assert!(
-        matches!(&watches[..], [a, b] if reads(a, &ours(5), true) && reads(b, HEAD, true)),
+        matches!(&watches[..], [a, b, c] if reads(a, &ours(5), true) && reads(b, HEAD, true) && reads(c, "_c_a-lock-0000000001", true)),
         "{watches:?}"
     );
     h.reply(&watches[0], data(105));
     h.reply(&watches[1], data(1));
+    h.reply(&watches[2], data(1));
     head_deleted(&mut h, &watches[1]);
     let relist = h.sent();
     assert!(matches!(&relist[..], [o] if matches!(o.request, Request::GetChildren(_))));
@@ -284,11 +286,12 @@ fn deep_in_the_queue_a_deletion_means_one_listing_then_the_lock() {
     h.reply(&sent[1], Ok(children(&queue)));
     let watches = h.sent();
     assert!(
-        matches!(&watches[..], [own, o] if reads(own, &ours(9), true) && matches!(&o.request, Request::GetData(p) if p.watch && p.path.ends_with("0000000007"))),
+        matches!(&watches[..], [own, o, scout] if reads(own, &ours(9), true) && matches!(&o.request, Request::GetData(p) if p.watch && p.path.ends_with("0000000007")) && reads(scout, "_c_b-lock-0000000005", true)),
         "{watches:?}"
     );
     h.reply(&watches[0], data(109));
     h.reply(&watches[1], data(1));
+    h.reply(&watches[2], data(1));
     // Others were below the one we watched: its deletion is not enough.
     h.fire(
         &watches[1],
@@ -308,6 +311,94 @@ fn deep_in_the_queue_a_deletion_means_one_listing_then_the_lock() {
         [LockEvent::Acquired { id: 1, .. }]
     ));
     assert!(h.sent().is_empty());
+}
+
+const BLOCKER: &str = "_c_b-lock-0000000007";
+const SCOUT: &str = "_c_a-lock-0000000002";
+
+fn is_listing(sent: &[Outgoing]) -> bool {
+    matches!(sent, [o] if matches!(o.request, Request::GetChildren(_)))
+}
+
+/// The node below our blocker goes while the blocker holds: we list again
+/// then, keep the blocker's watch, and its deletion grants us on the event
+/// alone (no listing after it).
+#[test]
+fn a_scouts_deletion_lists_early_so_the_blockers_alone_grants() {
+    let mut h = Harness::new();
+    let (own, blocker, scout) = queued_deep_with_scout(&mut h);
+    h.fire(&scout, EventType::NodeDeleted, &format!("/l/{SCOUT}"));
+    assert!(h.events().is_empty());
+    let relist = h.sent();
+    assert!(is_listing(&relist), "{relist:?}");
+    h.reply(&relist[0], Ok(children(&[&ours(9), BLOCKER])));
+    assert!(
+        h.sent().is_empty(),
+        "the blocker's watch stands: {:?}",
+        h.sent()
+    );
+    assert!(h.m.wants_watch(blocker.token) && h.m.wants_watch(own.token));
+    assert!(!h.m.wants_watch(scout.token));
+    h.fire(&blocker, EventType::NodeDeleted, &format!("/l/{BLOCKER}"));
+    let events = h.events();
+    assert!(
+        matches!(&events[..], [LockEvent::Acquired { id: 1, stat, .. }] if stat.czxid == 109),
+        "{events:?}"
+    );
+    assert!(h.sent().is_empty(), "held on the event alone");
+}
+
+/// The scout went but another node is still below the blocker (the scout
+/// had given up): a new scout is watched, the blocker's watch kept, and
+/// the blocker's deletion still means a listing.
+#[test]
+fn a_scout_that_gave_up_is_replaced_by_the_next_below() {
+    let mut h = Harness::new();
+    let (_, blocker, scout) = queued_deep_with_scout(&mut h);
+    h.fire(&scout, EventType::NodeDeleted, &format!("/l/{SCOUT}"));
+    let relist = h.sent();
+    assert!(is_listing(&relist), "{relist:?}");
+    let deeper = "_c_z-lock-0000000001";
+    h.reply(&relist[0], Ok(children(&[deeper, &ours(9), BLOCKER])));
+    let sent = h.sent();
+    assert!(
+        matches!(&sent[..], [o] if reads(o, deeper, true)),
+        "only the new scout's watch: {sent:?}"
+    );
+    h.fire(&blocker, EventType::NodeDeleted, &format!("/l/{BLOCKER}"));
+    assert!(h.events().is_empty(), "not alone: no grant on the event");
+    assert!(is_listing(&h.sent()));
+}
+
+/// The scout's getData finds it already gone: list again at once. Granted
+/// from that listing, the blocker's watch is no longer wanted.
+#[test]
+fn a_scout_found_gone_lists_at_once_and_a_grant_drops_the_queue_watches() {
+    let mut h = Harness::new();
+    h.m.acquire(h.now, 1, spec(false), UUID.into(), None, false);
+    let sent = h.sent();
+    h.reply(&sent[0], Ok(created(9)));
+    h.reply(&sent[1], Ok(children(&[SCOUT, &ours(9), BLOCKER])));
+    let watches = h.sent();
+    let [own, blocker, scout] = &watches[..] else {
+        panic!("{watches:?}")
+    };
+    h.reply(own, data(109));
+    h.reply(blocker, data(7));
+    h.reply(scout, Err(RequestError::Server(ErrorCode::NoNode)));
+    let relist = h.sent();
+    assert!(is_listing(&relist), "{relist:?}");
+    // The listing shows nobody below us (the blocker's event is not played).
+    h.reply(&relist[0], Ok(children(&[&ours(9)])));
+    assert!(matches!(
+        &h.events()[..],
+        [LockEvent::Acquired { id: 1, .. }]
+    ));
+    assert!(
+        !h.m.wants_watch(blocker.token),
+        "no waiter's watch outlives the grant"
+    );
+    assert!(!h.m.wants_watch(scout.token));
 }
 
 #[test]
@@ -405,11 +496,11 @@ fn creates_made_while_a_listing_is_out_share_the_next() {
     );
     assert!(h.events().is_empty());
     // Each watches its own node, then the one below it: 2 watches 1's,
-    // 3 watches 2's.
+    // 3 watches 2's, and 1's as its scout.
     let watches = h.sent();
-    let expected = [name(two, 6), ours(5), name(three, 7), name(two, 6)];
+    let expected = [name(two, 6), ours(5), name(three, 7), name(two, 6), ours(5)];
     assert!(
-        watches.len() == 4
+        watches.len() == expected.len()
             && watches
                 .iter()
                 .zip(&expected)

@@ -168,22 +168,32 @@ pub(crate) fn queued_behind_head(h: &mut Harness, watch_node: bool) -> (Outgoing
 
 /// Attempt 1 (our node, sequence 9, not watched once held) queued deep:
 /// behind `_c_b-lock-0000000007`, with `_c_a-lock-0000000002` below that.
-/// Both watches set, on our own node and on 7, replies given in order.
+/// Its three watches set, on our own node, on 7 and on 2 (the scout),
+/// replies given in order.
 pub(crate) fn queued_deep(h: &mut Harness) -> (Outgoing, Outgoing) {
+    let (own, blocker, _) = queued_deep_with_scout(h);
+    (own, blocker)
+}
+
+/// As [`queued_deep`], the scout's watch (on 2) returned too.
+pub(crate) fn queued_deep_with_scout(h: &mut Harness) -> (Outgoing, Outgoing, Outgoing) {
     h.m.acquire(h.now, 1, spec(false), UUID.into(), None, false);
     let sent = h.sent();
     h.reply(&sent[0], Ok(created(9)));
     let queue = [&ours(9), "_c_a-lock-0000000002", "_c_b-lock-0000000007"];
     h.reply(&sent[1], Ok(children(&queue)));
     let watches = h.sent();
-    let [own, blocker] = &watches[..] else {
-        panic!("our own node's watch and one more expected: {watches:?}")
+    let [own, blocker, scout] = &watches[..] else {
+        panic!("our own node's watch, the blocker's and its scout's expected: {watches:?}")
     };
     assert!(reads(own, &ours(9), true), "{own:?}");
     assert!(reads(blocker, "_c_b-lock-0000000007", true), "{blocker:?}");
+    // The node below the blocker: its deletion means listing again early.
+    assert!(reads(scout, "_c_a-lock-0000000002", true), "{scout:?}");
     h.reply(own, data(109));
     h.reply(blocker, data(7));
-    (own.clone(), blocker.clone())
+    h.reply(scout, data(2));
+    (own.clone(), blocker.clone(), scout.clone())
 }
 
 pub(crate) fn head_deleted(h: &mut Harness, head: &Outgoing) {

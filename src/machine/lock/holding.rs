@@ -194,8 +194,9 @@ impl LockMachine {
             return;
         };
         a.goal = Goal::Release;
+        a.watched = None;
         let own = a.own_watch.take().map(|o| o.token);
-        for t in [a.watch.take(), a.end_watch.take(), own]
+        for t in [a.watch.take(), a.end_watch.take(), own, a.scout.take()]
             .into_iter()
             .flatten()
         {

@@ -228,7 +228,9 @@ impl LockMachine {
             if matches!(a.goal, Goal::Acquire { .. }) {
                 a.node = None;
                 let own = a.own_watch.take().map(|o| o.token);
-                for t in [a.watch.take(), a.busy.take(), own].into_iter().flatten() {
+                a.watched = None;
+                let watches = [a.watch.take(), a.busy.take(), own, a.scout.take()];
+                for t in watches.into_iter().flatten() {
                     self.watches.remove(&t);
                 }
             }
@@ -379,7 +381,7 @@ impl LockMachine {
             );
             return self.fail(id, LockError::SequenceExhausted { path });
         }
-        let blocker = standing.blocker;
+        let (blocker, scout) = (standing.blocker, standing.scout);
         if blocker.is_some() && matches!(a.goal, Goal::Acquire { no_wait: true, .. }) {
             if let Some(t) = watch {
                 self.watches.remove(&t);
@@ -394,12 +396,31 @@ impl LockMachine {
             }
             self.watches.remove(&t);
         }
+        // A blocker's watch kept from an earlier listing stands only if
+        // that node still blocks us; a scout's is set anew each time.
+        let kept = matches!(blocker, Some(Blocker::Node { name, .. })
+            if a.watch.is_some() && a.watched.as_deref() == Some(name));
+        if !kept && a.watched.take().is_some() {
+            if let Some(t) = a.watch.take() {
+                self.watches.remove(&t);
+            }
+        }
+        if let Some(t) = a.scout.take() {
+            self.watches.remove(&t);
+        }
         match blocker {
             None => self.grant(now, id, None),
             // Listed without a watch (with the create): list again with one.
             Some(Blocker::Queue) => self.step(id),
+            Some(Blocker::Node { alone, .. }) if kept => {
+                // Listed again on the scout's word, the blocker unchanged.
+                a.blocker_alone = alone;
+                self.watch_own_node(id);
+                self.watch_scout(id, scout);
+            }
             Some(Blocker::Node { name, alone }) => {
                 a.blocker_alone = alone;
+                a.watched = Some(name.to_owned());
                 let path = a.spec.child(name);
                 // Watch our own node too, in the same turn (no round trip
                 // added on the way to the grant): when the blocker is alone
@@ -416,9 +437,42 @@ impl LockMachine {
                 if let Some(a) = self.attempts.get_mut(&id) {
                     a.busy = Some(token);
                 }
+                self.watch_scout(id, scout);
                 // Strays go out alongside.
                 self.send_strays(id);
             }
+        }
+    }
+
+    /// Watches `scout`, the node below our blocker (see
+    /// [`Standing::scout`](crate::machine::attempt::Standing)): when it
+    /// goes, we list again while the blocker holds, so that the blocker's
+    /// own deletion finds us knowing it was alone below us, and grants us
+    /// the lock on its event without another round trip.
+    fn watch_scout(&mut self, id: AttemptId, scout: Option<&str>) {
+        let Some(a) = self.attempts.get(&id) else {
+            return;
+        };
+        let Some(name) = scout else {
+            return;
+        };
+        let path = a.spec.child(name);
+        let request = Request::GetData(PathWatch { path, watch: true });
+        let token = self.send(id, Purpose::WatchScout, request, true);
+        if let Some(a) = self.attempts.get_mut(&id) {
+            a.scout = Some(token);
+        }
+    }
+
+    /// The scout's watch fired, or its getData found it gone: list again
+    /// now, if we still wait on a watched blocker and nothing else is on
+    /// its way.
+    pub(super) fn scout_gone(&mut self, id: AttemptId) {
+        let Some(a) = self.attempts.get(&id) else {
+            return;
+        };
+        if matches!(a.goal, Goal::Acquire { .. }) && a.busy.is_none() && a.watch.is_some() {
+            self.step(id);
         }
     }
 
@@ -469,6 +523,15 @@ impl LockMachine {
         }
         a.goal = Goal::Hold;
         a.state = LockState::Held;
+        // A blocker's or scout's watch left from the queue (granted from a
+        // listing) is no holder's watch.
+        let stale = [
+            a.watched.take().and_then(|_| a.watch.take()),
+            a.scout.take(),
+        ];
+        for t in stale.into_iter().flatten() {
+            self.watches.remove(&t);
+        }
         // The watch on our own node kept while waiting is the holder's
         // watch, if it wants one and it is known to be set (its reply came
         // before whatever granted us); else it is forgotten here, and the

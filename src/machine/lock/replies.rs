@@ -64,10 +64,25 @@ impl LockMachine {
                 }
                 // Gone between the listing and the watch: look again now.
                 Err(_) => {
+                    a.watched = None;
                     self.watches.remove(&token);
                     self.step(id)
                 }
             },
+            Purpose::WatchScout => {
+                if a.scout != Some(token) || result.is_ok() {
+                    // Set (or superseded: its event, if any, is ignored).
+                    if a.scout != Some(token) {
+                        self.watches.remove(&token);
+                    }
+                    return;
+                }
+                a.scout = None;
+                self.watches.remove(&token);
+                if matches!(result, Err(RequestError::Server(ErrorCode::NoNode))) {
+                    self.scout_gone(id);
+                }
+            }
             Purpose::WatchOwn => self.on_own_watch_set(id, token, result),
             Purpose::Confirm => self.on_confirm(id, token, result),
             Purpose::GrantCheck => match result {
@@ -157,12 +172,20 @@ impl LockMachine {
                 _ => {}
             };
         }
+        if a.scout == Some(token) {
+            a.scout = None;
+            if event.is_ok() {
+                self.scout_gone(id);
+            }
+            return;
+        }
         if a.watch != Some(token) {
             // A watch we stopped caring about (its reply, if an error, says
             // what to do next).
             return;
         }
         a.watch = None;
+        a.watched = None;
         match (a.goal, event) {
             (_, Err(_)) => {
                 // Never set, or the session ended (handled through the state).
