@@ -339,6 +339,7 @@ fn leader_check_paragraph(
                 format!("{fs}/cont.suspended_lost"),
                 format!("{fs}/cont.lc_off.suspended_lost"),
                 format!("{fs}/cont.requeue.suspended_lost"),
+                format!("{fs}/unc.requeue.suspended_lost"),
                 format!("{fs}/unc.unlock.suspended_lost"),
                 format!("{fs}/cont.unlock.suspended_lost"),
             ]

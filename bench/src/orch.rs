@@ -144,6 +144,9 @@ pub fn run() -> BoxResult<()> {
                     if unlock && !off_first {
                         b.attempt(imp, "unc.unlock", |b| b.uncontended_unlock(round));
                     }
+                    if imp == Impl::Zklock && sizes.runs("requeue") {
+                        b.attempt(imp, "unc.requeue", |b| b.uncontended_requeue(round));
+                    }
                     if lc_off && !off_first {
                         b.attempt(imp, "unc.lc_off", |b| b.uncontended_lc_off(round));
                     }

@@ -34,7 +34,9 @@ pub fn release_section(r: &Results, s: &Sizes, info: &RunInfo) -> String {
         r.values.keys().any(|k| k.starts_with(&dot))
     };
     if !info.fsync.iter().any(|&f| {
-        ran(fs_of(f), "unc.unlock") || ran(fs_of(f), "cont.unlock") || ran(fs_of(f), "cont.requeue")
+        ["unc.unlock", "cont.unlock", "unc.requeue", "cont.requeue"]
+            .iter()
+            .any(|p| ran(fs_of(f), p))
     }) {
         return md;
     }
@@ -50,10 +52,12 @@ pub fn release_section(r: &Results, s: &Sizes, info: &RunInfo) -> String {
          answered the delete, as Curator's and kazoo's `release()` do (zookeeper-client-rs's \
          worker releases without waiting, as dropping its `LockClient` does: Caveats in \
          README.md);\n\
-         - **requeue** (`Mutex::requeue(guard, None)`, contended only): the delete and the next \
-         create in one `multi`, one commit where a release and a new acquisition take two; the \
-         next turn waits on the `PendingLock` it returns. No peer has such a call: its ratio is \
-         to the best peer's plain contended loop.\n"
+         - **requeue** (`Mutex::requeue(guard, None)`): the delete and the next create in one \
+         `multi`, one commit where a release and a new acquisition take two; the next turn waits \
+         on the `PendingLock` it returns. Its reply confirms the delete, so it waits for the \
+         release as `unlock()` does. Uncontended, the lock stays held between cycles and a cycle \
+         is one requeue and its grant. No peer has such a call: its ratio is to the best peer's \
+         plain loop.\n"
     );
     // In words: the figures asked most often.
     let mut said = Vec::new();
@@ -69,6 +73,18 @@ pub fn release_section(r: &Results, s: &Sizes, info: &RunInfo) -> String {
                 fmt_num(unlock_p50),
                 unlock_p50 / drop_p50
             ));
+        }
+        let unc_rq = g("unc.requeue.p50_us");
+        if let Some((best, who)) = best_peer(r, &format!("{fs}/unc.p50_us"), false) {
+            if unc_rq.is_finite() {
+                parts.push(format!(
+                    "uncontended requeue p50 {} µs, {:.2}× the best peer's {} µs ({})",
+                    fmt_num(unc_rq),
+                    unc_rq / best,
+                    fmt_num(best),
+                    who.label()
+                ));
+            }
         }
         let (drop_ops, unlock_ops) = (g("cont.ops_per_s"), g("cont.unlock.ops_per_s"));
         if drop_ops.is_finite() && unlock_ops.is_finite() {

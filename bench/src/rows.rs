@@ -40,8 +40,8 @@ pub struct Variant {
 
 /// zklock's variants of the timed loop `mode` (`unc` or `cont`) that ran on
 /// server setting `fs`: the default (the guard dropped) first, then
-/// `unlock()` (waiting for the delete's reply), then `Mutex::requeue`
-/// (contended only). Labelled only when there are several.
+/// `unlock()` (waiting for the delete's reply), then `Mutex::requeue`.
+/// Labelled only when there are several.
 pub fn variants(r: &Results, fs: &str, mode: &str) -> Vec<Variant> {
     // Ran, or failed (then its rows say so).
     let ran = |prefix: &str| {
@@ -60,9 +60,10 @@ pub fn variants(r: &Results, fs: &str, mode: &str) -> Vec<Variant> {
             suffix: " [zklock: `guard.unlock()`, waits for the delete's reply]",
         });
     }
-    if mode == "cont" && ran("cont.requeue") {
+    let requeue = format!("{mode}.requeue");
+    if ran(&requeue) {
         v.push(Variant {
-            prefix: "cont.requeue".into(),
+            prefix: requeue,
             suffix: " [zklock: `Mutex::requeue`, release and queue again in one multi]",
         });
     }

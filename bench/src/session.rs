@@ -111,7 +111,7 @@ pub(crate) enum Release {
     /// `unlock`: `LockGuard::unlock()`, which returns once the server has
     /// answered the delete.
     Unlock,
-    /// `requeue` (contended mode only): `Mutex::requeue(guard, None)`
+    /// `requeue` (the timed loops only): `Mutex::requeue(guard, None)`
     /// releases and queues again in one multi (delete + create, one
     /// commit); the next turn waits on the `PendingLock` it returns.
     Requeue,

@@ -131,6 +131,16 @@ impl Bench<'_> {
         Ok(())
     }
 
+    /// zklock's uncontended loop with `release=requeue` (row keys
+    /// `unc.requeue.*`): the lock stays held between cycles, and each cycle
+    /// is one `Mutex::requeue` (delete and create in one multi; its reply
+    /// confirms the delete) and the wait for the grant.
+    pub fn uncontended_requeue(&mut self, round: usize) -> BoxResult<()> {
+        let requeue = ["release=requeue".to_owned()];
+        self.uncontended_run(Impl::Zklock, round, "unc.requeue", &requeue)?;
+        Ok(())
+    }
+
     /// zklock's contended run with `release=unlock` (row keys
     /// `cont.unlock.*`), as [`Bench::uncontended_unlock`].
     pub fn contended_unlock(&mut self, round: usize) -> BoxResult<()> {

@@ -39,8 +39,8 @@ pub fn main(args: &[String]) -> BoxResult<()> {
         .str("mode", mode)
         .str("leader_check", if conn.leader_check { "on" } else { "off" })
         .str("release", release.name());
-    if release == Release::Requeue && mode != "contended" {
-        return Err(format!("release=requeue is for the contended mode, not {mode}").into());
+    if release == Release::Requeue && !matches!(mode.as_str(), "contended" | "uncontended") {
+        return Err(format!("release=requeue is for the timed loops, not {mode}").into());
     }
     match mode.as_str() {
         "uncontended" => uncontended(conn, release, connect_string, path, &p, &mut out)?,
@@ -98,24 +98,63 @@ fn uncontended(
     let session_alarms = SessionAlarms::of(&client);
     let mut alarms = 0;
     let mutex = Mutex::new(&client, path)?;
-    checked_cycle(&mutex, &mut alarms, release)?;
+    let mut requeue = RequeueLoop::default();
+    let mut cycle = |alarms: &mut usize| match release {
+        Release::Requeue => requeue.cycle(&mutex, alarms),
+        _ => checked_cycle(&mutex, alarms, release),
+    };
+    cycle(&mut alarms)?;
     stage("rest")?;
     for _ in 0..warm {
-        checked_cycle(&mutex, &mut alarms, release)?;
+        cycle(&mut alarms)?;
     }
     stage("ready")?;
     let mut lat = Vec::with_capacity(cycles);
     for _ in 0..cycles {
         let t = Instant::now();
-        checked_cycle(&mutex, &mut alarms, release)?;
+        cycle(&mut alarms)?;
         lat.push(t.elapsed().as_nanos() as u64);
     }
+    alarms += requeue.finish();
     stage("done")?;
     alarms += session_alarms.count();
     out.nums("latencies_ns", &lat)
         .num("suspended_lost", alarms as f64);
     client.close()?;
     Ok(())
+}
+
+/// The uncontended loop with `release=requeue`: the lock is held between
+/// cycles, and each cycle is one `Mutex::requeue` (delete and create in
+/// one multi, whose reply confirms the delete) and the wait for the new
+/// node's grant; the first cycle takes the lock with `lock()`.
+#[derive(Default)]
+struct RequeueLoop {
+    held: Option<(LockGuard, Receiver<LockState>)>,
+}
+
+impl RequeueLoop {
+    fn cycle(&mut self, mutex: &Mutex, alarms: &mut usize) -> BoxResult<()> {
+        let guard = match self.held.take() {
+            Some((guard, changes)) => {
+                *alarms += guard_alarms(&changes);
+                mutex.requeue(guard, None).wait()?
+            }
+            None => mutex.lock()?,
+        };
+        let changes = guard.state_changes();
+        self.held = Some((guard, changes));
+        Ok(())
+    }
+
+    /// Releases the last cycle's lock; the alarms its guard heard.
+    fn finish(&mut self) -> usize {
+        self.held.take().map_or(0, |(guard, changes)| {
+            let alarms = guard_alarms(&changes);
+            drop(guard);
+            alarms
+        })
+    }
 }
 
 /// zklock's contended session: one client and one mutex.
