@@ -348,6 +348,19 @@ fn a_scouts_deletion_lists_early_so_the_blockers_alone_grants() {
     assert!(h.sent().is_empty(), "held on the event alone");
 }
 
+/// A listing made on the scout's word that shows a duplicate of our node
+/// (a late create of ours) deletes it, as every listing does.
+#[test]
+fn a_scouts_listing_deletes_a_duplicate_of_ours() {
+    let mut h = Harness::new();
+    let (_, _, scout) = queued_deep_with_scout(&mut h);
+    h.fire(&scout, EventType::NodeDeleted, &format!("/l/{SCOUT}"));
+    let relist = h.sent();
+    assert!(is_listing(&relist), "{relist:?}");
+    h.reply(&relist[0], Ok(children(&[&ours(9), BLOCKER, &ours(11)])));
+    assert_eq!(deletes(&h.sent()), [format!("/l/{}", ours(11))]);
+}
+
 /// The scout went but another node is still below the blocker (the scout
 /// had given up): a new scout is watched, the blocker's watch kept, and
 /// the blocker's deletion still means a listing.

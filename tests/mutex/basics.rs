@@ -238,7 +238,7 @@ fn missing_parents_are_created_as_containers() {
 }
 
 #[test]
-fn each_release_wakes_exactly_one_waiter() {
+fn each_release_wakes_at_most_two_waiters() {
     const WAITERS: usize = 1000;
     let path = lock_path("herd");
     let c = Client::builder(&zk::shared().connect_string())
@@ -282,16 +282,18 @@ fn each_release_wakes_exactly_one_waiter() {
         t.join().unwrap();
     }
     assert_eq!(acquired.load(Ordering::SeqCst), WAITERS);
-    // One deletion per release, each seen by the single waiter behind it.
-    // Every waiter also watches its own node while it waits (a third
-    // party's delete must reach it; a blocker's deletion alone grants it):
-    // that watch fires once more at its own release. Two per waiter, give
-    // or take the first ones; a herd would add hundreds.
+    // One deletion per release, seen by the waiter behind it and by the
+    // one behind that (its scout: it lists again while the next holds, so
+    // that the next release grants it on the event alone). Every waiter
+    // also watches its own node while it waits (a third party's delete must
+    // reach it; a blocker's deletion alone grants it): that watch fires once
+    // more at its own release. Three per waiter, less the ends of the queue
+    // (2 999 for 1 000), give or take a race; a herd would add hundreds.
     let events = c.watch_events_received() - events_before;
-    let per_waiter = 2 * WAITERS as u64;
+    let per_waiter = 3 * WAITERS as u64;
     assert!(
-        (per_waiter..=per_waiter + 2).contains(&events),
-        "releases woke more than one waiter: {events} events for {WAITERS} waiters"
+        (per_waiter - 2..=per_waiter + 2).contains(&events),
+        "releases woke more than two waiters: {events} events for {WAITERS} waiters"
     );
 }
 

@@ -417,6 +417,7 @@ impl LockMachine {
                 a.blocker_alone = alone;
                 self.watch_own_node(id);
                 self.watch_scout(id, scout);
+                self.send_strays(id);
             }
             Some(Blocker::Node { name, alone }) => {
                 a.blocker_alone = alone;
