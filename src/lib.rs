@@ -50,6 +50,7 @@ mod path;
 mod random;
 pub mod recipes;
 pub mod session;
+mod spare_room;
 mod sync;
 #[cfg(feature = "tls")]
 mod tls;

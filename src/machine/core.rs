@@ -172,7 +172,7 @@ impl Core {
 
     /// The next thing the driver must act on.
     pub fn poll_event(&mut self) -> Option<CoreEvent> {
-        self.events.pop_front()
+        crate::spare_room::pop_front(&mut self.events)
     }
 
     /// When [`Core::turn`] is next due.

@@ -277,7 +277,7 @@ impl<R, W: Clone> Session<R, W> {
 
     /// The next event to deliver, if any.
     pub fn poll_event(&mut self) -> Option<SessionEvent<R, W>> {
-        self.events.pop_front()
+        crate::spare_room::pop_front(&mut self.events)
     }
 
     /// When [`Session::handle_timeout`] must next be called.

@@ -153,7 +153,7 @@ impl<R, W: Clone> Session<R, W> {
                 header.xid, front.xid
             ));
         }
-        let Some(p) = self.in_flight.pop_front() else {
+        let Some(p) = crate::spare_room::pop_front(&mut self.in_flight) else {
             return Err("in-flight queue emptied under us".into());
         };
         self.answered(p.sent);

@@ -308,7 +308,7 @@ impl LockMachine {
 
     /// The next request to send.
     pub fn poll_request(&mut self) -> Option<Outgoing> {
-        if let Some(o) = self.outgoing.pop_front() {
+        if let Some(o) = crate::spare_room::pop_front(&mut self.outgoing) {
             return Some(o);
         }
         // Creates on one lock path share the listing behind them: one reply
@@ -332,7 +332,7 @@ impl LockMachine {
 
     /// The next thing to report.
     pub fn poll_event(&mut self) -> Option<LockEvent> {
-        self.events.pop_front()
+        crate::spare_room::pop_front(&mut self.events)
     }
 
     /// When [`LockMachine::handle_timeout`] must next be called.
