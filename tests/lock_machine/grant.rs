@@ -453,6 +453,42 @@ fn creates_sent_together_share_one_listing() {
     );
 }
 
+/// A hundred acquisitions started at once on one machine: every create's
+/// reply and the listing behind them are heard (the table of requests in
+/// flight grows past the room it keeps and must lose nothing).
+/// Kills: lock/replies.rs:33:36 (`&&`→`||`: the table dropped while full).
+#[test]
+fn a_hundred_waiters_started_at_once_are_each_answered() {
+    const N: u32 = 100;
+    let mut h = Harness::new();
+    let uuid = |i: u32| format!("00000000-0000-4000-8000-{i:012}");
+    for i in 1..=N {
+        h.m.acquire(h.now, u64::from(i), spec(false), uuid(i), None, false);
+    }
+    let sent = h.sent();
+    assert_eq!(sent.len(), N as usize + 1, "the creates and one listing");
+    let name = |i: u32| format!("_c_{}-lock-{i:010}", uuid(i));
+    for (i, create) in (1..=N).zip(&sent) {
+        h.reply(
+            create,
+            Ok(Response::Created {
+                path: format!("/l/{}", name(i)),
+                stat: stat(100 + i64::from(i)),
+            }),
+        );
+    }
+    let names: Vec<String> = (1..=N).map(name).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    h.reply(&sent[N as usize], Ok(children(&names)));
+    assert!(matches!(
+        &h.events()[..],
+        [LockEvent::Acquired { id: 1, .. }]
+    ));
+    // Each of the 99 others watches its own node and its blocker; all but
+    // the second watch a scout too.
+    assert_eq!(h.sent().len(), 99 * 2 + 98);
+}
+
 /// Creates made while a shared listing is out wait for its reply, then
 /// share the next one: a session queueing many waiters on one path lists
 /// once per round trip, not once per waiter. A create answered before its
