@@ -320,6 +320,16 @@ fn is_listing(sent: &[Outgoing]) -> bool {
     matches!(sent, [o] if matches!(o.request, Request::GetChildren(_)))
 }
 
+/// Queued deep (see `queued_deep_with_scout`), then the scout deleted:
+/// the blocker's watch, the scout's, and the listing that follows.
+fn scout_deleted(h: &mut Harness) -> (Outgoing, Outgoing, Outgoing) {
+    let (_, blocker, scout) = queued_deep_with_scout(h);
+    h.fire(&scout, EventType::NodeDeleted, &format!("/l/{SCOUT}"));
+    let relist = h.sent();
+    assert!(is_listing(&relist), "{relist:?}");
+    (blocker, scout, relist[0].clone())
+}
+
 /// The node below our blocker goes while the blocker holds: we list again
 /// then, keep the blocker's watch, and its deletion grants us on the event
 /// alone (no listing after it).
@@ -353,11 +363,8 @@ fn a_scouts_deletion_lists_early_so_the_blockers_alone_grants() {
 #[test]
 fn a_scouts_listing_deletes_a_duplicate_of_ours() {
     let mut h = Harness::new();
-    let (_, _, scout) = queued_deep_with_scout(&mut h);
-    h.fire(&scout, EventType::NodeDeleted, &format!("/l/{SCOUT}"));
-    let relist = h.sent();
-    assert!(is_listing(&relist), "{relist:?}");
-    h.reply(&relist[0], Ok(children(&[&ours(9), BLOCKER, &ours(11)])));
+    let (_, _, relist) = scout_deleted(&mut h);
+    h.reply(&relist, Ok(children(&[&ours(9), BLOCKER, &ours(11)])));
     assert_eq!(deletes(&h.sent()), [format!("/l/{}", ours(11))]);
 }
 
@@ -367,12 +374,9 @@ fn a_scouts_listing_deletes_a_duplicate_of_ours() {
 #[test]
 fn a_scout_that_gave_up_is_replaced_by_the_next_below() {
     let mut h = Harness::new();
-    let (_, blocker, scout) = queued_deep_with_scout(&mut h);
-    h.fire(&scout, EventType::NodeDeleted, &format!("/l/{SCOUT}"));
-    let relist = h.sent();
-    assert!(is_listing(&relist), "{relist:?}");
+    let (blocker, _, relist) = scout_deleted(&mut h);
     let deeper = "_c_z-lock-0000000001";
-    h.reply(&relist[0], Ok(children(&[deeper, &ours(9), BLOCKER])));
+    h.reply(&relist, Ok(children(&[deeper, &ours(9), BLOCKER])));
     let sent = h.sent();
     assert!(
         matches!(&sent[..], [o] if reads(o, deeper, true)),
