@@ -1,4 +1,4 @@
-//! Queues that a burst grew give their room back once drained.
+//! Queues and buffers that a burst grew give their room back once drained.
 //!
 //! A session that queues a hundred waiters at once fills its queues of
 //! requests, replies awaited and events with hundreds of entries; a
@@ -9,8 +9,14 @@
 
 use std::collections::VecDeque;
 
+use bytes::BytesMut;
+
 /// Room kept by a drained queue: what one caller's requests need.
 const KEPT: usize = 32;
+
+/// Room kept by a drained byte buffer: a few ordinary requests. A burst of
+/// a hundred creates and their watches encodes to some 40 KB.
+const KEPT_BYTES: usize = 16 * 1024;
 
 /// Pops the front of `queue`, and lets its room go if that emptied it and
 /// it had grown past [`KEPT`].
@@ -22,6 +28,13 @@ pub(crate) fn pop_front<T>(queue: &mut VecDeque<T>) -> Option<T> {
     item
 }
 
+/// Lets `buf`'s room go if it is drained and grew past [`KEPT_BYTES`].
+pub(crate) fn release_drained(buf: &mut BytesMut) {
+    if buf.is_empty() && buf.capacity() > KEPT_BYTES {
+        *buf = BytesMut::new();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -31,6 +44,20 @@ mod tests {
         let mut q: VecDeque<u32> = (0..1000).collect();
         while pop_front(&mut q).is_some() {}
         assert_eq!(q.capacity(), 0);
+    }
+
+    #[test]
+    fn a_drained_buffer_lets_a_bursts_room_go_and_keeps_a_small_ones() {
+        let mut buf = BytesMut::from(&[7u8; 100_000][..]);
+        let _ = buf.split_to(50_000);
+        release_drained(&mut buf);
+        assert!(buf.capacity() >= 50_000, "not drained: kept");
+        buf.clear();
+        release_drained(&mut buf);
+        assert_eq!(buf.capacity(), 0);
+        let mut small = BytesMut::with_capacity(KEPT_BYTES);
+        release_drained(&mut small);
+        assert_eq!(small.capacity(), KEPT_BYTES);
     }
 
     #[test]

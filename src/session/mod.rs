@@ -273,6 +273,7 @@ impl<R, W: Clone> Session<R, W> {
     /// The driver wrote `n` bytes of [`Session::output`].
     pub fn consume_output(&mut self, n: usize) {
         self.out.advance(n.min(self.out.len()));
+        crate::spare_room::release_drained(&mut self.out);
     }
 
     /// The next event to deliver, if any.
