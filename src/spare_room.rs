@@ -7,7 +7,7 @@
 //! queue starts again empty; a later burst grows it again, a few
 //! reallocations.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 
 use bytes::BytesMut;
 
@@ -26,6 +26,16 @@ pub(crate) fn pop_front<T>(queue: &mut VecDeque<T>) -> Option<T> {
         *queue = VecDeque::new();
     }
     item
+}
+
+/// Room kept by a drained table: the requests of a few acquisitions.
+const KEPT_ENTRIES: usize = 64;
+
+/// Lets `table`'s room go if it is empty and grew past [`KEPT_ENTRIES`].
+pub(crate) fn release_drained_table<K, V>(table: &mut HashMap<K, V>) {
+    if table.is_empty() && table.capacity() > KEPT_ENTRIES {
+        *table = HashMap::new();
+    }
 }
 
 /// Lets `buf`'s room go if it is drained and grew past [`KEPT_BYTES`].
@@ -58,6 +68,16 @@ mod tests {
         let mut small = BytesMut::with_capacity(KEPT_BYTES);
         release_drained(&mut small);
         assert_eq!(small.capacity(), KEPT_BYTES);
+    }
+
+    #[test]
+    fn an_emptied_table_lets_a_bursts_room_go_and_a_full_one_keeps_all() {
+        let mut t: HashMap<u32, u32> = (0..1000).map(|i| (i, i)).collect();
+        release_drained_table(&mut t);
+        assert_eq!(t.len(), 1000, "not empty: kept");
+        t.clear();
+        release_drained_table(&mut t);
+        assert_eq!(t.capacity(), 0);
     }
 
     #[test]

@@ -1,7 +1,6 @@
 //! What the server says: each reply and watch event, routed by its token
 //! to the attempt it concerns and to the step that reads it.
 
-use std::collections::HashMap;
 use std::time::Instant;
 
 use jute::{ErrorCode, EventType, PathWatch, Request, Response};
@@ -30,10 +29,7 @@ impl LockMachine {
         let Some((id, purpose)) = self.pending.remove(&token) else {
             return;
         };
-        if self.pending.is_empty() && self.pending.capacity() > 64 {
-            // Room a burst of waiters grew (see crate::spare_room).
-            self.pending = HashMap::new();
-        }
+        crate::spare_room::release_drained_table(&mut self.pending);
         let Some(a) = self.attempts.get_mut(&id) else {
             return;
         };
