@@ -3,12 +3,12 @@
 //! never panic on its own, and panics only when a round trip is not the identity
 //! (a real bug for the fuzzer to report).
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 
 use crate::{
-    decode_reply, decode_request_header, decode_server_message, encode_frame, split_frame,
-    ConnectRequest, ConnectResponse, Decode, Encode, OpCode, Request, Response, ServerMessage,
-    WatcherEvent,
+    decode_reply, decode_reply_pieces, decode_request_header, decode_server_message, encode_frame,
+    split_frame, ConnectRequest, ConnectResponse, Decode, Encode, ErrorCode, OpCode, ReplyHeader,
+    Request, Response, ServerMessage, WatcherEvent,
 };
 
 /// Feeds bytes through the frame splitter with a small limit, in pieces.
@@ -57,6 +57,39 @@ pub fn reply_body(data: &[u8]) {
             Ok(resp),
             "reply round trip for {op:?}"
         );
+    }
+    in_pieces(op, pick, body);
+}
+
+/// The body cut into pieces (sizes drawn from `pick` and the bytes, empty
+/// ones among them) decodes to what the whole body does, or fails where it fails.
+fn in_pieces(op: OpCode, pick: u8, body: &[u8]) {
+    let header = ReplyHeader {
+        xid: 1,
+        zxid: 1,
+        err: ErrorCode::Ok,
+    };
+    let mut pieces = Vec::new();
+    // Drawn from the bytes too, so each input is cut its own way.
+    let mut state = body.iter().fold(u32::from(pick) | 1, |h, &b| {
+        (h ^ u32::from(b)).wrapping_mul(16_777_619)
+    });
+    let mut rest = body;
+    while !rest.is_empty() {
+        state = state.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+        // Mostly short pieces (names cross them), some long (names lie in them).
+        let most = if state & 0x300 == 0 { 48 } else { 9 };
+        let n = ((state >> 16) % most) as usize;
+        let n = n.min(rest.len());
+        pieces.push(Bytes::copy_from_slice(&rest[..n]));
+        rest = &rest[n..];
+    }
+    let whole = decode_reply(op, &header, body);
+    let parts = decode_reply_pieces(op, &header, &pieces);
+    match (whole, parts) {
+        (Ok(a), Ok(b)) => assert_eq!(a, b, "a reply in pieces for {op:?}"),
+        (Err(_), Err(_)) => {}
+        (a, b) => panic!("whole {a:?} but in pieces {b:?} for {op:?}"),
     }
 }
 

@@ -20,6 +20,7 @@
 mod codes;
 mod error;
 mod frame;
+mod pieces;
 pub mod primitives;
 mod records;
 
@@ -43,7 +44,9 @@ pub use records::request::{
     AddWatchRequest, AuthPacket, CreateRequest, CreateTtlRequest, PathVersion, PathWatch, Request,
     SetAclRequest, SetDataRequest, SetWatches, WatchesRequest,
 };
-pub use records::response::{decode_reply, decode_reply_in, ReplyResult, Response};
+pub use records::response::{
+    decode_reply, decode_reply_in, decode_reply_pieces, ReplyResult, Response,
+};
 pub use records::watch::WatcherEvent;
 
 /// A record that can be written to the wire.

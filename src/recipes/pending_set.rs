@@ -1,6 +1,6 @@
 //! Many acquisitions under way, their outcomes on one channel.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -54,7 +54,7 @@ pub struct PendingSet {
     rx: Receiver<SetOutcome>,
     /// Key → the attempt and its runner's door, to give it up (`None`:
     /// it never started; its error waits in the channel).
-    open: HashMap<u64, Option<(AttemptId, CommandSender)>>,
+    open: BTreeMap<u64, Option<(AttemptId, CommandSender)>>,
     /// Outcomes read from the channel early (by a cancel), not yet handed out.
     ready: VecDeque<SetOutcome>,
     /// The task polling [`PendingSet::next_outcome`].
@@ -75,7 +75,7 @@ impl PendingSet {
         PendingSet {
             tx,
             rx,
-            open: HashMap::new(),
+            open: BTreeMap::new(),
             ready: VecDeque::new(),
             wake: WakeSlot::default(),
             next_key: 0,
@@ -234,7 +234,8 @@ impl PendingSet {
 
 impl Drop for PendingSet {
     fn drop(&mut self) {
-        for (id, sender) in self.open.drain().filter_map(|(_, attempt)| attempt) {
+        let open = std::mem::take(&mut self.open);
+        for (id, sender) in open.into_values().flatten() {
             sender.lock(LockCommand::Withdraw(id));
         }
     }

@@ -5,8 +5,19 @@
 
 use super::*;
 
-/// A reply longer than this lets the input buffer go once it is consumed.
-pub(super) const LONG_REPLY: usize = 64 * 1024;
+/// A frame longer than this is gathered in pieces ([`LongFrame`]), so the
+/// input buffer never grows past about twice this.
+pub(super) const LONG_REPLY: usize = super::long_frame::PIECE;
+
+/// Bytes moved into the input buffer at a time: with a frame begun there
+/// (at most [`LONG_REPLY`] and its length), it stays within 64 KiB.
+const INPUT_STEP: usize = 16 * 1024;
+
+/// A frame as it was gathered.
+pub(super) enum Frame {
+    Whole(Bytes),
+    Pieces(Vec<Bytes>),
+}
 
 impl<R, W: Clone> Session<R, W> {
     /// A TCP connection is up: send the handshake.
@@ -16,6 +27,7 @@ impl<R, W: Clone> Session<R, W> {
         }
         self.out.clear();
         self.input.clear();
+        self.long_frame = None;
         let req = ConnectRequest {
             protocol_version: jute::PROTOCOL_VERSION,
             last_zxid_seen: self.last_zxid,
@@ -58,6 +70,7 @@ impl<R, W: Clone> Session<R, W> {
         self.end_sasl();
         self.out.clear();
         self.input.clear();
+        self.long_frame = None;
         self.probe_in_flight = false;
         for p in self.in_flight.drain(..) {
             let Some(handle) = p.handle else {
@@ -87,58 +100,111 @@ impl<R, W: Clone> Session<R, W> {
     }
 
     /// Bytes arrived from the server.
-    pub fn handle_input(&mut self, now: Instant, bytes: &[u8]) {
-        if !matches!(
-            self.phase,
-            Phase::Handshaking { .. } | Phase::Connected | Phase::Closing { .. }
-        ) {
+    pub fn handle_input(&mut self, now: Instant, mut bytes: &[u8]) {
+        if !self.reading() {
             return;
         }
-        self.input.extend_from_slice(bytes);
-        if let Ok(Some(len)) = frame_len(&self.input, self.config.max_frame) {
-            // A long reply arriving in pieces: room for all of it at once,
-            // not a doubling (and a copy) per piece.
-            self.input
-                .reserve((4 + len).saturating_sub(self.input.len()));
-        }
         self.last_heard = Some(now);
-        let mut long_reply = false;
         loop {
-            let frame = match split_frame(&mut self.input, self.config.max_frame) {
-                Ok(Some(frame)) => frame,
-                Ok(None) => {
-                    if long_reply && self.input.len() < LONG_REPLY {
-                        // A long reply (a listing of thousands) grew the
-                        // buffer: let it go rather than keep its size for
-                        // the life of the session, keeping only the start
-                        // of the next frame, if one has come (a session
-                        // waiting in a long queue may hear nothing more
-                        // for hours). Small replies keep reusing the one
-                        // buffer.
-                        self.input = BytesMut::from(&self.input[..]);
-                    }
+            if let Some(long) = self.long_frame.as_mut() {
+                bytes = &bytes[long.feed(bytes)..];
+                if !long.is_complete() {
                     return;
                 }
-                Err(e) => return self.protocol_error(now, format!("bad frame: {e}")),
-            };
-            long_reply |= frame.len() > LONG_REPLY;
-            let result = if matches!(self.phase, Phase::Handshaking { .. }) {
-                self.on_connect_response(now, &frame)
-            } else if let Some(sasl) = self.on_sasl_frame(now, &frame) {
-                sasl
-            } else {
-                self.on_message(&frame)
-            };
-            if let Err(msg) = result {
-                return self.protocol_error(now, msg);
+                if let Some(long) = self.long_frame.take() {
+                    if !self.dispatch(now, Frame::Pieces(long.into_pieces())) {
+                        return;
+                    }
+                }
             }
-            if !matches!(
-                self.phase,
-                Phase::Handshaking { .. } | Phase::Connected | Phase::Closing { .. }
-            ) {
+            if bytes.is_empty() {
+                break;
+            }
+            // A step at a time: a long frame's bytes go to its pieces, not
+            // through this buffer.
+            let (step, rest) = bytes.split_at(bytes.len().min(INPUT_STEP));
+            bytes = rest;
+            self.input.extend_from_slice(step);
+            if !self.split_input(now) {
                 return;
             }
         }
+        crate::spare_room::release_drained(&mut self.input);
+    }
+
+    /// Acts on the whole frames in the input buffer; a long frame begun
+    /// there moves to its pieces. False once the session stopped reading.
+    fn split_input(&mut self, now: Instant) -> bool {
+        loop {
+            let len = match frame_len(&self.input, self.config.max_frame) {
+                Ok(Some(len)) => len,
+                Ok(None) => return true,
+                Err(e) => {
+                    self.protocol_error(now, format!("bad frame: {e}"));
+                    return false;
+                }
+            };
+            let frame = if len > LONG_REPLY {
+                self.input.advance(4);
+                let mut long = LongFrame::new(len);
+                let took = long.feed(&self.input);
+                self.input.advance(took);
+                if !long.is_complete() {
+                    self.long_frame = Some(long);
+                    return true;
+                }
+                Frame::Pieces(long.into_pieces())
+            } else if self.input.len() >= 4 + len {
+                self.input.advance(4);
+                Frame::Whole(self.input.split_to(len).freeze())
+            } else {
+                return true;
+            };
+            if !self.dispatch(now, frame) {
+                return false;
+            }
+        }
+    }
+
+    /// Whether bytes from the server mean anything now.
+    fn reading(&self) -> bool {
+        matches!(
+            self.phase,
+            Phase::Handshaking { .. } | Phase::Connected | Phase::Closing { .. }
+        )
+    }
+
+    /// Acts on one frame; false once the session stopped reading (a
+    /// protocol error, or the frame ended the session).
+    fn dispatch(&mut self, now: Instant, frame: Frame) -> bool {
+        let frame = match frame {
+            // Only replies are read in pieces; the handshake's answer and
+            // SASL rounds are joined (never long from a sane server).
+            Frame::Pieces(pieces)
+                if !matches!(self.phase, Phase::Handshaking { .. }) && !self.sasl_in_progress() =>
+            {
+                let result = self.on_long_message(pieces);
+                return self.after_frame(now, result);
+            }
+            Frame::Pieces(pieces) => Bytes::from(pieces.concat()),
+            Frame::Whole(frame) => frame,
+        };
+        let result = if matches!(self.phase, Phase::Handshaking { .. }) {
+            self.on_connect_response(now, &frame)
+        } else if let Some(sasl) = self.on_sasl_frame(now, &frame) {
+            sasl
+        } else {
+            self.on_message(&frame)
+        };
+        self.after_frame(now, result)
+    }
+
+    fn after_frame(&mut self, now: Instant, result: Result<(), String>) -> bool {
+        if let Err(msg) = result {
+            self.protocol_error(now, msg);
+            return false;
+        }
+        self.reading()
     }
 
     /// Time passed: ping, time out a silent connection, report a lost session.

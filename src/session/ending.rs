@@ -51,6 +51,7 @@ impl<R, W: Clone> Session<R, W> {
         self.set_state(state);
         self.out.clear();
         self.input.clear();
+        self.long_frame = None;
         self.probe_in_flight = false;
         let in_flight = std::mem::take(&mut self.in_flight);
         for p in in_flight {

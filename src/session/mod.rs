@@ -16,7 +16,9 @@ mod events;
 #[doc(hidden)]
 pub mod fuzz;
 mod liveness;
+mod long_frame;
 use liveness::leader_ordered;
+use long_frame::LongFrame;
 #[cfg(feature = "sasl")]
 mod md5;
 mod replies;
@@ -33,9 +35,10 @@ use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes, BytesMut};
 use jute::{
-    decode_reply_in, decode_server_message, encode_connect, encode_request, frame_len, split_frame,
-    xid, AddWatchMode, AuthPacket, ConnectRequest, ConnectResponse, Decode, ErrorCode, EventType,
-    KeeperState, OpCode, Request, Response, ServerMessage, WatcherEvent, WatcherType,
+    decode_reply_in, decode_reply_pieces, decode_server_message, encode_connect, encode_request,
+    frame_len, xid, AddWatchMode, AuthPacket, ConnectRequest, ConnectResponse, Decode, DecodeError,
+    ErrorCode, EventType, KeeperState, OpCode, ReplyHeader, ReplyResult, Request, Response,
+    ServerMessage, WatcherEvent, WatcherType,
 };
 
 pub use error::RequestError;
@@ -125,6 +128,8 @@ pub struct Session<R, W> {
     close_handle: Option<R>,
     out: BytesMut,
     input: BytesMut,
+    /// A long frame being gathered in pieces (never in `input`).
+    long_frame: Option<LongFrame>,
     last_heard: Option<Instant>,
     last_sent: Instant,
     /// Send time of the newest request the server answered (the handshake
@@ -183,6 +188,7 @@ impl<R, W: Clone> Session<R, W> {
             close_handle: None,
             out: BytesMut::new(),
             input: BytesMut::new(),
+            long_frame: None,
             last_heard: None,
             last_sent: now,
             last_answered_send: None,

@@ -3,6 +3,9 @@
 
 use super::*;
 
+/// xid, zxid and error code: what precedes every reply's body.
+const REPLY_HEADER_LEN: usize = 16;
+
 impl<R, W: Clone> Session<R, W> {
     pub(super) fn on_connect_response(&mut self, now: Instant, frame: &[u8]) -> Result<(), String> {
         let resp =
@@ -92,6 +95,45 @@ impl<R, W: Clone> Session<R, W> {
             }
             ServerMessage::Reply { header, body } => (header, body),
         };
+        self.on_reply(header, |op, header| {
+            decode_reply_in(op, header, body, Some(frame))
+        })
+    }
+
+    /// A long frame, gathered in pieces: a reply to a request is decoded in
+    /// place (a listing's names stay in the pieces); anything else is
+    /// joined first.
+    pub(super) fn on_long_message(&mut self, mut pieces: Vec<Bytes>) -> Result<(), String> {
+        let header = pieces
+            .first()
+            .and_then(|first| first.get(..REPLY_HEADER_LEN))
+            .map(ReplyHeader::decode_exact);
+        let header = match header {
+            Some(Ok(header))
+                if !matches!(
+                    header.xid,
+                    xid::WATCH_EVENT | xid::PING | xid::AUTH | xid::SET_WATCHES
+                ) =>
+            {
+                header
+            }
+            _ => return self.on_message(&Bytes::from(pieces.concat())),
+        };
+        if let Some(first) = pieces.first_mut() {
+            first.advance(REPLY_HEADER_LEN);
+        }
+        self.on_reply(header, |op, header| {
+            decode_reply_pieces(op, header, &pieces)
+        })
+    }
+
+    /// A reply: matched to the request in flight it answers, decoded by
+    /// `decode` under that request's op, and delivered.
+    fn on_reply(
+        &mut self,
+        header: ReplyHeader,
+        decode: impl FnOnce(OpCode, &ReplyHeader) -> Result<ReplyResult, DecodeError>,
+    ) -> Result<(), String> {
         if header.zxid > 0 {
             self.last_zxid = self.last_zxid.max(header.zxid);
         }
@@ -172,7 +214,7 @@ impl<R, W: Clone> Session<R, W> {
             }
             return Ok(());
         };
-        let result = match decode_reply_in(p.op, &header, body, Some(frame)) {
+        let result = match decode(p.op, &header) {
             Ok(r) => r,
             Err(e) => {
                 // Put the caller back so the disconnect answers it.

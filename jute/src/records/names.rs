@@ -4,6 +4,7 @@ use std::fmt;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
+use crate::pieces::{PieceReader, Taken};
 use crate::primitives::{write_i32, write_string, Reader};
 use crate::DecodeError;
 
@@ -24,7 +25,12 @@ use crate::DecodeError;
 pub struct Names {
     /// The bytes the names lie in (UTF-8 checked when decoded or built).
     buf: Bytes,
-    /// Where each name starts and ends in `buf` (a frame is far below 4 GiB).
+    /// Further buffers, for a listing decoded from a reply in pieces: each
+    /// with the offset its first byte has when all are laid end to end
+    /// after `buf`, in increasing order. Empty otherwise.
+    more: Vec<(u32, Bytes)>,
+    /// Where each name starts and ends in the buffers laid end to end (a
+    /// frame is far below 4 GiB). No name crosses from one buffer to the next.
     spans: Vec<(u32, u32)>,
 }
 
@@ -47,7 +53,15 @@ impl Names {
     /// The `i`th name.
     pub fn get(&self, i: usize) -> Option<&str> {
         let (start, end) = *self.spans.get(i)?;
-        let bytes = self.buf.get(start as usize..end as usize)?;
+        let (base, buf) = match self.more.first() {
+            Some((first, _)) if start >= *first => {
+                let at = self.more.partition_point(|(base, _)| *base <= start);
+                let (base, buf) = self.more.get(at.checked_sub(1)?)?;
+                (*base, buf)
+            }
+            _ => (0, &self.buf),
+        };
+        let bytes = buf.get((start - base) as usize..(end - base) as usize)?;
         std::str::from_utf8(bytes).ok()
     }
 
@@ -68,23 +82,9 @@ impl Names {
     /// the buffer the reader's bytes lie in, the names stay there;
     /// without, they are copied once, all together.
     pub fn decode(r: &mut Reader<'_>, shared: Option<&Bytes>) -> Result<Names, DecodeError> {
-        let count = r.read_i32()?;
-        if count == -1 {
+        let Some(count) = checked_count(r.read_i32()?, r.remaining())? else {
             return Ok(Names::new());
-        }
-        if count < -1 {
-            return Err(DecodeError::InvalidLength(count));
-        }
-        let count = count as usize;
-        // Each name takes at least its 4-byte length: refuse a count the
-        // bytes left cannot hold before reserving anything.
-        let needed = count.saturating_mul(4);
-        if needed > r.remaining() {
-            return Err(DecodeError::UnexpectedEof {
-                needed,
-                remaining: r.remaining(),
-            });
-        }
+        };
         let region = r.rest();
         let mut spans = Vec::with_capacity(count);
         for _ in 0..count {
@@ -100,7 +100,66 @@ impl Names {
             Some(frame) if within(frame, used) => frame.slice_ref(used),
             _ => Bytes::copy_from_slice(used),
         };
-        Ok(Names { buf, spans })
+        Ok(Names {
+            buf,
+            more: Vec::new(),
+            spans,
+        })
+    }
+
+    /// [`Names::decode`] from a reply in pieces: names lying in one piece
+    /// stay there; the few that cross from one piece to the next are
+    /// copied, together.
+    pub(crate) fn decode_pieces(r: &mut PieceReader<'_>) -> Result<Names, DecodeError> {
+        let Some(count) = checked_count(r.read_i32()?, r.remaining())? else {
+            return Ok(Names::new());
+        };
+        // Copies are laid after every piece.
+        let copies_base = r.offset() + r.remaining();
+        let mut copies = BytesMut::new();
+        let mut more: Vec<(u32, Bytes)> = Vec::new();
+        let mut last_piece = None;
+        let mut spans = Vec::with_capacity(count);
+        for _ in 0..count {
+            let len = r.read_i32()?;
+            let len = usize::try_from(len).map_err(|_| DecodeError::InvalidLength(len))?;
+            let start = match r.take(len)? {
+                Taken::Within {
+                    piece,
+                    piece_start,
+                    at,
+                    bytes,
+                } => {
+                    std::str::from_utf8(bytes).map_err(|_| DecodeError::InvalidUtf8)?;
+                    if last_piece != Some(piece) {
+                        let Some(buf) = r.piece(piece) else {
+                            return Err(DecodeError::UnexpectedEof {
+                                needed: len,
+                                remaining: 0,
+                            });
+                        };
+                        more.push((offset(piece_start), buf.clone()));
+                        last_piece = Some(piece);
+                    }
+                    at
+                }
+                Taken::Copied(bytes) => {
+                    std::str::from_utf8(&bytes).map_err(|_| DecodeError::InvalidUtf8)?;
+                    let at = copies_base + copies.len();
+                    copies.put_slice(&bytes);
+                    at
+                }
+            };
+            spans.push((offset(start), offset(start + len)));
+        }
+        if !copies.is_empty() {
+            more.push((offset(copies_base), copies.freeze()));
+        }
+        Ok(Names {
+            buf: Bytes::new(),
+            more,
+            spans,
+        })
     }
 
     /// Encodes as a vector of strings.
@@ -110,6 +169,24 @@ impl Names {
             write_string(buf, name);
         }
     }
+}
+
+/// A vector's count, checked: `None` for null, an error below -1 or for a
+/// count the bytes left cannot hold (each name takes at least its 4-byte
+/// length), before anything is reserved for it.
+fn checked_count(count: i32, remaining: usize) -> Result<Option<usize>, DecodeError> {
+    if count == -1 {
+        return Ok(None);
+    }
+    if count < -1 {
+        return Err(DecodeError::InvalidLength(count));
+    }
+    let count = count as usize;
+    let needed = count.saturating_mul(4);
+    if needed > remaining {
+        return Err(DecodeError::UnexpectedEof { needed, remaining });
+    }
+    Ok(Some(count))
 }
 
 fn offset(at: usize) -> u32 {
@@ -154,6 +231,7 @@ impl<'a> FromIterator<&'a str> for Names {
         }
         Names {
             buf: buf.freeze(),
+            more: Vec::new(),
             spans,
         }
     }
@@ -229,5 +307,65 @@ mod tests {
         // Bytes that are not UTF-8 are refused.
         let mut r = Reader::new(&[0, 0, 0, 1, 0, 0, 0, 1, 0xff]);
         assert!(Names::decode(&mut r, None).is_err());
+    }
+
+    #[test]
+    fn names_in_one_piece_stay_there_and_names_across_pieces_are_copied() {
+        let names: Names = ["alpha", "be", "", "gamma-delta", "z"]
+            .into_iter()
+            .collect();
+        let mut buf = BytesMut::new();
+        names.encode(&mut buf);
+        let body = buf.freeze();
+        // count | 5 "alpha" | 2 "be" | 0 | 11 "gamma-delta" | 1 "z"
+        for cuts in [vec![], vec![6], vec![4, 13, 20], vec![1, 2, 3, 30, 31]] {
+            let mut pieces = Vec::new();
+            let mut from = 0;
+            for cut in cuts.iter().copied().chain([body.len()]) {
+                pieces.push(body.slice(from..cut));
+                from = cut;
+            }
+            let mut r = PieceReader::new(&pieces);
+            let decoded = Names::decode_pieces(&mut r).unwrap();
+            assert_eq!(decoded, names, "cut at {cuts:?}");
+            assert_eq!(r.remaining(), 0);
+            for (i, name) in decoded.iter().enumerate() {
+                let in_a_piece = pieces.iter().any(|p| within(p, name.as_bytes()));
+                let crosses = decoded
+                    .more
+                    .last()
+                    .is_some_and(|(_, b)| within(b, name.as_bytes()))
+                    && !name.is_empty();
+                assert!(
+                    in_a_piece || crosses,
+                    "name {i} of {cuts:?} is neither in place nor among the copies"
+                );
+            }
+        }
+        // "gamma-delta" (bytes 27..38) cut in two: it alone is copied.
+        let pieces = [body.slice(..30), body.slice(30..)];
+        let decoded = Names::decode_pieces(&mut PieceReader::new(&pieces)).unwrap();
+        assert_eq!(decoded.more.len(), 3);
+        assert_eq!(&decoded.more[2].1[..], b"gamma-delta");
+        assert_eq!(decoded.get(3), Some("gamma-delta"));
+        assert_eq!(decoded.get(4), Some("z"));
+        assert_eq!(decoded.get(5), None);
+        // The checks of the whole-buffer decoder hold in pieces too.
+        let bad: [&[u8]; 3] = [
+            &[0x7f, 0xff, 0xff, 0xff, 0, 0, 0, 1],
+            &[0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff],
+            &[0, 0, 0, 1, 0, 0, 0, 1, 0xff],
+        ];
+        for bytes in bad {
+            let pieces: Vec<Bytes> = bytes.chunks(3).map(Bytes::copy_from_slice).collect();
+            assert!(Names::decode_pieces(&mut PieceReader::new(&pieces)).is_err());
+        }
+        let null = [
+            Bytes::from_static(&[0xff, 0xff]),
+            Bytes::from_static(&[0xff, 0xff]),
+        ];
+        assert!(Names::decode_pieces(&mut PieceReader::new(&null))
+            .unwrap()
+            .is_empty());
     }
 }

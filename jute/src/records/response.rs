@@ -3,11 +3,12 @@
 
 use bytes::{Bytes, BytesMut};
 
+use crate::pieces::PieceReader;
 use crate::primitives::{write_buffer, write_string, Reader};
 use crate::records::data::{read_acls, write_acls};
 use crate::records::multi::{read_multi_results, write_multi_results, MultiResult};
 use crate::records::names::Names;
-use crate::{Acl, Decode, DecodeError, Encode, ErrorCode, OpCode, ReplyHeader, Stat};
+use crate::{Acl, Decode, DecodeError, Encode, ErrorCode, OpCode, ReplyHeader, Stat, STAT_LEN};
 
 /// A successful reply's body.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -173,4 +174,41 @@ pub fn decode_reply_in(
         return Ok(Err(header.err));
     }
     Ok(Err(header.err))
+}
+
+/// [`decode_reply_in`] for a body that arrived in pieces (a long reply
+/// gathered in bounded buffers). A listing is read in place, its names
+/// staying in the pieces; any other body is first joined into one buffer.
+/// Decodes exactly what [`decode_reply`] decodes from the pieces joined.
+pub fn decode_reply_pieces(
+    op: OpCode,
+    header: &ReplyHeader,
+    body: &[Bytes],
+) -> Result<ReplyResult, DecodeError> {
+    let listing = matches!(
+        op,
+        OpCode::GetChildren | OpCode::GetEphemerals | OpCode::GetChildren2
+    );
+    if header.err != ErrorCode::Ok || !listing {
+        let mut joined = BytesMut::with_capacity(body.iter().map(Bytes::len).sum());
+        for piece in body {
+            joined.extend_from_slice(piece);
+        }
+        let joined = joined.freeze();
+        return decode_reply_in(op, header, &joined, Some(&joined));
+    }
+    let mut r = PieceReader::new(body);
+    let children = Names::decode_pieces(&mut r)?;
+    let resp = if op == OpCode::GetChildren2 {
+        let mut stat = [0u8; STAT_LEN];
+        r.copy_into(&mut stat)?;
+        Response::Children2 {
+            children,
+            stat: Stat::decode_exact(&stat)?,
+        }
+    } else {
+        Response::Children(children)
+    };
+    r.finish()?;
+    Ok(Ok(resp))
 }

@@ -110,10 +110,9 @@ fn op_codes_are_remembered_per_xid() {
 }
 
 /// Kills mutants of `handle_input` that the simulator (one frame per
-/// read) cannot: the loop stopping after the first frame of a read, a long
-/// reply's buffer let go with the start of the next frame in it lost, or
-/// kept because a next frame had begun. TCP hands frames over in any
-/// pieces.
+/// read) cannot: the loop stopping after the first frame of a read, the
+/// start of the next frame lost after a long reply, or the long reply
+/// taken through the input buffer. TCP hands frames over in any pieces.
 #[test]
 fn frames_in_any_pieces_are_each_answered() {
     let mut h = Harness::new();
@@ -148,15 +147,15 @@ fn frames_in_any_pieces_are_each_answered() {
     }
     let cut = wire.len() - 8;
     h.s.handle_input(h.now, &wire[..cut]);
-    // The long reply's room is let go even with the next frame begun: a
-    // waiter's session may hear nothing more for hours (issue 26's
-    // 10 000 waiters kept about 12 MiB that way).
-    // (A buffer still holding the long reply's allocation could make that
-    // much room again without allocating.)
-    let long = crate::session::connection::LONG_REPLY;
+    // The long reply went through its pieces, not the input buffer: a
+    // waiter's session may hear nothing more for hours, and a buffer grown
+    // to a listing's size would stay (issue 26's 10 000 waiters kept about
+    // 12 MiB that way).
+    assert!(h.s.long_frame.is_none());
     assert!(
-        !h.s.input.try_reclaim(long),
-        "the long reply's room is kept"
+        h.s.input.capacity() <= 64 * 1024,
+        "the input buffer grew to {} bytes",
+        h.s.input.capacity()
     );
     h.s.handle_input(h.now, &wire[cut..]);
     let got: Vec<(u32, usize)> = replies(&h.events())
@@ -167,4 +166,63 @@ fn frames_in_any_pieces_are_each_answered() {
         })
         .collect();
     assert_eq!(got, vec![(1, sizes[0]), (2, 10), (3, 10)]);
+}
+
+/// A listing longer than a long reply is read in pieces, whatever the
+/// reads' sizes, with a short reply after it in the same bytes: every name
+/// arrives whole and in order, and nothing is left over.
+#[test]
+fn a_long_listing_in_any_reads_is_answered_whole() {
+    let names: Vec<String> = (0..6000)
+        .map(|i| format!("_c_{i:08}-lock-{i:010}"))
+        .collect();
+    for cut in [1000, 4096, 16 * 1024 + 3, usize::MAX] {
+        let mut h = Harness::new();
+        let config = SessionConfig {
+            session_timeout: T,
+            connect_timeout: Duration::from_secs(3),
+            max_frame: 1 << 20,
+        };
+        h.s = Session::new(config, h.now);
+        h.connect(5, 9000);
+        h.events();
+        let list = PathWatch {
+            path: "/q".into(),
+            watch: false,
+        };
+        h.s.submit(h.now, Request::GetChildren2(list), 1, None);
+        h.s.submit(h.now, exists("/q", false), 2, None);
+        h.sent();
+        let mut wire = BytesMut::new();
+        encode_frame(&mut wire, |b| {
+            let (xid, zxid, err) = (1, 9, ErrorCode::Ok);
+            ReplyHeader { xid, zxid, err }.encode(b);
+            let children: Names = names.iter().map(String::as_str).collect();
+            let stat = Stat {
+                num_children: 6000,
+                ..Stat::default()
+            };
+            Response::Children2 { children, stat }.encode(b);
+        });
+        assert!(wire.len() > 5 * crate::session::connection::LONG_REPLY);
+        encode_frame(&mut wire, |b| {
+            let (xid, zxid, err) = (2, 9, ErrorCode::Ok);
+            ReplyHeader { xid, zxid, err }.encode(b);
+            Response::Stat(Stat::default()).encode(b);
+        });
+        for read in wire.chunks(cut.min(wire.len())) {
+            h.s.handle_input(h.now, read);
+        }
+        let got = replies(&h.events());
+        assert_eq!(got.len(), 2, "cut {cut}");
+        match &got[0] {
+            (1, Ok(Response::Children2 { children, stat })) => {
+                assert_eq!(stat.num_children, 6000);
+                assert!(children.iter().eq(names.iter().map(String::as_str)));
+            }
+            other => panic!("cut {cut}: {other:?}"),
+        }
+        assert_eq!(got[1], (2, Ok(Response::Stat(Stat::default()))));
+        assert!(h.s.long_frame.is_none() && h.s.input.is_empty());
+    }
 }
