@@ -89,8 +89,9 @@ impl<'a> PieceReader<'a> {
         }
         let mut filled = 0;
         while filled < out.len() {
+            // Never short: `remaining` counted every piece's bytes.
             let Some(p) = self.pieces.get(self.piece) else {
-                return Err(self.eof(out.len() - filled));
+                return Err(self.eof(out.len()));
             };
             let n = (p.len() - self.pos).min(out.len() - filled);
             out[filled..filled + n].copy_from_slice(&p[self.pos..self.pos + n]);

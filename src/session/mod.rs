@@ -36,9 +36,9 @@ use std::time::{Duration, Instant};
 use bytes::{Buf, Bytes, BytesMut};
 use jute::{
     decode_reply_in, decode_reply_pieces, decode_server_message, encode_connect, encode_request,
-    frame_len, xid, AddWatchMode, AuthPacket, ConnectRequest, ConnectResponse, Decode, DecodeError,
-    ErrorCode, EventType, KeeperState, OpCode, ReplyHeader, ReplyResult, Request, Response,
-    ServerMessage, WatcherEvent, WatcherType,
+    frame_len, xid, AddWatchMode, AuthPacket, ConnectRequest, ConnectResponse, Decode, ErrorCode,
+    EventType, KeeperState, OpCode, ReplyHeader, Request, Response, ServerMessage, WatcherEvent,
+    WatcherType,
 };
 
 pub use error::RequestError;

@@ -6,6 +6,14 @@ use super::*;
 /// xid, zxid and error code: what precedes every reply's body.
 const REPLY_HEADER_LEN: usize = 16;
 
+/// A reply's body as it was gathered.
+enum Body<'a> {
+    /// In one frame (`body` lies in `frame`, where a listing's names stay).
+    Whole { body: &'a [u8], frame: &'a Bytes },
+    /// In the pieces of a long frame.
+    Pieces(&'a [Bytes]),
+}
+
 impl<R, W: Clone> Session<R, W> {
     pub(super) fn on_connect_response(&mut self, now: Instant, frame: &[u8]) -> Result<(), String> {
         let resp =
@@ -95,9 +103,7 @@ impl<R, W: Clone> Session<R, W> {
             }
             ServerMessage::Reply { header, body } => (header, body),
         };
-        self.on_reply(header, |op, header| {
-            decode_reply_in(op, header, body, Some(frame))
-        })
+        self.on_reply(header, Body::Whole { body, frame })
     }
 
     /// A long frame, gathered in pieces: a reply to a request is decoded in
@@ -122,18 +128,12 @@ impl<R, W: Clone> Session<R, W> {
         if let Some(first) = pieces.first_mut() {
             first.advance(REPLY_HEADER_LEN);
         }
-        self.on_reply(header, |op, header| {
-            decode_reply_pieces(op, header, &pieces)
-        })
+        self.on_reply(header, Body::Pieces(&pieces))
     }
 
-    /// A reply: matched to the request in flight it answers, decoded by
-    /// `decode` under that request's op, and delivered.
-    fn on_reply(
-        &mut self,
-        header: ReplyHeader,
-        decode: impl FnOnce(OpCode, &ReplyHeader) -> Result<ReplyResult, DecodeError>,
-    ) -> Result<(), String> {
+    /// A reply: matched to the request in flight it answers, decoded under
+    /// that request's op, and delivered.
+    fn on_reply(&mut self, header: ReplyHeader, body: Body<'_>) -> Result<(), String> {
         if header.zxid > 0 {
             self.last_zxid = self.last_zxid.max(header.zxid);
         }
@@ -214,7 +214,11 @@ impl<R, W: Clone> Session<R, W> {
             }
             return Ok(());
         };
-        let result = match decode(p.op, &header) {
+        let decoded = match body {
+            Body::Whole { body, frame } => decode_reply_in(p.op, &header, body, Some(frame)),
+            Body::Pieces(pieces) => decode_reply_pieces(p.op, &header, pieces),
+        };
+        let result = match decoded {
             Ok(r) => r,
             Err(e) => {
                 // Put the caller back so the disconnect answers it.

@@ -53,13 +53,12 @@ impl Names {
     /// The `i`th name.
     pub fn get(&self, i: usize) -> Option<&str> {
         let (start, end) = *self.spans.get(i)?;
-        let (base, buf) = match self.more.first() {
-            Some((first, _)) if start >= *first => {
-                let at = self.more.partition_point(|(base, _)| *base <= start);
-                let (base, buf) = self.more.get(at.checked_sub(1)?)?;
-                (*base, buf)
-            }
-            _ => (0, &self.buf),
+        let (base, buf) = if self.more.is_empty() {
+            (0, &self.buf)
+        } else {
+            let at = self.more.partition_point(|(base, _)| *base <= start);
+            let (base, buf) = self.more.get(at.checked_sub(1)?)?;
+            (*base, buf)
         };
         let bytes = buf.get((start - base) as usize..(end - base) as usize)?;
         std::str::from_utf8(bytes).ok()
@@ -80,31 +79,18 @@ impl Names {
 
     /// Decodes a vector of strings; null reads as empty. With `shared`,
     /// the buffer the reader's bytes lie in, the names stay there;
-    /// without, they are copied once, all together.
+    /// without, the bytes left are copied once, all together.
     pub fn decode(r: &mut Reader<'_>, shared: Option<&Bytes>) -> Result<Names, DecodeError> {
-        let Some(count) = checked_count(r.read_i32()?, r.remaining())? else {
-            return Ok(Names::new());
+        let rest = r.rest();
+        let piece = match shared {
+            Some(frame) if within(frame, rest) => frame.slice_ref(rest),
+            _ => Bytes::copy_from_slice(rest),
         };
-        let region = r.rest();
-        let mut spans = Vec::with_capacity(count);
-        for _ in 0..count {
-            let len = r.read_i32()?;
-            let len = usize::try_from(len).map_err(|_| DecodeError::InvalidLength(len))?;
-            let start = region.len() - r.remaining();
-            let bytes = r.take(len)?;
-            std::str::from_utf8(bytes).map_err(|_| DecodeError::InvalidUtf8)?;
-            spans.push((offset(start), offset(start + len)));
-        }
-        let used = &region[..region.len() - r.remaining()];
-        let buf = match shared {
-            Some(frame) if within(frame, used) => frame.slice_ref(used),
-            _ => Bytes::copy_from_slice(used),
-        };
-        Ok(Names {
-            buf,
-            more: Vec::new(),
-            spans,
-        })
+        let pieces = [piece];
+        let mut in_piece = PieceReader::new(&pieces);
+        let names = Names::decode_pieces(&mut in_piece)?;
+        r.take(rest.len() - in_piece.remaining())?;
+        Ok(names)
     }
 
     /// [`Names::decode`] from a reply in pieces: names lying in one piece
@@ -292,7 +278,7 @@ mod tests {
         assert_eq!(shared, names);
         assert_eq!(r.remaining(), 0);
         // The names stay in the frame: no copy of them.
-        assert!(within(&frame, &shared.buf));
+        assert!(shared.more.iter().all(|(_, b)| within(&frame, b)));
         let mut r = Reader::new(&frame);
         assert_eq!(Names::decode(&mut r, None).unwrap(), names);
         // A count far beyond the bytes: refused before any allocation.
@@ -318,7 +304,13 @@ mod tests {
         names.encode(&mut buf);
         let body = buf.freeze();
         // count | 5 "alpha" | 2 "be" | 0 | 11 "gamma-delta" | 1 "z"
-        for cuts in [vec![], vec![6], vec![4, 13, 20], vec![1, 2, 3, 30, 31]] {
+        for cuts in [
+            vec![],
+            vec![6],
+            vec![4, 13, 20],
+            vec![1, 2, 3, 30, 31],
+            vec![10, 28],
+        ] {
             let mut pieces = Vec::new();
             let mut from = 0;
             for cut in cuts.iter().copied().chain([body.len()]) {
@@ -350,6 +342,13 @@ mod tests {
         assert_eq!(decoded.get(3), Some("gamma-delta"));
         assert_eq!(decoded.get(4), Some("z"));
         assert_eq!(decoded.get(5), None);
+        // Cut inside "alpha" (8..13) and inside "gamma-delta": both copied,
+        // one after the other.
+        let pieces = [body.slice(..10), body.slice(10..28), body.slice(28..)];
+        let decoded = Names::decode_pieces(&mut PieceReader::new(&pieces)).unwrap();
+        assert_eq!(decoded, names);
+        let copies = &decoded.more.last().unwrap().1;
+        assert_eq!(&copies[..], b"alphagamma-delta");
         // The checks of the whole-buffer decoder hold in pieces too.
         let bad: [&[u8]; 3] = [
             &[0x7f, 0xff, 0xff, 0xff, 0, 0, 0, 1],
