@@ -287,6 +287,12 @@ mod tests {
         // Null is empty.
         let mut r = Reader::new(&[0xff, 0xff, 0xff, 0xff]);
         assert!(Names::decode(&mut r, None).unwrap().is_empty());
+        // A count below -1 is an invalid length, not a short read.
+        let mut r = Reader::new(&[0xff, 0xff, 0xff, 0xfe]);
+        assert_eq!(
+            Names::decode(&mut r, None),
+            Err(DecodeError::InvalidLength(-2))
+        );
         // A negative name length is an error, not a null name.
         let mut r = Reader::new(&[0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff]);
         assert!(Names::decode(&mut r, None).is_err());
