@@ -212,6 +212,8 @@ fn a_long_listing_in_any_reads_is_answered_whole() {
         });
         for read in wire.chunks(cut.min(wire.len())) {
             h.s.handle_input(h.now, read);
+            // The listing gathers in its pieces, not in the input buffer.
+            assert!(h.s.input.capacity() <= 64 * 1024, "cut {cut}");
         }
         let got = replies(&h.events());
         assert_eq!(got.len(), 2, "cut {cut}");
@@ -225,4 +227,64 @@ fn a_long_listing_in_any_reads_is_answered_whole() {
         assert_eq!(got[1], (2, Ok(Response::Stat(Stat::default()))));
         assert!(h.s.long_frame.is_none() && h.s.input.is_empty());
     }
+}
+
+/// Every frame of one read is acted on in that call (a waiter's session
+/// may hear nothing more for hours), and bytes after the frame that ended
+/// the session, or while it is disconnected, are not read at all.
+#[test]
+fn every_frame_of_a_read_is_answered_and_nothing_after_the_end() {
+    let mut h = Harness::new();
+    h.connect(1, 9000);
+    h.events();
+    for token in 1..=3 {
+        h.s.submit(h.now, exists("/a", false), token, None);
+    }
+    h.sent();
+    let mut wire = BytesMut::new();
+    for xid in 1..=3 {
+        encode_frame(&mut wire, |b| {
+            let (zxid, err) = (5, ErrorCode::Ok);
+            ReplyHeader { xid, zxid, err }.encode(b);
+            Response::Stat(Stat::default()).encode(b);
+        });
+    }
+    h.s.handle_input(h.now, &wire);
+    let tokens: Vec<u32> = replies(&h.events()).iter().map(|(t, _)| *t).collect();
+    assert_eq!(tokens, vec![1, 2, 3]);
+
+    // The session expires in a frame followed by a reply nobody awaits:
+    // the reply is not read (it would be a protocol error after the end).
+    h.s.submit(h.now, exists("/a", false), 4, None);
+    h.sent();
+    let mut wire = BytesMut::new();
+    encode_frame(&mut wire, |b| {
+        let (xid, zxid, err) = (-1, -1, ErrorCode::Ok);
+        ReplyHeader { xid, zxid, err }.encode(b);
+        WatcherEvent {
+            kind: EventType::None,
+            state: KeeperState::Expired,
+            path: String::new(),
+        }
+        .encode(b);
+    });
+    encode_frame(&mut wire, |b| {
+        let (xid, zxid, err) = (9, 6, ErrorCode::Ok);
+        ReplyHeader { xid, zxid, err }.encode(b);
+    });
+    h.s.handle_input(h.now, &wire);
+    let ev = h.events();
+    assert_eq!(replies(&ev), vec![(4, Err(RequestError::SessionExpired))]);
+    assert!(
+        !ev.iter()
+            .any(|e| matches!(e, SessionEvent::DropConnection(DropReason::Protocol(_)))),
+        "{ev:?}"
+    );
+    // Disconnected, a session reads nothing.
+    let mut h = Harness::new();
+    h.connect(1, 9000);
+    h.s.handle_disconnected(h.now);
+    h.events();
+    h.s.handle_input(h.now, &[0xff, 0xff, 0xff, 0x00]);
+    assert!(h.events().is_empty());
 }
