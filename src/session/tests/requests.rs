@@ -288,3 +288,35 @@ fn every_frame_of_a_read_is_answered_and_nothing_after_the_end() {
     h.s.handle_input(h.now, &[0xff, 0xff, 0xff, 0x00]);
     assert!(h.events().is_empty());
 }
+
+/// Only replies are read in pieces: a handshake answer longer than a long
+/// reply (nothing a sane server sends, but nothing forbids it) is joined
+/// and read as the handshake it is.
+#[test]
+fn a_long_handshake_answer_is_read_as_a_handshake() {
+    let mut h = Harness::new();
+    let config = SessionConfig {
+        session_timeout: T,
+        connect_timeout: Duration::from_secs(3),
+        max_frame: 1 << 20,
+    };
+    h.s = Session::new(config, h.now);
+    h.s.handle_connected(h.now);
+    h.sent();
+    let mut wire = BytesMut::new();
+    encode_frame(&mut wire, |b| {
+        ConnectResponse {
+            protocol_version: 0,
+            timeout_ms: 9000,
+            session_id: 5,
+            passwd: vec![7; 40_000],
+            read_only: false,
+        }
+        .encode(b)
+    });
+    for read in wire.chunks(5000) {
+        h.s.handle_input(h.now, read);
+    }
+    assert_eq!(states(&h.events()), vec![SessionState::Connected]);
+    assert_eq!(h.s.session_id(), 5);
+}
