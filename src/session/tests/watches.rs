@@ -279,3 +279,40 @@ fn expiry_abandons_persistent_watches() {
         }
     )));
 }
+
+/// A long frame that answers no request (a watch event on a path longer
+/// than a long reply) is joined and read as what it is, not as a reply.
+#[test]
+fn a_long_watch_event_is_read_as_a_watch_event() {
+    let mut h = Harness::new();
+    let config = SessionConfig {
+        session_timeout: T,
+        connect_timeout: Duration::from_secs(3),
+        max_frame: 1 << 20,
+    };
+    h.s = Session::new(config, h.now);
+    h.connect(5, 9000);
+    let path = format!("/{}", "p".repeat(40_000));
+    h.s.submit(h.now, exists(&path, true), 1, Some(501));
+    h.sent();
+    h.reply(1, 40, ErrorCode::NoNode, Response::Empty);
+    h.events();
+    let mut wire = BytesMut::new();
+    encode_frame(&mut wire, |b| {
+        let (xid, zxid, err) = (-1, -1, ErrorCode::Ok);
+        ReplyHeader { xid, zxid, err }.encode(b);
+        WatcherEvent {
+            kind: EventType::NodeCreated,
+            state: KeeperState::SyncConnected,
+            path: path.clone(),
+        }
+        .encode(b);
+    });
+    for read in wire.chunks(5000) {
+        h.s.handle_input(h.now, read);
+    }
+    assert_eq!(
+        fired(&h.events()),
+        vec![(501, EventType::NodeCreated, path)]
+    );
+}
