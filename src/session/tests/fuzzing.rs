@@ -14,17 +14,7 @@ fn fuzz_driver_on_generated_scripts() {
         seed
     };
     // A valid handshake answer and a valid reply, to reach deeper states.
-    let mut connect = BytesMut::new();
-    encode_frame(&mut connect, |b| {
-        ConnectResponse {
-            protocol_version: 0,
-            timeout_ms: 6000,
-            session_id: 9,
-            passwd: vec![1; 16],
-            read_only: false,
-        }
-        .encode(b)
-    });
+    let connect = handshake_answer(9, 6000, vec![1; 16]);
     let mut reply = BytesMut::new();
     encode_frame(&mut reply, |b| {
         ReplyHeader {

@@ -32,11 +32,16 @@ struct Harness {
 
 impl Harness {
     fn new() -> Self {
+        Harness::with_max_frame(4096)
+    }
+
+    /// A session that takes frames up to `max_frame` bytes long.
+    fn with_max_frame(max_frame: usize) -> Self {
         let now = Instant::now();
         let config = SessionConfig {
             session_timeout: T,
             connect_timeout: Duration::from_secs(3),
-            max_frame: 4096,
+            max_frame,
         };
         Harness {
             s: Session::new(config, now),
@@ -86,16 +91,8 @@ impl Harness {
         let frames = self.sent();
         assert_eq!(frames.len(), 1);
         let req = ConnectRequest::decode_exact(&frames[0]).unwrap();
-        self.feed(|b| {
-            ConnectResponse {
-                protocol_version: 0,
-                timeout_ms,
-                session_id,
-                passwd: vec![7; 16],
-                read_only: false,
-            }
-            .encode(b)
-        });
+        let answer = handshake_answer(session_id, timeout_ms, vec![7; 16]);
+        self.s.handle_input(self.now, &answer);
         req
     }
 
@@ -122,6 +119,22 @@ impl Harness {
             .encode(b);
         });
     }
+}
+
+/// The server's answer to a handshake, framed.
+fn handshake_answer(session_id: i64, timeout_ms: i32, passwd: Vec<u8>) -> BytesMut {
+    let mut wire = BytesMut::new();
+    encode_frame(&mut wire, |b| {
+        ConnectResponse {
+            protocol_version: 0,
+            timeout_ms,
+            session_id,
+            passwd,
+            read_only: false,
+        }
+        .encode(b)
+    });
+    wire
 }
 
 fn exists(path: &str, watch: bool) -> Request {

@@ -115,13 +115,7 @@ fn op_codes_are_remembered_per_xid() {
 /// taken through the input buffer. TCP hands frames over in any pieces.
 #[test]
 fn frames_in_any_pieces_are_each_answered() {
-    let mut h = Harness::new();
-    let config = SessionConfig {
-        session_timeout: T,
-        connect_timeout: Duration::from_secs(3),
-        max_frame: 1 << 20,
-    };
-    h.s = Session::new(config, h.now);
+    let mut h = Harness::with_max_frame(1 << 20);
     h.connect(5, 9000);
     h.events();
     for token in 1..=3 {
@@ -177,13 +171,7 @@ fn a_long_listing_in_any_reads_is_answered_whole() {
         .map(|i| format!("_c_{i:08}-lock-{i:010}"))
         .collect();
     for cut in [1000, 4096, 16 * 1024 + 3, usize::MAX] {
-        let mut h = Harness::new();
-        let config = SessionConfig {
-            session_timeout: T,
-            connect_timeout: Duration::from_secs(3),
-            max_frame: 1 << 20,
-        };
-        h.s = Session::new(config, h.now);
+        let mut h = Harness::with_max_frame(1 << 20);
         h.connect(5, 9000);
         h.events();
         let list = PathWatch {
@@ -294,26 +282,10 @@ fn every_frame_of_a_read_is_answered_and_nothing_after_the_end() {
 /// and read as the handshake it is.
 #[test]
 fn a_long_handshake_answer_is_read_as_a_handshake() {
-    let mut h = Harness::new();
-    let config = SessionConfig {
-        session_timeout: T,
-        connect_timeout: Duration::from_secs(3),
-        max_frame: 1 << 20,
-    };
-    h.s = Session::new(config, h.now);
+    let mut h = Harness::with_max_frame(1 << 20);
     h.s.handle_connected(h.now);
     h.sent();
-    let mut wire = BytesMut::new();
-    encode_frame(&mut wire, |b| {
-        ConnectResponse {
-            protocol_version: 0,
-            timeout_ms: 9000,
-            session_id: 5,
-            passwd: vec![7; 40_000],
-            read_only: false,
-        }
-        .encode(b)
-    });
+    let wire = handshake_answer(5, 9000, vec![7; 40_000]);
     for read in wire.chunks(5000) {
         h.s.handle_input(h.now, read);
     }

@@ -284,13 +284,7 @@ fn expiry_abandons_persistent_watches() {
 /// than a long reply) is joined and read as what it is, not as a reply.
 #[test]
 fn a_long_watch_event_is_read_as_a_watch_event() {
-    let mut h = Harness::new();
-    let config = SessionConfig {
-        session_timeout: T,
-        connect_timeout: Duration::from_secs(3),
-        max_frame: 1 << 20,
-    };
-    h.s = Session::new(config, h.now);
+    let mut h = Harness::with_max_frame(1 << 20);
     h.connect(5, 9000);
     let path = format!("/{}", "p".repeat(40_000));
     h.s.submit(h.now, exists(&path, true), 1, Some(501));
