@@ -190,11 +190,7 @@ pub fn decode_reply_pieces(
         OpCode::GetChildren | OpCode::GetEphemerals | OpCode::GetChildren2
     );
     if header.err != ErrorCode::Ok || !listing {
-        let mut joined = BytesMut::with_capacity(body.iter().map(Bytes::len).sum());
-        for piece in body {
-            joined.extend_from_slice(piece);
-        }
-        let joined = joined.freeze();
+        let joined = Bytes::from(body.concat());
         return decode_reply_in(op, header, &joined, Some(&joined));
     }
     let mut r = PieceReader::new(body);
