@@ -104,21 +104,21 @@ impl Harness {
     }
 
     fn watch_event(&mut self, kind: EventType, path: &str) {
-        self.feed(|b| {
-            ReplyHeader {
-                xid: -1,
-                zxid: -1,
-                err: ErrorCode::Ok,
-            }
-            .encode(b);
-            WatcherEvent {
-                kind,
-                state: KeeperState::SyncConnected,
-                path: path.into(),
-            }
-            .encode(b);
-        });
+        let wire = watch_event_frame(kind, KeeperState::SyncConnected, path);
+        self.s.handle_input(self.now, &wire);
     }
+}
+
+/// A watch notification, framed.
+fn watch_event_frame(kind: EventType, state: KeeperState, path: &str) -> BytesMut {
+    let mut wire = BytesMut::new();
+    encode_frame(&mut wire, |b| {
+        let (xid, zxid, err) = (-1, -1, ErrorCode::Ok);
+        ReplyHeader { xid, zxid, err }.encode(b);
+        let path = path.into();
+        WatcherEvent { kind, state, path }.encode(b);
+    });
+    wire
 }
 
 /// The server's answer to a handshake, framed.

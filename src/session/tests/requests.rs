@@ -245,17 +245,7 @@ fn every_frame_of_a_read_is_answered_and_nothing_after_the_end() {
     // the reply is not read (it would be a protocol error after the end).
     h.s.submit(h.now, exists("/a", false), 4, None);
     h.sent();
-    let mut wire = BytesMut::new();
-    encode_frame(&mut wire, |b| {
-        let (xid, zxid, err) = (-1, -1, ErrorCode::Ok);
-        ReplyHeader { xid, zxid, err }.encode(b);
-        WatcherEvent {
-            kind: EventType::None,
-            state: KeeperState::Expired,
-            path: String::new(),
-        }
-        .encode(b);
-    });
+    let mut wire = watch_event_frame(EventType::None, KeeperState::Expired, "");
     encode_frame(&mut wire, |b| {
         let (xid, zxid, err) = (9, 6, ErrorCode::Ok);
         ReplyHeader { xid, zxid, err }.encode(b);

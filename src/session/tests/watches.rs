@@ -291,17 +291,7 @@ fn a_long_watch_event_is_read_as_a_watch_event() {
     h.sent();
     h.reply(1, 40, ErrorCode::NoNode, Response::Empty);
     h.events();
-    let mut wire = BytesMut::new();
-    encode_frame(&mut wire, |b| {
-        let (xid, zxid, err) = (-1, -1, ErrorCode::Ok);
-        ReplyHeader { xid, zxid, err }.encode(b);
-        WatcherEvent {
-            kind: EventType::NodeCreated,
-            state: KeeperState::SyncConnected,
-            path: path.clone(),
-        }
-        .encode(b);
-    });
+    let wire = watch_event_frame(EventType::NodeCreated, KeeperState::SyncConnected, &path);
     for read in wire.chunks(5000) {
         h.s.handle_input(h.now, read);
     }
