@@ -86,6 +86,28 @@ fn minimal_at_rest(bin: &Path, connect: &str) -> Result<(Proc, Proc), String> {
     Ok((connected, locked))
 }
 
+/// Runs the runtime skeleton with stages: its RSS once its I/O thread runs
+/// with the connection open (to the first host of `connect`).
+fn skeleton_at_rest(bin: &Path, connect: &str) -> Result<Proc, String> {
+    let host = connect.split([',', '/']).next().unwrap_or(connect);
+    let mut cmd = Command::new(bin);
+    cmd.args([host, "stages"]);
+    let w = Worker::start("skeleton".into(), cmd, Duration::from_secs(60))
+        .map_err(|e| e.to_string())?;
+    let pid = w.pid();
+    let mut connected = Proc::default();
+    w.drive(|stage, _| {
+        // The same moment to settle as the minimal program's.
+        std::thread::sleep(Duration::from_millis(100));
+        if stage == "connected" {
+            connected = Proc::of(pid);
+        }
+        Ok(())
+    })
+    .map_err(|e| e.to_string())?;
+    Ok(connected)
+}
+
 pub fn measure(setup: &Setup, connect: &str) -> Footprint {
     let mut fp = Footprint {
         values: Vec::new(),
@@ -148,6 +170,12 @@ pub fn measure(setup: &Setup, connect: &str) -> Footprint {
                 .push(("rss_holding_kib".into(), locked.rss_kb as f64));
         }
         Err(e) => fp.notes.push(("minimal program run".into(), e)),
+    }
+    match skeleton_at_rest(&skeleton, connect) {
+        Ok(connected) => fp
+            .values
+            .push(("skeleton_rss_rest_kib".into(), connected.rss_kb as f64)),
+        Err(e) => fp.notes.push(("skeleton run".into(), e)),
     }
     // After the sizes: cargo-bloat reads the same unstripped binary.
     fp.bloat = bloat::measure(&setup.root, &setup.target);

@@ -146,6 +146,7 @@ pub fn render(r: &Results, s: &Sizes, info: &RunInfo) -> (String, String) {
         ("threads while holding one lock (less the main thread)", "threads_holding"),
         ("RSS at rest, connected, KiB", "rss_rest_kib"),
         ("RSS holding one lock, KiB", "rss_holding_kib"),
+        ("RSS of the runtime skeleton (no ZooKeeper code) with its I/O thread running and its connection open, KiB", "skeleton_rss_rest_kib"),
     ] {
         let _ = writeln!(md, "| {label} | {} |", fmt_num(r.get(&format!("fp/{key}"), Impl::Zklock)));
     }

@@ -108,6 +108,16 @@ pub fn rows(s: &Sizes, r: &Results, fs: &str, full: bool) -> Vec<Row> {
             &k("unc.over_floor"),
             Neither,
         ),
+        row(
+            "uncontended: p50 µs of a raw client whose release waits (codec only; create2+getChildren in one write, then the delete, its reply awaited)".into(),
+            &k("unc.unlock.floor_p50_us"),
+            Lower,
+        ),
+        row(
+            "uncontended: zklock's p50 with `guard.unlock()` ÷ that raw floor".into(),
+            &k("unc.unlock.over_floor"),
+            Neither,
+        ),
     ]);
     v.extend(each(&unc, "unc", "uncontended: p99 µs", "p99_us", Lower));
     v.extend(each(
@@ -117,6 +127,23 @@ pub fn rows(s: &Sizes, r: &Results, fs: &str, full: bool) -> Vec<Row> {
         "cpu_us",
         Lower,
     ));
+    v.extend([
+        row(
+            "uncontended: client CPU µs per lock+unlock of the raw floor (no I/O thread: the caller's thread reads its socket; delete overlapped)".into(),
+            &k("unc.floor_cpu_us"),
+            Neither,
+        ),
+        row(
+            "uncontended: raw floor's client CPU per lock+unlock ÷ best peer's (the least any client reaches here)".into(),
+            &k("unc.floor_cpu_us_over_best"),
+            Neither,
+        ),
+        row(
+            "uncontended: client CPU µs per lock+unlock of the raw floor whose release waits".into(),
+            &k("unc.unlock.floor_cpu_us"),
+            Neither,
+        ),
+    ]);
     v.extend(each(
         &unc,
         "unc",

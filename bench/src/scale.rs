@@ -157,6 +157,7 @@ impl Bench<'_> {
             ("cont.floor_ops_per_s", "cont.ops_per_s", true),
             ("cont.floor_handoff_p50_us", "cont.handoff_p50_us", false),
             ("cont.floor_cpu_us", "cont.cpu_us", false),
+            ("unc.floor_cpu_us", "unc.cpu_us", false),
             ("w1.floor_pass_s", "w1.blocking.pass_s", false),
         ] {
             let (floor, peers) = (self.key(floor), self.key(peers));

@@ -82,9 +82,22 @@ impl Bench<'_> {
     /// The raw pipelined floor (src/floor.rs) on the same server, right
     /// after zklock's own loop, and zklock's p50 over it.
     fn floor(&mut self, round: usize, zklock_p50: f64) -> BoxResult<()> {
-        let path = self.fresh_path(&format!("floor-{round}"))?;
-        let cycles = format!("cycles={}", self.sizes.cycles);
-        let w = self.start(Impl::Zklock, "floor", &path, &[cycles])?;
+        self.floor_run(round, "unc", zklock_p50, &[])
+    }
+
+    /// A raw floor run with `extra` parameters; its rows under
+    /// `<tag>.floor_*`, and `<tag>.over_floor`, zklock's p50 over its own.
+    fn floor_run(
+        &mut self,
+        round: usize,
+        tag: &str,
+        zklock_p50: f64,
+        extra: &[String],
+    ) -> BoxResult<()> {
+        let path = self.fresh_path(&format!("floor-{}-{round}", tag.replace('.', "-")))?;
+        let mut params = vec![format!("cycles={}", self.sizes.cycles)];
+        params.extend(extra.iter().cloned());
+        let w = self.start(Impl::Zklock, "floor", &path, &params)?;
         let pid = w.pid();
         let mut span = Span::default();
         let server = &self.server;
@@ -96,11 +109,12 @@ impl Bench<'_> {
         let ops = lat.len().max(1) as f64;
         let (_, p50, _) = stats_us(lat);
         for (k, v) in [
-            ("unc.floor_p50_us", p50),
-            ("unc.over_floor", zklock_p50 / p50),
-            ("unc.floor_commits", span.commits() / ops),
+            ("floor_p50_us", p50),
+            ("over_floor", zklock_p50 / p50),
+            ("floor_commits", span.commits() / ops),
+            ("floor_cpu_us", span.p0.cpu_s_until(&span.p1) * 1e6 / ops),
         ] {
-            let key = self.key(k);
+            let key = self.key(&format!("{tag}.{k}"));
             self.results.put(&key, Impl::Zklock, v);
         }
         Ok(())
@@ -127,8 +141,8 @@ impl Bench<'_> {
     /// the delete's reply, where the default drops it and goes on.
     pub fn uncontended_unlock(&mut self, round: usize) -> BoxResult<()> {
         let unlock = ["release=unlock".to_owned()];
-        self.uncontended_run(Impl::Zklock, round, "unc.unlock", &unlock)?;
-        Ok(())
+        let p50 = self.uncontended_run(Impl::Zklock, round, "unc.unlock", &unlock)?;
+        self.floor_run(round, "unc.unlock", p50, &unlock)
     }
 
     /// zklock's uncontended loop with `release=requeue` (row keys

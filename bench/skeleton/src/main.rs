@@ -1,8 +1,11 @@
-//! `zklock-skeleton <ip:port>`: zklock's runtime shape without ZooKeeper.
-//! A caller thread hands commands to an I/O thread over a channel and wakes
-//! its mio poll; the I/O thread writes and reads one TCP connection and
-//! answers on per-call channels; a subscriber hears state changes. Only its
-//! size is measured (bench/README.md); it is built, never run.
+//! `zklock-skeleton <ip:port> [stages]`: zklock's runtime shape without
+//! ZooKeeper. A caller thread hands commands to an I/O thread over a channel
+//! and wakes its mio poll; the I/O thread writes and reads one TCP
+//! connection and answers on per-call channels; a subscriber hears state
+//! changes. The bench measures its size, and with `stages` its RSS once the
+//! I/O thread runs with its connection open (it prints `S connected` and
+//! waits for a line on stdin there): the least memory a program of this
+//! shape takes before any line of zklock's.
 
 use std::error::Error;
 use std::io::{Read, Write};
@@ -70,8 +73,9 @@ fn io_loop(mut poll: Poll, addr: SocketAddr, commands: Receiver<Command>) -> std
 fn main() -> Result<(), Box<dyn Error>> {
     let addr: SocketAddr = std::env::args()
         .nth(1)
-        .ok_or("usage: zklock-skeleton <ip:port>")?
+        .ok_or("usage: zklock-skeleton <ip:port> [stages]")?
         .parse()?;
+    let stages = std::env::args().nth(2).as_deref() == Some("stages");
     let poll = Poll::new()?;
     let waker = Arc::new(Waker::new(poll.registry(), WAKE)?);
     let (commands, inbox) = unbounded();
@@ -84,6 +88,10 @@ fn main() -> Result<(), Box<dyn Error>> {
     let (states_tx, states) = unbounded();
     send(Command::Subscribe(states_tx))?;
     println!("{:?}", states.recv()?);
+    if stages {
+        println!("S connected");
+        let _ = std::io::stdin().read_line(&mut String::new());
+    }
     let (reply_tx, reply) = bounded(1);
     send(Command::Send(vec![0, 0, 0, 4, 0, 0, 0, 0], reply_tx))?;
     println!("{:?}", reply.recv_timeout(Duration::from_secs(5))?);
@@ -96,5 +104,9 @@ fn main() -> Result<(), Box<dyn Error>> {
     );
     send(Command::Close)?;
     io.join().map_err(|_| "the I/O thread panicked")??;
+    if stages {
+        // The bench's worker protocol ends with one JSON line.
+        println!("{{}}");
+    }
     Ok(())
 }
