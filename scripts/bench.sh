@@ -28,6 +28,15 @@ cargo build --quiet --release --manifest-path bench/zkrs/Cargo.toml
 echo "bench: building the minimal lock program, release and release-size (bench/minimal)" >&2
 cargo build --quiet --release --manifest-path bench/minimal/Cargo.toml
 cargo build --quiet --profile release-size --manifest-path bench/minimal/Cargo.toml
+# The same program linked statically (glibc's crt-static): no shared libc
+# pages, a larger file; the footprint reads both. Its own target directory,
+# and an explicit --target so that the flag skips build scripts and
+# proc-macros.
+echo "bench: building the minimal lock program linked statically (crt-static)" >&2
+host=$(rustc -vV | sed -n 's/^host: //p')
+RUSTFLAGS="-C target-feature=+crt-static" cargo build --quiet --release \
+  --manifest-path bench/minimal/Cargo.toml --target "$host" --target-dir "$target/static"
+cp "$target/static/$host/release/zklock-minimal" "$target/static/zklock-minimal"
 echo "bench: building the runtime skeleton, release and release-size (bench/skeleton)" >&2
 cargo build --quiet --release --manifest-path bench/skeleton/Cargo.toml
 cargo build --quiet --profile release-size --manifest-path bench/skeleton/Cargo.toml

@@ -116,6 +116,7 @@ pub fn measure(setup: &Setup, connect: &str) -> Footprint {
     };
     let minimal_release = setup.target.join("release/zklock-minimal");
     let minimal_size = setup.target.join("release-size/zklock-minimal");
+    let minimal_static = setup.target.join("static/zklock-minimal");
     let skeleton = setup.target.join("release/zklock-skeleton");
     let skeleton_size = setup.target.join("release-size/zklock-skeleton");
     let cli_member = setup.root.join("cli/Cargo.toml").exists();
@@ -123,6 +124,11 @@ pub fn measure(setup: &Setup, connect: &str) -> Footprint {
     let sizes = [
         ("minimal_kib", &minimal_release, "minimal-release"),
         ("minimal_size_kib", &minimal_size, "minimal-release-size"),
+        (
+            "minimal_static_kib",
+            &minimal_static,
+            "minimal-release-static",
+        ),
         ("skeleton_kib", &skeleton, "skeleton-release"),
         ("skeleton_size_kib", &skeleton_size, "skeleton-release-size"),
         ("cli_kib", &cli, "zklock-cli"),
@@ -170,6 +176,14 @@ pub fn measure(setup: &Setup, connect: &str) -> Footprint {
                 .push(("rss_holding_kib".into(), locked.rss_kb as f64));
         }
         Err(e) => fp.notes.push(("minimal program run".into(), e)),
+    }
+    match minimal_at_rest(&minimal_static, connect) {
+        Ok((connected, _)) => fp
+            .values
+            .push(("rss_static_rest_kib".into(), connected.rss_kb as f64)),
+        Err(e) => fp
+            .notes
+            .push(("minimal program run, linked statically".into(), e)),
     }
     match skeleton_at_rest(&skeleton, connect) {
         Ok(connected) => fp

@@ -147,6 +147,8 @@ pub fn render(r: &Results, s: &Sizes, info: &RunInfo) -> (String, String) {
         ("RSS at rest, connected, KiB", "rss_rest_kib"),
         ("RSS holding one lock, KiB", "rss_holding_kib"),
         ("RSS of the runtime skeleton (no ZooKeeper code) with its I/O thread running and its connection open, KiB", "skeleton_rss_rest_kib"),
+        ("minimal lock program linked statically (`-C target-feature=+crt-static`, default release profile), stripped, KiB", "minimal_static_kib"),
+        ("the same, RSS at rest, connected, KiB", "rss_static_rest_kib"),
     ] {
         let _ = writeln!(md, "| {label} | {} |", fmt_num(r.get(&format!("fp/{key}"), Impl::Zklock)));
     }

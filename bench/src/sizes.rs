@@ -79,7 +79,7 @@ impl Sizes {
         let fsync = std::env::var("BENCH_FSYNC").unwrap_or_else(|_| "on,off".into());
         Sizes {
             quick,
-            cycles: env_usize("BENCH_CYCLES", q(1000, 200)).max(1),
+            cycles: env_usize("BENCH_CYCLES", q(3000, 200)).max(1),
             sessions: env_usize("BENCH_SESSIONS", 8).max(1),
             contended_cycles: env_usize("BENCH_CONTENDED_CYCLES", q(100, 25)).max(1),
             hold_us: env_usize("BENCH_HOLD_US", 0),
