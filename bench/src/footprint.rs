@@ -63,49 +63,47 @@ fn runtime_crates(root: &Path, edges: &str) -> Result<(f64, f64), String> {
     Ok((all, crates.len() as f64))
 }
 
-/// Runs the minimal lock program with stages: threads and RSS once
-/// connected and while holding the lock.
-fn minimal_at_rest(bin: &Path, connect: &str) -> Result<(Proc, Proc), String> {
+/// Runs `bin` with `args` as a staged worker and reads `/proc` at each
+/// stage it names, after a moment for its I/O thread to settle.
+fn readings_at_stages(
+    label: &str,
+    bin: &Path,
+    args: &[&str],
+) -> Result<Vec<(String, Proc)>, String> {
     let mut cmd = Command::new(bin);
-    cmd.args([connect, "/bench/minimal-lock", "stages"]);
-    let w =
-        Worker::start("minimal".into(), cmd, Duration::from_secs(60)).map_err(|e| e.to_string())?;
+    cmd.args(args);
+    let w = Worker::start(label.into(), cmd, Duration::from_secs(60)).map_err(|e| e.to_string())?;
     let pid = w.pid();
-    let (mut connected, mut locked) = (Proc::default(), Proc::default());
+    let mut readings = Vec::new();
     w.drive(|stage, _| {
-        // A moment for the I/O thread to settle after its start.
         std::thread::sleep(Duration::from_millis(100));
-        match stage {
-            "connected" => connected = Proc::of(pid),
-            "locked" => locked = Proc::of(pid),
-            _ => {}
-        }
+        readings.push((stage.to_owned(), Proc::of(pid)));
         Ok(())
     })
     .map_err(|e| e.to_string())?;
-    Ok((connected, locked))
+    Ok(readings)
+}
+
+fn at(readings: &[(String, Proc)], stage: &str) -> Proc {
+    readings
+        .iter()
+        .find(|(s, _)| s == stage)
+        .map_or_else(Proc::default, |(_, p)| *p)
+}
+
+/// Runs the minimal lock program with stages: threads and RSS once
+/// connected and while holding the lock.
+fn minimal_at_rest(bin: &Path, connect: &str) -> Result<(Proc, Proc), String> {
+    let r = readings_at_stages("minimal", bin, &[connect, "/bench/minimal-lock", "stages"])?;
+    Ok((at(&r, "connected"), at(&r, "locked")))
 }
 
 /// Runs the runtime skeleton with stages: its RSS once its I/O thread runs
 /// with the connection open (to the first host of `connect`).
 fn skeleton_at_rest(bin: &Path, connect: &str) -> Result<Proc, String> {
     let host = connect.split([',', '/']).next().unwrap_or(connect);
-    let mut cmd = Command::new(bin);
-    cmd.args([host, "stages"]);
-    let w = Worker::start("skeleton".into(), cmd, Duration::from_secs(60))
-        .map_err(|e| e.to_string())?;
-    let pid = w.pid();
-    let mut connected = Proc::default();
-    w.drive(|stage, _| {
-        // The same moment to settle as the minimal program's.
-        std::thread::sleep(Duration::from_millis(100));
-        if stage == "connected" {
-            connected = Proc::of(pid);
-        }
-        Ok(())
-    })
-    .map_err(|e| e.to_string())?;
-    Ok(connected)
+    let r = readings_at_stages("skeleton", bin, &[host, "stages"])?;
+    Ok(at(&r, "connected"))
 }
 
 pub fn measure(setup: &Setup, connect: &str) -> Footprint {
