@@ -168,8 +168,10 @@ impl<R, W: Clone> Session<R, W> {
     }
 }
 
-/// Requests a follower must pass to the leader, whose successful answer
-/// proves the leader heard this session through the server we talk to.
+/// Requests a follower must pass to the leader (`FollowerRequestProcessor`
+/// forwards them with `Learner.request`), some answers to which prove the
+/// leader heard this session through the server we talk to
+/// ([`leader_proof`]).
 pub(super) fn leader_ordered(op: OpCode) -> bool {
     matches!(
         op,
@@ -185,4 +187,82 @@ pub(super) fn leader_ordered(op: OpCode) -> bool {
             | OpCode::Reconfig
             | OpCode::Sync
     )
+}
+
+/// Whether this answer to a leader-ordered request could only come after
+/// the leader took the request and checked the session, so that it proves
+/// what an answered `sync` proves (see [`Session::set_leader_check`]).
+///
+/// In ZooKeeper 3.8 a follower answers a write only once the leader's
+/// transaction for it is committed: `PrepRequestProcessor.pRequest2Txn`
+/// turns a refused write into an error transaction (`ErrorTxn`) the quorum
+/// commits like any other, and the follower replies with its code. Counted
+/// are `Ok` and the codes that method raises only after its
+/// `sessionTracker.checkSession` for that op: `NodeExists`, `NoNode`,
+/// `NoChildrenForEphemerals` and `QuotaExceeded` for a create (its
+/// `validateCreateRequest` checks the session, or the global session for
+/// an ephemeral, first); `NoNode`, `BadVersion`, `NotEmpty` and
+/// `BadArguments` for a delete, setData (also `QuotaExceeded`), setACL and
+/// check (each checks the session on its first line). A multi is answered
+/// `Ok` with one result per op (`FinalRequestProcessor`; `DataTree`
+/// marks ops before the failing one `Ok`, those after it
+/// `RuntimeInconsistency`): it counts when no op failed, when the first
+/// failing op is not the first (the first passed its own check), or when
+/// the first op failed with a code every op type raises only after the
+/// check.
+///
+/// Not counted, because a follower may give them alone or the leader may
+/// give them before its check: `Throttled` (`RequestThrottler`; the
+/// follower then never forwards), `NoAuth` and `InvalidAcl` (a follower
+/// with `zookeeper.enableEagerACLCheck` refuses in
+/// `ZooKeeperServer.authWriteRequest` without the leader), `BadArguments`
+/// and `Unimplemented` for a create (`CreateMode.fromFlag` and the TTL
+/// checks run before the session's), `MarshallingError` (also the
+/// follower's own `FinalRequestProcessor`), `NotReadOnly` (a read-only
+/// server), the reconfig refusals, and anything else. `SessionMoved` never
+/// arrives as a reply (the server closes the connection) and
+/// `SessionExpired` ends the session.
+pub(super) fn leader_proof(op: OpCode, reply: &Result<Response, ErrorCode>) -> bool {
+    use ErrorCode as E;
+    let code = match reply {
+        Ok(Response::Multi(results)) => {
+            let failed = results
+                .iter()
+                .position(|r| matches!(r, MultiResult::Error(c) if *c != E::Ok));
+            return match failed {
+                None | Some(1..) => true,
+                Some(_) => matches!(
+                    results.first(),
+                    Some(MultiResult::Error(
+                        E::NodeExists
+                            | E::NoNode
+                            | E::BadVersion
+                            | E::NotEmpty
+                            | E::NoChildrenForEphemerals
+                            | E::QuotaExceeded
+                    ))
+                ),
+            };
+        }
+        Ok(_) => return leader_ordered(op),
+        Err(code) => *code,
+    };
+    match op {
+        OpCode::Create | OpCode::Create2 | OpCode::CreateContainer | OpCode::CreateTtl => matches!(
+            code,
+            E::NodeExists | E::NoNode | E::NoChildrenForEphemerals | E::QuotaExceeded
+        ),
+        OpCode::Delete => matches!(
+            code,
+            E::NoNode | E::BadVersion | E::NotEmpty | E::BadArguments
+        ),
+        OpCode::SetData => matches!(
+            code,
+            E::NoNode | E::BadVersion | E::BadArguments | E::QuotaExceeded
+        ),
+        OpCode::SetAcl | OpCode::Check => {
+            matches!(code, E::NoNode | E::BadVersion | E::BadArguments)
+        }
+        _ => false,
+    }
 }

@@ -17,7 +17,7 @@ mod events;
 pub mod fuzz;
 mod liveness;
 mod long_frame;
-use liveness::leader_ordered;
+use liveness::{leader_ordered, leader_proof};
 use long_frame::LongFrame;
 #[cfg(feature = "sasl")]
 mod md5;
@@ -37,8 +37,8 @@ use bytes::{Buf, Bytes, BytesMut};
 use jute::{
     decode_reply_in, decode_reply_pieces, decode_server_message, encode_connect, encode_request,
     frame_len, xid, AddWatchMode, AuthPacket, ConnectRequest, ConnectResponse, Decode, ErrorCode,
-    EventType, KeeperState, OpCode, ReplyHeader, Request, Response, ServerMessage, WatcherEvent,
-    WatcherType,
+    EventType, KeeperState, MultiResult, OpCode, ReplyHeader, Request, Response, ServerMessage,
+    WatcherEvent, WatcherType,
 };
 
 pub use error::RequestError;

@@ -199,11 +199,11 @@ impl<R, W: Clone> Session<R, W> {
             return Err("in-flight queue emptied under us".into());
         };
         self.answered(p.sent);
-        if leader_ordered(p.op) && header.err == ErrorCode::Ok {
-            self.leader_answered(p.sent);
-        }
         let Some(handle) = p.handle else {
             // Our own liveness sync: nobody to answer.
+            if header.err == ErrorCode::Ok {
+                self.leader_answered(p.sent);
+            }
             self.probe_in_flight = false;
             if header.err == ErrorCode::SessionExpired {
                 self.events
@@ -229,6 +229,9 @@ impl<R, W: Clone> Session<R, W> {
                 return Err(format!("reply body: {e}"));
             }
         };
+        if leader_proof(p.op, &result) {
+            self.leader_answered(p.sent);
+        }
         if header.err == ErrorCode::SessionExpired {
             self.events.push_back(SessionEvent::Reply {
                 handle,

@@ -16,6 +16,7 @@
 mod cut_off;
 mod fenced;
 mod recovery;
+mod refused_writes;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex as StdMutex, MutexGuard, OnceLock};

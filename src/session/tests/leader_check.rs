@@ -221,7 +221,7 @@ fn a_successful_write_is_leader_proof_and_puts_the_sync_off() {
         }
     }
     assert_eq!(states(&h.events()), vec![]);
-    // A failed write proves nothing: the follower may have answered it.
+    // A write a follower refuses alone (throttled) proves nothing.
     let last_ok = h.now;
     let mut proof_deadline = h.s.poll_timeout();
     h.advance(Duration::from_millis(1));
@@ -235,7 +235,7 @@ fn a_successful_write_is_leader_proof_and_puts_the_sync_off() {
         None,
     );
     let (xid, _) = h.sent_requests()[0].clone();
-    h.reply(xid, 9, ErrorCode::NoNode, Response::Empty);
+    h.reply(xid, 9, ErrorCode::Throttled, Response::Empty);
     h.events();
     // Nothing answered from here: Suspended comes at 3T/4 after the newest
     // touch proven by the last successful write.
