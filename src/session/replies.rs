@@ -49,7 +49,6 @@ impl<R, W: Clone> Session<R, W> {
             self.leader_touch
                 .map_or(self.handshake_sent, |l| l.max(self.handshake_sent)),
         );
-        self.last_leader_send = now;
         if !self.start_sasl(now, resumed) {
             self.open_for_requests(now, resumed);
         }
@@ -59,6 +58,7 @@ impl<R, W: Clone> Session<R, W> {
     /// The session is usable: credentials, then re-armed watches, then
     /// whatever waited.
     pub(super) fn open_for_requests(&mut self, now: Instant, resumed: bool) {
+        let written = self.out.len();
         for auth in self.auths.clone() {
             encode_request(&mut self.out, xid::AUTH, &Request::Auth(auth));
             self.auth_in_flight.push_back(None);
@@ -74,7 +74,9 @@ impl<R, W: Clone> Session<R, W> {
             };
             encode_request(&mut self.out, xid::SET_WATCHES, &request);
         }
-        self.mark_sent(now);
+        if self.out.len() > written {
+            self.mark_sent(now);
+        }
         self.set_state(SessionState::Connected);
         if resumed {
             // The server re-arms persistent watches but does not replay what
@@ -204,7 +206,6 @@ impl<R, W: Clone> Session<R, W> {
             if header.err == ErrorCode::Ok {
                 self.leader_answered(p.sent);
             }
-            self.probe_in_flight = false;
             if header.err == ErrorCode::SessionExpired {
                 self.events
                     .push_back(SessionEvent::DropConnection(DropReason::SessionEnded));
