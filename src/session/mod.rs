@@ -17,7 +17,7 @@ mod events;
 pub mod fuzz;
 mod liveness;
 mod long_frame;
-use liveness::{leader_ordered, leader_proof};
+use liveness::leader_proof;
 use long_frame::LongFrame;
 #[cfg(feature = "sasl")]
 mod md5;
