@@ -329,7 +329,7 @@ impl LockMachine {
     }
 
     /// The delay is served (or none was due): make our mark, proving our
-    /// node still exists in the same write, and sweep the stale ones.
+    /// node still exists in the same write.
     pub(super) fn mark(&mut self, id: AttemptId) {
         let Some(a) = self.attempts.get_mut(&id) else {
             return;
@@ -355,17 +355,24 @@ impl LockMachine {
                 mode: CreateMode::Persistent,
             }),
         ]);
+        self.send_main(id, Purpose::TenureMark, request);
+    }
+
+    /// Deletes the marks of the unclean ends this grant waited out. Only
+    /// once granted: an attempt that gives up with its mark in flight
+    /// leaves the record, and whoever is granted next is told of the end.
+    fn sweep(&mut self, id: AttemptId) {
+        let Some(a) = self.attempts.get_mut(&id) else {
+            return;
+        };
+        let dir = tenure_path(&a.spec.parent);
         let stale = a
             .tenure
             .as_mut()
             .map(|t| std::mem::take(&mut t.stale))
             .unwrap_or_default();
-        let paths: Vec<String> = stale
-            .iter()
-            .map(|(owner, _)| crate::path::join(&dir, owner))
-            .collect();
-        self.send_main(id, Purpose::TenureMark, request);
-        for path in paths {
+        for (owner, _) in stale {
+            let path = crate::path::join(&dir, &owner);
             let delete = Request::Delete(PathVersion { path, version: -1 });
             self.send(id, Purpose::TenureSweep, delete, false);
         }
@@ -398,7 +405,10 @@ impl LockMachine {
         }
         match refused {
             // Made, or made before by a create whose reply was lost.
-            None | Some((1, ErrorCode::NodeExists)) => self.grant(now, id, None),
+            None | Some((1, ErrorCode::NodeExists)) => {
+                self.sweep(id);
+                self.grant(now, id, None)
+            }
             Some((0, _)) => self.node_vanished(id),
             // The marks' parent is gone (never made, or reaped once
             // empty): make it, then mark again.
