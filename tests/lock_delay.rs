@@ -362,9 +362,6 @@ fn timed_waits_reaching_past_the_recorded_end_and_the_delay_are_granted() {
     let mutex = Mutex::with_options(&b, &path, delayed(TRY_DELAY)).unwrap();
     assert!(matches!(mutex.try_lock(), Ok(None)));
     let recorded = recorded_ends(&b, &path);
-    let [recorded] = recorded[..] else {
-        panic!("one recorded end expected: {recorded:?}")
-    };
     let mut outcomes = Vec::new();
     let mut held = None;
     for _ in 0..5 {
@@ -378,6 +375,9 @@ fn timed_waits_reaching_past_the_recorded_end_and_the_delay_are_granted() {
     }
     let guard = held.unwrap_or_else(|| panic!("5 waits of 1 s, 0 granted: {outcomes:?}"));
     assert!(guard.follows_unclean_end());
+    let [recorded] = recorded[..] else {
+        panic!("one recorded end expected: {recorded:?}")
+    };
     assert!(
         outcomes.iter().all(|e| matches!(e, LockError::Timeout)),
         "{outcomes:?}"
