@@ -209,9 +209,8 @@ fn lock_delay_the_first_to_see_an_unclean_end_records_it_waits_then_sweeps() {
     );
 }
 
-/// An attempt that gives up with its mark in flight (its deadline came
-/// right after the delay was served) sweeps nothing: the next holder is
-/// still told of the unclean end.
+/// An attempt that gives up with its mark in flight sweeps nothing: the
+/// next holder is still told of the unclean end.
 #[test]
 fn lock_delay_given_up_with_the_mark_in_flight_leaves_the_record() {
     let mut h = Harness::new();
@@ -577,4 +576,32 @@ fn lock_delay_served_while_a_listing_is_in_flight_marks_only_after_it() {
     h.reply(&read[0], mark_data(1, CREATED_AT));
     let sent = h.sent();
     assert!(marks(&sent[0]), "marked once the listing is in: {sent:?}");
+}
+
+/// The mark's reply comes in at the deadline, before the timer fired: no
+/// grant (the caller has given up on its own clock), no sweep, node and
+/// mark released together.
+#[test]
+fn lock_delay_a_mark_answered_past_the_deadline_is_no_grant() {
+    let mut h = Harness::new();
+    let deadline = h.now + Duration::from_secs(1);
+    h.m.acquire(h.now, 1, delayed_spec(), UUID.into(), Some(deadline), false);
+    let sent = h.sent();
+    h.reply(&sent[0], Ok(created_at(3, CREATED_AT)));
+    h.reply(&sent[1], Ok(children(&[&ours(3)])));
+    let listings = h.sent();
+    h.reply(&listings[0], Ok(children(&[DEAD])));
+    h.reply(&listings[1], Ok(children(&[&ours(3)])));
+    let read = h.sent();
+    h.reply(&read[0], mark_data(1, CREATED_AT - DELAY_MS));
+    let mark = h.sent();
+    assert!(matches!(&mark[..], [m] if marks(m)), "{mark:?}");
+    h.now = deadline;
+    h.reply(&mark[0], multi_ok(2));
+    assert!(timed_out(&h.events()));
+    let sent = h.sent();
+    assert!(
+        matches!(&sent[..], [r] if matches!(&r.request, Request::Multi(ops) if ops.len() == 2)),
+        "node and mark released, the record kept: {sent:?}"
+    );
 }

