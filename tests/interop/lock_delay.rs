@@ -86,7 +86,10 @@ fn curator_semaphore_counts_no_tenure_mark_as_a_lease() {
     std::mem::forget(lease);
     a.close().unwrap();
     let c = client();
-    testkit::wait_no_children(&c, &leases, QUEUE_WAIT);
+    let gone = poll_until(QUEUE_WAIT, || {
+        children(&c, &leases).iter().all(|n| !n.contains("-lease-"))
+    });
+    assert!(gone, "the lease's node outlived its session");
     let mut s1 = Peer::start(PeerKind::Curator, &connect(), &path, "semaphore:2", "s1");
     let mut s2 = Peer::start(PeerKind::Curator, &connect(), &path, "semaphore:2", "s2");
     let first = s1.try_acquire(10_000);
