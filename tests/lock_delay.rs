@@ -333,10 +333,14 @@ fn tries_after_an_unclean_end_are_granted_once_the_delay_has_passed_on_the_serve
         }
         held.is_some()
     });
-    let guard =
-        held.unwrap_or_else(|| panic!("{tries} tries over {within:?} after an unclean end: 0 granted"));
+    let guard = held
+        .unwrap_or_else(|| panic!("{tries} tries over {within:?} after an unclean end: 0 granted"));
     assert!(guard.follows_unclean_end());
-    assert_eq!(first_refused, Some(true), "the try right after the end was granted");
+    assert_eq!(
+        first_refused,
+        Some(true),
+        "the try right after the end was granted"
+    );
     let recorded = recorded.expect("the first try records the end on the server");
     let granted = grant_stamps(&b, &path);
     assert_eq!(granted.len(), 1, "{granted:?}");
@@ -386,7 +390,11 @@ fn timed_waits_reaching_past_the_recorded_end_and_the_delay_are_granted() {
     );
     let granted = grant_stamps(&b, &path);
     assert_eq!(granted.len(), 1, "{granted:?}");
-    assert!(granted[0] >= recorded + millis(TRY_DELAY), "{} < {recorded} + delay", granted[0]);
+    assert!(
+        granted[0] >= recorded + millis(TRY_DELAY),
+        "{} < {recorded} + delay",
+        granted[0]
+    );
 }
 
 /// A blocking wait that starts right after an unclean end records the end
@@ -403,7 +411,10 @@ fn a_blocking_wait_after_an_unclean_end_is_granted_after_the_delay_on_the_server
         recorded = recorded_ends(&b, &path);
         !recorded.is_empty() || waiter.is_finished()
     });
-    assert!(seen && recorded.len() == 1, "the end recorded: {recorded:?}");
+    assert!(
+        seen && recorded.len() == 1,
+        "the end recorded: {recorded:?}"
+    );
     let (unclean, guard) = waiter.join().unwrap().unwrap();
     assert!(unclean);
     let granted = grant_stamps(&b, &path);

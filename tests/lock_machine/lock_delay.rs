@@ -8,9 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use jute::{
-    CreateMode, ErrorCode, MultiOp, MultiResult, Request, Response, SetDataRequest, Stat,
-};
+use jute::{CreateMode, ErrorCode, MultiOp, MultiResult, Request, Response, SetDataRequest, Stat};
 use zklock::machine::{LockEvent, Outgoing};
 use zklock::recipes::{LockError, LockSpec};
 use zklock::session::RequestError;
@@ -178,7 +176,10 @@ fn lock_delay_the_first_to_see_an_unclean_end_records_it_waits_then_sweeps() {
     assert!(matches!(&sent[..], [r] if reads_mark(r, DEAD)), "{sent:?}");
     h.reply(&sent[0], mark_data(0, CREATED_AT - 60_000));
     let sent = h.sent();
-    assert!(matches!(&sent[..], [w] if records_mark(w, DEAD)), "{sent:?}");
+    assert!(
+        matches!(&sent[..], [w] if records_mark(w, DEAD)),
+        "{sent:?}"
+    );
     h.now += Duration::from_millis(40);
     let recorded = CREATED_AT + 40;
     h.reply(
@@ -224,7 +225,9 @@ fn lock_delay_given_up_with_the_mark_in_flight_leaves_the_record() {
     h.reply(&mark[0], multi_ok(2));
     let sent = h.sent();
     assert!(
-        !sent.iter().any(|o| matches!(&o.request, Request::Delete(d) if d.path == mark_path(DEAD))),
+        !sent
+            .iter()
+            .any(|o| matches!(&o.request, Request::Delete(d) if d.path == mark_path(DEAD))),
         "{sent:?}"
     );
 }
@@ -242,7 +245,10 @@ fn lock_delay_a_try_after_the_recorded_end_plus_the_delay_is_granted_at_once() {
     assert!(matches!(&sent[..], [r] if reads_mark(r, DEAD)), "{sent:?}");
     h.reply(&sent[0], mark_data(1, CREATED_AT - DELAY_MS));
     let sent = h.sent();
-    assert!(matches!(&sent[..], [m] if marks(m)), "marked at once: {sent:?}");
+    assert!(
+        matches!(&sent[..], [m] if marks(m)),
+        "marked at once: {sent:?}"
+    );
     h.reply(&sent[0], multi_ok(2));
     assert!(granted(&h.events(), true));
     assert!(deletes(&h.sent()).contains(&mark_path(DEAD)));
@@ -262,7 +268,9 @@ fn lock_delay_a_try_within_the_delay_is_refused_and_leaves_the_record() {
     // Our node goes; the record stays for whoever comes next.
     let sent = h.sent();
     assert_eq!(deletes(&sent), vec![format!("/l/{}", ours(3))]);
-    assert!(sent.iter().all(|o| !matches!(o.request, Request::SetData(_))));
+    assert!(sent
+        .iter()
+        .all(|o| !matches!(o.request, Request::SetData(_))));
 }
 
 /// A try that is the first to see the end records it and is refused; the
@@ -276,7 +284,10 @@ fn lock_delay_the_first_try_records_the_end_and_a_later_one_is_granted() {
     let sent = h.sent();
     h.reply(&sent[0], mark_data(0, 0));
     let sent = h.sent();
-    assert!(matches!(&sent[..], [w] if records_mark(w, DEAD)), "{sent:?}");
+    assert!(
+        matches!(&sent[..], [w] if records_mark(w, DEAD)),
+        "{sent:?}"
+    );
     h.reply(
         &sent[0],
         Ok(Response::Stat(Stat {
@@ -327,7 +338,11 @@ fn lock_delay_a_waiter_waits_only_what_is_left_of_the_delay() {
     // end three seconds ago (on the server's clock).
     h.now += Duration::from_secs(10);
     let recorded = CREATED_AT + 7_000;
-    h.fire(below, jute::EventType::NodeDeleted, &format!("/l/{blocker}"));
+    h.fire(
+        below,
+        jute::EventType::NodeDeleted,
+        &format!("/l/{blocker}"),
+    );
     let sent = h.sent();
     let [marks_listing, queue] = &sent[..] else {
         panic!("{sent:?}")
