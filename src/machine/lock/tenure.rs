@@ -17,7 +17,8 @@
 //! `InterProcessMutex.getParticipantNodes` and `LeaderLatch` /
 //! `LeaderSelector.getParticipants`, lists them as participants, and its
 //! semaphore counts each as a lease). Nor in the lock path's own data: the
-//! lock path is a container (Curator, kazoo and zklock create it so), and
+//! lock path is most often a container (Curator and zklock create it so),
+//! and
 //! the server's reaper deletes a container without children, within about
 //! a minute, taking any record in its data with it — after the unclean end
 //! of the only holder, its record could go before anyone saw it, and the
@@ -38,8 +39,10 @@
 //! writes: its node's ctime (create2's Stat) with the local instant its
 //! reply came in, and the mtime of its own recording write. Each such
 //! reading gives a local instant by which the server's time has reached
-//! the end ([`ServerClock`]), so no client's wall clock is trusted, and
-//! nothing depends on when each caller first looked:
+//! the end ([`ServerClock`]): only the time since a reading is measured
+//! locally (the monotonic clock, off by its drift from the leader's over
+//! the delay), no client's wall clock is trusted, and nothing depends on
+//! when each caller first looked:
 //!
 //! - a try (`no_wait`) is granted at once when its node was created (on
 //!   the server's clock) at or after record + delay, and refused
@@ -48,9 +51,10 @@
 //!   passed record + delay, however long ago its node was made;
 //! - after a clean end there is no mark without a node, and no delay.
 //!
-//! Why not a mark beside each node counted from each caller's own look
-//! (as before): every try restarted its own delay and gave up, so callers
-//! that only try were locked out for good after one unclean end.
+//! Why not count the delay from each caller's own look at a stale mark:
+//! every try would start a delay of its own and give up, and every timed
+//! wait shorter than the delay too, so callers that only try would be
+//! locked out for good after one unclean end.
 //!
 //! The order of the reads matters: the marks are listed before the queue.
 //! A mark listed was made while its node existed; if the queue listed
