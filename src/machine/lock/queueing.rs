@@ -625,8 +625,11 @@ impl LockMachine {
                     a.end_watch = None;
                     self.watches.remove(&token);
                     let path = a.spec.parent.clone();
-                    log::error!("{path}: nodes past the sequence counter's end; the holder is told the lock is lost");
-                    self.lose(id, LossReason::SequenceExhausted);
+                    log::error!(
+                        "{path}: nodes past the sequence counter's end; the holder is told the \
+                         lock is lost, and its node stays until it lets go"
+                    );
+                    self.lose_keeping_node(id, LossReason::SequenceExhausted);
                 }
             }
             Err(_) | Ok(_) => {
