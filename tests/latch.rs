@@ -121,7 +121,11 @@ fn close_racing_the_grant_leaves_no_node_and_no_event_after_closed() {
         let well_ended = matches!(
             &told[..],
             [LatchEvent::Closed]
-                | [LatchEvent::Gained { .. }, LatchEvent::Lost { reason: None }, LatchEvent::Closed]
+                | [
+                    LatchEvent::Gained { .. },
+                    LatchEvent::Lost { reason: None },
+                    LatchEvent::Closed
+                ]
         );
         if !well_ended {
             after_closed.push((round, told));

@@ -103,7 +103,10 @@ fn a_failed_multi_lock_releases_its_parts_while_the_handle_is_kept() {
         // The handle is still here: x's node must go all the same.
         testkit::wait_no_children(&b, &x, WAIT);
         let on_x = mutex_x.try_lock().unwrap();
-        assert!(on_x.is_some(), "x stays taken (receiver: {read_on_receiver})");
+        assert!(
+            on_x.is_some(),
+            "x stays taken (receiver: {read_on_receiver})"
+        );
         drop(on_x);
         testkit::wait_no_children(&b, &x, WAIT);
         drop(pending);
