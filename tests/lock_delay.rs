@@ -444,3 +444,34 @@ fn tenure_marks_are_never_children_of_the_lock_path() {
     testkit::wait_no_children(&b, &path, WAIT);
     assert_eq!(children(&b, &marks_dir(&path)).len(), 1, "the record stays");
 }
+
+/// Lock nodes readable by their creator alone (`acl(creator_all)`), under
+/// an open lock path: another identity still reads and records the end on
+/// the holder's mark (marks take the lock path's ACL, not the node's), and
+/// its tries are granted once the delay has passed.
+#[test]
+fn tries_by_another_identity_after_a_creator_only_holders_unclean_end_are_granted() {
+    let path = base("creator-only");
+    let options = || delayed(TRY_DELAY).acl(zklock::Acl::creator_all());
+    let alice = connect();
+    alice.add_auth("digest", b"alice:secret").unwrap();
+    let held = Mutex::with_options(&alice, &path, options())
+        .unwrap()
+        .lock_timeout(WAIT)
+        .unwrap();
+    std::mem::forget(held);
+    alice.close().unwrap();
+    let bob = connect();
+    bob.add_auth("digest", b"bob:other").unwrap();
+    let mutex = Mutex::with_options(&bob, &path, options()).unwrap();
+    let (mut tries, mut held) = (0u32, None);
+    let within = Duration::from_secs(20);
+    testkit::poll_until(within, || {
+        tries += 1;
+        held = mutex.try_lock().unwrap();
+        held.is_some()
+    });
+    let guard = held.unwrap_or_else(|| panic!("{tries} tries over {within:?}: 0 granted"));
+    assert!(guard.follows_unclean_end());
+    assert!(tries > 1, "granted within the delay");
+}

@@ -407,6 +407,9 @@ pub(crate) struct Tenure {
     /// Marks left by unclean ends, with the server time their end was
     /// recorded at (ms); deleted once the delay is served.
     pub stale: Vec<(String, i64)>,
+    /// When we saw a mark without a node that the marks' ACL kept us from
+    /// reading or recording: its delay counts from then.
+    pub unrecorded: Option<Instant>,
     /// Our mark is on the server, made for this node of ours: released
     /// together with it.
     pub marked: Option<String>,
