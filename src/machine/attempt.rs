@@ -402,6 +402,8 @@ pub(crate) struct Tenure {
     /// the queue, and its answer once in.
     pub marks_token: Option<u64>,
     pub marks: Option<Vec<String>>,
+    /// The server refused to list the marks (an ACL): the grant fails.
+    pub marks_refused: Option<jute::ErrorCode>,
     /// Marks without a node still to read (or record), last first.
     pub to_read: Vec<String>,
     /// Marks left by unclean ends, with the server time their end was

@@ -640,3 +640,31 @@ fn lock_delay_a_mark_we_may_not_read_counts_from_our_sight_of_it() {
     h.reply(&sent[0], multi_ok(2));
     assert!(granted(&h.events(), true));
 }
+
+#[test]
+fn lock_delay_a_try_that_may_not_read_a_mark_is_refused_at_once() {
+    let mut h = Harness::new();
+    let (listing, queue) = delayed_listings(&mut h, true);
+    h.reply(&listing, Ok(children(&[DEAD])));
+    h.reply(&queue, Ok(children(&[&ours(3)])));
+    let read = h.sent();
+    h.reply(&read[0], Err(RequestError::Server(ErrorCode::NoAuth)));
+    assert!(timed_out(&h.events()));
+}
+
+/// The marks' listing refused (an ACL on `/l~tenure`): the attempt fails
+/// with that refusal at once, rather than listing again and again.
+#[test]
+fn lock_delay_a_refused_listing_of_the_marks_fails_the_attempt() {
+    let mut h = Harness::new();
+    let (listing, queue) = delayed_listings(&mut h, false);
+    h.reply(&listing, Err(RequestError::Server(ErrorCode::NoAuth)));
+    h.reply(&queue, Ok(children(&[&ours(3)])));
+    let events = h.events();
+    assert!(
+        matches!(&events[..], [LockEvent::Failed { id: 1, error }]
+            if format!("{error:?}").contains("NoAuth")),
+        "{events:?}"
+    );
+    assert_eq!(deletes(&h.sent()), vec![format!("/l/{}", ours(3))]);
+}

@@ -126,6 +126,14 @@ impl LockMachine {
             Ok(Response::Children(names)) => Some(names.iter().map(str::to_owned).collect()),
             // No mark was ever made, or every one is gone (reaped).
             Err(RequestError::Server(ErrorCode::NoNode)) => Some(Vec::new()),
+            // Refused (an ACL): it would be refused again at once, and
+            // without the marks no grant can be safe.
+            Err(RequestError::Server(code)) => {
+                t.marks_refused = Some(code);
+                None
+            }
+            // The connection dropped: the queue's listing fails too, and
+            // both are sent again.
             _ => None,
         };
     }
@@ -151,8 +159,14 @@ impl LockMachine {
         if !children.iter().any(|n| n == our_name) {
             return self.node_vanished(id);
         }
+        if let Some(code) = a.tenure.as_mut().and_then(|t| t.marks_refused.take()) {
+            let path = tenure_path(&a.spec.parent);
+            let error = Error::server(code).at(OpCode::GetChildren, Some(path));
+            return self.fail(id, LockError::from(error));
+        }
         let Some(marks) = a.tenure.as_mut().and_then(|t| t.marks.take()) else {
-            // The marks' listing failed: list both again.
+            // The marks' listing was lost with the connection: list both
+            // again.
             return self.step(id);
         };
         let live: std::collections::HashSet<&str> =
