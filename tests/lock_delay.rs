@@ -169,13 +169,17 @@ fn a_newcomer_after_an_unclean_end_waits_too_then_the_next_does_not() {
     assert!(matches!(mutex.try_lock(), Ok(None)));
     // Nothing of the failed try stays; the old mark does, its end recorded.
     testkit::wait_no_children(&b, &path, WAIT);
-    assert_eq!(recorded_ends(&b, &path).len(), 1);
+    let recorded = recorded_ends(&b, &path);
+    assert_eq!(recorded.len(), 1);
     assert_eq!(children(&b, &marks_dir(&path)).len(), 1);
+    // A wait is granted once the delay has passed since the recorded end,
+    // on the server's clock.
     let short = Mutex::with_options(&b, &path, delayed(DELAY)).unwrap();
-    let start = Instant::now();
     let guard = short.lock_timeout(WAIT).unwrap();
-    assert!(start.elapsed() >= DELAY);
     assert!(guard.follows_unclean_end());
+    let granted = grant_stamps(&b, &path);
+    assert_eq!(granted.len(), 1, "{granted:?}");
+    assert!(granted[0] >= recorded[0] + millis(DELAY));
     guard.unlock().unwrap();
     testkit::wait_no_children(&b, &path, WAIT);
     testkit::wait_no_children(&b, &marks_dir(&path), WAIT);
