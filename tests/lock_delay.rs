@@ -169,13 +169,17 @@ fn a_newcomer_after_an_unclean_end_waits_too_then_the_next_does_not() {
     assert!(matches!(mutex.try_lock(), Ok(None)));
     // Nothing of the failed try stays; the old mark does, its end recorded.
     testkit::wait_no_children(&b, &path, WAIT);
-    assert_eq!(recorded_ends(&b, &path).len(), 1);
+    let recorded = recorded_ends(&b, &path);
+    assert_eq!(recorded.len(), 1);
     assert_eq!(children(&b, &marks_dir(&path)).len(), 1);
+    // A wait is granted once the delay has passed since the recorded end,
+    // on the server's clock.
     let short = Mutex::with_options(&b, &path, delayed(DELAY)).unwrap();
-    let start = Instant::now();
     let guard = short.lock_timeout(WAIT).unwrap();
-    assert!(start.elapsed() >= DELAY);
     assert!(guard.follows_unclean_end());
+    let granted = grant_stamps(&b, &path);
+    assert_eq!(granted.len(), 1, "{granted:?}");
+    assert!(granted[0] >= recorded[0] + millis(DELAY));
     guard.unlock().unwrap();
     testkit::wait_no_children(&b, &path, WAIT);
     testkit::wait_no_children(&b, &marks_dir(&path), WAIT);
@@ -443,4 +447,35 @@ fn tenure_marks_are_never_children_of_the_lock_path() {
     let b = connect();
     testkit::wait_no_children(&b, &path, WAIT);
     assert_eq!(children(&b, &marks_dir(&path)).len(), 1, "the record stays");
+}
+
+/// Lock nodes readable by their creator alone (`acl(creator_all)`), under
+/// an open lock path: another identity still reads and records the end on
+/// the holder's mark (marks take the lock path's ACL, not the node's), and
+/// its tries are granted once the delay has passed.
+#[test]
+fn tries_by_another_identity_after_a_creator_only_holders_unclean_end_are_granted() {
+    let path = base("creator-only");
+    let options = || delayed(TRY_DELAY).acl(zklock::Acl::creator_all());
+    let alice = connect();
+    alice.add_auth("digest", b"alice:secret").unwrap();
+    let held = Mutex::with_options(&alice, &path, options())
+        .unwrap()
+        .lock_timeout(WAIT)
+        .unwrap();
+    std::mem::forget(held);
+    alice.close().unwrap();
+    let bob = connect();
+    bob.add_auth("digest", b"bob:other").unwrap();
+    let mutex = Mutex::with_options(&bob, &path, options()).unwrap();
+    let (mut tries, mut held) = (0u32, None);
+    let within = Duration::from_secs(20);
+    testkit::poll_until(within, || {
+        tries += 1;
+        held = mutex.try_lock().unwrap();
+        held.is_some()
+    });
+    let guard = held.unwrap_or_else(|| panic!("{tries} tries over {within:?}: 0 granted"));
+    assert!(guard.follows_unclean_end());
+    assert!(tries > 1, "granted within the delay");
 }

@@ -402,11 +402,16 @@ pub(crate) struct Tenure {
     /// the queue, and its answer once in.
     pub marks_token: Option<u64>,
     pub marks: Option<Vec<String>>,
+    /// The server refused to list the marks (an ACL): the grant fails.
+    pub marks_refused: Option<jute::ErrorCode>,
     /// Marks without a node still to read (or record), last first.
     pub to_read: Vec<String>,
     /// Marks left by unclean ends, with the server time their end was
     /// recorded at (ms); deleted once the delay is served.
     pub stale: Vec<(String, i64)>,
+    /// When we saw a mark without a node that the marks' ACL kept us from
+    /// reading or recording: its delay counts from then.
+    pub unrecorded: Option<Instant>,
     /// Our mark is on the server, made for this node of ours: released
     /// together with it.
     pub marked: Option<String>,

@@ -70,7 +70,11 @@ impl MutexOptions {
     /// write, and after an unclean end a read (and the first time a write)
     /// more. Without this option: no delay and no marks. A zero delay keeps
     /// the marks, to tell the next holder, and does not wait. The
-    /// semaphore's internal gate runs none.
+    /// semaphore's internal gate runs none. The marks take the
+    /// [`parent_acl`](Self::parent_acl), and `<lock path>~tenure` is created
+    /// beside the lock path when missing (CREATE on the lock path's
+    /// parent); where contenders may not create there, create it
+    /// beforehand.
     pub fn lock_delay(mut self, delay: Duration) -> Self {
         self.lock_delay = Some(delay);
         self

@@ -32,8 +32,9 @@ fn participants(peer: &mut Peer) -> Vec<String> {
         .collect()
 }
 
-/// `InterProcessMutex.getParticipantNodes`: only the holder's node while a
-/// zklock holder with lock-delay holds, and nothing after its unclean end.
+/// `InterProcessMutex.getParticipantNodes` (and kazoo's listing, and
+/// `inspect`): only the holder's node while a zklock holder with
+/// lock-delay holds, and nothing after its unclean end.
 /// Before, the holder's mark `~tenure.<uuid>` was listed beside its node,
 /// and stayed listed after the end.
 #[test]
@@ -46,7 +47,14 @@ fn curator_mutex_participants_never_list_tenure_marks() {
         .unwrap();
     let node = last_segment(held.node_path()).to_string();
     let mut peer = Peer::start(PeerKind::Curator, &connect(), &path, "mutex", "c1");
-    assert_eq!(participants(&mut peer), vec![node]);
+    assert_eq!(participants(&mut peer), vec![node.clone()]);
+    // kazoo's view (its contenders are filtered from this listing) and
+    // our own inspection see the node alone too.
+    let mut kazoo = Peer::start(PeerKind::Kazoo, &connect(), &path, "mutex", "k1");
+    assert_eq!(kazoo.children(), vec![node.clone()]);
+    kazoo.quit();
+    let q = queue(&a, &path);
+    assert_eq!(q.len(), 1, "{}", describe(&q));
     std::mem::forget(held);
     a.close().unwrap();
     let c = client();

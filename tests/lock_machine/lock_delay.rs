@@ -620,3 +620,51 @@ fn lock_delay_a_mark_answered_past_the_deadline_is_no_grant() {
         "node and mark released, the record kept: {sent:?}"
     );
 }
+
+/// A mark the ACL keeps us from reading (or recording): the delay counts
+/// from when we saw it, as if we had recorded it then; a try is refused.
+#[test]
+fn lock_delay_a_mark_we_may_not_read_counts_from_our_sight_of_it() {
+    let mut h = Harness::new();
+    let queue = delayed_free_with_marks(&mut h, &[DEAD]);
+    h.reply(&queue, Ok(children(&[&ours(3)])));
+    let read = h.sent();
+    h.now += Duration::from_millis(10);
+    h.reply(&read[0], Err(RequestError::Server(ErrorCode::NoAuth)));
+    assert!(h.sent().is_empty() && h.events().is_empty());
+    assert_eq!(h.m.poll_timeout(), Some(h.now + DELAY));
+    h.now += DELAY;
+    h.m.handle_timeout(h.now);
+    let sent = h.sent();
+    assert!(matches!(&sent[..], [m] if marks(m)), "{sent:?}");
+    h.reply(&sent[0], multi_ok(2));
+    assert!(granted(&h.events(), true));
+}
+
+#[test]
+fn lock_delay_a_try_that_may_not_read_a_mark_is_refused_at_once() {
+    let mut h = Harness::new();
+    let (listing, queue) = delayed_listings(&mut h, true);
+    h.reply(&listing, Ok(children(&[DEAD])));
+    h.reply(&queue, Ok(children(&[&ours(3)])));
+    let read = h.sent();
+    h.reply(&read[0], Err(RequestError::Server(ErrorCode::NoAuth)));
+    assert!(timed_out(&h.events()));
+}
+
+/// The marks' listing refused (an ACL on `/l~tenure`): the attempt fails
+/// with that refusal at once, rather than listing again and again.
+#[test]
+fn lock_delay_a_refused_listing_of_the_marks_fails_the_attempt() {
+    let mut h = Harness::new();
+    let (listing, queue) = delayed_listings(&mut h, false);
+    h.reply(&listing, Err(RequestError::Server(ErrorCode::NoAuth)));
+    h.reply(&queue, Ok(children(&[&ours(3)])));
+    let events = h.events();
+    assert!(
+        matches!(&events[..], [LockEvent::Failed { id: 1, error }]
+            if format!("{error:?}").contains("NoAuth")),
+        "{events:?}"
+    );
+    assert_eq!(deletes(&h.sent()), vec![format!("/l/{}", ours(3))]);
+}

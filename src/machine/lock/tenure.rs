@@ -126,6 +126,14 @@ impl LockMachine {
             Ok(Response::Children(names)) => Some(names.iter().map(str::to_owned).collect()),
             // No mark was ever made, or every one is gone (reaped).
             Err(RequestError::Server(ErrorCode::NoNode)) => Some(Vec::new()),
+            // Refused (an ACL): it would be refused again at once, and
+            // without the marks no grant can be safe.
+            Err(RequestError::Server(code)) => {
+                t.marks_refused = Some(code);
+                None
+            }
+            // The connection dropped: the queue's listing fails too, and
+            // both are sent again.
             _ => None,
         };
     }
@@ -151,8 +159,14 @@ impl LockMachine {
         if !children.iter().any(|n| n == our_name) {
             return self.node_vanished(id);
         }
+        if let Some(code) = a.tenure.as_mut().and_then(|t| t.marks_refused.take()) {
+            let path = tenure_path(&a.spec.parent);
+            let error = Error::server(code).at(OpCode::GetChildren, Some(path));
+            return self.fail(id, LockError::from(error));
+        }
         let Some(marks) = a.tenure.as_mut().and_then(|t| t.marks.take()) else {
-            // The marks' listing failed: list both again.
+            // The marks' listing was lost with the connection: list both
+            // again.
             return self.step(id);
         };
         let live: std::collections::HashSet<&str> =
@@ -234,6 +248,13 @@ impl LockMachine {
                 t.to_read.pop();
                 self.read_next_mark(now, id)
             }
+            // The marks' ACL keeps us from reading it: count the delay
+            // from now, as if we recorded it now.
+            Err(RequestError::Server(ErrorCode::NoAuth)) => {
+                t.to_read.pop();
+                t.unrecorded.get_or_insert(now);
+                self.read_next_mark(now, id)
+            }
             Err(RequestError::Server(code)) => {
                 let error = Error::server(code).at(OpCode::GetData, Some(path));
                 self.fail(id, LockError::from(error))
@@ -282,6 +303,12 @@ impl LockMachine {
                 }
                 self.read_next_mark(now, id)
             }
+            // The marks' ACL keeps us from writing: as a read refused.
+            Err(RequestError::Server(ErrorCode::NoAuth)) => {
+                t.to_read.pop();
+                t.unrecorded.get_or_insert(now);
+                self.read_next_mark(now, id)
+            }
             Err(RequestError::Server(code)) => {
                 let path = crate::path::join(&tenure_path(&a.spec.parent), &owner);
                 let error = Error::server(code).at(OpCode::SetData, Some(path));
@@ -308,18 +335,23 @@ impl LockMachine {
         if let Some(old) = t.until.take() {
             self.delays.remove(&(old, id));
         }
-        let Some(recorded) = t.stale.iter().map(|(_, at)| *at).max() else {
+        let recorded = t.stale.iter().map(|(_, at)| *at).max();
+        let unrecorded = t.unrecorded.take();
+        if recorded.is_none() && unrecorded.is_none() {
             return self.mark(id);
-        };
+        }
         t.unclean = true;
         let delay_ms = i64::try_from(delay.as_nanos().div_ceil(1_000_000)).unwrap_or(i64::MAX);
-        let end = recorded.saturating_add(delay_ms);
         // The server's time has reached `recorded` before the read that
         // told it came in: with no reading of our own, wait the whole delay.
-        let until = match clock {
-            Some(c) => c.reaches(end),
+        let by_record = recorded.map(|at| match clock {
+            Some(c) => c.reaches(at.saturating_add(delay_ms)),
             None => crate::deadline::after(now, delay),
-        };
+        });
+        // An end we could neither read nor record: the whole delay from
+        // when we saw it (the server's clock was past the end by then).
+        let by_sight = unrecorded.map(|seen| crate::deadline::after(seen, delay));
+        let until = by_record.max(by_sight).unwrap_or(now);
         if until <= now {
             return self.mark(id);
         }
@@ -355,7 +387,10 @@ impl LockMachine {
             MultiOp::Create(CreateRequest {
                 path: mark,
                 data: name.as_bytes().to_vec(),
-                acl: a.spec.acl.clone(),
+                // Every contender reads it and records an end on it: the
+                // lock path's ACL, not our node's (which may be the
+                // creator's alone).
+                acl: a.spec.parent_acl.clone(),
                 mode: CreateMode::Persistent,
             }),
         ]);
