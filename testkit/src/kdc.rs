@@ -23,7 +23,7 @@ use std::sync::Mutex;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::watchdog::Watched;
+use zklock_test::watchdog::Watched;
 use crate::{free_ports, scratch_dir};
 
 /// How long the KDC may take to listen before the test fails.

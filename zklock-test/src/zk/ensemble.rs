@@ -70,7 +70,11 @@ impl ZkEnsemble {
             let ensemble = Self::spawn_members(n, options, None);
             match ensemble.wait_ready_within(READY_TIMEOUT) {
                 Ok(()) => return ensemble,
-                Err(failure) if failure.port_in_use && attempt < START_ATTEMPTS => {
+                Err(failure)
+                    if failure.port_in_use
+                        && attempt < START_ATTEMPTS
+                        && options.client_port.is_none() =>
+                {
                     attempt += 1;
                     drop(ensemble);
                 }
@@ -98,7 +102,11 @@ impl ZkEnsemble {
             let ensemble = Self::spawn_members(n, options, Some(sync_limit));
             match ensemble.wait_ready_within(READY_TIMEOUT) {
                 Ok(()) => return ensemble,
-                Err(failure) if failure.port_in_use && attempt < START_ATTEMPTS => {
+                Err(failure)
+                    if failure.port_in_use
+                        && attempt < START_ATTEMPTS
+                        && options.client_port.is_none() =>
+                {
                     attempt += 1;
                     drop(ensemble);
                 }
@@ -112,6 +120,12 @@ impl ZkEnsemble {
         let ports = free_ports(3 * n);
         let secure_ports = free_ports(if options.secure { n } else { 0 });
         let real = |i: usize| (ports[3 * i + 1], ports[3 * i + 2]);
+        let client_port = |i: usize| match options.client_port {
+            Some(base) => base
+                .checked_add(i as u16)
+                .unwrap_or_else(|| panic!("client port {base} + {i} is past 65535")),
+            None => ports[3 * i],
+        };
         let at = |port: u16| SocketAddr::from(([127, 0, 0, 1], port));
         let proxies: HashMap<(usize, usize), (Proxy, Proxy)> = match links {
             None => HashMap::new(),
@@ -152,14 +166,14 @@ impl ZkEnsemble {
                 let secure_port = secure_ports.get(i).copied();
                 let config = format!(
                     "{}{}initLimit=5\nsyncLimit={sync_limit}\n{}",
-                    options.common_config(&data_dir, ports[3 * i]),
+                    options.common_config(&data_dir, client_port(i)),
                     options.secure_config(secure_port),
                     servers(i),
                 );
                 let mut node = Node::new(
                     &format!("member {i}"),
                     dir,
-                    ports[3 * i],
+                    client_port(i),
                     QUORUM_MAIN,
                     &config,
                 );

@@ -39,7 +39,7 @@ impl ZkServer {
         let mut attempt = 1;
         loop {
             let ports = free_ports(2);
-            let port = ports[0];
+            let port = options.client_port.unwrap_or(ports[0]);
             let secure_port = options.secure.then_some(ports[1]);
             let dir = scratch_dir("zk");
             let data_dir = dir.join("data");
@@ -52,7 +52,11 @@ impl ZkServer {
             node.spawn();
             match node.wait_answering(READY_TIMEOUT, true) {
                 Ok(()) => return ZkServer { node },
-                Err(failure) if failure.port_in_use && attempt < START_ATTEMPTS => {
+                Err(failure)
+                    if failure.port_in_use
+                        && attempt < START_ATTEMPTS
+                        && options.client_port.is_none() =>
+                {
                     attempt += 1;
                     drop(node);
                 }
