@@ -35,7 +35,8 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use zklock::{Client, LockState, Mutex};
+//! use zklock::recipes::{LockState, Mutex};
+//! use zklock::Client;
 //! use zklock_test::{wait_until, ClientLink, ZkServer};
 //!
 //! let server = ZkServer::start();
@@ -56,7 +57,8 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use zklock::{Client, LockState, Mutex};
+//! use zklock::recipes::{LockState, Mutex};
+//! use zklock::Client;
 //! use zklock_test::{wait_until, ZkEnsemble, ZkOptions};
 //!
 //! // Three members whose links to each other can be cut (syncLimit: 2 ticks).

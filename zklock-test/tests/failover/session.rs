@@ -1,0 +1,130 @@
+//! Faults on one client's link to a standalone server ([`ClientLink`]).
+
+use std::sync::OnceLock;
+
+use zklock_test::{ClientLink, ZkOptions, ZkServer};
+
+use super::*;
+
+/// The session timeout of the holders here, unless a test says otherwise.
+const T: Duration = Duration::from_secs(4);
+
+/// One server for this file's tests, each on lock paths of its own; a short
+/// tick, so that sessions may be as short as 1 s and expire on time.
+fn server() -> &'static ZkServer {
+    static SERVER: OnceLock<ZkServer> = OnceLock::new();
+    SERVER.get_or_init(|| ZkServer::start_with_options(&ZkOptions::new().tick_ms(500)))
+}
+
+#[test]
+fn a_dropped_connection_suspends_the_holder_then_it_holds_again() {
+    let link = ClientLink::start(&server().connect_string());
+    let (client, guard) = holder(&link.connect_string(), T, "/session/drop");
+    let session = client.session_id();
+    let mut states = States::of(&guard);
+
+    link.drop_connections();
+    states.wait_for(LockState::Suspended);
+    states.wait_for(LockState::Held);
+    assert_eq!(states.seen, [LockState::Held, LockState::Suspended, LockState::Held]);
+    assert_eq!(client.session_id(), session, "the session survived");
+    assert!(!lock_is_free(&server().connect_string(), "/session/drop"));
+}
+
+#[test]
+fn an_expired_session_loses_the_lock_and_frees_it_at_once() {
+    let link = ClientLink::start(&server().connect_string());
+    let (client, guard) = holder(&link.connect_string(), T, "/session/expire");
+    assert_eq!(
+        link.last_session().map(|s| s.session_id),
+        Some(client.session_id())
+    );
+    let mut states = States::of(&guard);
+
+    link.expire_session();
+    // The node went with the session, before the holder may know.
+    assert!(lock_is_free(&server().connect_string(), "/session/expire"));
+    states.wait_for(LockState::Lost);
+    assert_eq!(states.seen, [LockState::Held, LockState::Suspended, LockState::Lost]);
+    assert_lost(&guard, LossReason::SessionExpired);
+}
+
+#[test]
+fn a_stall_healed_in_time_suspends_then_holds_again() {
+    // Long enough that the heal comes well before the server expires it.
+    let t = Duration::from_secs(8);
+    let link = ClientLink::start(&server().connect_string());
+    let (client, guard) = holder(&link.connect_string(), t, "/session/stall-healed");
+    let session = client.session_id();
+    let mut states = States::of(&guard);
+
+    link.stall();
+    states.wait_for(LockState::Suspended);
+    link.heal();
+    states.wait_for(LockState::Held);
+    assert_eq!(states.seen, [LockState::Held, LockState::Suspended, LockState::Held]);
+    assert_eq!(client.session_id(), session);
+}
+
+#[test]
+fn a_stall_past_the_session_timeout_loses_the_lock() {
+    let link = ClientLink::start(&server().connect_string());
+    let (_client, guard) = holder(&link.connect_string(), T, "/session/stall-long");
+    let mut states = States::of(&guard);
+
+    link.stall();
+    states.wait_for(LockState::Suspended);
+    states.wait_for(LockState::Lost);
+    assert_eq!(states.seen, [LockState::Held, LockState::Suspended, LockState::Lost]);
+    assert_lost(&guard, LossReason::NoContact);
+    // The server expires the session by its own clock; then the lock is free.
+    link.heal();
+    zklock_test::wait_until("the server to expire the session", WAIT, || {
+        lock_is_free(&server().connect_string(), "/session/stall-long")
+    });
+    assert_eq!(guard.state(), LockState::Lost, "Lost is final");
+}
+
+#[test]
+fn a_blackhole_healed_in_time_suspends_then_holds_again() {
+    let t = Duration::from_secs(8);
+    let link = ClientLink::start(&server().connect_string());
+    let (_client, guard) = holder(&link.connect_string(), t, "/session/blackhole");
+    let mut states = States::of(&guard);
+
+    link.blackhole();
+    states.wait_for(LockState::Suspended);
+    link.heal();
+    states.wait_for(LockState::Held);
+    assert_eq!(states.seen, [LockState::Held, LockState::Suspended, LockState::Held]);
+}
+
+#[test]
+fn a_short_delay_leaves_the_holder_held() {
+    let link = ClientLink::start(&server().connect_string());
+    let (client, guard) = holder(&link.connect_string(), T, "/session/delay");
+    let mut states = States::of(&guard);
+
+    link.delay(Duration::from_millis(50));
+    // Requests still go through, only later; the leader check keeps
+    // proving the session, so for a whole session timeout nothing changes.
+    client.exists("/session").expect("a read through the delayed link");
+    states.assert_quiet_for(T);
+    assert_eq!(guard.state(), LockState::Held);
+    link.heal();
+}
+
+#[test]
+fn a_refusing_server_keeps_a_dropped_holder_suspended_until_it_accepts() {
+    let t = Duration::from_secs(8);
+    let link = ClientLink::start(&server().connect_string());
+    let (_client, guard) = holder(&link.connect_string(), t, "/session/refuse");
+    let mut states = States::of(&guard);
+
+    link.refuse(true);
+    link.drop_connections();
+    states.wait_for(LockState::Suspended);
+    link.refuse(false);
+    states.wait_for(LockState::Held);
+    assert_eq!(states.seen, [LockState::Held, LockState::Suspended, LockState::Held]);
+}
