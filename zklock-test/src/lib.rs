@@ -66,16 +66,16 @@
 //! let leader = ensemble.leader().expect("a leader");
 //! let follower = ensemble.followers()[0];
 //!
-//! let client = Client::connect(&ensemble.connect_string(), Duration::from_secs(4))?;
+//! let client = Client::connect(&ensemble.connect_string(), Duration::from_secs(10))?;
 //! let guard = Mutex::new(&client, "/my-service/lock")?.lock()?;
 //!
 //! ensemble.cut_link(leader, follower);
-//! // ... whatever the client's server, the lock stays safe; once healed,
-//! // the holder (if its session lived) says Held again.
-//! ensemble.heal_all();
-//! wait_until("a settled guard", Duration::from_secs(30), || {
-//!     guard.state() != LockState::Suspended
+//! // A holder on that follower says Suspended within a second (syncLimit
+//! // ticks), then Held again on another member; elsewhere, it never notices.
+//! wait_until("the holder to hold", Duration::from_secs(30), || {
+//!     guard.state() == LockState::Held
 //! });
+//! ensemble.heal_all();
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 

@@ -20,6 +20,21 @@ use crate::{free_ports, scratch_dir};
 ///
 /// Starting 3 members takes about 2-3 s on a 2-core machine; re-electing after
 /// the leader is killed about 0.5 s; restarting a member about 0.9 s.
+///
+/// What a holder's guard (`zklock::LockGuard::state`) reports after each
+/// fault, with `T` its session's negotiated timeout, when its client's
+/// connect string names every member (docs/PARTITION.md in zklock's
+/// repository derives the timings):
+///
+/// | fault | the guard |
+/// |---|---|
+/// | [`kill`](ZkEnsemble::kill) the holder's member | `Suspended` at once; `Held` again once the client reached another member and read its node (well within `T`) |
+/// | [`kill`](ZkEnsemble::kill) the leader | `Suspended` when its member drops its clients (at once, as every follower loses the leader); `Held` again after the election, if it ends within `T` |
+/// | [`kill`](ZkEnsemble::kill) a majority | `Suspended` at once; `Lost` (`NoContact`) at `T` |
+/// | [`restart`](ZkEnsemble::restart) | nothing for a holder elsewhere; the member serves again, with its data |
+/// | [`cut_link`](ZkEnsemble::cut_link) between the leader and the holder's follower | `Held` until the follower gives up on the leader (`syncLimit` ticks) or the holder's leader check fails (`3T/4` after the last answer the leader must have seen), whichever is first; then `Suspended`, and `Held` again on another member. Never `Held` while the leader may have expired the session |
+/// | [`reset_link`](ZkEnsemble::reset_link) between the leader and the holder's follower | `Suspended` at once (the follower drops its clients), `Held` again on another member |
+/// | [`heal_link`](ZkEnsemble::heal_link), [`heal_all`](ZkEnsemble::heal_all) | the cut-off member rejoins; nothing for the holder |
 pub struct ZkEnsemble {
     members: Vec<Node>,
     /// Fault proxies on the member links, for [`ZkEnsemble::start_with_links`].

@@ -94,6 +94,12 @@ impl ZkServer {
     }
 
     /// Kills the server (SIGKILL, like a crash) but keeps its data directory.
+    ///
+    /// A holder connected to it says `Suspended` at once, and `Lost`
+    /// (`NoContact`) a session timeout `T` after the server last answered,
+    /// unless the server is [restarted](ZkServer::restart) before: it keeps
+    /// its sessions on disk and gives each a fresh timeout, and the holder
+    /// says `Held` again once it has reconnected and read its node.
     pub fn stop(&self) {
         self.node.stop();
     }

@@ -84,7 +84,9 @@ fn killed_members_and_a_killed_leader_leave_the_holder_holding() {
     ensemble.kill(follower);
     states.wait_for(LockState::Suspended);
     states.wait_for(LockState::Held);
+    // A member coming back is nothing to a holder elsewhere.
     ensemble.restart(follower);
+    assert_eq!(states.next_within(Duration::ZERO), None);
 
     // The leader crashes: the others elect a new one, the holder reconnects.
     let leader = ensemble.leader().expect("a leader");
@@ -95,4 +97,16 @@ fn killed_members_and_a_killed_leader_leave_the_holder_holding() {
     assert_eq!(client.session_id(), session);
     assert_eq!(guard.state(), LockState::Held);
     assert!(!lock_is_free(&ensemble.connect_string(), "/ensemble/kill"));
+
+    // A majority crashes: no member serves, and a whole T later the holder
+    // can no longer be sure of anything.
+    let survivor = member_of(&link).expect("the holder's member");
+    for i in (0..ensemble.len()).filter(|&i| i != survivor).take(2) {
+        ensemble.kill(i);
+    }
+    states.wait_for(LockState::Suspended);
+    states.wait_for(LockState::Lost);
+    assert_lost(&guard, LossReason::NoContact);
+    use LockState::{Held, Lost, Suspended};
+    assert_eq!(states.seen, [Held, Suspended, Held, Suspended, Held, Suspended, Lost]);
 }

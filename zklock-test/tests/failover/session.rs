@@ -128,3 +128,19 @@ fn a_refusing_server_keeps_a_dropped_holder_suspended_until_it_accepts() {
     states.wait_for(LockState::Held);
     assert_eq!(states.seen, [LockState::Held, LockState::Suspended, LockState::Held]);
 }
+
+#[test]
+fn a_server_killed_and_restarted_in_time_gives_the_holder_its_lock_back() {
+    let t = Duration::from_secs(8);
+    let server = ZkServer::start_with_options(&ZkOptions::new().tick_ms(500));
+    let (client, guard) = holder(&server.connect_string(), t, "/session/restart");
+    let session = client.session_id();
+    let mut states = States::of(&guard);
+
+    server.stop();
+    states.wait_for(LockState::Suspended);
+    server.restart();
+    states.wait_for(LockState::Held);
+    assert_eq!(states.seen, [LockState::Held, LockState::Suspended, LockState::Held]);
+    assert_eq!(client.session_id(), session);
+}
