@@ -99,3 +99,8 @@ pub use scratch::scratch_dir;
 pub use sockets::established_ports;
 pub use wait::{poll_until, wait_until};
 pub use zk::{LinkState, ZkEnsemble, ZkOptions, ZkServer};
+
+/// README.md's example, compiled and run as a doc test.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeExample;
