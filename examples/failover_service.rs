@@ -46,7 +46,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // One unit of work; pass the fencing token to storage so that it
         // refuses a former holder's late writes.
         done += 1;
-        println!("unit {done} done under fencing token {}", guard.fencing_token());
+        println!(
+            "unit {done} done under fencing token {}",
+            guard.fencing_token()
+        );
         if done == 5 {
             ControlFlow::Break(())
         } else {

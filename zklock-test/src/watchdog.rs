@@ -15,8 +15,8 @@
 
 use std::ffi::OsStr;
 use std::io::{self, Write};
-use std::path::Path;
 use std::os::unix::process::CommandExt;
+use std::path::Path;
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};

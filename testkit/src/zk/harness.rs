@@ -307,7 +307,9 @@ fn compile() -> Result<PathBuf, String> {
 /// The end of the harness's log (its last 4 KiB), for failure messages.
 fn log_end(path: &Path) -> String {
     match fs::read(path) {
-        Ok(bytes) => String::from_utf8_lossy(&bytes[bytes.len().saturating_sub(4096)..]).into_owned(),
+        Ok(bytes) => {
+            String::from_utf8_lossy(&bytes[bytes.len().saturating_sub(4096)..]).into_owned()
+        }
         Err(e) => format!("(cannot read {}: {e})", path.display()),
     }
 }

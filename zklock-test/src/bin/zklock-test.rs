@@ -136,7 +136,10 @@ fn parse() -> Result<Option<Serve>, String> {
             }
             Long("tick-ms") => serve.tick_ms = number(&mut parser, "--tick-ms")?,
             Value(word) if command.is_none() => {
-                command = Some(word.into_string().map_err(|w| format!("unknown command {w:?}"))?);
+                command = Some(
+                    word.into_string()
+                        .map_err(|w| format!("unknown command {w:?}"))?,
+                );
             }
             other => return Err(other.unexpected().to_string()),
         }

@@ -48,9 +48,7 @@ impl HandshakeReader {
         let room = MAX_HANDSHAKE + 4 - self.bytes.len();
         self.bytes
             .extend_from_slice(&chunk[..chunk.len().min(room)]);
-        let Some(len) = self.bytes.get(..4) else {
-            return None;
-        };
+        let len = self.bytes.get(..4)?;
         let len = u32::from_be_bytes([len[0], len[1], len[2], len[3]]) as usize;
         if len > MAX_HANDSHAKE {
             self.done = true;
@@ -59,7 +57,9 @@ impl HandshakeReader {
         let body = self.bytes.get(4..4 + len)?;
         self.done = true;
         let response = ConnectResponse::decode_exact(body).ok()?;
-        let timeout = u64::try_from(response.timeout_ms).ok().filter(|&ms| ms > 0)?;
+        let timeout = u64::try_from(response.timeout_ms)
+            .ok()
+            .filter(|&ms| ms > 0)?;
         (response.session_id != 0).then(|| Handshake {
             session_id: response.session_id,
             password: response.passwd,

@@ -65,7 +65,10 @@ fn a_follower_cut_off_from_the_leader_silently_then_with_resets() {
     states.wait_for(LockState::Suspended);
     states.wait_for(LockState::Held);
     assert_ne!(member_of(&link), Some(follower));
-    assert_eq!(states.seen, [LockState::Held, LockState::Suspended, LockState::Held]);
+    assert_eq!(
+        states.seen,
+        [LockState::Held, LockState::Suspended, LockState::Held]
+    );
     drop(client);
     ensemble.heal_all();
     ensemble.wait_ready();
@@ -108,5 +111,8 @@ fn killed_members_and_a_killed_leader_leave_the_holder_holding() {
     states.wait_for(LockState::Lost);
     assert_lost(&guard, LossReason::NoContact);
     use LockState::{Held, Lost, Suspended};
-    assert_eq!(states.seen, [Held, Suspended, Held, Suspended, Held, Suspended, Lost]);
+    assert_eq!(
+        states.seen,
+        [Held, Suspended, Held, Suspended, Held, Suspended, Lost]
+    );
 }

@@ -43,7 +43,9 @@ impl States {
                 Some(state)
             }
             Err(RecvTimeoutError::Timeout) => None,
-            Err(RecvTimeoutError::Disconnected) => panic!("the guard's channel closed: {:?}", self.seen),
+            Err(RecvTimeoutError::Disconnected) => {
+                panic!("the guard's channel closed: {:?}", self.seen)
+            }
         }
     }
 
@@ -62,7 +64,10 @@ impl States {
     /// Asserts that no change comes within `quiet`: the guard stays as it is.
     fn assert_quiet_for(&mut self, quiet: Duration) {
         if let Some(state) = self.next_within(quiet) {
-            panic!("the guard changed to {state:?}; states seen: {:?}", self.seen);
+            panic!(
+                "the guard changed to {state:?}; states seen: {:?}",
+                self.seen
+            );
         }
     }
 }
@@ -80,7 +85,8 @@ fn holder(connect: &str, timeout: Duration, path: &str) -> (Client, LockGuard) {
 
 /// Whether another session can take the lock at `path` now (and releases it).
 fn lock_is_free(connect: &str, path: &str) -> bool {
-    let other = Client::connect(connect, Duration::from_secs(10)).expect("connecting another client");
+    let other =
+        Client::connect(connect, Duration::from_secs(10)).expect("connecting another client");
     let free = Mutex::new(&other, path)
         .expect("a mutex")
         .try_lock()

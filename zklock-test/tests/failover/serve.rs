@@ -21,7 +21,9 @@ fn serve(args: &[&str]) -> (Child, String, BufReader<ChildStdout>) {
         .expect("starting zklock-test serve");
     let mut stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
     let mut first = String::new();
-    stdout.read_line(&mut first).expect("reading the first line");
+    stdout
+        .read_line(&mut first)
+        .expect("reading the first line");
     (child, first.trim().to_owned(), stdout)
 }
 

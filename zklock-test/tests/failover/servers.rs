@@ -20,7 +20,11 @@ fn a_standalone_server_serves_on_its_port_and_leaves_nothing_when_dropped() {
     let port = free_ports(1)[0];
     let server = ZkServer::start_with_options(&ZkOptions::new().client_port(port));
     assert_eq!(server.connect_string(), format!("127.0.0.1:{port}"));
-    let (client, guard) = holder(&server.connect_string(), Duration::from_secs(10), "/servers/one");
+    let (client, guard) = holder(
+        &server.connect_string(),
+        Duration::from_secs(10),
+        "/servers/one",
+    );
     drop(guard);
     client.close().expect("closing");
     let dir = server.dir().to_path_buf();
@@ -75,8 +79,15 @@ fn an_ensemble_of_three_elects_a_leader_and_serves_locks() {
     let followers = ensemble.followers();
     assert_eq!(followers.len(), 2);
     assert!(!followers.contains(&leader));
-    let (_client, guard) = holder(&ensemble.connect_string(), Duration::from_secs(10), "/servers/ensemble");
-    assert!(!lock_is_free(&ensemble.connect_string(), "/servers/ensemble"));
+    let (_client, guard) = holder(
+        &ensemble.connect_string(),
+        Duration::from_secs(10),
+        "/servers/ensemble",
+    );
+    assert!(!lock_is_free(
+        &ensemble.connect_string(),
+        "/servers/ensemble"
+    ));
     guard.unlock().expect("releasing");
     wait_until("the lock to be free", WAIT, || {
         lock_is_free(&ensemble.connect_string(), "/servers/ensemble")

@@ -18,7 +18,8 @@ mod failover_service;
 fn the_service_stops_working_when_its_session_expires() {
     let server = ZkServer::start();
     let link = ClientLink::start(&server.connect_string());
-    let client = Client::connect(&link.connect_string(), Duration::from_secs(10)).expect("connecting");
+    let client =
+        Client::connect(&link.connect_string(), Duration::from_secs(10)).expect("connecting");
     let units = Arc::new(AtomicU64::new(0));
     let service = thread::spawn({
         let (client, units) = (client.clone(), Arc::clone(&units));
@@ -31,7 +32,9 @@ fn the_service_stops_working_when_its_session_expires() {
             })
         }
     });
-    wait_until("the service to work", WAIT, || units.load(Ordering::SeqCst) > 0);
+    wait_until("the service to work", WAIT, || {
+        units.load(Ordering::SeqCst) > 0
+    });
 
     link.expire_session();
     wait_until("the service to stop", WAIT, || service.is_finished());

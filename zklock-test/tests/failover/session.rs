@@ -26,7 +26,10 @@ fn a_dropped_connection_suspends_the_holder_then_it_holds_again() {
     link.drop_connections();
     states.wait_for(LockState::Suspended);
     states.wait_for(LockState::Held);
-    assert_eq!(states.seen, [LockState::Held, LockState::Suspended, LockState::Held]);
+    assert_eq!(
+        states.seen,
+        [LockState::Held, LockState::Suspended, LockState::Held]
+    );
     assert_eq!(client.session_id(), session, "the session survived");
     assert!(!lock_is_free(&server().connect_string(), "/session/drop"));
 }
@@ -45,7 +48,10 @@ fn an_expired_session_loses_the_lock_and_frees_it_at_once() {
     // The node went with the session, before the holder may know.
     assert!(lock_is_free(&server().connect_string(), "/session/expire"));
     states.wait_for(LockState::Lost);
-    assert_eq!(states.seen, [LockState::Held, LockState::Suspended, LockState::Lost]);
+    assert_eq!(
+        states.seen,
+        [LockState::Held, LockState::Suspended, LockState::Lost]
+    );
     assert_lost(&guard, LossReason::SessionExpired);
 }
 
@@ -62,7 +68,10 @@ fn a_stall_healed_in_time_suspends_then_holds_again() {
     states.wait_for(LockState::Suspended);
     link.heal();
     states.wait_for(LockState::Held);
-    assert_eq!(states.seen, [LockState::Held, LockState::Suspended, LockState::Held]);
+    assert_eq!(
+        states.seen,
+        [LockState::Held, LockState::Suspended, LockState::Held]
+    );
     assert_eq!(client.session_id(), session);
 }
 
@@ -75,7 +84,10 @@ fn a_stall_past_the_session_timeout_loses_the_lock() {
     link.stall();
     states.wait_for(LockState::Suspended);
     states.wait_for(LockState::Lost);
-    assert_eq!(states.seen, [LockState::Held, LockState::Suspended, LockState::Lost]);
+    assert_eq!(
+        states.seen,
+        [LockState::Held, LockState::Suspended, LockState::Lost]
+    );
     assert_lost(&guard, LossReason::NoContact);
     // The server expires the session by its own clock; then the lock is free.
     link.heal();
@@ -96,7 +108,10 @@ fn a_blackhole_healed_in_time_suspends_then_holds_again() {
     states.wait_for(LockState::Suspended);
     link.heal();
     states.wait_for(LockState::Held);
-    assert_eq!(states.seen, [LockState::Held, LockState::Suspended, LockState::Held]);
+    assert_eq!(
+        states.seen,
+        [LockState::Held, LockState::Suspended, LockState::Held]
+    );
 }
 
 #[test]
@@ -108,7 +123,9 @@ fn a_short_delay_leaves_the_holder_held() {
     link.delay(Duration::from_millis(50));
     // Requests still go through, only later; the leader check keeps
     // proving the session, so for a whole session timeout nothing changes.
-    client.exists("/session").expect("a read through the delayed link");
+    client
+        .exists("/session")
+        .expect("a read through the delayed link");
     states.assert_quiet_for(T);
     assert_eq!(guard.state(), LockState::Held);
     link.heal();
@@ -126,7 +143,10 @@ fn a_refusing_server_keeps_a_dropped_holder_suspended_until_it_accepts() {
     states.wait_for(LockState::Suspended);
     link.refuse(false);
     states.wait_for(LockState::Held);
-    assert_eq!(states.seen, [LockState::Held, LockState::Suspended, LockState::Held]);
+    assert_eq!(
+        states.seen,
+        [LockState::Held, LockState::Suspended, LockState::Held]
+    );
 }
 
 #[test]
@@ -141,6 +161,9 @@ fn a_server_killed_and_restarted_in_time_gives_the_holder_its_lock_back() {
     states.wait_for(LockState::Suspended);
     server.restart();
     states.wait_for(LockState::Held);
-    assert_eq!(states.seen, [LockState::Held, LockState::Suspended, LockState::Held]);
+    assert_eq!(
+        states.seen,
+        [LockState::Held, LockState::Suspended, LockState::Held]
+    );
     assert_eq!(client.session_id(), session);
 }
