@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use super::four_letter::{parse_mode, try_four_letter};
 use super::jvm::{tail_of_file, Node, StartFailure, POLL_INTERVAL, QUORUM_MAIN};
-use super::{ZkOptions, READY_TIMEOUT, START_ATTEMPTS};
+use super::{start_retrying, ZkOptions, READY_TIMEOUT};
 use crate::proxy::{Direction, Proxy};
 use crate::{free_ports, scratch_dir};
 
@@ -80,22 +80,10 @@ impl ZkEnsemble {
     /// member's log tail) until each reports `Mode: leader` or `Mode: follower`.
     pub fn start_with_options(n: usize, options: &ZkOptions) -> ZkEnsemble {
         assert!(n >= 1, "an ensemble needs at least one member");
-        let mut attempt = 1;
-        loop {
+        start_retrying(options, || {
             let ensemble = Self::spawn_members(n, options, None);
-            match ensemble.wait_ready_within(READY_TIMEOUT) {
-                Ok(()) => return ensemble,
-                Err(failure)
-                    if failure.port_in_use
-                        && attempt < START_ATTEMPTS
-                        && options.client_port.is_none() =>
-                {
-                    attempt += 1;
-                    drop(ensemble);
-                }
-                Err(failure) => panic!("{}", failure.message),
-            }
-        }
+            ensemble.wait_ready_within(READY_TIMEOUT).map(|()| ensemble)
+        })
     }
 
     /// Starts `n` members whose quorum and election links all go through
@@ -112,22 +100,10 @@ impl ZkEnsemble {
     /// proxy.
     pub fn start_with_links(n: usize, options: &ZkOptions, sync_limit: u32) -> ZkEnsemble {
         assert!(n >= 2, "links need at least two members");
-        let mut attempt = 1;
-        loop {
+        start_retrying(options, || {
             let ensemble = Self::spawn_members(n, options, Some(sync_limit));
-            match ensemble.wait_ready_within(READY_TIMEOUT) {
-                Ok(()) => return ensemble,
-                Err(failure)
-                    if failure.port_in_use
-                        && attempt < START_ATTEMPTS
-                        && options.client_port.is_none() =>
-                {
-                    attempt += 1;
-                    drop(ensemble);
-                }
-                Err(failure) => panic!("{}", failure.message),
-            }
-        }
+            ensemble.wait_ready_within(READY_TIMEOUT).map(|()| ensemble)
+        })
     }
 
     fn spawn_members(n: usize, options: &ZkOptions, links: Option<u32>) -> ZkEnsemble {

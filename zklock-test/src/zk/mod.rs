@@ -27,6 +27,8 @@ mod server;
 
 use std::time::Duration;
 
+use jvm::StartFailure;
+
 pub use ensemble::{LinkState, ZkEnsemble};
 pub use four_letter::try_four_letter;
 pub use options::ZkOptions;
@@ -36,3 +38,23 @@ pub use server::{shared, ZkServer};
 pub(crate) const READY_TIMEOUT: Duration = Duration::from_secs(30);
 /// Attempts to start when a freshly picked port turned out to be taken.
 const START_ATTEMPTS: usize = 3;
+
+/// Runs `start` until it succeeds; again on fresh ports (at most
+/// `START_ATTEMPTS` times) when a port it picked was taken meanwhile, never
+/// when the caller chose the port. Panics with the failure otherwise.
+fn start_retrying<T>(options: &ZkOptions, mut start: impl FnMut() -> Result<T, StartFailure>) -> T {
+    let mut attempt = 1;
+    loop {
+        match start() {
+            Ok(started) => return started,
+            Err(failure)
+                if failure.port_in_use
+                    && attempt < START_ATTEMPTS
+                    && options.client_port.is_none() =>
+            {
+                attempt += 1;
+            }
+            Err(failure) => panic!("{}", failure.message),
+        }
+    }
+}

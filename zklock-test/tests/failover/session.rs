@@ -16,22 +16,36 @@ fn server() -> &'static ZkServer {
     SERVER.get_or_init(|| ZkServer::start_with_options(&ZkOptions::new().tick_ms(500)))
 }
 
-#[test]
-fn a_dropped_connection_suspends_the_holder_then_it_holds_again() {
+/// A holder connected through a link of its own, the link's `fault`, and
+/// once the guard says Suspended, `heal`: the guard must say Held again, on
+/// the same session, and nobody else can take the lock meanwhile.
+fn suspended_then_held_again(
+    path: &str,
+    timeout: Duration,
+    fault: impl FnOnce(&ClientLink),
+    heal: impl FnOnce(&ClientLink),
+) {
     let link = ClientLink::start(&server().connect_string());
-    let (client, guard) = holder(&link.connect_string(), T, "/session/drop");
+    let (client, guard) = holder(&link.connect_string(), timeout, path);
     let session = client.session_id();
     let mut states = States::of(&guard);
 
-    link.drop_connections();
+    fault(&link);
     states.wait_for(LockState::Suspended);
+    heal(&link);
     states.wait_for(LockState::Held);
     assert_eq!(
         states.seen,
         [LockState::Held, LockState::Suspended, LockState::Held]
     );
     assert_eq!(client.session_id(), session, "the session survived");
-    assert!(!lock_is_free(&server().connect_string(), "/session/drop"));
+    assert!(!lock_is_free(&server().connect_string(), path));
+}
+
+#[test]
+fn a_dropped_connection_suspends_the_holder_then_it_holds_again() {
+    // The client reconnects by itself: nothing to heal.
+    suspended_then_held_again("/session/drop", T, ClientLink::drop_connections, |_| {});
 }
 
 #[test]
@@ -59,20 +73,12 @@ fn an_expired_session_loses_the_lock_and_frees_it_at_once() {
 fn a_stall_healed_in_time_suspends_then_holds_again() {
     // Long enough that the heal comes well before the server expires it.
     let t = Duration::from_secs(8);
-    let link = ClientLink::start(&server().connect_string());
-    let (client, guard) = holder(&link.connect_string(), t, "/session/stall-healed");
-    let session = client.session_id();
-    let mut states = States::of(&guard);
-
-    link.stall();
-    states.wait_for(LockState::Suspended);
-    link.heal();
-    states.wait_for(LockState::Held);
-    assert_eq!(
-        states.seen,
-        [LockState::Held, LockState::Suspended, LockState::Held]
+    suspended_then_held_again(
+        "/session/stall-healed",
+        t,
+        ClientLink::stall,
+        ClientLink::heal,
     );
-    assert_eq!(client.session_id(), session);
 }
 
 #[test]
@@ -100,17 +106,11 @@ fn a_stall_past_the_session_timeout_loses_the_lock() {
 #[test]
 fn a_blackhole_healed_in_time_suspends_then_holds_again() {
     let t = Duration::from_secs(8);
-    let link = ClientLink::start(&server().connect_string());
-    let (_client, guard) = holder(&link.connect_string(), t, "/session/blackhole");
-    let mut states = States::of(&guard);
-
-    link.blackhole();
-    states.wait_for(LockState::Suspended);
-    link.heal();
-    states.wait_for(LockState::Held);
-    assert_eq!(
-        states.seen,
-        [LockState::Held, LockState::Suspended, LockState::Held]
+    suspended_then_held_again(
+        "/session/blackhole",
+        t,
+        ClientLink::blackhole,
+        ClientLink::heal,
     );
 }
 
@@ -134,18 +134,14 @@ fn a_short_delay_leaves_the_holder_held() {
 #[test]
 fn a_refusing_server_keeps_a_dropped_holder_suspended_until_it_accepts() {
     let t = Duration::from_secs(8);
-    let link = ClientLink::start(&server().connect_string());
-    let (_client, guard) = holder(&link.connect_string(), t, "/session/refuse");
-    let mut states = States::of(&guard);
-
-    link.refuse(true);
-    link.drop_connections();
-    states.wait_for(LockState::Suspended);
-    link.refuse(false);
-    states.wait_for(LockState::Held);
-    assert_eq!(
-        states.seen,
-        [LockState::Held, LockState::Suspended, LockState::Held]
+    suspended_then_held_again(
+        "/session/refuse",
+        t,
+        |link| {
+            link.refuse(true);
+            link.drop_connections();
+        },
+        |link| link.refuse(false),
     );
 }
 
