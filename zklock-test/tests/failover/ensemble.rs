@@ -7,7 +7,7 @@ use super::*;
 
 /// Long enough that a holder moves to another member, or waits out an
 /// election, before it must give up on its session, even on a loaded
-/// machine (an election there took more than 8 s once).
+/// machine (with 8 s and a 500 ms tick, a wait here once ran out under load).
 const T: Duration = Duration::from_secs(15);
 
 /// Three members whose member links can be cut; a follower gives up on a
