@@ -56,6 +56,22 @@ fn a_server_in_a_panicking_test_is_stopped_and_removed() {
 }
 
 #[test]
+fn a_zookeeper_given_by_classpath_serves() {
+    // Debian's jar, named explicitly as a user names any other ZooKeeper.
+    let classpath = "/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar";
+    let server = ZkServer::start_with_options(&ZkOptions::new().classpath(classpath));
+    assert!(server.four_letter("srvr").contains("Mode: standalone"));
+    let pid = server.java_pid().expect("the JVM's pid");
+    let command_line = std::fs::read(format!("/proc/{pid}/cmdline")).expect("its command line");
+    let args: Vec<&[u8]> = command_line.split(|&b| b == 0).collect();
+    let cp = args
+        .iter()
+        .position(|a| *a == b"-cp")
+        .expect("a -cp argument");
+    assert_eq!(args[cp + 1], classpath.as_bytes());
+}
+
+#[test]
 fn a_missing_zookeeper_fails_loudly() {
     let options = ZkOptions::new().zookeeper_home("/nonexistent/zookeeper");
     let failure = panic::catch_unwind(|| ZkServer::start_with_options(&options))
