@@ -189,6 +189,20 @@ fn a_holder_lost_for_no_contact_keeps_others_out_until_its_guard_goes() {
             case.name
         );
     }
+    // A thread that keeps a guard told Lost and asks for the same lock
+    // again would wait behind its own node: refused at once.
+    let refused = [
+        ("mutex", mutex[0].lock_timeout(BRIEF).map(drop)),
+        ("write lock", rw[0].write_timeout(BRIEF).map(drop)),
+        (
+            "read under the write lock",
+            rw[0].read_timeout(BRIEF).map(drop),
+        ),
+        ("election", elect[0].campaign_timeout(BRIEF).map(drop)),
+    ];
+    for (name, result) in refused {
+        assert_eq!(result, Err(LockError::WouldDeadlock), "{name}");
+    }
     // A lets go, case by case: only then is B granted.
     for case in &mut cases {
         let node = match case.a.take() {
