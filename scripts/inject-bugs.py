@@ -37,7 +37,7 @@ BUGS = [
      "                    self.set_state(id, LockState::Held, None)\n                }"),
     ("no-contact-lost-removed",
      "src/machine/lock/mod.rs",
-     "                SessionState::Lost => self.lose(id, LossReason::NoContact),\n",
+     "                SessionState::Lost => self.lose_keeping_node(id, LossReason::NoContact),\n",
      ""),
     ("foreign-node-adopted",
      "src/machine/lock/recovery.rs",
@@ -137,6 +137,12 @@ BUGS = [
      "src/machine/lock/queueing.rs",
      "self.lose_keeping_node(id, LossReason::SequenceExhausted);",
      "self.lose(id, LossReason::SequenceExhausted);"),
+    # Nor does a holder told Lost for want of contact, while the session
+    # may turn out alive.
+    ("no-contact-loss-deletes-at-once",
+     "src/machine/lock/mod.rs",
+     "SessionState::Lost => self.lose_keeping_node(id, LossReason::NoContact),",
+     "SessionState::Lost => self.lose(id, LossReason::NoContact),"),
     ("holders-miss-session-end",
      "src/machine/lock/holding.rs",
      "                Goal::Hold => {\n                    if a.state != LockState::Lost {",
