@@ -99,6 +99,12 @@ struct World {
     stalled: bool,
     /// Our nodes an operator deleted: a holder may not know yet.
     admin_deleted: BTreeSet<String>,
+    /// Of those, the ones whose deletion notification is on its way to
+    /// the client, and the ones it has been handed.
+    telling: BTreeSet<String>,
+    told: BTreeSet<String>,
+    /// Which mutexes watch their holders' nodes.
+    watching: Vec<bool>,
     /// Foreign nodes created so far (for names).
     foreign_count: u32,
     /// `ZKLOCK_FUZZ_TRACE` set: each step is printed.
@@ -124,11 +130,13 @@ impl World {
             .leader_check(config & 1 == 0)
             .build_manual(now, u128::from(config))
             .expect("a manual client");
+        let watching: Vec<bool> = (0..PATHS.len())
+            .map(|i| (config >> 1 & 1 == 1) ^ (i == 1))
+            .collect();
         let mutexes = PATHS
             .iter()
-            .enumerate()
-            .map(|(i, path)| {
-                let watch = (config >> 1 & 1 == 1) ^ (i == 1);
+            .zip(&watching)
+            .map(|(path, &watch)| {
                 let options = MutexOptions::default().watch_node(watch).data(b"fuzz");
                 Mutex::with_options(&client, path, options).expect("a valid path")
             })
@@ -144,6 +152,9 @@ impl World {
             linked: false,
             stalled: false,
             admin_deleted: BTreeSet::new(),
+            telling: BTreeSet::new(),
+            told: BTreeSet::new(),
+            watching,
             foreign_count: 0,
             trace: std::env::var_os("ZKLOCK_FUZZ_TRACE").is_some(),
             reached: Reached::default(),
@@ -224,6 +235,7 @@ impl World {
             11 => {
                 if self.linked {
                     self.server.disconnect(arg & 1 == 1);
+                    self.telling.clear();
                     self.linked = false;
                     self.stalled = false;
                     self.core.handle_disconnected(self.now);
@@ -341,7 +353,9 @@ impl World {
             // An operator deletes one of our nodes.
             _ => {
                 if let Some(path) = pick(&|o| o != FOREIGN && o != 0) {
-                    self.server.admin_delete(&path);
+                    if self.server.admin_delete(&path) {
+                        self.telling.insert(path.clone());
+                    }
                     self.admin_deleted.insert(path);
                 }
             }
@@ -378,6 +392,7 @@ impl World {
         if self.linked && !self.stalled && !self.server.out.is_empty() {
             let bytes = self.server.out.split();
             self.core.handle_input(self.now, &bytes);
+            self.told.append(&mut self.telling);
             moved = true;
         }
         if self.server.closed && !self.stalled {
@@ -398,6 +413,7 @@ impl World {
             let bytes = self.server.out.split();
             self.core.handle_input(self.now, &bytes);
         }
+        self.told.append(&mut self.telling);
         self.linked = false;
         self.stalled = false;
         self.core.handle_disconnected(self.now);
@@ -409,6 +425,7 @@ impl World {
             if let CoreEvent::DropConnection(_) = event {
                 if self.linked {
                     self.server.disconnect(false);
+                    self.telling.clear();
                     self.linked = false;
                     self.stalled = false;
                 }
@@ -491,6 +508,11 @@ impl World {
                 assert!(
                     self.admin_deleted.contains(node),
                     "mutex {lock}: says Held but its node {node} is gone"
+                );
+                // A holder that watches its node hears of its deletion.
+                assert!(
+                    !(self.watching[*lock] && self.told.contains(node)),
+                    "mutex {lock}: read the deletion of its node {node} and still says Held"
                 );
                 continue;
             };

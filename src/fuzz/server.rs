@@ -230,7 +230,9 @@ impl Server {
         self.closed = true;
     }
 
-    /// Answers the oldest request, if any. `now` renews the session.
+    /// Answers the oldest request, if any. Only what the server hears
+    /// renews a session (`receive`), not its answers; `now` is when a
+    /// handshake creates or renews one.
     pub(super) fn answer(&mut self, now: Instant, how: Answer) {
         let Some(conn) = self.conn.as_mut() else {
             return;
@@ -282,9 +284,6 @@ impl Server {
                 let result = self.read(request);
                 self.reply(xid, self.zxid, result);
             }
-        }
-        if let Some(record) = self.sessions.get_mut(&session) {
-            record.last_heard = record.last_heard.max(now);
         }
     }
 
@@ -405,15 +404,19 @@ impl Server {
         }
     }
 
-    pub(super) fn admin_delete(&mut self, path: &str) {
+    /// Deletes `path`; `true` if that told our connection (a watch on the
+    /// node itself fired).
+    pub(super) fn admin_delete(&mut self, path: &str) -> bool {
+        let mut told = false;
         if self.tree.get(path).is_some_and(|n| n.children.is_empty()) {
             self.zxid += 1;
             let mut events = Vec::new();
             self.remove(path, &mut events);
-            for (kind, path) in events {
-                self.notify(kind, &path);
+            for (kind, at) in events {
+                told |= self.notify(kind, &at) && at == path;
             }
         }
+        told
     }
 
     // ---- requests -----------------------------------------------------
@@ -678,10 +681,11 @@ impl Server {
         }
     }
 
-    /// Fires the watches a change to `path` triggers on our connection.
-    fn notify(&mut self, kind: EventType, path: &str) {
+    /// Fires the watches a change to `path` triggers on our connection;
+    /// `true` if one did.
+    fn notify(&mut self, kind: EventType, path: &str) -> bool {
         let Some(conn) = self.conn.as_mut() else {
-            return;
+            return false;
         };
         let hit = match kind {
             EventType::NodeCreated | EventType::NodeDataChanged => conn.data_watches.remove(path),
@@ -692,9 +696,11 @@ impl Server {
             }
             _ => false,
         };
-        if hit && conn.session.is_some() {
+        let told = hit && conn.session.is_some();
+        if told {
             self.event(kind, path);
         }
+        told
     }
 
     fn event(&mut self, kind: EventType, path: &str) {

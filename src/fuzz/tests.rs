@@ -117,24 +117,3 @@ fn fuzz_lock_core_replay_script() {
         .collect();
     super::run(&data);
 }
-
-#[test]
-fn fuzz_lock_core_time_corpus() {
-    let Ok(dir) = std::env::var("ZKLOCK_FUZZ_CORPUS") else {
-        return;
-    };
-    let mut times = Vec::new();
-    for entry in std::fs::read_dir(&dir).unwrap() {
-        let path = entry.unwrap().path();
-        let data = std::fs::read(&path).unwrap();
-        let t = Instant::now();
-        super::run(&data);
-        times.push((t.elapsed(), hex(&data)));
-    }
-    times.sort();
-    let total: std::time::Duration = times.iter().map(|t| t.0).sum();
-    eprintln!("total {total:?} over {}", times.len());
-    for t in times.iter().rev().take(5) {
-        eprintln!("{:?} {}", t.0, t.1);
-    }
-}
