@@ -248,7 +248,7 @@ pub(super) fn leader_ordered(op: OpCode) -> bool {
 pub(super) fn leader_proof(op: OpCode, reply: &Result<Response, ErrorCode>) -> bool {
     use ErrorCode as E;
     let code = match reply {
-        Ok(Response::Multi(results)) => {
+        Ok(Response::Multi(results)) if op == OpCode::Multi => {
             let failed = results
                 .iter()
                 .position(|r| matches!(r, MultiResult::Error(c) if *c != E::Ok));
