@@ -50,9 +50,11 @@ impl<R, W: Clone> Session<R, W> {
     /// request: probes go every `P = G/2 = T/6` after the previous one was
     /// sent, so each probe's send is at least `G` after the probe two
     /// before it, whose send its answer proves (that touch is always kept).
-    /// Until the third probe of a connection is answered, the proof is the
-    /// handshake, sent `R` before the first probe: at most `2P + 2R = 3T/4`
-    /// old. After that, at most `3P + R = T/2 + R` old. (A server
+    /// The first probe goes `P` after the handshake was sent, or as the
+    /// session opens if that is later (at most `R` after); until the third
+    /// is answered, the proof is the handshake: at most
+    /// `max(P, R) + 2P + R` old, `3T/4` at `R = 5T/24`, the binding case.
+    /// After that, at most `3P + R = T/2 + R` old. (A server
     /// configured with `minSessionTimeout` below `2 × tickTime` breaks the
     /// `T / 4` bound.) The derivation is in docs/PARTITION.md.
     pub fn set_leader_check(&mut self, on: bool) {
