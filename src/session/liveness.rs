@@ -12,7 +12,7 @@ impl<R, W: Clone> Session<R, W> {
     /// On, the session counts as alive only what the leader itself must have
     /// seen: the handshake (the leader creates or revalidates the session)
     /// and answered leader-ordered requests (a `sync`, a write, or a write
-    /// the leader refused: [`leader_proof`]). It sends a `sync` of its own
+    /// the leader refused, see docs/PARTITION.md). It sends a `sync` of its own
     /// as the session opens and then every sixth of the session timeout,
     /// whether or not the previous one was answered; it reports
     /// [`SessionState::Suspended`] (and drops the connection, so that another
