@@ -12,9 +12,10 @@ impl<R, W: Clone> Session<R, W> {
     /// On, the session counts as alive only what the leader itself must have
     /// seen: the handshake (the leader creates or revalidates the session)
     /// and answered leader-ordered requests (a `sync`, a write, or a write
-    /// the leader refused, see docs/PARTITION.md). It sends a `sync` of its own
-    /// as the session opens and then every sixth of the session timeout,
-    /// whether or not the previous one was answered; it reports
+    /// the leader refused, see docs/PARTITION.md). It sends a `sync` of its
+    /// own every sixth of the session timeout (the first that long after the
+    /// handshake was sent), whether or not the previous one was answered and
+    /// whatever else goes out; it reports
     /// [`SessionState::Suspended`] (and drops the connection, so that another
     /// server may be tried) when the proof grows older than three quarters of
     /// the session timeout, and [`SessionState::Lost`] when it is a whole
