@@ -12,9 +12,10 @@ impl<R, W: Clone> Session<R, W> {
     /// On, the session counts as alive only what the leader itself must have
     /// seen: the handshake (the leader creates or revalidates the session)
     /// and answered leader-ordered requests (a `sync`, a write, or a write
-    /// the leader refused: [`leader_proof`]). It sends a `sync` of its own
-    /// as the session opens and then every sixth of the session timeout,
-    /// whether or not the previous one was answered; it reports
+    /// the leader refused, see docs/PARTITION.md). It sends a `sync` of its
+    /// own every sixth of the session timeout (the first that long after the
+    /// handshake was sent), whether or not the previous one was answered and
+    /// whatever else goes out; it reports
     /// [`SessionState::Suspended`] (and drops the connection, so that another
     /// server may be tried) when the proof grows older than three quarters of
     /// the session timeout, and [`SessionState::Lost`] when it is a whole
@@ -50,9 +51,11 @@ impl<R, W: Clone> Session<R, W> {
     /// request: probes go every `P = G/2 = T/6` after the previous one was
     /// sent, so each probe's send is at least `G` after the probe two
     /// before it, whose send its answer proves (that touch is always kept).
-    /// Until the third probe of a connection is answered, the proof is the
-    /// handshake, sent `R` before the first probe: at most `2P + 2R = 3T/4`
-    /// old. After that, at most `3P + R = T/2 + R` old. (A server
+    /// The first probe goes `P` after the handshake was sent, or as the
+    /// session opens if that is later (at most `R` after); until the third
+    /// is answered, the proof is the handshake: at most
+    /// `max(P, R) + 2P + R` old, `3T/4` at `R = 5T/24`, the binding case.
+    /// After that, at most `3P + R = T/2 + R` old. (A server
     /// configured with `minSessionTimeout` below `2 × tickTime` breaks the
     /// `T / 4` bound.) The derivation is in docs/PARTITION.md.
     pub fn set_leader_check(&mut self, on: bool) {
@@ -248,7 +251,7 @@ pub(super) fn leader_ordered(op: OpCode) -> bool {
 pub(super) fn leader_proof(op: OpCode, reply: &Result<Response, ErrorCode>) -> bool {
     use ErrorCode as E;
     let code = match reply {
-        Ok(Response::Multi(results)) => {
+        Ok(Response::Multi(results)) if op == OpCode::Multi => {
             let failed = results
                 .iter()
                 .position(|r| matches!(r, MultiResult::Error(c) if *c != E::Ok));
