@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use sim::rng::Rng;
-use sim::world::{Plan, Stats, Violation, World};
+use sim::world::{Options, Plan, Stats, Violation, World};
 
 /// Seeds that found bugs; each stays as a regression test. A seed names a
 /// run of the world's generator as it is: a change to the generator draws
@@ -81,7 +81,7 @@ fn run_seed(seed: u64) -> Result<Stats, Violation> {
 
 fn run_once(seed: u64, log: bool) -> Result<Stats, Violation> {
     let mut rng = Rng::new(seed);
-    let plan = Plan::from_seed(&mut rng);
+    let plan = Plan::from_seed(&mut rng, Options::for_seed(seed));
     let faults = plan.random_faults(&mut rng);
     let mut world = World::new(rng.next(), &plan, &faults);
     if log {

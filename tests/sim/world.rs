@@ -37,11 +37,18 @@ use client::{
 };
 use herd::WokenBy;
 use plan::Wait;
-pub use plan::{Fault, Plan};
+pub use plan::{Fault, Options, Plan};
 use wire::note_requests;
 
+/// The server's tick: it clamps session timeouts to `[2, 20]` of them
+/// (ZooKeeperServer.processConnectRequest, with the default
+/// minSessionTimeout and maxSessionTimeout).
 const TICK: Duration = Duration::from_millis(2000);
-const SESSION_TIMEOUT: Duration = Duration::from_millis(4000);
+const MIN_SESSION_TIMEOUT: Duration = Duration::from_millis(2 * 2000);
+const MAX_SESSION_TIMEOUT: Duration = Duration::from_millis(20 * 2000);
+
+/// The most a link's latency varies on top of its steady part.
+const MAX_JITTER: Duration = Duration::from_micros(3100);
 
 /// What a test or the user asked of a client at a time.
 #[derive(Debug, Clone)]
@@ -134,6 +141,7 @@ pub struct Stats {
 
 pub struct World {
     rng: Rng,
+    options: Options,
     base: Instant,
     now: Instant,
     server: SimZooKeeper,
@@ -184,10 +192,11 @@ impl World {
             server
         };
         let clients = (0..plan.clients)
-            .map(|c| SimClient::new(base, c, 0, plan.locks))
+            .map(|c| SimClient::new(base, c, 0, plan.locks, &plan.options))
             .collect();
         let mut world = World {
             rng: Rng::new(rng.next()),
+            options: plan.options.clone(),
             base,
             now: base,
             server,
@@ -390,8 +399,41 @@ impl World {
         t.map(|t| t.max(self.now))
     }
 
-    fn latency(&mut self) -> Duration {
-        Duration::from_micros(100 + self.rng.below(3000))
+    /// The session timeout client `c` asks for.
+    fn asked_timeout(&self, c: usize) -> Duration {
+        self.options.asked_timeouts[c]
+    }
+
+    /// The session timeout the server grants client `c`: what it asked,
+    /// clamped to `[2, 20]` ticks. The client must act on this one.
+    fn timeout(&self, c: usize) -> Duration {
+        self.asked_timeout(c)
+            .clamp(MIN_SESSION_TIMEOUT, MAX_SESSION_TIMEOUT)
+    }
+
+    /// Client `c`'s request timeout: the session timeout it asked for, at
+    /// least a second (`ClientBuilder::request_timeout`'s default).
+    fn request_timeout(&self, c: usize) -> Duration {
+        self.asked_timeout(c).max(Duration::from_secs(1))
+    }
+
+    /// The steady one-way latency of client `c`'s link.
+    fn steady_latency(&self, c: usize) -> Duration {
+        self.timeout(c) * self.options.steady_latency_per_mille / 1000
+    }
+
+    /// The longest round trip of any link: steady latency and jitter, both
+    /// ways.
+    fn max_round_trip(&self) -> Duration {
+        let steady = (0..self.clients.len())
+            .map(|c| self.steady_latency(c))
+            .max()
+            .unwrap_or_default();
+        2 * (steady + MAX_JITTER)
+    }
+
+    fn latency(&mut self, c: usize) -> Duration {
+        self.steady_latency(c) + Duration::from_micros(100 + self.rng.below(3000))
     }
 
     fn step(&mut self) -> Result<(), Violation> {
@@ -470,7 +512,7 @@ impl World {
         let ended = self.clients[c].core.state().is_terminal();
         self.collect(c, ended)?;
         // What the core wrote goes on the wire.
-        let latency = self.latency();
+        let latency = self.latency(c);
         let client = &mut self.clients[c];
         if let Some(link) = client.link.as_mut() {
             let out = client.core.output();
@@ -499,7 +541,7 @@ impl World {
             && !batch_waits
         {
             let generation = self.clients[c].generation + 1;
-            let fresh = SimClient::new(now, c, generation, self.locks);
+            let fresh = SimClient::new(now, c, generation, self.locks, &self.options);
             let mut old = std::mem::replace(&mut self.clients[c], fresh);
             if let Some(mut link) = old.link.take() {
                 // What the old session sent (its closeSession) still

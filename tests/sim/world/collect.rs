@@ -174,7 +174,9 @@ impl World {
         }
         // The client's own timeout: a request unanswered for the request
         // timeout (the session timeout here), never sooner.
-        if error == LockError::Client(zklock::Error::Timeout) && now < t.started + SESSION_TIMEOUT {
+        if error == LockError::Client(zklock::Error::Timeout)
+            && now < t.started + self.request_timeout(c)
+        {
             return Err(self.violation(format!(
                 "c{c}: #{id} failed with the request timeout {:?} after it started",
                 now - t.started
@@ -450,7 +452,7 @@ impl World {
                     lock: 1,
                     thread,
                     reader,
-                    hold: SESSION_TIMEOUT,
+                    hold: self.timeout(c),
                 },
             );
         }
