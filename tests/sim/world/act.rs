@@ -288,6 +288,14 @@ impl World {
                 self.schedule(deadline, Action::Look);
             }
             Action::Look => {}
+            Action::AppWrite { client, n } => self.app_write(client, n),
+            Action::Probe {
+                lock,
+                wait,
+                tries,
+                left,
+                free_since,
+            } => self.probe(lock, wait, tries, left, free_since),
             Action::CloseConn(conn) => {
                 self.server.close_connection(conn);
                 self.server_output();

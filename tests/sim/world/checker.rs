@@ -201,7 +201,7 @@ impl World {
                 return Err(self.violation(format!("lock {lock} held by {h:?} at once")));
             }
         }
-        Ok(())
+        self.check_own_losses(&holders)
     }
 
     /// What must hold once the world has settled.

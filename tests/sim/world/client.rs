@@ -46,6 +46,12 @@ pub(super) struct Tracked {
     /// to the request timeout (`deadline` says that bound), and it may
     /// time out any time before.
     pub(super) is_try: bool,
+    /// Part of this A2 probe (available.rs).
+    pub(super) probe: Option<usize>,
+    /// Told Lost by zklock's own decision (the counter's end) while its
+    /// session lived and its node was in place: A4 counts it a holder for
+    /// as long as it keeps its guard.
+    pub(super) own_loss: bool,
 }
 
 /// What a thread's lock call must do, from what the thread held when it
@@ -85,6 +91,8 @@ impl Tracked {
             entry: None,
             is_try: false,
             token_cancelled: false,
+            probe: None,
+            own_loss: false,
         }
     }
 }

@@ -67,15 +67,18 @@ impl Options {
     /// The options of `seed`.
     pub fn for_seed(seed: u64) -> Options {
         let mut rng = Rng::new(seed ^ 0x6f70_7469_6f6e_7321);
-        // The switches from the seed's digits: 2^7 combinations, each met
-        // by every 128 consecutive seeds.
+        // The switches and the class of timeouts from the seed's digits:
+        // 2^7 × 3 combinations, each met by every 384 consecutive seeds.
         let bit = |n: u32| seed >> n & 1 == 1;
+        // One class a run (a client waiting out a long session timeout
+        // while the others ping at a short one makes a run long).
+        let class = (seed >> 7) % 3;
         let asked_timeouts = std::array::from_fn(|_| {
-            Duration::from_millis(match rng.below(4) {
+            Duration::from_millis(match class {
                 // Below the floor of 2 ticks: negotiated up.
                 0 => 500 + rng.below(3500),
                 // Inside, mostly short ones (faults are sized for them).
-                1 | 2 => {
+                1 => {
                     if rng.chance(3, 4) {
                         4000 + rng.below(4000)
                     } else {
