@@ -131,6 +131,12 @@ BUGS = [
      "            Goal::Release => {\n                if let Some(node) = a.node.take() {",
      "            Goal::Release => {\n                a.maybe_created = false;\n                a.strays.clear();\n"
      "                if let Some(node) = a.node.take() {"),
+    # A holder told Lost at the counter's end keeps its node until it lets
+    # go (docs/SEQUENCE_END.md).
+    ("sequence-end-loss-deletes-at-once",
+     "src/machine/lock/queueing.rs",
+     "self.lose_keeping_node(id, LossReason::SequenceExhausted);",
+     "self.lose(id, LossReason::SequenceExhausted);"),
     ("holders-miss-session-end",
      "src/machine/lock/holding.rs",
      "                Goal::Hold => {\n                    if a.state != LockState::Lost {",
@@ -197,8 +203,8 @@ BUGS = [
     # Leader latches must come to lead.
     ("latch-stops-after-a-loss",
      "src/recipes/latch.rs",
-     "                drop(guard);\n                Shared::campaign(shared);\n",
-     "                drop(guard);\n"),
+     "                drop(c);\n                Shared::campaign(shared);\n",
+     "                drop(c);\n"),
     # Given-up waiters must withdraw at once, not when granted
     # (tests/sim/world/withdrawn.rs).
     ("dropped-pending-lock-stays-queued",
@@ -212,10 +218,9 @@ BUGS = [
      "        for (_id, _sender) in self.open.drain().filter_map(|(_, attempt)| attempt) {"),
     ("dropped-latch-stays-queued",
      "src/recipes/latch.rs",
-     "        if let Some((id, sender)) = attempt {\n"
-     "            // A grant on its way is released too.\n"
-     "            sender.lock(LockCommand::Withdraw(id));",
-     "        if let Some((_id, _sender)) = attempt {"),
+     "            let queue = s.election.queue_lock();\n"
+     "            queue.command_sender().lock(LockCommand::Withdraw(id));",
+     "            let _ = (s.election.queue_lock(), id);"),
     ("dropped-multi-part-stays-queued",
      "src/recipes/pending_multi.rs",
      "        if let Some((id, sender)) = current {\n            sender.lock(LockCommand::Withdraw(id));",

@@ -308,7 +308,7 @@ fn run_command(
             "{sub}: lost {} while {program:?} was finishing (it exited with {code})",
             h.path
         ));
-        guard.abandon();
+        let_go_after_loss(client, guard);
         return exit::LOST;
     }
     release(client, guard);
@@ -327,7 +327,8 @@ fn lost(
         Some(LossReason::NodeDeleted) => "its node was deleted",
         Some(LossReason::ClientClosed) => "the session ended",
         Some(LossReason::SequenceExhausted) => {
-            "the lock path's sequence counter is exhausted (recreate the path)"
+            "the lock path's sequence counter is exhausted (recreate the path); no zklock \
+             contender gets it before the command has ended"
         }
         Some(LossReason::NoContact) | Some(_) | None => {
             "no contact with ZooKeeper for a whole session timeout"
@@ -346,10 +347,21 @@ fn lost(
     ));
     let status = cmd.stop(h.kill_after, signals);
     log::info!("CMD ended after the loss: {status}");
-    // Nothing to release; do not wait on an unreachable server.
+    let_go_after_loss(client, guard);
+    exit::LOST
+}
+
+/// Lets go of a lost lock once CMD has ended. At the sequence counter's
+/// end the node is still ours and still keeps every zklock contender out
+/// (the library deletes it only when the guard goes): delete it now. Any
+/// other loss left nothing to release; do not wait on an unreachable
+/// server.
+fn let_go_after_loss(client: &Client, guard: LockGuard) {
+    if guard.lost_reason() == Some(LossReason::SequenceExhausted) {
+        return release(client, guard);
+    }
     guard.abandon();
     if client.state() == SessionState::Connected {
         let _ = client.close();
     }
-    exit::LOST
 }

@@ -156,9 +156,9 @@ pub struct LockSpec {
     /// `Revoker` protocol). Implies watching the node.
     pub revocable: bool,
     /// Lock-delay: after a holder's unclean end (its session ended, not a
-    /// release), the next holder is granted only this long after it saw
-    /// so. Holders then keep a tenure mark beside their node (see
-    /// `lock::tenure`).
+    /// release), no one is granted before this long has passed since the
+    /// end was first recorded on the server. Holders then keep a tenure
+    /// mark outside the lock path (see `lock::tenure`).
     pub lock_delay: Option<Duration>,
 }
 
@@ -228,9 +228,19 @@ pub(crate) enum Purpose {
     EndWatch,
     /// getChildren to find every node of this attempt before releasing.
     CleanupList,
-    /// getChildren at the grant, with lock-delay: tenure marks left by
-    /// holders that ended uncleanly.
+    /// getChildren of the lock path's tenure marks at the grant, with
+    /// lock-delay; sent just before [`Purpose::TenureList`].
+    TenureMarks,
+    /// getChildren of the lock path at the grant, with lock-delay: which
+    /// marks have no node any more (holders that ended uncleanly).
     TenureList,
+    /// getData of a mark without a node: when its end was recorded.
+    TenureRead,
+    /// setData of a mark without a node at version 0: records its end,
+    /// stamped with the server's time.
+    TenureRecord,
+    /// createContainer of the lock path's tenure marks' parent.
+    TenureDir,
     /// multi(check our node, create our tenure mark): the grant, with
     /// lock-delay.
     TenureMark,
@@ -255,6 +265,7 @@ impl Purpose {
                 | Purpose::WatchOwn
                 | Purpose::WatchScout
                 | Purpose::TenureSweep
+                | Purpose::TenureMarks
         )
     }
 }
@@ -338,6 +349,44 @@ pub(crate) struct Attempt {
     pub release_refused: Option<jute::ErrorCode>,
     /// With lock-delay: what the grant found and did about tenure marks.
     pub tenure: Option<Box<Tenure>>,
+    /// With lock-delay: the best sample of the server's clock seen (see
+    /// [`ServerClock`]).
+    pub server_clock: Option<ServerClock>,
+}
+
+/// One reading of the server's clock: a time the server stamped on a node
+/// (ms since the epoch, the leader's wall clock) and a local instant at
+/// which that time had already passed on the server (the reply carrying it
+/// had come in). From it, `local + (t - server_ms)` is an instant by which
+/// the server's time has reached `t`, whatever our own clock says the time
+/// of day is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ServerClock {
+    pub server_ms: i64,
+    pub local: Instant,
+}
+
+impl ServerClock {
+    /// The local instant by which the server's clock reads `t` (ms) or
+    /// later.
+    pub(crate) fn reaches(&self, t: i64) -> Instant {
+        let ahead = u64::try_from(t.saturating_sub(self.server_ms)).unwrap_or(0);
+        crate::deadline::after(self.local, Duration::from_millis(ahead))
+    }
+
+    /// The better of two readings: the one that says the server's time
+    /// reaches a given time sooner.
+    pub(crate) fn best(self, other: Option<ServerClock>) -> ServerClock {
+        let Some(other) = other else {
+            return self;
+        };
+        let probe = self.server_ms.max(other.server_ms);
+        if other.reaches(probe) < self.reaches(probe) {
+            other
+        } else {
+            self
+        }
+    }
 }
 
 /// An attempt's passage through lock-delay, from the grant's listing to
@@ -346,11 +395,23 @@ pub(crate) struct Attempt {
 pub(crate) struct Tenure {
     /// A holder before us ended uncleanly.
     pub unclean: bool,
-    /// Granted no earlier than this (the delay, counted from when we first
-    /// saw a mark left by an unclean end).
+    /// The local instant by which the server's clock has passed the end of
+    /// the delay: the mark is made then.
     pub until: Option<Instant>,
-    /// Marks left by unclean ends, to delete once the delay is served.
-    pub stale: Vec<String>,
+    /// The listing of the marks, sent just before the grant's listing of
+    /// the queue, and its answer once in.
+    pub marks_token: Option<u64>,
+    pub marks: Option<Vec<String>>,
+    /// The server refused to list the marks (an ACL): the grant fails.
+    pub marks_refused: Option<jute::ErrorCode>,
+    /// Marks without a node still to read (or record), last first.
+    pub to_read: Vec<String>,
+    /// Marks left by unclean ends, with the server time their end was
+    /// recorded at (ms); deleted once the delay is served.
+    pub stale: Vec<(String, i64)>,
+    /// When we saw a mark without a node that the marks' ACL kept us from
+    /// reading or recording: its delay counts from then.
+    pub unrecorded: Option<Instant>,
     /// Our mark is on the server, made for this node of ours: released
     /// together with it.
     pub marked: Option<String>,
@@ -385,6 +446,7 @@ impl Attempt {
             report_release: false,
             release_refused: None,
             tenure: None,
+            server_clock: None,
         }
     }
 

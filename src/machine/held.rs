@@ -41,7 +41,10 @@ pub enum LossReason {
     /// others stay blocked until the session ends.
     ReleaseRefused,
     /// Nodes past the end of the lock path's sequence counter appeared:
-    /// the queue can no longer be ordered, so no one can be sure who holds.
+    /// the queue can no longer be ordered, so peers that sort suffixes as
+    /// text (Curator, kazoo) may take a node past the end for the first in
+    /// line. Our node stays until the guard is released or dropped: no
+    /// zklock contender is granted before then.
     SequenceExhausted,
 }
 

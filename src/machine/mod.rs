@@ -35,6 +35,6 @@ pub use held::{LockState, LossReason, STATE_CHANNEL_CAPACITY};
 pub use lock::{AttemptId, LockEvent, LockMachine, Outgoing, REVOKE};
 pub use observer::Observer;
 pub use queue::{
-    past_the_end, sequence_order, sorted_contenders, Contender, NodeKind, NodeOrigin,
+    past_the_end, sequence_order, sorted_contenders, tenure_path, Contender, NodeKind, NodeOrigin,
     SEQUENCE_WARNING, TENURE_MARK,
 };

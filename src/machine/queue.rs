@@ -144,10 +144,24 @@ fn trailing_sequence(name: &str) -> Option<&str> {
     name.get(name.len().checked_sub(10)?..)
 }
 
-/// What lock-delay's tenure marks' names start with (`~tenure.<uuid>`, see
-/// `MutexOptions::lock_delay` in the recipes):
-/// never a contender.
+/// A child of a lock path whose name starts with this is never a
+/// contender. Lock-delay once kept its tenure marks there, under such
+/// names; they now live beside the lock path (see [`tenure_path`]).
 pub const TENURE_MARK: &str = "~tenure.";
+
+/// Where lock-delay keeps the tenure marks of the lock path `lock_path`
+/// (see `MutexOptions::lock_delay` in the recipes): a sibling of the lock
+/// path, `<lock path>~tenure`, one child per holder named by its
+/// attempt's uuid. Outside the lock path, so no peer that lists the lock
+/// path's children (Curator's participant listings, its semaphore's lease
+/// count, kazoo, `inspect`) sees them.
+///
+/// ```
+/// assert_eq!(zklock::machine::tenure_path("/app/lock"), "/app/lock~tenure");
+/// ```
+pub fn tenure_path(lock_path: &str) -> String {
+    format!("{}~tenure", lock_path.trim_end_matches('/'))
+}
 
 /// Sequences past this one are near the end of the parent's counter: a
 /// warning is logged, and a holder there watches the queue for nodes

@@ -79,6 +79,65 @@ impl Holding {
     }
 }
 
+/// A release under way: the core says when the node is gone.
+pub(crate) struct Releasing {
+    done: oneshot::Receiver<Result<(), LockError>>,
+    /// The node, as the caller names it (for a refusal).
+    path: String,
+    /// The client's request timeout: how long [`LockGuard::unlock`] waits.
+    pub(crate) timeout: Duration,
+}
+
+impl std::fmt::Debug for Releasing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Releasing")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Releasing {
+    /// A release of attempt `id` of `lock_path` asked of the core directly
+    /// (an acquisition that may have been granted meanwhile): its `done`.
+    pub(crate) fn of_attempt(
+        done: oneshot::Receiver<Result<(), LockError>>,
+        lock_path: &str,
+        timeout: Duration,
+    ) -> Releasing {
+        Releasing {
+            done,
+            path: lock_path.to_owned(),
+            timeout,
+        }
+    }
+
+    /// Waits until the node is gone, `deadline` at the latest.
+    ///
+    /// # Errors
+    /// As [`LockGuard::unlock`].
+    pub(crate) fn wait(&self, deadline: Instant) -> Result<(), LockError> {
+        match self.done.recv_deadline(deadline) {
+            Ok(Err(LockError::ReleaseRefused { code, .. })) => Err(LockError::ReleaseRefused {
+                path: self.path.clone(),
+                code,
+            }),
+            Ok(result) => result,
+            // Disconnected: the core ended, and the session with it.
+            Err(RecvTimeoutError::Disconnected) => Ok(()),
+            Err(RecvTimeoutError::Timeout) => Err(LockError::Client(Error::Timeout)),
+        }
+    }
+
+    /// Whether the core has answered (the node is gone, or will stay).
+    /// The answer is dropped: for releases whose outcome nobody reports.
+    pub(crate) fn settled(&self) -> bool {
+        !matches!(
+            self.done.try_recv(),
+            Err(std::sync::mpsc::TryRecvError::Empty)
+        )
+    }
+}
+
 /// The error for a confirming read not answered by `now`: the caller's
 /// deadline passed ([`LockError::Timeout`]), or else the client's request
 /// timeout.
@@ -251,25 +310,26 @@ impl LockGuard {
     /// confirm in time; the delete goes on in the background while the
     /// session lives.
     pub fn unlock(self) -> Result<(), LockError> {
-        let Ok(holding) = Arc::try_unwrap(self.holding) else {
+        let Some(releasing) = self.start_release() else {
             return Ok(());
         };
+        releasing.wait(crate::deadline::after(Instant::now(), releasing.timeout))
+    }
+
+    /// Asks for the release and returns at once, with what tells when the
+    /// node is gone; `None` if there is nothing to wait for (re-entrant
+    /// guards still share the acquisition, or it was released already).
+    pub(crate) fn start_release(self) -> Option<Releasing> {
+        let holding = Arc::try_unwrap(self.holding).ok()?;
         let (done, rx) = oneshot::channel();
         if !holding.grant.release(Some(done)) {
-            return Ok(());
+            return None;
         }
-        let timeout: Duration = holding.client.request_timeout();
-        let path = holding.path.clone();
-        drop(holding);
-        match rx.recv_timeout(timeout) {
-            Ok(Err(LockError::ReleaseRefused { code, .. })) => {
-                Err(LockError::ReleaseRefused { path, code })
-            }
-            Ok(result) => result,
-            // Disconnected: the core ended, and the session with it.
-            Err(RecvTimeoutError::Disconnected) => Ok(()),
-            Err(RecvTimeoutError::Timeout) => Err(LockError::Client(Error::Timeout)),
-        }
+        Some(Releasing {
+            done: rx,
+            path: holding.path.clone(),
+            timeout: holding.client.request_timeout(),
+        })
     }
 
     /// Gives up releasing: our node is not deleted, now or later, by this

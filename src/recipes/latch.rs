@@ -4,17 +4,18 @@
 //! as it happens, and it campaigns again from there.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 
 use super::election::Election;
 use super::error::LockError;
-use super::guard::LockGuard;
+use super::guard::{LockGuard, Releasing};
 use super::held::{LockState, LossReason};
 use super::service::Call;
-use crate::machine::{AttemptId, CommandSender, LockCommand};
+use crate::machine::{AttemptId, LockCommand};
+use crate::oneshot;
 
 /// What a [`LeaderLatch`] reports, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,6 +83,12 @@ pub struct LeaderLatch {
 }
 
 /// What the latch and the I/O thread's calls into it share.
+///
+/// Every event is sent with `current` locked, after a look at `stopped`;
+/// `close` sets `stopped` with `current` locked. So an event is either
+/// sent before the close took the latch's state, or not at all: none
+/// follows `Closed`, and a grant that comes after the close is released,
+/// never reported.
 struct Shared {
     election: Election,
     tx: Sender<LatchEvent>,
@@ -96,8 +103,12 @@ struct Shared {
 
 #[derive(Default)]
 struct Current {
-    attempt: Option<(AttemptId, CommandSender)>,
+    /// The campaign under way (its outcome not yet handled here).
+    attempt: Option<AttemptId>,
     guard: Option<LockGuard>,
+    /// Leaderships lost and let go here whose nodes the server has not
+    /// yet confirmed gone: `close` waits for them too.
+    letting_go: Vec<Releasing>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -172,10 +183,12 @@ impl LeaderLatch {
 }
 
 impl LeaderLatch {
-    /// Withdraws and, if we lead, deletes the leadership node and waits for
-    /// the server to confirm it (Curator's `close`): when this returns
-    /// `Ok`, another candidate may lead. `mode` says whether readers of
-    /// [`LeaderLatch::events`] (clones of it) hear of the close.
+    /// Withdraws and deletes our node, whether we lead, wait in line, or
+    /// are being granted right now, and waits (at most the client's request
+    /// timeout) for the server to confirm it (Curator's `close`): when this
+    /// returns `Ok`, our node is gone and another candidate may lead. `mode`
+    /// says whether readers of [`LeaderLatch::events`] (clones of it) hear
+    /// of the close; either way no event comes after it.
     ///
     /// ```no_run
     /// use std::time::Duration;
@@ -193,21 +206,40 @@ impl LeaderLatch {
     /// ```
     ///
     /// # Errors
-    /// As [`LockGuard::unlock`] when we led (the node stays if the server
-    /// refused the delete, until the session ends); else never.
+    /// As [`LockGuard::unlock`]: [`LockError::ReleaseRefused`] if the
+    /// server refused the delete (the node stays until the session ends),
+    /// [`Error::Timeout`](crate::Error::Timeout) (as [`LockError::Client`])
+    /// if it did not confirm in time (the delete goes on in the background
+    /// while the session lives).
     pub fn close(self, mode: CloseMode) -> Result<(), LockError> {
         let s = &self.shared;
-        s.stopped.store(true, Ordering::SeqCst);
-        let was_leading = s.leading.swap(false, Ordering::SeqCst);
-        s.notify();
-        let (attempt, guard) = match s.current.lock() {
-            Ok(mut c) => (c.attempt.take(), c.guard.take()),
-            Err(_) => (None, None),
+        let (attempt, guard, mut releases, was_leading) = {
+            let mut c = s.lock_current();
+            s.stopped.store(true, Ordering::SeqCst);
+            let was_leading = s.leading.swap(false, Ordering::SeqCst);
+            let letting_go = std::mem::take(&mut c.letting_go);
+            (c.attempt.take(), c.guard.take(), letting_go, was_leading)
         };
-        if let Some((id, sender)) = attempt {
-            sender.lock(LockCommand::Withdraw(id));
+        s.notify();
+        let queue = s.election.queue_lock();
+        let timeout = queue.client.request_timeout();
+        if let Some(id) = attempt {
+            // Granted meanwhile or not, its node goes, and we hear when.
+            let (done, rx) = oneshot::channel();
+            let release = LockCommand::Release {
+                id,
+                done: Some(done),
+            };
+            if queue.command_sender().lock(release) {
+                releases.push(Releasing::of_attempt(rx, &queue.path, timeout));
+            }
         }
-        let result = guard.map_or(Ok(()), LockGuard::unlock);
+        releases.extend(guard.and_then(LockGuard::start_release));
+        let until = crate::deadline::after(Instant::now(), timeout);
+        let mut result = Ok(());
+        for release in &releases {
+            result = result.and(release.wait(until));
+        }
         if mode == CloseMode::NotifyLeader {
             if was_leading {
                 let _ = s.tx.try_send(LatchEvent::Lost { reason: None });
@@ -222,58 +254,70 @@ impl Drop for LeaderLatch {
     /// Withdraws: the campaign under way is given up, the leadership node
     /// released; nothing blocks.
     fn drop(&mut self) {
-        self.shared.stopped.store(true, Ordering::SeqCst);
-        self.shared.set_leading(false);
-        let (attempt, guard) = match self.shared.current.lock() {
-            Ok(mut c) => (c.attempt.take(), c.guard.take()),
-            Err(_) => (None, None),
+        let s = &self.shared;
+        let (attempt, guard) = {
+            let mut c = s.lock_current();
+            s.stopped.store(true, Ordering::SeqCst);
+            s.leading.store(false, Ordering::SeqCst);
+            (c.attempt.take(), c.guard.take())
         };
-        if let Some((id, sender)) = attempt {
+        s.notify();
+        if let Some(id) = attempt {
             // A grant on its way is released too.
-            sender.lock(LockCommand::Withdraw(id));
+            let queue = s.election.queue_lock();
+            queue.command_sender().lock(LockCommand::Withdraw(id));
         }
         drop(guard);
     }
 }
 
 impl Shared {
-    /// Queues for leadership; the outcome comes to `granted` on the I/O
-    /// thread.
+    fn lock_current(&self) -> MutexGuard<'_, Current> {
+        self.current.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Queues for leadership; the outcome comes to `decided` on the I/O
+    /// thread. The attempt is recorded before its outcome can be handled.
     fn campaign(shared: &Arc<Shared>) {
-        if shared.stopped.load(Ordering::SeqCst) {
-            return;
-        }
+        let queue = shared.election.queue_lock();
+        let reserved = queue.reserve();
+        let id = reserved.id();
         let weak = Arc::downgrade(shared);
         let outcome = Call(Arc::new(move |result| {
             if let Some(shared) = weak.upgrade() {
-                Shared::decided(&shared, result);
+                Shared::decided(&shared, id, result);
             }
         }));
-        match shared.election.queue_lock().start_to(None, outcome) {
-            Ok(attempt) => {
-                if let Ok(mut c) = shared.current.lock() {
-                    c.attempt = Some(attempt);
-                }
-            }
-            Err(e) => shared.stop(e),
+        let mut c = shared.lock_current();
+        if shared.stopped.load(Ordering::SeqCst) {
+            return;
+        }
+        match queue.start_reserved(reserved, None, outcome) {
+            Ok(()) => c.attempt = Some(id),
+            Err(e) => shared.stop(&c, e),
         }
     }
 
-    /// The campaign's outcome.
-    fn decided(shared: &Arc<Shared>, result: Result<LockGuard, LockError>) {
-        if let Ok(mut c) = shared.current.lock() {
+    /// The outcome of campaign `id`, on the I/O thread.
+    fn decided(shared: &Arc<Shared>, id: AttemptId, result: Result<LockGuard, LockError>) {
+        let mut c = shared.lock_current();
+        if c.attempt == Some(id) {
             c.attempt = None;
         }
         let guard = match result {
             Ok(guard) => guard,
             Err(LockError::Cancelled) => return,
-            Err(e) => return shared.stop(e),
+            Err(e) => return shared.stop(&c, e),
         };
         if shared.stopped.load(Ordering::SeqCst) {
-            return; // the guard releases as it drops
+            // Closed or dropped first: the guard releases as it drops (a
+            // `close` waits for that node too).
+            drop(c);
+            return drop(guard);
         }
         // Leadership belongs to our session, not just to the first place.
         if !shared.election.is_ours(&guard) {
+            drop(c);
             drop(guard);
             return Shared::campaign(shared);
         }
@@ -287,13 +331,15 @@ impl Shared {
         let _ = shared.tx.try_send(LatchEvent::Gained {
             fencing_token: guard.fencing_token(),
         });
-        if let Ok(mut c) = shared.current.lock() {
-            c.guard = Some(guard);
-        }
+        c.guard = Some(guard);
     }
 
     /// The leader's holder state changed.
     fn holder_changed(shared: &Arc<Shared>, state: LockState) {
+        let mut c = shared.lock_current();
+        if shared.stopped.load(Ordering::SeqCst) {
+            return;
+        }
         match state {
             LockState::Held => {
                 if !shared.leading.load(Ordering::SeqCst) {
@@ -307,16 +353,21 @@ impl Shared {
             }
             LockState::Lost => {
                 shared.set_leading(false);
-                let guard = shared.current.lock().ok().and_then(|mut c| c.guard.take());
+                let guard = c.guard.take();
                 let reason = guard.as_ref().and_then(LockGuard::lost_reason);
                 let _ = shared.tx.try_send(LatchEvent::Lost { reason });
-                drop(guard);
+                c.letting_go.retain(|r| !r.settled());
+                c.letting_go
+                    .extend(guard.and_then(LockGuard::start_release));
+                drop(c);
                 Shared::campaign(shared);
             }
         }
     }
 
-    fn stop(&self, error: LockError) {
+    /// Stops for good with `error` (told once). Called with `current`
+    /// locked (`_locked`), as every event is sent.
+    fn stop(&self, _locked: &MutexGuard<'_, Current>, error: LockError) {
         self.set_leading(false);
         if !self.stopped.swap(true, Ordering::SeqCst) {
             let _ = self.tx.try_send(LatchEvent::Stopped(error));

@@ -49,21 +49,32 @@ impl MutexOptions {
     }
 
     /// Lock-delay (Chubby's and Consul's): when a holder ends uncleanly —
-    /// its session expired or was closed, not a release — the next holder
-    /// is granted only `delay` after it saw so, giving the old holder time
-    /// to notice ([`LockState::Lost`](crate::recipes::LockState)) and stop
-    /// before anyone else acts. The new guard says so
+    /// its session expired or was closed, not a release — no one is
+    /// granted until `delay` has passed on the server's clock since the
+    /// end was first recorded there, giving the old holder time to notice
+    /// ([`LockState::Lost`](crate::recipes::LockState)) and stop before
+    /// anyone else acts. The holder granted then is told so
     /// ([`LockGuard::follows_unclean_end`](super::LockGuard::follows_unclean_end)).
+    /// A try is granted at once once the delay has passed (the first try
+    /// after the end records it, and is refused); a wait is granted as
+    /// soon as it has passed. A clean release adds no delay.
     ///
     /// Each holder keeps a tenure mark, a persistent node
-    /// `~tenure.<uuid>` beside its lock node, deleted with it on release in
-    /// one write; a mark without its node is what an unclean end leaves.
-    /// So every contender on the path should set the same delay: a
-    /// holder without it leaves no mark, and its unclean end goes unseen.
-    /// Curator's and kazoo's mutexes skip the marks (Curator's semaphore
-    /// counts them as leases). A grant costs one listing and one write
-    /// more. Without this option: no delay and no marks. A zero delay
-    /// keeps the marks, to tell the next holder, and does not wait.
+    /// `<lock path>~tenure/<uuid>` ([`tenure_path`](crate::machine::tenure_path)),
+    /// outside the lock path so that no peer lists it (Curator's
+    /// participants and semaphore leases, kazoo, [`inspect`](super::inspect)),
+    /// deleted with the holder's node on release in one write; a mark
+    /// without its node is what an unclean end leaves. So every contender
+    /// on the path should set the same delay: a holder without it leaves no
+    /// mark, and its unclean end goes unseen. A grant costs two listings, a
+    /// write, and after an unclean end a read (and the first time a write)
+    /// more. Without this option: no delay and no marks. A zero delay keeps
+    /// the marks, to tell the next holder, and does not wait. The
+    /// semaphore's internal gate runs none. The marks take the
+    /// [`parent_acl`](Self::parent_acl), and `<lock path>~tenure` is created
+    /// beside the lock path when missing (CREATE on the lock path's
+    /// parent); where contenders may not create there, create it
+    /// beforehand.
     pub fn lock_delay(mut self, delay: Duration) -> Self {
         self.lock_delay = Some(delay);
         self

@@ -20,9 +20,9 @@ use crate::Error;
 /// A [`MultiLock`](super::MultiLock) acquisition started with
 /// [`MultiLock::start_lock`](super::MultiLock::start_lock). Its outcome
 /// arrives once on [`PendingMulti::receiver`]: every lock, or the first
-/// failure (with the locks taken so far released). Dropping it before then
-/// gives the acquisition up: the part awaited is withdrawn and the parts
-/// taken are released.
+/// failure, the locks taken so far released as it is sent (whether or not
+/// the handle is kept). Dropping it before then gives the acquisition up:
+/// the part awaited is withdrawn and the parts taken are released.
 #[derive(Debug)]
 #[must_use = "dropping the handle gives the acquisition up"]
 pub struct PendingMulti {
@@ -179,8 +179,12 @@ fn part_done(chain: &Arc<StdMutex<Chain>>, result: Result<LockGuard, LockError>)
             start_part(chain);
         }
         Err(e) => {
+            // The whole failed: the parts taken go now, before the caller
+            // hears of it, not when it drops the handle (it may keep it).
             c.outcome = None;
+            let taken = std::mem::take(&mut c.taken);
             drop(c);
+            release(taken);
             let _ = tx.send(Err(e));
         }
     }

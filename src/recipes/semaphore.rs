@@ -66,7 +66,11 @@ impl Semaphore {
         options: MutexOptions,
     ) -> Result<Semaphore, LockError> {
         let base = path.trim_end_matches('/');
-        let gate_options = options.clone().watch_node(false);
+        let mut gate_options = options.clone().watch_node(false);
+        // The gate admits one waiter at a time to the lease queue and
+        // guards no resource: a waiter that ends uncleanly inside it holds
+        // no lease, and a delay there would only lock the leases out.
+        gate_options.lock_delay = None;
         Ok(Semaphore {
             path: base.to_owned(),
             max_leases: max_leases.max(1),

@@ -38,7 +38,7 @@ impl<R, W: Clone> Session<R, W> {
         };
         encode_connect(&mut self.out, &req);
         self.touches.clear();
-        self.probe_in_flight = false;
+        self.last_probe = None;
         self.mark_sent(now);
         self.handshake_sent = now;
         self.pings.clear();
@@ -71,7 +71,7 @@ impl<R, W: Clone> Session<R, W> {
         self.out.clear();
         self.input.clear();
         self.long_frame = None;
-        self.probe_in_flight = false;
+        self.last_probe = None;
         for p in self.in_flight.drain(..) {
             let Some(handle) = p.handle else {
                 continue;
@@ -221,8 +221,7 @@ impl<R, W: Clone> Session<R, W> {
                     self.drop_connection(now, DropReason::ReadTimeout);
                 } else {
                     if self.probe_due().is_some_and(|d| now >= d) {
-                        self.probe_in_flight = true;
-                        self.send_as(now, Request::Sync("/".to_owned()), None, None);
+                        self.send_probe(now);
                     }
                     if now.saturating_duration_since(self.last_sent) >= self.ping_interval() {
                         encode_request(&mut self.out, xid::PING, &Request::Ping);

@@ -52,7 +52,7 @@ impl<R, W: Clone> Session<R, W> {
         self.out.clear();
         self.input.clear();
         self.long_frame = None;
-        self.probe_in_flight = false;
+        self.last_probe = None;
         let in_flight = std::mem::take(&mut self.in_flight);
         for p in in_flight {
             if let Some(handle) = p.handle {

@@ -11,9 +11,10 @@ impl<R, W: Clone> Session<R, W> {
     ///
     /// On, the session counts as alive only what the leader itself must have
     /// seen: the handshake (the leader creates or revalidates the session)
-    /// and answered leader-ordered requests (a `sync` or a successful
-    /// write). It sends a `sync` of its own when no leader-ordered request
-    /// went out for an eighth of the session timeout, reports
+    /// and answered leader-ordered requests (a `sync`, a write, or a write
+    /// the leader refused: [`leader_proof`]). It sends a `sync` of its own
+    /// as the session opens and then every sixth of the session timeout,
+    /// whether or not the previous one was answered; it reports
     /// [`SessionState::Suspended`] (and drops the connection, so that another
     /// server may be tried) when the proof grows older than three quarters of
     /// the session timeout, and [`SessionState::Lost`] when it is a whole
@@ -32,28 +33,37 @@ impl<R, W: Clone> Session<R, W> {
     /// (`LearnerHandler`, `Leader.touch`), which sets its expiry to
     /// `now + timeout` rounded up to a tick (`ExpiryQueue.update`). So a
     /// touch reaches the leader up to half a tick late, or never if the link
-    /// dies first. A `sync` is forwarded to the leader on the same link after
-    /// every ping reply the follower wrote before it, and the leader answers
-    /// it only if the session is live (`PrepRequestProcessor.checkSession`):
-    /// an answered sync sent at `s` proves that every touch we made before
-    /// `s - tickTime / 2 - transit` reached the leader. The server clamps
-    /// the timeout `T` to at least `2 × tickTime`, so `tickTime / 2 <= T / 4`;
-    /// we take the gap as `T / 3`, leaving `T / 12` for transit when `T` is
-    /// at its minimum. The proven touch `c` gives the leader's expiry
-    /// `E > c + T`. With a `sync` every `T / 8`, a healthy session's proof
-    /// is at most `T/3 + 2 × T/8 + rtt` old; Suspended at `3T/4` leaves
-    /// `T/6` for the sync's round trip before a false alarm, and a quarter
-    /// of the timeout between the holder hearing Suspended and the earliest
-    /// moment the leader may expire the session. (A server configured with
-    /// `minSessionTimeout` below `2 × tickTime` breaks the `T / 4` bound.)
+    /// dies first. A `sync` or a write is forwarded to the leader on the same
+    /// link after every ping reply the follower wrote before it, and answered
+    /// only once the leader has taken it: an answer to a request sent at `s`
+    /// proves that every touch we made before `s - tickTime / 2 - transit`
+    /// reached the leader. The server clamps the timeout `T` to at least
+    /// `2 × tickTime`, so `tickTime / 2 <= T / 4`; we take the gap `G` as
+    /// `T / 3`, leaving `T / 12` for transit when `T` is at its minimum. The
+    /// proven touch `c` gives the leader's expiry `E > c + T` (or, had the
+    /// leader expired the session before that touch arrived, we said Lost
+    /// already: by the same argument one proof earlier). Suspended at
+    /// `3T/4` leaves a quarter of the timeout between the holder hearing it
+    /// and the earliest moment the leader may expire the session.
+    ///
+    /// No false alarm while every answer comes within `R = 5T/24` of its
+    /// request: probes go every `P = G/2 = T/6` after the previous one was
+    /// sent, so each probe's send is at least `G` after the probe two
+    /// before it, whose send its answer proves (that touch is always kept).
+    /// Until the third probe of a connection is answered, the proof is the
+    /// handshake, sent `R` before the first probe: at most `2P + 2R = 3T/4`
+    /// old. After that, at most `3P + R = T/2 + R` old. (A server
+    /// configured with `minSessionTimeout` below `2 × tickTime` breaks the
+    /// `T / 4` bound.) The derivation is in docs/PARTITION.md.
     pub fn set_leader_check(&mut self, on: bool) {
         self.leader_check = on;
     }
 
-    /// How often the core sends its own `sync` when nothing else
-    /// leader-ordered went out: an eighth of the session timeout.
+    /// How often the core sends its own `sync`: half the
+    /// [gap](Self::leader_gap), so that each probe proves the one sent two
+    /// before it.
     pub(super) fn probe_period(&self) -> Duration {
-        self.timeout() / 8
+        self.leader_gap() / 2
     }
 
     pub(super) fn timeout(&self) -> Duration {
@@ -84,12 +94,25 @@ impl<R, W: Clone> Session<R, W> {
             .map(|t| t + self.timeout() - self.timeout() / 4)
     }
 
-    /// When our own `sync` is due.
+    /// When our own next `sync` is due: a probe period after the last one
+    /// was sent, answered or not; the first, a probe period after the
+    /// handshake was sent (at once when the session opens later).
     pub(super) fn probe_due(&self) -> Option<Instant> {
-        if !self.leader_check || self.probe_in_flight || !self.is_open() {
+        if !self.leader_check || !self.is_open() {
             return None;
         }
-        Some(self.last_leader_send + self.probe_period())
+        Some(self.last_probe.unwrap_or(self.handshake_sent) + self.probe_period())
+    }
+
+    /// Sends our own liveness `sync`, and keeps its send as a touch even
+    /// within a touch's grain of another: the probe two periods later
+    /// proves exactly this one.
+    pub(super) fn send_probe(&mut self, now: Instant) {
+        self.send_as(now, Request::Sync("/".to_owned()), None, None);
+        if self.touches.back() != Some(&now) {
+            self.touches.push_back(now);
+        }
+        self.last_probe = Some(now);
     }
 
     /// Something was written at `now`: it touches the session where it lands.
@@ -168,8 +191,10 @@ impl<R, W: Clone> Session<R, W> {
     }
 }
 
-/// Requests a follower must pass to the leader, whose successful answer
-/// proves the leader heard this session through the server we talk to.
+/// Requests a follower must pass to the leader (`FollowerRequestProcessor`
+/// forwards them with `Learner.request`), some answers to which prove the
+/// leader heard this session through the server we talk to
+/// ([`leader_proof`]).
 pub(super) fn leader_ordered(op: OpCode) -> bool {
     matches!(
         op,
@@ -185,4 +210,82 @@ pub(super) fn leader_ordered(op: OpCode) -> bool {
             | OpCode::Reconfig
             | OpCode::Sync
     )
+}
+
+/// Whether this answer to a leader-ordered request could only come after
+/// the leader took the request and checked the session, so that it proves
+/// what an answered `sync` proves (see [`Session::set_leader_check`]).
+///
+/// In ZooKeeper 3.8 a follower answers a write only once the leader's
+/// transaction for it is committed: `PrepRequestProcessor.pRequest2Txn`
+/// turns a refused write into an error transaction (`ErrorTxn`) the quorum
+/// commits like any other, and the follower replies with its code. Counted
+/// are `Ok` and the codes that method raises only after its
+/// `sessionTracker.checkSession` for that op: `NodeExists`, `NoNode`,
+/// `NoChildrenForEphemerals` and `QuotaExceeded` for a create (its
+/// `validateCreateRequest` checks the session, or the global session for
+/// an ephemeral, first); `NoNode`, `BadVersion`, `NotEmpty` and
+/// `BadArguments` for a delete, setData (also `QuotaExceeded`), setACL and
+/// check (each checks the session on its first line). A multi is answered
+/// `Ok` with one result per op (`FinalRequestProcessor`; `DataTree`
+/// marks ops before the failing one `Ok`, those after it
+/// `RuntimeInconsistency`): it counts when no op failed, when the first
+/// failing op is not the first (the first passed its own check), or when
+/// the first op failed with a code every op type raises only after the
+/// check.
+///
+/// Not counted, because a follower may give them alone or the leader may
+/// give them before its check: `Throttled` (`RequestThrottler`; the
+/// follower then never forwards), `NoAuth` and `InvalidAcl` (a follower
+/// with `zookeeper.enableEagerACLCheck` refuses in
+/// `ZooKeeperServer.authWriteRequest` without the leader), `BadArguments`
+/// and `Unimplemented` for a create (`CreateMode.fromFlag` and the TTL
+/// checks run before the session's), `MarshallingError` (also the
+/// follower's own `FinalRequestProcessor`), `NotReadOnly` (a read-only
+/// server), the reconfig refusals, and anything else. `SessionMoved` never
+/// arrives as a reply (the server closes the connection) and
+/// `SessionExpired` ends the session.
+pub(super) fn leader_proof(op: OpCode, reply: &Result<Response, ErrorCode>) -> bool {
+    use ErrorCode as E;
+    let code = match reply {
+        Ok(Response::Multi(results)) => {
+            let failed = results
+                .iter()
+                .position(|r| matches!(r, MultiResult::Error(c) if *c != E::Ok));
+            return match failed {
+                None | Some(1..) => true,
+                Some(_) => matches!(
+                    results.first(),
+                    Some(MultiResult::Error(
+                        E::NodeExists
+                            | E::NoNode
+                            | E::BadVersion
+                            | E::NotEmpty
+                            | E::NoChildrenForEphemerals
+                            | E::QuotaExceeded
+                    ))
+                ),
+            };
+        }
+        Ok(_) => return leader_ordered(op),
+        Err(code) => *code,
+    };
+    match op {
+        OpCode::Create | OpCode::Create2 | OpCode::CreateContainer | OpCode::CreateTtl => matches!(
+            code,
+            E::NodeExists | E::NoNode | E::NoChildrenForEphemerals | E::QuotaExceeded
+        ),
+        OpCode::Delete => matches!(
+            code,
+            E::NoNode | E::BadVersion | E::NotEmpty | E::BadArguments
+        ),
+        OpCode::SetData => matches!(
+            code,
+            E::NoNode | E::BadVersion | E::BadArguments | E::QuotaExceeded
+        ),
+        OpCode::SetAcl | OpCode::Check => {
+            matches!(code, E::NoNode | E::BadVersion | E::BadArguments)
+        }
+        _ => false,
+    }
 }

@@ -17,7 +17,7 @@ mod events;
 pub mod fuzz;
 mod liveness;
 mod long_frame;
-use liveness::leader_ordered;
+use liveness::leader_proof;
 use long_frame::LongFrame;
 #[cfg(feature = "sasl")]
 mod md5;
@@ -37,8 +37,8 @@ use bytes::{Buf, Bytes, BytesMut};
 use jute::{
     decode_reply_in, decode_reply_pieces, decode_server_message, encode_connect, encode_request,
     frame_len, xid, AddWatchMode, AuthPacket, ConnectRequest, ConnectResponse, Decode, ErrorCode,
-    EventType, KeeperState, OpCode, ReplyHeader, Request, Response, ServerMessage, WatcherEvent,
-    WatcherType,
+    EventType, KeeperState, MultiResult, OpCode, ReplyHeader, Request, Response, ServerMessage,
+    WatcherEvent, WatcherType,
 };
 
 pub use error::RequestError;
@@ -157,10 +157,9 @@ pub struct Session<R, W> {
     /// The newest of our touches known to have reached the leader's session
     /// tracker: the leader cannot expire us before this plus the timeout.
     leader_touch: Option<Instant>,
-    /// Send time of the newest leader-ordered request on this connection.
-    last_leader_send: Instant,
-    /// Our own liveness `sync` is in flight.
-    probe_in_flight: bool,
+    /// Send time of the newest of our own liveness `sync`s on this
+    /// connection (`None` before the first).
+    last_probe: Option<Instant>,
 }
 
 /// Touches are kept at most one per this fraction of the session timeout, so
@@ -205,8 +204,7 @@ impl<R, W: Clone> Session<R, W> {
             leader_check: true,
             touches: VecDeque::new(),
             leader_touch: None,
-            last_leader_send: now,
-            probe_in_flight: false,
+            last_probe: None,
         }
     }
 

@@ -49,7 +49,6 @@ impl<R, W: Clone> Session<R, W> {
             self.leader_touch
                 .map_or(self.handshake_sent, |l| l.max(self.handshake_sent)),
         );
-        self.last_leader_send = now;
         if !self.start_sasl(now, resumed) {
             self.open_for_requests(now, resumed);
         }
@@ -59,6 +58,7 @@ impl<R, W: Clone> Session<R, W> {
     /// The session is usable: credentials, then re-armed watches, then
     /// whatever waited.
     pub(super) fn open_for_requests(&mut self, now: Instant, resumed: bool) {
+        let written = self.out.len();
         for auth in self.auths.clone() {
             encode_request(&mut self.out, xid::AUTH, &Request::Auth(auth));
             self.auth_in_flight.push_back(None);
@@ -74,7 +74,9 @@ impl<R, W: Clone> Session<R, W> {
             };
             encode_request(&mut self.out, xid::SET_WATCHES, &request);
         }
-        self.mark_sent(now);
+        if self.out.len() > written {
+            self.mark_sent(now);
+        }
         self.set_state(SessionState::Connected);
         if resumed {
             // The server re-arms persistent watches but does not replay what
@@ -199,12 +201,11 @@ impl<R, W: Clone> Session<R, W> {
             return Err("in-flight queue emptied under us".into());
         };
         self.answered(p.sent);
-        if leader_ordered(p.op) && header.err == ErrorCode::Ok {
-            self.leader_answered(p.sent);
-        }
         let Some(handle) = p.handle else {
             // Our own liveness sync: nobody to answer.
-            self.probe_in_flight = false;
+            if header.err == ErrorCode::Ok {
+                self.leader_answered(p.sent);
+            }
             if header.err == ErrorCode::SessionExpired {
                 self.events
                     .push_back(SessionEvent::DropConnection(DropReason::SessionEnded));
@@ -229,6 +230,9 @@ impl<R, W: Clone> Session<R, W> {
                 return Err(format!("reply body: {e}"));
             }
         };
+        if leader_proof(p.op, &result) {
+            self.leader_answered(p.sent);
+        }
         if header.err == ErrorCode::SessionExpired {
             self.events.push_back(SessionEvent::Reply {
                 handle,

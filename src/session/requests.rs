@@ -142,9 +142,6 @@ impl<R, W: Clone> Session<R, W> {
             return;
         }
         self.mark_sent(now);
-        if leader_ordered(request.op_code()) {
-            self.last_leader_send = now;
-        }
         let (path, recursive) = match &request {
             Request::Exists(p)
             | Request::GetData(p)

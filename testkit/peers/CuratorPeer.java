@@ -11,10 +11,14 @@
 //   timeout                             "acquire <ms>" gave up, nothing held or queued
 //   released <unix_millis>              lock released (millis taken right BEFORE releasing)
 //   children <a,b,c>                    sorted child names of lock_path (empty if none)
+//   participants <a,b,c>                the recipe's own participant listing, sorted: node
+//                                       names (mutex, read, write: getParticipantNodes;
+//                                       semaphore: its lease nodes), participant ids (leader)
 //   error <message>                     command failed; the peer keeps going
 //   revocation-requested                (revocable-mutex) someone asked the holder to let go
 //   revoked <path>                      "revoke <path>" wrote Curator's revocation message
-// stdin commands: acquire | acquire <timeout_ms> | release | children | revoke <path> | quit
+// stdin commands: acquire | acquire <timeout_ms> | release | children | participants
+//                 | revoke <path> | quit
 // quit or EOF on stdin: release whatever is held, close the client, exit 0.
 
 import java.io.BufferedReader;
@@ -31,6 +35,7 @@ import java.util.concurrent.TimeUnit;
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.framework.recipes.leader.LeaderLatch;
+import org.apache.curator.framework.recipes.leader.Participant;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
 import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
@@ -73,6 +78,9 @@ public final class CuratorPeer {
         void release() throws Exception;
 
         boolean held();
+
+        /** What the recipe itself lists as its participants. */
+        List<String> participants() throws Exception;
     }
 
     /** InterProcessMutex and the read/write sides of InterProcessReadWriteLock. */
@@ -126,6 +134,15 @@ public final class CuratorPeer {
         }
 
         @Override
+        public List<String> participants() throws Exception {
+            List<String> names = new ArrayList<>();
+            for (String node : mutex.getParticipantNodes()) {
+                names.add(lastSegment(node));
+            }
+            return names;
+        }
+
+        @Override
         public boolean held() {
             return held;
         }
@@ -154,6 +171,15 @@ public final class CuratorPeer {
             Lease l = lease;
             lease = null;
             l.close();
+        }
+
+        @Override
+        public List<String> participants() throws Exception {
+            List<String> names = new ArrayList<>();
+            for (String node : semaphore.getParticipantNodes()) {
+                names.add(lastSegment(node));
+            }
+            return names;
         }
 
         @Override
@@ -203,6 +229,18 @@ public final class CuratorPeer {
             LeaderLatch l = latch;
             latch = null;
             l.close();
+        }
+
+        @Override
+        public List<String> participants() throws Exception {
+            // LeaderLatch.getParticipants reads each child's data as the
+            // participant's id; a latch need not be started to list.
+            LeaderLatch l = latch != null ? latch : new LeaderLatch(client, path, id);
+            List<String> ids = new ArrayList<>();
+            for (Participant p : l.getParticipants()) {
+                ids.add(p.getId());
+            }
+            return ids;
         }
 
         @Override
@@ -391,6 +429,16 @@ public final class CuratorPeer {
             }
             if (command.equals("children")) {
                 emit(children(client, path));
+                continue;
+            }
+            if (command.equals("participants")) {
+                try {
+                    List<String> names = new ArrayList<>(holder.participants());
+                    Collections.sort(names);
+                    emit("participants " + String.join(",", names));
+                } catch (Exception e) {
+                    emit("error participants: " + describe(e));
+                }
                 continue;
             }
             if (command.startsWith("revoke ")) {

@@ -9,6 +9,7 @@
 //! short bounded wait that must see nothing.
 
 mod election;
+mod lock_delay;
 mod mutex;
 mod revocation;
 mod rwlock;

@@ -306,3 +306,42 @@ fn a_requeued_node_read_as_another_sessions_is_not_adopted() {
         "{next:?}"
     );
 }
+
+/// A requeue near the counter's end is announced whichever way the server
+/// answers the create inside the multi: ZooKeeper 3.8 answers it as a plain
+/// create (the name without a Stat), and that answer used to skip the
+/// announcement. The sequence is read from the name alone.
+#[test]
+fn a_requeue_near_the_counters_end_is_announced_however_the_create_is_answered() {
+    const NEAR: u32 = i32::MAX as u32 - 3;
+    let plain = MultiResult::Create {
+        path: format!("/l/{}", next_node(NEAR)),
+    };
+    let with_stat = MultiResult::Create2 {
+        path: format!("/l/{}", next_node(NEAR)),
+        stat: stat(104),
+    };
+    for created in [plain, with_stat] {
+        let mut h = Harness::new();
+        let (multi, _) = requeue_sent(&mut h);
+        h.reply(
+            &multi,
+            Ok(Response::Multi(vec![MultiResult::Delete, created.clone()])),
+        );
+        assert_eq!(
+            h.events(),
+            vec![
+                LockEvent::Released {
+                    id: 1,
+                    refused: None
+                },
+                LockEvent::NearSequenceEnd {
+                    id: 2,
+                    node: format!("/l/{}", next_node(NEAR)),
+                    sequence: NEAR as i32,
+                },
+            ],
+            "{created:?}"
+        );
+    }
+}

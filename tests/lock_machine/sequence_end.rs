@@ -110,6 +110,10 @@ fn nodes_past_the_end_never_block_one_issued_before_it() {
     );
 }
 
+/// The holder is told `Lost(SequenceExhausted)` (peers that sort
+/// suffixes as text can no longer be kept out), but its session lives and
+/// its node is in place: the node stays until the holder lets go, so no
+/// zklock contender is granted while the holder's work still runs.
 #[test]
 fn a_holder_near_the_end_is_told_when_nodes_past_it_appear() {
     let (events, sent, mut h) = queue_at(i32::MAX - 3, &[]);
@@ -134,7 +138,93 @@ fn a_holder_near_the_end_is_told_when_nodes_past_it_appear() {
             reason: Some(LossReason::SequenceExhausted)
         }]
     );
-    assert_eq!(deletes(&h.sent()), vec![format!("/l/{me}")]);
+    assert!(
+        h.sent().is_empty(),
+        "the node stays until the holder lets go"
+    );
+    h.m.release(h.now, 1, true);
+    let release = h.sent();
+    assert_eq!(deletes(&release), vec![format!("/l/{me}")]);
+    h.reply(&release[0], Ok(Response::Empty));
+    assert_eq!(
+        h.events(),
+        vec![LockEvent::Released {
+            id: 1,
+            refused: None
+        }]
+    );
+    assert!(h.m.is_empty());
+}
+
+/// A waiter queued behind a holder told `Lost(SequenceExhausted)` (its
+/// node issued before the end, so it could be granted) is not granted
+/// until the holder lets go: the hazard of deleting the node at once.
+#[test]
+fn a_waiter_behind_a_holder_told_of_the_end_waits_for_its_release() {
+    const OTHER: &str = "00000000-0000-4000-8000-000000000002";
+    let (events, sent, mut h) = queue_at(i32::MAX - 3, &[]);
+    assert!(matches!(&events[..], [LockEvent::Acquired { id: 1, .. }]));
+    let [end_watch] = &sent[..] else {
+        panic!("one listing expected: {sent:?}")
+    };
+    let me = ours_at(i32::MAX - 3);
+    let waiter = format!("_c_{OTHER}-lock-{:010}", i32::MAX - 2);
+    // Attempt 2 of the same session queues behind it.
+    h.m.acquire(h.now, 2, spec(false), OTHER.into(), None, false);
+    let sent = h.sent();
+    h.reply(
+        &sent[0],
+        Ok(Response::Created {
+            path: format!("/l/{waiter}"),
+            stat: stat(8),
+        }),
+    );
+    h.reply(&sent[1], Ok(children(&[&me, &waiter])));
+    let watching = h.sent();
+    let blocker = watching
+        .iter()
+        .find(|o| matches!(&o.request, Request::GetData(p) if p.watch && p.path == format!("/l/{me}")))
+        .unwrap_or_else(|| panic!("the waiter watches the holder: {watching:?}"))
+        .clone();
+    for o in &watching {
+        h.reply(o, data(7));
+    }
+    h.events();
+    // A node past the end shows up: the holder is told, its node stays.
+    h.reply(
+        end_watch,
+        Ok(children(&[&me, &waiter, "_c_s-lock--2147483648"])),
+    );
+    assert_eq!(
+        h.events(),
+        vec![LockEvent::State {
+            id: 1,
+            state: LockState::Lost,
+            reason: Some(LossReason::SequenceExhausted)
+        }]
+    );
+    assert!(deletes(&h.sent()).is_empty(), "the holder's node stays");
+    // Only its release frees the waiter.
+    h.m.release(h.now, 1, false);
+    let release = h.sent();
+    assert_eq!(deletes(&release), vec![format!("/l/{me}")]);
+    h.reply(&release[0], Ok(Response::Empty));
+    h.fire(&blocker, EventType::NodeDeleted, &format!("/l/{me}"));
+    let mut events = h.events();
+    for o in h.sent() {
+        // A listing or a read on the way to the grant.
+        match &o.request {
+            Request::GetChildren(_) => h.reply(&o, Ok(children(&[&waiter]))),
+            _ => h.reply(&o, data(8)),
+        }
+        events.extend(h.events());
+    }
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, LockEvent::Acquired { id: 2, .. })),
+        "{events:?}"
+    );
 }
 
 #[test]

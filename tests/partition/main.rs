@@ -14,8 +14,11 @@
 //! 12 s is of 10 s).
 
 mod cut_off;
+mod delay_line;
 mod fenced;
 mod recovery;
+mod refused_writes;
+mod slow_link;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex as StdMutex, MutexGuard, OnceLock};

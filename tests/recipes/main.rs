@@ -10,6 +10,7 @@ mod refusals;
 mod rwlock;
 mod semaphore;
 mod semaphore_checks;
+mod semaphore_delay;
 mod withdraw;
 
 use std::sync::atomic::{AtomicUsize, Ordering};

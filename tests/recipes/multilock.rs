@@ -70,3 +70,46 @@ fn multilock_started_without_blocking() {
     assert!(pending.try_take().is_none(), "the outcome comes once");
     testkit::wait_no_children(&a, &y, WAIT);
 }
+
+/// A part that fails (here: its deadline passes while another client holds
+/// y) ends the whole with that error, and the parts already taken are
+/// released then, not when the handle is dropped: the caller may keep the
+/// handle (it read the outcome with `try_take` or on `receiver()`), and
+/// others must not stay locked out of x meanwhile.
+#[test]
+fn a_failed_multi_lock_releases_its_parts_while_the_handle_is_kept() {
+    let (x, y) = (path("multi-fail-x"), path("multi-fail-y"));
+    let (a, b) = (client(), client());
+    let both = MultiLock::new(&a, &[&x, &y]).unwrap();
+    let hold_y = zklock::recipes::Mutex::new(&b, &y).unwrap().lock().unwrap();
+    let mutex_x = zklock::recipes::Mutex::new(&b, &x).unwrap();
+    for read_on_receiver in [false, true] {
+        let pending = both.start_lock(Some(Instant::now() + BRIEF));
+        let outcome = if read_on_receiver {
+            pending.receiver().recv_timeout(WAIT).ok()
+        } else {
+            let mut outcome = None;
+            wait_until("the multi-lock's outcome", WAIT, || {
+                outcome = pending.try_take();
+                outcome.is_some()
+            });
+            outcome
+        };
+        assert_eq!(
+            outcome.expect("an outcome").unwrap_err(),
+            LockError::Timeout,
+            "receiver: {read_on_receiver}"
+        );
+        // The handle is still here: x's node must go all the same.
+        testkit::wait_no_children(&b, &x, WAIT);
+        let on_x = mutex_x.try_lock().unwrap();
+        assert!(
+            on_x.is_some(),
+            "x stays taken (receiver: {read_on_receiver})"
+        );
+        drop(on_x);
+        testkit::wait_no_children(&b, &x, WAIT);
+        drop(pending);
+    }
+    drop(hold_y);
+}

@@ -46,12 +46,15 @@ type Believes = Arc<dyn Fn() -> bool + Send + Sync>;
 ///
 /// A holder counts as one from the moment its acquisition returns until it
 /// starts releasing, unless its guard has told it that it lost the lock
-/// (a holder whose queue ran past the end is told `Lost(SequenceExhausted)`
-/// and its node goes; the next waiter may then hold). An overlap is an
-/// acquisition while another holder still believes it holds. The check
-/// reads the other guards' states right after the acquisition returns: the
-/// other's node was deleted before ours could win, and the library marks a
-/// guard lost before it deletes its node.
+/// (a holder whose queue ran past the end is told `Lost(SequenceExhausted)`;
+/// its node stays until the guard goes). An overlap is an acquisition while
+/// another holder still believes it holds. The check reads the other
+/// guards' states right after the acquisition returns: the other's node
+/// was deleted before ours could win, and the library marks a guard lost
+/// before it deletes its node. A hold that begins while an earlier holder
+/// told Lost still has its guard (`after_lost`) is a hand-over while that
+/// holder's work may still run: none may happen where the guard keeps the
+/// node (every recipe but `LeaderLatch`, which lets go itself on a loss).
 #[derive(Default)]
 struct Record {
     holders: StdMutex<Vec<(u64, Believes)>>,
@@ -233,6 +236,14 @@ fn assert_fail_closed(record: &Record, what: &str, max_held: usize) {
         "{what}: two holders at once:\n{}",
         record.log.lock().unwrap().join("\n")
     );
+    if what != "LeaderLatch" {
+        assert_eq!(
+            record.after_lost.load(Ordering::SeqCst),
+            0,
+            "{what}: a hold began while a holder told Lost still had its guard:\n{}",
+            record.log.lock().unwrap().join("\n")
+        );
+    }
     let wrong = record.wrong.lock().unwrap();
     assert!(
         wrong.is_empty(),

@@ -232,3 +232,56 @@ fn the_observer_is_warned_near_the_end() {
     assert_eq!(warned.calls.load(Ordering::SeqCst), 3);
     assert_eq!(warned.last.load(Ordering::SeqCst), SEQUENCE_WARNING + 3);
 }
+
+/// A holder that loops with `Mutex::requeue` uses a counter up fastest: it
+/// is warned as often as one that locks and unlocks. ZooKeeper 3.8 answers
+/// the create inside requeue's multi as a plain create (no Stat); the
+/// warning comes from the name.
+#[test]
+fn requeue_near_the_end_warns_the_observer() {
+    use std::sync::atomic::AtomicI32;
+    use zklock::recipes::SEQUENCE_WARNING;
+    use zklock::Observer;
+    #[derive(Default)]
+    struct Warned {
+        calls: AtomicUsize,
+        last: AtomicI32,
+    }
+    impl Observer for Warned {
+        fn sequence_near_end(&self, _node: &str, sequence: i32) {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            self.last.store(sequence, Ordering::SeqCst);
+        }
+    }
+    let server = ZkHarness::start(TICK);
+    let warned = Arc::new(Warned::default());
+    let c = Client::builder(&server.connect_string())
+        .session_timeout(SESSION)
+        .observer(warned.clone())
+        .connect()
+        .unwrap();
+    let path = "/end/requeued";
+    let m = Mutex::new(&c, path).unwrap();
+    m.lock_timeout(ACQUIRE).unwrap().unlock().unwrap();
+    server.set_sequence_counter(path, SEQUENCE_WARNING + 1);
+    let mut guard = m.lock_timeout(ACQUIRE).unwrap();
+    assert_eq!(warned.calls.load(Ordering::SeqCst), 1, "the lock itself");
+    for round in 2..=4 {
+        guard = m
+            .requeue(guard, Some(Instant::now() + ACQUIRE))
+            .wait()
+            .unwrap_or_else(|e| panic!("requeue {round}: {e}"));
+        assert_eq!(
+            sequence_of(guard.node_path()),
+            SEQUENCE_WARNING + round,
+            "one create per requeue"
+        );
+        assert_eq!(
+            warned.calls.load(Ordering::SeqCst),
+            round as usize,
+            "requeue {round} was not announced"
+        );
+        assert_eq!(warned.last.load(Ordering::SeqCst), SEQUENCE_WARNING + round);
+    }
+    guard.unlock().unwrap();
+}

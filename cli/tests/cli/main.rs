@@ -1,6 +1,7 @@
 //! The `zklock` command line against a real ZooKeeper: exclusion, waiting
 //! options, exit codes, environment, signals, SIGKILL, lock loss, status
-//! (with a kazoo holder in the queue) and bad input.
+//! (with a kazoo holder in the queue), bad input, and the sequence
+//! counter's end.
 //!
 //! Every wait between processes is a bounded poll for a condition (a line on
 //! stdout, a queue length, a file); no sleep stands in for synchronisation.
@@ -15,5 +16,6 @@ mod bad_input;
 mod exec;
 mod lock_loss;
 mod security;
+mod sequence_end;
 mod signals;
 mod subcommands;

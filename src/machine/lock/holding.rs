@@ -245,6 +245,17 @@ impl LockMachine {
         self.begin_release(id);
     }
 
+    /// The holder can no longer rely on the lock, by our own judgement
+    /// while the session lives and the node is in place (the queue ran
+    /// past the counter's end): tell it (final), but keep the node until
+    /// it lets go. Deleting it now would hand the lock to the next waiter
+    /// while the holder's work still runs; kept, it still blocks every
+    /// zklock contender (their nodes either queue behind it or fail
+    /// closed), though peers that sort suffixes as text may not heed it.
+    pub(super) fn lose_keeping_node(&mut self, id: AttemptId, reason: LossReason) {
+        self.set_state(id, LockState::Lost, Some(reason));
+    }
+
     /// The session is over: every node of it is gone with it.
     pub(super) fn end_all(&mut self, error: LockError, reason: LossReason) {
         let attempts = std::mem::take(&mut self.attempts);

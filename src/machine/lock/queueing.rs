@@ -126,19 +126,10 @@ impl LockMachine {
         match result {
             Ok(Response::Created { path, stat }) => {
                 let name = path.rsplit('/').next().unwrap_or_default().to_owned();
-                if let Some((sequence, _)) =
-                    Contender::classify(&name).filter(|(seq, _)| *seq > SEQUENCE_WARNING)
-                {
-                    log::warn!(
-                        "{path}: the parent's sequence counter is near its end (2147483647); \
-                         delete and recreate the lock path before it runs out"
-                    );
-                    self.events.push_back(LockEvent::NearSequenceEnd {
-                        id,
-                        node: path.clone(),
-                        sequence,
-                    });
-                }
+                self.announce_near_end(id, &path, &name);
+                let Some(a) = self.attempts.get_mut(&id) else {
+                    return;
+                };
                 a.maybe_created = false;
                 a.node = Some(Node {
                     name,
@@ -158,6 +149,10 @@ impl LockMachine {
             // the Stat (`learn_stat`), or `step` asks for it before a grant.
             Ok(Response::Path(path)) => {
                 let name = path.rsplit('/').next().unwrap_or_default().to_owned();
+                self.announce_near_end(id, &path, &name);
+                let Some(a) = self.attempts.get_mut(&id) else {
+                    return;
+                };
                 a.maybe_created = false;
                 a.node = Some(Node { name, stat: None });
                 if matches!(a.goal, Goal::Acquire { .. }) {
@@ -194,6 +189,26 @@ impl LockMachine {
                 )
             }
         }
+    }
+
+    /// A node of ours was issued past [`SEQUENCE_WARNING`]: log it and
+    /// tell the observer, whether its create was answered with a Stat or
+    /// (inside a multi, as ZooKeeper 3.8 answers) with the name alone.
+    fn announce_near_end(&mut self, id: AttemptId, path: &str, name: &str) {
+        let Some((sequence, _)) =
+            Contender::classify(name).filter(|(seq, _)| *seq > SEQUENCE_WARNING)
+        else {
+            return;
+        };
+        log::warn!(
+            "{path}: the parent's sequence counter is near its end (2147483647); \
+             delete and recreate the lock path before it runs out"
+        );
+        self.events.push_back(LockEvent::NearSequenceEnd {
+            id,
+            node: path.to_owned(),
+            sequence,
+        });
     }
 
     pub(super) fn on_parent(
@@ -610,8 +625,11 @@ impl LockMachine {
                     a.end_watch = None;
                     self.watches.remove(&token);
                     let path = a.spec.parent.clone();
-                    log::error!("{path}: nodes past the sequence counter's end; the holder is told the lock is lost");
-                    self.lose(id, LossReason::SequenceExhausted);
+                    log::error!(
+                        "{path}: nodes past the sequence counter's end; the holder is told the \
+                         lock is lost, and its node stays until it lets go"
+                    );
+                    self.lose_keeping_node(id, LossReason::SequenceExhausted);
                 }
             }
             Err(_) | Ok(_) => {

@@ -18,7 +18,12 @@ impl LockMachine {
         token: u64,
         result: Result<Response, RequestError>,
     ) {
+        let id = self.pending.get(&token).map(|(id, _)| *id);
         self.route_reply(now, token, result);
+        if let Some(id) = id {
+            // With lock-delay: our node's ctime, with when we knew it.
+            self.read_server_clock(id, now);
+        }
     }
 
     fn route_reply(&mut self, now: Instant, token: u64, result: Result<Response, RequestError>) {
@@ -102,7 +107,11 @@ impl LockMachine {
                 }
             },
             Purpose::Delete(name) => self.on_deleted(id, &name, result),
+            Purpose::TenureMarks => self.on_tenure_marks(id, token, result),
             Purpose::TenureList => self.on_tenure_list(now, id, result),
+            Purpose::TenureRead => self.on_tenure_read(now, id, result),
+            Purpose::TenureRecord => self.on_tenure_record(now, id, result),
+            Purpose::TenureDir => self.on_tenure_dir(id, result),
             Purpose::TenureMark => self.on_tenure_mark(now, id, result),
             Purpose::TenureSweep => {}
             Purpose::Requeue { old, name } => self.on_requeued(id, token, old, &name, result),

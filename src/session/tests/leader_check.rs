@@ -36,6 +36,31 @@ fn answer_pings_only(h: &mut Harness) {
     }
 }
 
+/// A follower cut off from the leader, as ZooKeeper answers one session:
+/// in order, so everything sent after the first sync it forwarded waits
+/// behind that sync, which never comes back. Before it, pings and reads
+/// are answered.
+#[derive(Default)]
+struct CutFollower {
+    stuck: bool,
+}
+
+impl CutFollower {
+    fn answer(&mut self, h: &mut Harness) {
+        for (xid, request) in h.sent_requests() {
+            self.stuck |= matches!(request, Request::Sync(_));
+            if self.stuck {
+                continue;
+            }
+            let body = match request {
+                Request::Exists(_) => Response::Stat(Stat::default()),
+                _ => Response::Empty,
+            };
+            h.reply(xid, 9, ErrorCode::Ok, body);
+        }
+    }
+}
+
 fn sync_count(sent: &[(i32, Request)]) -> usize {
     sent.iter()
         .filter(|(_, r)| matches!(r, Request::Sync(_)))
@@ -44,33 +69,113 @@ fn sync_count(sent: &[(i32, Request)]) -> usize {
 
 #[test]
 fn a_healthy_session_syncs_once_per_probe_period_and_never_suspends() {
-    // Round trips up to T/6 (1.5 s here) are healthy: the proof of a
-    // session answered that slowly is at most T/3 + 2 × T/8 + T/6 = 3T/4
-    // old when the next answer lands.
-    for rtt_ms in [0u64, 20, 400, 1400] {
+    // Round trips up to 5T/24 (1875 ms here) are healthy; the probes do not
+    // wait for each other's answers, so their number does not depend on
+    // the round trip.
+    for rtt_ms in [0u64, 20, 400, 1400, 1850] {
         let mut h = Harness::new();
         h.connect(1, 9000);
         h.events();
         let start = h.now;
-        let mut syncs = 0;
         let step = Duration::from_millis(50);
+        let mut line = ServerLine::new(Duration::from_millis(rtt_ms));
         while h.now < start + T * 10 {
             h.advance(step);
-            syncs += answer_all(&mut h, Duration::from_millis(rtt_ms));
+            line.carry(&mut h);
         }
         let ev = h.events();
-        // At most one touch per T/64 since the oldest still needed.
-        assert!(h.s.touches.len() <= 64, "{} touches", h.s.touches.len());
+        // At most one touch per T/64 since the oldest still needed, and
+        // the probes' own.
+        assert!(h.s.touches.len() <= 64 + 3, "{} touches", h.s.touches.len());
         assert_eq!(states(&ev), vec![], "rtt {rtt_ms} ms");
         assert_eq!(drops(&ev), 0, "rtt {rtt_ms} ms");
-        // One sync per T/8 at most (80 in 10 T); fewer when the round
-        // trip delays the next one.
-        assert!(syncs <= 80, "rtt {rtt_ms} ms: {syncs} syncs");
-        assert!(
-            syncs >= 10 * 8 * 9000 / (9000 + 8 * rtt_ms as usize + 400),
-            "rtt {rtt_ms} ms: {syncs} syncs"
-        );
+        // One sync per T/6 (60 in 10 T), give or take the step.
+        let syncs = line.syncs_sent;
+        assert!((58..=60).contains(&syncs), "rtt {rtt_ms} ms: {syncs} syncs");
     }
+}
+
+/// A healthy server behind a link with a steady round trip: answers each
+/// request, pings and syncs alike, `rtt` after it was sent, in order.
+struct ServerLine {
+    rtt: Duration,
+    /// (when the answer lands, xid, request), oldest first.
+    in_flight: std::collections::VecDeque<(Instant, i32, Request)>,
+    syncs_sent: usize,
+}
+
+impl ServerLine {
+    fn new(rtt: Duration) -> Self {
+        ServerLine {
+            rtt,
+            in_flight: Default::default(),
+            syncs_sent: 0,
+        }
+    }
+
+    /// Takes what the session wrote, then delivers every answer due by now.
+    fn carry(&mut self, h: &mut Harness) {
+        for (xid, request) in h.sent_requests() {
+            self.syncs_sent += usize::from(matches!(request, Request::Sync(_)));
+            self.in_flight.push_back((h.now + self.rtt, xid, request));
+        }
+        while self.in_flight.front().is_some_and(|(at, ..)| *at <= h.now) {
+            let Some((_, xid, request)) = self.in_flight.pop_front() else {
+                break;
+            };
+            let body = match request {
+                Request::Sync(path) => Response::Path(path),
+                Request::Exists(_) => Response::Stat(Stat::default()),
+                _ => Response::Empty,
+            };
+            h.reply(xid, 9, ErrorCode::Ok, body);
+        }
+    }
+}
+
+/// Runs a session against a server `rtt` away, the handshake included, in
+/// steps of 1 ms for `span`; returns the states it announced.
+fn run_at_round_trip(rtt: Duration, span: Duration) -> Vec<SessionState> {
+    let mut h = Harness::new();
+    // The handshake takes the round trip too.
+    h.s.handle_connected(h.now);
+    h.sent();
+    h.now += rtt;
+    h.s.handle_input(h.now, &handshake_answer(1, 9000, vec![7; 16]));
+    let mut seen = states(&h.events());
+    assert_eq!(seen, vec![SessionState::Connected]);
+    seen.clear();
+    let start = h.now;
+    let mut line = ServerLine::new(rtt);
+    while h.now < start + span {
+        // Answers due now are read before the timers are looked at.
+        h.now += Duration::from_millis(1);
+        line.carry(&mut h);
+        h.s.handle_timeout(h.now);
+        line.carry(&mut h);
+        seen.extend(states(&h.events()));
+        if !seen.is_empty() {
+            break;
+        }
+    }
+    seen
+}
+
+/// The promise's edge: every answer within 5T/24 of its request, and
+/// the session never leaves Connected (the first proof after the
+/// handshake lands just before 3T/4); 10 ms later than that, it is
+/// Suspended within a timeout.
+#[test]
+fn a_steady_round_trip_of_five_twenty_fourths_of_the_timeout_is_healthy_and_no_more() {
+    let bound = T * 5 / 24;
+    let at_bound = run_at_round_trip(bound - Duration::from_millis(1), T * 6);
+    assert_eq!(at_bound, vec![], "round trip 5T/24 less 1 ms");
+    let past = run_at_round_trip(bound + Duration::from_millis(10), T * 2);
+    assert_eq!(
+        past,
+        vec![SessionState::Suspended],
+        "round trip 5T/24 + 10 ms"
+    );
 }
 
 #[test]
@@ -79,12 +184,20 @@ fn pings_answered_without_the_leader_suspend_then_lose_the_session() {
     h.connect(1, 9000);
     h.events();
     let handshake = h.now;
-    // The follower answers pings, never the sync it forwarded.
+    // The follower answers what comes before the first sync it forwarded
+    // (a read every step), never that sync nor anything after it.
     let step = Duration::from_millis(10);
+    let mut follower = CutFollower::default();
+    let mut token = 0;
     while h.now < handshake + T * 3 / 4 - step {
         h.advance(step);
-        answer_pings_only(&mut h);
-        assert!(h.events().is_empty(), "still within 3T/4 of the handshake");
+        h.s.submit(h.now, exists("/r", false), token, None);
+        token += 1;
+        follower.answer(&mut h);
+        assert!(
+            states(&h.events()).is_empty(),
+            "still within 3T/4 of the handshake"
+        );
     }
     assert_eq!(h.s.poll_timeout(), Some(handshake + T * 3 / 4));
     h.advance(handshake + T * 3 / 4 - h.now);
@@ -199,19 +312,21 @@ fn an_answered_sync_proves_only_the_touches_a_third_of_the_timeout_older() {
 }
 
 #[test]
-fn a_successful_write_is_leader_proof_and_puts_the_sync_off() {
+fn a_successful_write_is_leader_proof_and_the_syncs_go_on_beside_writes() {
     let mut h = Harness::new();
     h.connect(1, 9000);
     h.events();
     let handshake = h.now;
-    // A write every T/16: the core never needs a sync of its own.
+    // A write every T/16, answered: the core's own syncs still go every
+    // T/6, so that the proof's age does not depend on the writes.
     let mut writes = 0;
+    let mut syncs = 0;
     while h.now < handshake + T * 3 {
         h.advance(T / 16);
         h.s.submit(h.now, Request::Sync("/w".into()), writes, None);
         writes += 1;
         let sent = h.sent_requests();
-        assert_eq!(sync_count(&sent), 1, "only the caller's own request");
+        syncs += sync_count(&sent) - 1;
         for (xid, request) in sent {
             let body = match request {
                 Request::Sync(p) => Response::Path(p),
@@ -221,7 +336,9 @@ fn a_successful_write_is_leader_proof_and_puts_the_sync_off() {
         }
     }
     assert_eq!(states(&h.events()), vec![]);
-    // A failed write proves nothing: the follower may have answered it.
+    // One per T/6, sent at the first step after it is due (3T/16 apart).
+    assert_eq!(syncs, 16, "the core's own syncs");
+    // A write a follower refuses alone (throttled) proves nothing.
     let last_ok = h.now;
     let mut proof_deadline = h.s.poll_timeout();
     h.advance(Duration::from_millis(1));
@@ -234,15 +351,17 @@ fn a_successful_write_is_leader_proof_and_puts_the_sync_off() {
         99,
         None,
     );
-    let (xid, _) = h.sent_requests()[0].clone();
-    h.reply(xid, 9, ErrorCode::NoNode, Response::Empty);
+    let sent = h.sent_requests();
+    let (xid, _) = sent.last().cloned().unwrap();
+    h.reply(xid, 9, ErrorCode::Throttled, Response::Empty);
     h.events();
-    // Nothing answered from here: Suspended comes at 3T/4 after the newest
-    // touch proven by the last successful write.
+    // Nothing leader-ordered answered from here: Suspended comes at 3T/4
+    // after the newest touch proven by the last answered write or sync.
+    let mut follower = CutFollower::default();
     while h.s.state() == SessionState::Connected {
         proof_deadline = h.s.poll_timeout();
         h.advance(Duration::from_millis(100));
-        answer_pings_only(&mut h);
+        follower.answer(&mut h);
     }
     assert!(proof_deadline.unwrap() <= last_ok + T * 3 / 4);
     assert!(proof_deadline.unwrap() >= last_ok - T / 3 - T / 16 + T * 3 / 4);
@@ -264,10 +383,14 @@ fn a_reconnect_is_leader_proof_and_resets_the_touches() {
     // The leader revalidated the session: the proof is the new handshake,
     // not the touches made on the old connection.
     let step = Duration::from_millis(10);
+    let mut follower = CutFollower::default();
+    let mut token = 0;
     while h.now + step < resumed + T * 3 / 4 {
         h.advance(step);
-        answer_pings_only(&mut h);
-        assert!(h.events().is_empty());
+        h.s.submit(h.now, exists("/r", false), token, None);
+        token += 1;
+        follower.answer(&mut h);
+        assert!(states(&h.events()).is_empty());
     }
     assert_eq!(h.s.poll_timeout(), Some(resumed + T * 3 / 4));
     h.advance(resumed + T * 3 / 4 - h.now);

@@ -17,6 +17,7 @@ mod fuzzing;
 mod handshake;
 mod leader_check;
 mod liveness;
+mod refused_writes;
 mod requests;
 mod watches;
 
