@@ -200,8 +200,9 @@ pub struct World {
     unhealthy_until: Vec<Instant>,
     /// A2 probes started.
     probes: Vec<available::Probe>,
-    /// Lock-delay tenure marks left by unclean ends, and since when.
-    stale_marks: BTreeMap<String, Instant>,
+    /// Lock-delay tenure marks left by unclean ends, and the end each
+    /// records (once recorded).
+    stale_marks: BTreeMap<String, Option<Instant>>,
     /// The server's zxid when the marks were last looked at.
     marks_scanned: i64,
     /// Per lock: since when it has had no holder while contenders queue

@@ -6,7 +6,10 @@
 //!   disconnected and none of its holders changes state.
 //! - A2: a try, or a timed wait long enough for its round trips, on a lock
 //!   that is free and whose lock-delay has run out since the last unclean
-//!   end there, is granted (a storm of tries: one of them).
+//!   end there, as recorded on the server, is granted (a storm of tries:
+//!   one of them). The first grant to see an unclean end records it, so a
+//!   try that finds an end not yet recorded may be refused; the probe waits
+//!   for the record (docs/GUARANTEES.md, "Lock-delay").
 //! - A3: once every client has been healthy for its session timeout, a
 //!   lock is never left without a holder while contenders queue for longer
 //!   than [`World::idle_bound`] (near the sequence counter's end too).
@@ -20,7 +23,7 @@
 use zklock::recipes::LossReason;
 use zklock::SessionState;
 
-use super::checker::TENURE_MARK;
+use super::super::zookeeper::EPOCH_MS;
 use super::client::{MULTI_LOCKS, THREADS, THREAD_LOCKS};
 use super::*;
 
@@ -113,8 +116,16 @@ impl World {
         reason: Option<LossReason>,
         node: &str,
     ) -> Result<(), Violation> {
+        // (A batch turn's guard says no reason: its hold's loss near the
+        // counter's end is that one.)
+        let parent = node.rsplit_once('/').map_or("", |(p, _)| p);
+        let near_end = self
+            .server
+            .sequence_counter(parent)
+            .is_some_and(|n| !(0..=zklock::recipes::SEQUENCE_WARNING).contains(&n));
         if from == to
             || reason == Some(LossReason::SequenceExhausted)
+            || (to == LockState::Lost && reason.is_none() && near_end)
             || self.admin_deleted.contains_key(node)
         {
             return Ok(());
@@ -135,10 +146,13 @@ impl World {
             + Duration::from_millis(200)
     }
 
-    /// The shortest timed wait A2 holds to a grant: enough for the round
-    /// trips of a grant under lock-delay, with room.
+    /// The shortest timed wait (or request timeout of a try) A2 holds to
+    /// a grant: enough for the round trips of a grant under lock-delay on
+    /// a path whose parents must be made again (a semaphore's: three
+    /// containers, its lease, a sync, listings, the marks' parent, the
+    /// mark), with room.
     pub(super) fn a2_min_wait(&self) -> Duration {
-        8 * self.max_round_trip() + Duration::from_millis(50)
+        16 * self.max_round_trip() + Duration::from_millis(100)
     }
 
     /// After every step: stale tenure marks, quiet locks, A3.
@@ -150,53 +164,65 @@ impl World {
         self.check_idle_locks()
     }
 
-    /// Records when each lock-delay tenure mark became stale (its attempt
-    /// has no node left in the queue): when the unclean end it stands for
-    /// happened.
+    /// Finds the lock-delay tenure marks that unclean ends left (a mark
+    /// whose attempt has no node left in the queue), and the end each
+    /// records: the first grant that sees such a mark records the end on
+    /// it (a setData), and that write's mtime, on the server's clock, is
+    /// the end `E` the delay counts from (docs/GUARANTEES.md, "Lock-delay").
     fn scan_marks(&mut self) {
         if self.options.lock_delay.is_none() || self.server.last_zxid() == self.marks_scanned {
             return;
         }
         self.marks_scanned = self.server.last_zxid();
-        let now = self.now;
         let mut stale = BTreeMap::new();
-        for l in (0..self.locks).filter(|&l| l != ELECTION_LOCK) {
+        for l in 0..self.locks {
             let path = queue_path(l);
             let children = self.server.children(&path);
-            for mark in children.iter().filter(|n| n.starts_with(TENURE_MARK)) {
-                let uuid = &mark[TENURE_MARK.len()..];
+            let marks = zklock::machine::tenure_path(&path);
+            for uuid in self.server.children(&marks) {
                 let live = children
                     .iter()
-                    .any(|n| n.strip_prefix("_c_").is_some_and(|r| r.starts_with(uuid)));
-                if !live {
-                    let full = format!("{path}/{mark}");
-                    let since = self.stale_marks.get(&full).copied().unwrap_or(now);
-                    stale.insert(full, since);
+                    .any(|n| n.strip_prefix("_c_").is_some_and(|r| r.starts_with(&uuid)));
+                if live {
+                    continue;
                 }
+                let full = format!("{marks}/{uuid}");
+                let recorded = self
+                    .server
+                    .exists(&full)
+                    .filter(|st| st.version > 0)
+                    .map(|st| {
+                        let ms = u64::try_from(st.mtime - EPOCH_MS).unwrap_or(0);
+                        self.base + Duration::from_millis(ms)
+                    });
+                stale.insert(full, recorded);
             }
         }
         self.stale_marks = stale;
     }
 
-    /// The unclean ends on lock `l` whose delay has not run out: when each
-    /// was seen.
-    fn delay_pending(&self, l: usize) -> Vec<Instant> {
+    /// Why lock `l`'s delay has not run out: unclean ends not yet recorded
+    /// (`None`), or recorded at an end `E` with `E + d` still to come.
+    fn delay_pending(&self, l: usize) -> Vec<Option<Duration>> {
         let d = self.options.lock_delay.unwrap_or_default();
-        let prefix = format!("{}/", queue_path(l));
+        let prefix = format!("{}/", zklock::machine::tenure_path(&queue_path(l)));
         self.stale_marks
             .iter()
-            .filter(|(p, since)| p.starts_with(&prefix) && **since + d > self.now)
-            .map(|(_, since)| *since)
+            .filter(|(p, end)| p.starts_with(&prefix) && end.is_none_or(|e| e + d > self.now))
+            .map(|(_, end)| end.map(|e| e - self.base))
             .collect()
     }
 
     fn history(&self, l: usize) -> String {
-        let prefix = format!("{}/", queue_path(l));
+        let prefix = format!("{}/", zklock::machine::tenure_path(&queue_path(l)));
         let ends: Vec<String> = self
             .stale_marks
             .iter()
             .filter(|(p, _)| p.starts_with(&prefix))
-            .map(|(p, since)| format!("{p} stale since {:?}", *since - self.base))
+            .map(|(p, end)| match end {
+                Some(e) => format!("{p} recorded an end at {:?}", *e - self.base),
+                None => format!("{p} (end not recorded yet)"),
+            })
             .collect();
         format!(
             "lock-delay {:?}; unclean ends: {}",
@@ -432,7 +458,9 @@ impl World {
         }
         let pending = self.delay_pending(l);
         if !pending.is_empty() {
-            return Some(Blocked::Why(format!("delay not run out since {pending:?}")));
+            return Some(Blocked::Why(format!(
+                "delay not run out since the recorded ends {pending:?}"
+            )));
         }
         // Past the warning, the queue cannot be ordered for long: tries
         // may fail closed there (A3 bounds the waits).

@@ -4,9 +4,6 @@
 
 use super::*;
 
-/// The prefix of lock-delay's tenure marks.
-pub(super) const TENURE_MARK: &str = "~tenure.";
-
 impl World {
     /// S1 for watched holders: a holder whose node a third party deleted
     /// says so once it has read what the server wrote after the deletion
@@ -235,11 +232,10 @@ impl World {
         if !latch_left.is_empty() {
             return Err(self.violation(format!("nodes left under {LATCH_PATH}: {latch_left:?}")));
         }
-        // (A lock-delay tenure mark an unclean end left stays until the
-        // next grant on its path.)
+        // (Lock-delay's tenure marks live beside the lock path: none is
+        // ever a child of it.)
         for l in 0..self.locks {
-            let mut left = self.server.children(&queue_path(l));
-            left.retain(|n| !n.starts_with(TENURE_MARK));
+            let left = self.server.children(&queue_path(l));
             if !left.is_empty() {
                 return Err(self.violation(format!("nodes left under {}: {left:?}", queue_path(l))));
             }
