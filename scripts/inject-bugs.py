@@ -137,6 +137,30 @@ BUGS = [
      "src/machine/lock/queueing.rs",
      "self.lose_keeping_node(id, LossReason::SequenceExhausted);",
      "self.lose(id, LossReason::SequenceExhausted);"),
+    # Availability (the simulator's A1 to A4, tests/sim/world/available.rs).
+    # A refusal the leader ordered (NodeExists, BadVersion, NoNode...) not
+    # counted as the leader's word: a client whose writes are refused goes
+    # Suspended on a healthy server (A1).
+    ("refusal-not-leader-proof",
+     "src/session/liveness.rs",
+     "    match op {\n        OpCode::Create | OpCode::Create2 | OpCode::CreateContainer | OpCode::CreateTtl => matches!(",
+     "    match op {\n        _ if code != E::Ok => false,\n"
+     "        OpCode::Create | OpCode::Create2 | OpCode::CreateContainer | OpCode::CreateTtl => matches!("),
+    # The leader check's own sync sent once per leader gap instead of twice:
+    # an alarm on a steady link well inside the documented bound (A1).
+    ("probe-once-per-gap",
+     "src/session/liveness.rs",
+     "    pub(super) fn probe_period(&self) -> Duration {\n        self.leader_gap() / 2\n",
+     "    pub(super) fn probe_period(&self) -> Duration {\n        self.leader_gap()\n"),
+    # Lock-delay counted from each attempt's own sight of the recorded end:
+    # every try after an unclean end is refused for good (A2).
+    ("delay-restarted-per-attempt",
+     "src/machine/lock/tenure.rs",
+     "        let by_record = recorded.map(|at| match clock {\n"
+     "            Some(c) => c.reaches(at.saturating_add(delay_ms)),\n"
+     "            None => crate::deadline::after(now, delay),\n        });",
+     "        let _ = (clock, delay_ms);\n"
+     "        let by_record = recorded.map(|_| crate::deadline::after(now, delay));"),
     ("holders-miss-session-end",
      "src/machine/lock/holding.rs",
      "                Goal::Hold => {\n                    if a.state != LockState::Lost {",

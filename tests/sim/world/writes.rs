@@ -24,7 +24,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, Sender};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex as StdMutex};
 
 use zklock::{CreateMode, Op};
 
@@ -38,12 +38,17 @@ type Call = Box<dyn FnOnce() + Send>;
 #[derive(Default)]
 pub(super) struct Callers {
     threads: Vec<(Sender<Call>, Arc<AtomicBool>)>,
+    /// Calls begun (rung by a thread as it takes one up): the world sleeps
+    /// on it rather than spin while the thread is still waking.
+    begun: Arc<(StdMutex<u64>, Condvar)>,
+    asked: u64,
 }
 
 impl Callers {
     /// Runs `call` on an idle thread (a new one if none is): the flag says
     /// whether it is still running.
     fn run(&mut self, call: Call) -> Arc<AtomicBool> {
+        self.asked += 1;
         let idle = self
             .threads
             .iter()
@@ -52,8 +57,13 @@ impl Callers {
             let (tx, rx) = channel::<Call>();
             let busy = Arc::new(AtomicBool::new(false));
             let flag = busy.clone();
+            let begun = self.begun.clone();
             std::thread::spawn(move || {
                 while let Ok(call) = rx.recv() {
+                    if let Ok(mut n) = begun.0.lock() {
+                        *n += 1;
+                        begun.1.notify_all();
+                    }
                     call();
                     flag.store(false, Ordering::Release);
                 }
@@ -63,10 +73,23 @@ impl Callers {
         });
         let (tx, busy) = &self.threads[at];
         busy.store(true, Ordering::Release);
+        let flag = busy.clone();
         if tx.send(call).is_err() {
-            busy.store(false, Ordering::Release);
+            flag.store(false, Ordering::Release);
+            self.asked -= 1;
+            return flag;
         }
-        busy.clone()
+        // Until the thread has taken the call up.
+        let (lock, rung) = &*self.begun;
+        if let Ok(mut n) = lock.lock() {
+            while *n < self.asked {
+                n = match rung.wait(n) {
+                    Ok(n) => n,
+                    Err(_) => break,
+                };
+            }
+        }
+        flag
     }
 }
 
