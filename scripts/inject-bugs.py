@@ -38,7 +38,7 @@ BUGS = [
      "                    self.set_state(id, LockState::Held, None)\n                }"),
     ("no-contact-lost-removed",
      "src/machine/lock/mod.rs",
-     "                SessionState::Lost => self.lose(id, LossReason::NoContact),\n",
+     "                SessionState::Lost => self.lose_keeping_node(id, LossReason::NoContact),\n",
      ""),
     ("foreign-node-adopted",
      "src/machine/lock/recovery.rs",
@@ -138,6 +138,12 @@ BUGS = [
      "src/machine/lock/queueing.rs",
      "self.lose_keeping_node(id, LossReason::SequenceExhausted);",
      "self.lose(id, LossReason::SequenceExhausted);"),
+    # Nor does a holder told Lost for want of contact, while the session
+    # may turn out alive.
+    ("no-contact-loss-deletes-at-once",
+     "src/machine/lock/mod.rs",
+     "SessionState::Lost => self.lose_keeping_node(id, LossReason::NoContact),",
+     "SessionState::Lost => self.lose(id, LossReason::NoContact),"),
     # Availability (the simulator's A1 to A4, tests/sim/world/available.rs).
     # A refusal the leader ordered (NodeExists, BadVersion, NoNode...) not
     # counted as the leader's word, while the application's writes put the

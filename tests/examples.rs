@@ -17,6 +17,7 @@ const EXAMPLES: &[&str] = &[
     "future_tokio",
     "observer_log",
     "observer_prometheus",
+    "failover_service",
 ];
 
 /// target/<profile>/examples, next to this test's deps/ directory.

@@ -59,7 +59,8 @@ pub fn run() -> BoxResult<()> {
     let code = code_revision(&root);
     let rev = git_rev(&root);
 
-    let setup = Setup::discover(root.clone(), target, out_dir.clone())?;
+    let zkrs = sizes.impls.contains(&Impl::Zkrs);
+    let setup = Setup::discover(root.clone(), target, out_dir.clone(), zkrs)?;
     let mut versions = setup.versions();
     let load_before = loadavg();
     let mut notes = Vec::new();
@@ -180,6 +181,9 @@ pub fn run() -> BoxResult<()> {
                     let prefix = format!("idle.{}", if check { "on" } else { "off" });
                     b.attempt(Impl::Zklock, &prefix, |b| b.idle(check));
                 }
+            }
+            if sizes.runs("refused") && impls.contains(&Impl::Zklock) {
+                b.attempt(Impl::Zklock, "refused", |b| b.refused());
             }
             for (tag, &(n, s)) in ["w1", "w2"].iter().zip(&sizes.waiters) {
                 if n == 0 || !sizes.runs(tag) {

@@ -212,6 +212,44 @@ impl Bench<'_> {
         }
         Ok(())
     }
+    /// zklock's refused mode: `refused_clients` clients (session timeout
+    /// `refused_timeout_ms`), each holding one lock while it writes every
+    /// 200 ms, every other write refused by the server, for `refused_ms`.
+    /// Row keys `refused.*`: the times a session or a held guard said
+    /// Suspended, and Lost (both must be 0), the writes answered, refused
+    /// and failed, the locks still held at the end.
+    pub fn refused(&mut self) -> BoxResult<()> {
+        let n = self.sizes.refused_clients;
+        let path = self.fresh_path("refused")?;
+        let names: Vec<String> = (0..n).map(|i| format!("{path}/l{i}")).collect();
+        ensure_all(&self.client, &names)?;
+        let params = [
+            format!("clients={n}"),
+            format!("run_ms={}", self.sizes.refused_ms),
+            format!("timeout_ms={}", self.sizes.refused_timeout_ms),
+        ];
+        let w = self.start(Impl::Zklock, "refused", &path, &params)?;
+        let j = w.drive(|_, _| Ok(()))?;
+        let prefix = self.key("refused");
+        for k in [
+            "suspended",
+            "lost",
+            "writes_ok",
+            "writes_refused",
+            "writes_failed",
+            "held_at_end",
+        ] {
+            self.results
+                .put(&format!("{prefix}.{k}"), Impl::Zklock, j.num(k));
+        }
+        self.results.put(
+            &format!("{prefix}.timeout_s"),
+            Impl::Zklock,
+            j.num("negotiated_ms") / 1e3,
+        );
+        Ok(())
+    }
+
     /// zklock's idle mode: `idle_clients` clients (session timeout
     /// `idle_timeout_ms`), each holding one lock, idle for `idle_ms` with the
     /// leader check on or off. What the server received from those

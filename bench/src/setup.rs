@@ -29,8 +29,13 @@ pub struct Setup {
 impl Setup {
     /// Finds the peers' pieces (compiling Curator's worker when its source
     /// is newer, installing kazoo when missing) and checks that the Rust
-    /// workers were built.
-    pub fn discover(root: PathBuf, target: PathBuf, out_dir: PathBuf) -> BoxResult<Setup> {
+    /// workers were built (zookeeper-client-rs's only when `zkrs` runs).
+    pub fn discover(
+        root: PathBuf,
+        target: PathBuf,
+        out_dir: PathBuf,
+        zkrs: bool,
+    ) -> BoxResult<Setup> {
         let jars = peers::curator_classpath().to_string_lossy().into_owned();
         let classes = compile_curator(&root, &out_dir, &jars)?;
         let kazoo_version = peers::ensure_kazoo().to_owned();
@@ -58,7 +63,7 @@ impl Setup {
             )
             .into());
         }
-        if !setup.zkrs_bin.exists() {
+        if zkrs && !setup.zkrs_bin.exists() {
             return Err(format!(
                 "{} is missing: build it with scripts/bench.sh (cargo build --release --manifest-path bench/zkrs/Cargo.toml)",
                 setup.zkrs_bin.display()

@@ -27,7 +27,12 @@ pub struct Sizes {
     pub idle_clients: usize,
     pub idle_ms: usize,
     pub idle_timeout_ms: usize,
-    /// Modes to run: unc, cont, w1, w2, held, fp (footprint), idle, lc
+    /// zklock's refused mode: clients, each holding one lock while half of
+    /// its other writes are refused; the window; the session timeout.
+    pub refused_clients: usize,
+    pub refused_ms: usize,
+    pub refused_timeout_ms: usize,
+    /// Modes to run: unc, cont, w1, w2, held, fp (footprint), idle, refused, lc
     /// (zklock's uncontended and contended runs again with the leader
     /// check off), unlock (zklock's uncontended and contended runs again,
     /// released by `unlock()`, which waits for the delete's reply), requeue
@@ -98,6 +103,9 @@ impl Sizes {
             idle_clients: env_usize("BENCH_IDLE_CLIENTS", 10).max(1),
             idle_ms: env_usize("BENCH_IDLE_S", q(10, 5)).max(1) * 1000,
             idle_timeout_ms: env_usize("BENCH_IDLE_TIMEOUT_MS", 10_000).max(1),
+            refused_clients: env_usize("BENCH_REFUSED_CLIENTS", 6).max(1),
+            refused_ms: env_usize("BENCH_REFUSED_S", q(30, 10)).max(1) * 1000,
+            refused_timeout_ms: env_usize("BENCH_REFUSED_TIMEOUT_MS", 6_000).max(1),
             rounds: env_usize("BENCH_ROUNDS", 1).max(1),
             fsync: fsync
                 .split(',')
@@ -119,7 +127,7 @@ impl Sizes {
             modes: std::env::var("BENCH_MODES")
                 .ok()
                 .filter(|v| !v.trim().is_empty())
-                .unwrap_or_else(|| "unc,cont,w1,w2,held,fp,idle,lc,unlock,requeue".into())
+                .unwrap_or_else(|| "unc,cont,w1,w2,held,fp,idle,refused,lc,unlock,requeue".into())
                 .split(',')
                 .map(|m| m.trim().to_owned())
                 .collect(),

@@ -23,6 +23,7 @@ use crate::contend::{contended, ContendedSession};
 use crate::json::ObjWriter;
 use crate::session::{checked_cycle, guard_alarms, Conn, Release, SessionAlarms};
 use crate::stage::{stage, Params};
+use crate::worker_refused::refused;
 use crate::worker_scale::{held, idle, waiters};
 use crate::BoxResult;
 
@@ -64,6 +65,7 @@ pub fn main(args: &[String]) -> BoxResult<()> {
         "waiters" => waiters(conn, connect_string, path, &p, &mut out)?,
         "held" => held(conn, connect_string, path, &p, &mut out)?,
         "idle" => idle(conn, connect_string, path, &p, &mut out)?,
+        "refused" => refused(conn, connect_string, path, &p, &mut out)?,
         "floor" => crate::floor::uncontended(connect_string, path, &p, &mut out)?,
         "floor-contended" => {
             let (connect_string, path) = (connect_string.clone(), path.clone());

@@ -353,9 +353,11 @@ fn lost(
 
 /// Lets go of a lost lock once CMD has ended. At the sequence counter's
 /// end the node is still ours and still keeps every zklock contender out
-/// (the library deletes it only when the guard goes): delete it now. Any
-/// other loss left nothing to release; do not wait on an unreachable
-/// server.
+/// (the library deletes it only when the guard goes): delete it now. After
+/// no contact for a whole session timeout the session, and the node with
+/// it, may still live: if connected, closing the session deletes both;
+/// otherwise the server expires them (do not wait on an unreachable
+/// server). Any other loss left nothing to release.
 fn let_go_after_loss(client: &Client, guard: LockGuard) {
     if guard.lost_reason() == Some(LossReason::SequenceExhausted) {
         return release(client, guard);

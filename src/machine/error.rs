@@ -15,7 +15,11 @@ pub enum LockError {
     /// The session expired: nothing this session held is held any more.
     #[error("session expired")]
     SessionExpired,
-    /// This thread already holds the lock and the lock is not re-entrant.
+    /// This thread already holds the lock and the lock is not re-entrant,
+    /// or keeps a guard of it told `Lost` by zklock's own judgement
+    /// ([`LossReason::NoContact`](crate::machine::LossReason::NoContact),
+    /// [`LossReason::SequenceExhausted`](crate::machine::LossReason::SequenceExhausted)),
+    /// whose node stays until that guard goes: drop it first.
     #[error("this thread already holds the lock")]
     WouldDeadlock,
     /// A read holder asked for the write lock; that can deadlock, so it is refused.

@@ -31,6 +31,8 @@ pub enum LossReason {
     SessionExpired,
     /// No contact with any server for a whole session timeout: the server
     /// has most likely expired the session, and another holder may exist.
+    /// If the session turns out alive, our node stays until the guard is
+    /// released or dropped: no zklock contender is granted before then.
     NoContact,
     /// Our lock node was deleted by someone else.
     NodeDeleted,
@@ -191,6 +193,19 @@ impl HolderState {
             r.get_or_insert(reason);
         }
         self.set(LockState::Lost);
+    }
+
+    /// Whether the holder's node may still stand for it: not Lost, or Lost
+    /// by zklock's own judgement while the session may live (the node then
+    /// stays until the guard goes). A thread that asks for the same lock
+    /// again meanwhile would queue behind itself.
+    pub(crate) fn may_keep_node(&self) -> bool {
+        // `lose` sets the reason before the state.
+        self.current() != LockState::Lost
+            || matches!(
+                self.reason(),
+                Some(LossReason::NoContact | LossReason::SequenceExhausted)
+            )
     }
 
     pub(crate) fn reason(&self) -> Option<LossReason> {

@@ -341,7 +341,11 @@ impl LockGuard {
     /// For a holder that knows releasing is pointless or must not happen:
     /// the lock is [`Lost`](LockState::Lost) already (no request is sent to
     /// a server that may be unreachable), or the process is about to exit
-    /// and its session's end removes the node anyway. Re-entrant guards share
+    /// and its session's end removes the node anyway. A guard told `Lost`
+    /// by zklock's own judgement ([`LossReason::NoContact`],
+    /// [`LossReason::SequenceExhausted`]) may still have its node, if the
+    /// session lives: abandoned, it stays until the session ends; dropped
+    /// or unlocked, it is deleted. Re-entrant guards share
     /// one acquisition: abandoning one abandons it for all of them, and none
     /// deletes the node when it drops. [`LockGuard::state_changes`] channels
     /// taken before go on reporting.

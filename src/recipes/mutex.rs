@@ -176,7 +176,11 @@ impl Mutex {
     /// * [`LockError::Timeout`] at `deadline`, [`LockError::Cancelled`] on
     ///   `cancel`: our node has been removed (in the background);
     /// * [`LockError::WouldDeadlock`]: this thread holds the lock already, and
-    ///   it is not [re-entrant](MutexOptions::reentrant);
+    ///   it is not [re-entrant](MutexOptions::reentrant); or it keeps a guard
+    ///   of it told `Lost` by zklock's own judgement
+    ///   ([`LossReason::NoContact`](super::LossReason::NoContact),
+    ///   [`LossReason::SequenceExhausted`](super::LossReason::SequenceExhausted)),
+    ///   whose node stays until that guard goes: drop it, then call again;
     /// * [`LockError::SessionExpired`], or [`LockError::Client`] with
     ///   [`Error::Closed`](crate::Error::Closed) or [`Error::AuthFailed`](crate::Error::AuthFailed): the session ended;
     /// * [`LockError::Client`] with the server's refusal (an ACL:

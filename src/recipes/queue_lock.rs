@@ -112,10 +112,18 @@ impl QueueLock {
                 return self.share(holding);
             }
         }
-        if self.side != Side::Lease && registry::held_by(&self.key(self.side), thread) {
+        if self.side != Side::Lease && self.holds(self.side, thread) {
             return Entry::Refuse(LockError::WouldDeadlock);
         }
         Entry::Queue
+    }
+
+    /// Whether `thread` holds `side` of this lock by a holding whose node
+    /// may still stand (a guard told Lost by zklock's own judgement
+    /// included). Not once the session has ended: its nodes went with it,
+    /// and a call fails with the session's own error.
+    pub(crate) fn holds(&self, side: Side, thread: ThreadId) -> bool {
+        !self.client.state().is_terminal() && registry::held_by(&self.key(side), thread)
     }
 
     /// Records that `thread` took `guard` from the queue.
@@ -347,10 +355,13 @@ impl QueueLock {
 }
 
 /// What a read call from `thread` does first: a write holder reads under
-/// its write node (a downgrade); else as the read side decides.
+/// its write node (a downgrade); one whose write node stands for a guard
+/// it cannot share (told Lost by zklock's own judgement) is refused, as
+/// the read would wait for it; else as the read side decides.
 pub(crate) fn read_entry(read: &QueueLock, write: &QueueLock, thread: ThreadId) -> Entry {
     match write.held_by(thread) {
         Some(holding) => write.share(holding),
+        None if write.holds(Side::Exclusive, thread) => Entry::Refuse(LockError::WouldDeadlock),
         None => read.entry(thread),
     }
 }
@@ -359,7 +370,7 @@ pub(crate) fn read_entry(read: &QueueLock, write: &QueueLock, thread: ThreadId) 
 /// readers upgrading would wait for each other forever); else as the
 /// write side decides.
 pub(crate) fn write_entry(read: &QueueLock, write: &QueueLock, thread: ThreadId) -> Entry {
-    if registry::held_by(&read.key(Side::Shared), thread) {
+    if read.holds(Side::Shared, thread) {
         return Entry::Refuse(LockError::UpgradeRefused);
     }
     write.entry(thread)

@@ -7,7 +7,7 @@ use std::hash::Hash;
 use std::sync::{Arc, OnceLock, Weak};
 use std::thread::ThreadId;
 
-use crate::machine::held::{HolderState, LockState};
+use crate::machine::held::HolderState;
 use crate::sync::Mutex;
 
 /// Exclusive (mutex, write lock, election), shared (read lock), or a
@@ -23,7 +23,9 @@ pub(crate) enum Side {
 pub(crate) type Key = (i64, String, Side);
 
 /// Per lock and thread, the states of the holdings taken there: a holding
-/// already Lost does not count as held (a thread may take the lock again).
+/// already Lost does not count as held (a thread may take the lock again),
+/// unless zklock decided the loss itself and the node may still stand for
+/// it (it goes only with the guard: asking again would queue behind it).
 type Holders<T> = HashMap<(Key, T), Vec<Weak<HolderState>>>;
 
 /// The holdings of a process's threads. A thread is named by `T`: std's
@@ -48,14 +50,15 @@ impl<T: Copy + Eq + Hash> Registry<T> {
         }
     }
 
-    /// Whether `thread` holds `key` by a holding not yet Lost.
+    /// Whether `thread` holds `key` by a holding whose node may still
+    /// stand (see [`HolderState::may_keep_node`]).
     pub(crate) fn held_by(&self, key: &Key, thread: T) -> bool {
         self.with(|m| {
             m.get(&(key.clone(), thread)).is_some_and(|states| {
                 states
                     .iter()
                     .filter_map(Weak::upgrade)
-                    .any(|s| s.current() != LockState::Lost)
+                    .any(|s| s.may_keep_node())
             })
         })
     }
@@ -93,7 +96,7 @@ fn process() -> &'static Registry<ThreadId> {
     HOLDERS.get_or_init(Registry::new)
 }
 
-/// Whether `thread` holds `key` by a holding not yet Lost.
+/// Whether `thread` holds `key` by a holding whose node may still stand.
 pub(crate) fn held_by(key: &Key, thread: ThreadId) -> bool {
     process().held_by(key, thread)
 }

@@ -23,8 +23,8 @@ use std::sync::Mutex;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::watchdog::Watched;
 use crate::{free_ports, scratch_dir};
+use zklock_test::watchdog::Watched;
 
 /// How long the KDC may take to listen before the test fails.
 const READY_TIMEOUT: Duration = Duration::from_secs(20);

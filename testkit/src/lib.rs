@@ -1,12 +1,16 @@
-//! What zklock's tests, examples and benchmark run against, written once:
+//! What zklock's tests, examples and benchmark run against, written once.
+//! The servers, the fault proxy, the watchdog and the bounded waits are the
+//! published crate `zklock-test`, re-exported here, so that the project's
+//! tests use the same public API as its users':
 //!
 //! - [`zk`]: real ZooKeeper 3.8 servers, standalone or in ensembles, plain,
-//!   TLS or SASL, each a JVM on free loopback ports with a directory of its own;
+//!   TLS or SASL, each a JVM on free loopback ports with a directory of its own
+//!   (`zklock-test`'s, and [`zk::ZkHarness`], a server whose tree a test edits);
 //! - [`certs`]: the certificates and key stores for the TLS servers and clients;
 //! - [`kdc`]: a real MIT Kerberos KDC, its realm, principals and keytabs, for
 //!   the Kerberos (GSSAPI) servers and clients;
 //! - [`proxy`]: a fault-injecting TCP proxy (cut, blackhole, stall, delay,
-//!   refuse, lose the reply to one request);
+//!   refuse, lose the reply to one request), and [`ClientLink`] over it;
 //! - [`mangler`] and [`garbage`]: fake servers that send malformed bytes;
 //!   [`flood`]: one that sends watch notifications without end;
 //! - [`peers`]: real Curator (Java) and kazoo (Python) processes contending
@@ -27,25 +31,22 @@ pub mod garbage;
 pub mod kdc;
 pub mod mangler;
 pub mod peers;
-mod ports;
 mod procfs;
-pub mod proxy;
 pub mod raw;
 mod scratch;
-mod sockets;
-mod wait;
-mod watchdog;
 pub mod zk;
+
+pub use zklock_test::{
+    established_ports, expire_session, free_ports, poll_until, proxy, scratch_dir, wait_until,
+    watchdog, ClientLink,
+};
 
 pub use client::{
     admin_and_world_acl, children, read_after_reconnect, shared_client, wait_children,
     wait_no_children,
 };
-pub use ports::free_ports;
 pub use procfs::{
     current_thread_id, io_thread_ids, process_alive, rss_bytes, thread_count, thread_cpu,
     thread_switches,
 };
-pub use scratch::{scratch_dir, target_dir};
-pub use sockets::established_ports;
-pub use wait::{poll_until, wait_until};
+pub use scratch::target_dir;

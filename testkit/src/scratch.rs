@@ -1,24 +1,8 @@
-//! Where tests put their files: fresh directories under the system temp dir,
-//! and the cargo target directory for what is worth keeping between runs.
+//! The cargo target directory, for what is worth keeping between runs
+//! (compiled peers, certificates), and where the kit's own sources are.
 
-use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
-
-/// A new, empty directory `zklock-<kind>-<pid>-<n>-<nanos>` under the temp
-/// dir: unique across the tests of one process and across processes.
-pub fn scratch_dir(kind: &str) -> PathBuf {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!(
-        "zklock-{kind}-{}-{n}-{}",
-        std::process::id(),
-        subsec_nanos()
-    ));
-    fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("creating {}: {e}", dir.display()));
-    dir
-}
 
 /// The cargo target directory the running binary was built in (the nearest
 /// ancestor holding cargo's `CACHEDIR.TAG`, so that `CARGO_TARGET_DIR` is
@@ -47,8 +31,8 @@ pub(crate) fn testkit_dir() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The clock's nanoseconds within the second: tells apart the directories of
-/// two runs whose process ids happen to be equal.
+/// The clock's nanoseconds within the second: tells apart the temporary
+/// builds of two processes whose ids happen to be equal.
 pub(crate) fn subsec_nanos() -> u32 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)

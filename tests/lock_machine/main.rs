@@ -17,6 +17,7 @@ mod end_to_end;
 mod give_up;
 mod grant;
 mod lock_delay;
+mod no_contact;
 mod reconnect;
 mod recovery;
 mod requeue;

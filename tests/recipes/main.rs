@@ -6,6 +6,7 @@ mod batch;
 mod between_reads;
 mod election;
 mod multilock;
+mod no_contact;
 mod refusals;
 mod rwlock;
 mod semaphore;

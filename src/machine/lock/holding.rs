@@ -246,12 +246,15 @@ impl LockMachine {
     }
 
     /// The holder can no longer rely on the lock, by our own judgement
-    /// while the session lives and the node is in place (the queue ran
-    /// past the counter's end): tell it (final), but keep the node until
-    /// it lets go. Deleting it now would hand the lock to the next waiter
-    /// while the holder's work still runs; kept, it still blocks every
-    /// zklock contender (their nodes either queue behind it or fail
-    /// closed), though peers that sort suffixes as text may not heed it.
+    /// while the session may live and the node be in place (no contact
+    /// for a whole session timeout, or the queue ran past the counter's
+    /// end): tell it (final), but keep the node until it lets go. Deleting
+    /// it now would hand the lock to the next waiter while the holder's
+    /// work still runs; kept, it still blocks every zklock contender
+    /// (their nodes queue behind it, or fail closed at the counter's end),
+    /// though peers that sort suffixes as text may not heed it there. If
+    /// the server expired the session instead, the node went with it and
+    /// there is nothing to keep.
     pub(super) fn lose_keeping_node(&mut self, id: AttemptId, reason: LossReason) {
         self.set_state(id, LockState::Lost, Some(reason));
     }

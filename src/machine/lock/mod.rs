@@ -282,7 +282,11 @@ impl LockMachine {
                 SessionState::Suspended | SessionState::Connecting => {
                     self.set_state(id, LockState::Suspended, None);
                 }
-                SessionState::Lost => self.lose(id, LossReason::NoContact),
+                // Our own judgement, not the server's: if the session turns
+                // out alive, its node still stands for the holder, whose work
+                // may still run. It goes when the guard goes (or with the
+                // session, if the server expired it).
+                SessionState::Lost => self.lose_keeping_node(id, LossReason::NoContact),
                 _ => {}
             }
         }

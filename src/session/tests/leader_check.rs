@@ -5,27 +5,6 @@ use super::*;
 
 // ---- liveness confirmed by the leader ----------------------------------
 
-/// Answers everything written so far after `rtt`, as a healthy server: pings
-/// and syncs alike. Returns how many syncs were answered.
-fn answer_all(h: &mut Harness, rtt: Duration) -> usize {
-    let sent = h.sent_requests();
-    h.now += rtt;
-    let mut syncs = 0;
-    for (xid, request) in sent {
-        let body = match request {
-            Request::Sync(path) => {
-                syncs += 1;
-                Response::Path(path)
-            }
-            Request::Exists(_) => Response::Stat(Stat::default()),
-            _ => Response::Empty,
-        };
-        h.reply(xid, 9, ErrorCode::Ok, body);
-    }
-    h.s.handle_timeout(h.now);
-    syncs
-}
-
 /// Answers pings only, as a follower cut off from the leader does: a sync
 /// stays forwarded to a leader that never sees it.
 fn answer_pings_only(h: &mut Harness) {

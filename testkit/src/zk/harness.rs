@@ -21,8 +21,8 @@ use std::sync::{Mutex, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::jvm::tail_of_file;
-use crate::scratch::{scratch_dir, subsec_nanos, target_dir, testkit_dir};
+use crate::scratch::{subsec_nanos, target_dir, testkit_dir};
+use crate::scratch_dir;
 
 /// How long the embedded server may take to bind and print its port.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
@@ -122,7 +122,7 @@ impl ZkHarness {
                     panic!(
                         "ZkHarness did not start ({e:?}, exit {status:?}); log {}:\n{}",
                         log_path.display(),
-                        tail_of_file(&log_path, 60)
+                        log_end(&log_path)
                     );
                 }
             }
@@ -217,7 +217,7 @@ impl ZkHarness {
                 Err(RecvTimeoutError::Timeout) => panic!("ZkHarness: no answer to `{line}`"),
                 Err(RecvTimeoutError::Disconnected) => panic!(
                     "ZkHarness died before answering `{line}`:\n{}",
-                    tail_of_file(&self.dir.join("server.log"), 60)
+                    log_end(&self.dir.join("server.log"))
                 ),
             }
         }
@@ -302,4 +302,14 @@ fn compile() -> Result<PathBuf, String> {
         }
     }
     Ok(dir)
+}
+
+/// The end of the harness's log (its last 4 KiB), for failure messages.
+fn log_end(path: &Path) -> String {
+    match fs::read(path) {
+        Ok(bytes) => {
+            String::from_utf8_lossy(&bytes[bytes.len().saturating_sub(4096)..]).into_owned()
+        }
+        Err(e) => format!("(cannot read {}: {e})", path.display()),
+    }
 }

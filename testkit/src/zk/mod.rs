@@ -1,35 +1,8 @@
-//! Real Apache ZooKeeper servers for integration tests.
-//!
-//! Each server is a JVM started from the Debian `zookeeper.jar` (override the
-//! classpath with `ZOOKEEPER_CLASSPATH`), listening on 127.0.0.1 only, with its
-//! config, data and log in a fresh directory under `std::env::temp_dir()`.
-//!
-//! Servers die with the test process even when `Drop` never runs (a `static`
-//! shared server, a panic that aborts, a SIGKILL): the JVM is started by a small
-//! `bash` wrapper whose stdin is a pipe held only by the test process. When that
-//! process goes away the pipe closes, the wrapper's `read` returns EOF, and the
-//! wrapper kills the JVM and removes the server's directory. A deliberate stop
-//! writes a line first, which tells the wrapper to keep the directory.
-//!
-//! Set `ZKLOCK_KEEP_ZK_DIRS=1` to keep directories (config, data, `server.log`)
-//! after `Drop` for debugging.
+//! Real Apache ZooKeeper servers for integration tests: `zklock-test`'s
+//! (see [`zklock_test::zk`]), and [`ZkHarness`], an embedded server whose
+//! in-memory tree a test can edit.
 
-mod ensemble;
-mod four_letter;
 mod harness;
-mod jvm;
-mod options;
-mod server;
 
-use std::time::Duration;
-
-pub use ensemble::{LinkState, ZkEnsemble};
-pub use four_letter::try_four_letter;
 pub use harness::{StoredStat, ZkHarness};
-pub use options::ZkOptions;
-pub use server::{shared, ZkServer};
-
-/// How long a server (or ensemble) may take to become ready before the test fails.
-const READY_TIMEOUT: Duration = Duration::from_secs(30);
-/// Attempts to start when a freshly picked port turned out to be taken.
-const START_ATTEMPTS: usize = 3;
+pub use zklock_test::zk::*;

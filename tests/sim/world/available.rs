@@ -14,7 +14,8 @@
 //!   lock is never left without a holder while contenders queue for longer
 //!   than [`World::idle_bound`] (near the sequence counter's end too).
 //! - A4: no one is granted a lock while a holder that zklock itself told
-//!   Lost (its session alive, its node in place) still has its guard.
+//!   Lost (at the counter's end, or for want of contact), its session
+//!   alive and its node in place, still has its guard.
 //!
 //! Healthy means: no fault has touched the client's link (cut, stall,
 //! follower cut, close) or the server (restart, a third party's writes)
@@ -520,8 +521,9 @@ impl World {
     }
 
     /// A4, after the holders of each lock are counted: a holder zklock
-    /// told Lost itself, at the counter's end, whose session lives and whose
-    /// node no third party deleted, still holds while it has its guard.
+    /// told Lost itself (the counter's end, no contact), whose session
+    /// lives and whose node no third party deleted, still holds while it
+    /// has its guard.
     pub(super) fn check_own_losses(
         &self,
         holders: &[Vec<(String, bool)>],

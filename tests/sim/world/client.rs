@@ -48,9 +48,9 @@ pub(super) struct Tracked {
     pub(super) is_try: bool,
     /// Part of this A2 probe (available.rs).
     pub(super) probe: Option<usize>,
-    /// Told Lost by zklock's own decision (the counter's end) while its
-    /// session lived and its node was in place: A4 counts it a holder for
-    /// as long as it keeps its guard.
+    /// Told Lost by zklock's own decision (the counter's end, no contact)
+    /// while its session lived and its node was in place: A4 counts it a
+    /// holder for as long as it keeps its guard.
     pub(super) own_loss: bool,
 }
 

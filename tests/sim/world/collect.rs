@@ -408,11 +408,17 @@ impl World {
         }
         let (from, node) = (*s, node.clone());
         self.a1_holder(c, id, from, state, reason, &node)?;
-        // A loss zklock decides itself, the session alive and the node in
-        // place: A4 counts the guard a holder until it goes.
-        if state == LockState::Lost
-            && reason == Some(zklock::recipes::LossReason::SequenceExhausted)
-        {
+        // A loss zklock decides itself (the counter's end, no contact for
+        // a session timeout), the session alive and the node in place: A4
+        // counts the guard a holder until it goes.
+        let decided = matches!(
+            reason,
+            Some(
+                zklock::recipes::LossReason::SequenceExhausted
+                    | zklock::recipes::LossReason::NoContact
+            )
+        );
+        if state == LockState::Lost && decided {
             let own = self.server.session_alive(sid)
                 && self
                     .server

@@ -26,17 +26,27 @@ impl World {
     }
 
     /// Whether `thread` holds `lock` (its write side if `write`) by a guard
-    /// not Lost: what the process's registry of holders answers.
+    /// whose node may still stand (not Lost, or Lost by the client's own
+    /// judgement) while the session lives: what the process's registry of
+    /// holders answers.
     fn thread_holds(&self, c: usize, thread: usize, lock: usize, write: bool) -> bool {
         let client = &self.clients[c];
-        client.attempts.iter().any(|(&id, t)| {
-            t.thread == Some(thread)
-                && t.lock == lock
-                && matches!(&t.handle, Handle::Guard(g) if write_node(g.node_path()) == write)
-                && client
-                    .held_state(id)
-                    .is_some_and(|(s, _)| s != LockState::Lost)
-        })
+        !client.core.state().is_terminal()
+            && client.attempts.iter().any(|(&id, t)| {
+                t.thread == Some(thread)
+                    && t.lock == lock
+                    && matches!(&t.handle, Handle::Guard(g) if write_node(g.node_path()) == write)
+                    && client.held_state(id).is_some_and(|(s, r)| {
+                        s != LockState::Lost
+                            || matches!(
+                                r,
+                                Some(
+                                    zklock::recipes::LossReason::NoContact
+                                        | zklock::recipes::LossReason::SequenceExhausted
+                                )
+                            )
+                    })
+            })
     }
 
     /// The holding `thread` last took from the queue of `lock` (its write
@@ -76,10 +86,14 @@ impl World {
         if lock == 1 && !t.reader && self.thread_holds(c, thread, lock, false) {
             return ThreadEntry::Refuse(LockError::UpgradeRefused);
         }
-        // A write holder reads under its write node.
+        // A write holder reads under its write node; a write node it
+        // cannot share (Lost, kept) would make the read wait for itself.
         if lock == 1 && t.reader {
             if let Some(node) = self.thread_slot(c, thread, lock, true) {
                 return share(node);
+            }
+            if self.thread_holds(c, thread, lock, true) {
+                return ThreadEntry::Refuse(LockError::WouldDeadlock);
             }
         }
         let write = !t.reader;

@@ -1,15 +1,21 @@
 //! A server process that dies with the test process even when `Drop` never
 //! runs (a `static` shared server, a panic that aborts, a SIGKILL): the
-//! ZooKeeper JVMs ([`crate::zk`]) and the Kerberos KDC ([`crate::kdc`]).
+//! ZooKeeper JVMs ([`crate::zk`]), and any other program a test kit starts
+//! the same way.
 //!
 //! The program is started by a small `bash` wrapper whose stdin is a pipe
 //! held only by the test process. When that process goes away the pipe
 //! closes, the wrapper's `read` returns EOF, and the wrapper kills the
 //! program and removes its directory. A deliberate stop writes a line
 //! first, which tells the wrapper to keep the directory.
+//!
+//! The wrapper runs in a process group of its own, so that a Ctrl-C on the
+//! terminal reaches only the test process: the wrapper outlives it, sees its
+//! stdin close, and cleans up.
 
 use std::ffi::OsStr;
 use std::io::{self, Write};
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::thread;
@@ -50,8 +56,9 @@ if [ -e "$dir/.orphaned" ]; then rm -rf "$dir"; fi
 exit "$status"
 "#;
 
-/// A running wrapper and the write end of its stdin.
-pub(crate) struct Watched {
+/// A program running under the watchdog's wrapper, and the write end of
+/// the wrapper's stdin: the program lives while this process does.
+pub struct Watched {
     wrapper: Child,
     /// Closing it without a line means "we died".
     lifeline: Option<ChildStdin>,
@@ -63,7 +70,7 @@ impl Watched {
     /// then [`Watched::spawn`] it. `name` is the wrapper's `$0` (what `ps`
     /// shows), `dir` what it removes when the test process dies, and with
     /// `pid_file` the wrapper writes the program's pid there.
-    pub(crate) fn command(
+    pub fn command(
         name: &str,
         dir: &Path,
         pid_file: Option<&Path>,
@@ -81,21 +88,29 @@ impl Watched {
     }
 
     /// Starts a command made by [`Watched::command`], keeping its stdin.
-    pub(crate) fn spawn(mut command: Command) -> io::Result<Watched> {
-        let mut wrapper = command.stdin(Stdio::piped()).spawn()?;
+    ///
+    /// # Errors
+    ///
+    /// When `bash` cannot be started.
+    pub fn spawn(mut command: Command) -> io::Result<Watched> {
+        let mut wrapper = command.stdin(Stdio::piped()).process_group(0).spawn()?;
         let lifeline = wrapper.stdin.take();
         Ok(Watched { wrapper, lifeline })
     }
 
     /// The wrapper's exit status if it has ended (with the program's).
-    pub(crate) fn try_wait(&mut self) -> io::Result<Option<ExitStatus>> {
+    ///
+    /// # Errors
+    ///
+    /// As [`Child::try_wait`].
+    pub fn try_wait(&mut self) -> io::Result<Option<ExitStatus>> {
         self.wrapper.try_wait()
     }
 
     /// Tells the wrapper to kill the program (keeping the directory) and
     /// reaps it; kills the wrapper if it has not ended within `timeout`.
     /// Returns whether it ended in time.
-    pub(crate) fn stop(mut self, timeout: Duration) -> bool {
+    pub fn stop(mut self, timeout: Duration) -> bool {
         if let Some(mut lifeline) = self.lifeline.take() {
             // If the wrapper is already gone this fails with EPIPE; nothing to do then.
             let _ = lifeline.write_all(b"stop\n");

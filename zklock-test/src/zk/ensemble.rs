@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use super::four_letter::{parse_mode, try_four_letter};
 use super::jvm::{tail_of_file, Node, StartFailure, POLL_INTERVAL, QUORUM_MAIN};
-use super::{ZkOptions, READY_TIMEOUT, START_ATTEMPTS};
+use super::{start_retrying, ZkOptions, READY_TIMEOUT};
 use crate::proxy::{Direction, Proxy};
 use crate::{free_ports, scratch_dir};
 
@@ -20,6 +20,21 @@ use crate::{free_ports, scratch_dir};
 ///
 /// Starting 3 members takes about 2-3 s on a 2-core machine; re-electing after
 /// the leader is killed about 0.5 s; restarting a member about 0.9 s.
+///
+/// What a holder's guard (`zklock::LockGuard::state`) reports after each
+/// fault, with `T` its session's negotiated timeout, when its client's
+/// connect string names every member (docs/PARTITION.md in zklock's
+/// repository derives the timings):
+///
+/// | fault | the guard |
+/// |---|---|
+/// | [`kill`](ZkEnsemble::kill) the holder's member | `Suspended` at once; `Held` again once the client reached another member and read its node (well within `T`) |
+/// | [`kill`](ZkEnsemble::kill) the leader | `Suspended` when its member drops its clients (at once, as every follower loses the leader); `Held` again after the election, if it ends within `T` |
+/// | [`kill`](ZkEnsemble::kill) a majority | `Suspended` at once; `Lost` (`NoContact`) at `T` |
+/// | [`restart`](ZkEnsemble::restart) | nothing for a holder elsewhere; the member serves again, with its data |
+/// | [`cut_link`](ZkEnsemble::cut_link) between the leader and the holder's follower | `Held` until the follower gives up on the leader (`syncLimit` ticks) or the holder's leader check fails (`3T/4` after the last answer the leader must have seen), whichever is first; then `Suspended`, and `Held` again on another member. Never `Held` while the leader may have expired the session |
+/// | [`reset_link`](ZkEnsemble::reset_link) between the leader and the holder's follower | `Suspended` at once (the follower drops its clients), `Held` again on another member |
+/// | [`heal_link`](ZkEnsemble::heal_link), [`heal_all`](ZkEnsemble::heal_all) | the cut-off member rejoins; nothing for the holder |
 pub struct ZkEnsemble {
     members: Vec<Node>,
     /// Fault proxies on the member links, for [`ZkEnsemble::start_with_links`].
@@ -65,18 +80,10 @@ impl ZkEnsemble {
     /// member's log tail) until each reports `Mode: leader` or `Mode: follower`.
     pub fn start_with_options(n: usize, options: &ZkOptions) -> ZkEnsemble {
         assert!(n >= 1, "an ensemble needs at least one member");
-        let mut attempt = 1;
-        loop {
+        start_retrying(options, || {
             let ensemble = Self::spawn_members(n, options, None);
-            match ensemble.wait_ready_within(READY_TIMEOUT) {
-                Ok(()) => return ensemble,
-                Err(failure) if failure.port_in_use && attempt < START_ATTEMPTS => {
-                    attempt += 1;
-                    drop(ensemble);
-                }
-                Err(failure) => panic!("{}", failure.message),
-            }
-        }
+            ensemble.wait_ready_within(READY_TIMEOUT).map(|()| ensemble)
+        })
     }
 
     /// Starts `n` members whose quorum and election links all go through
@@ -93,18 +100,10 @@ impl ZkEnsemble {
     /// proxy.
     pub fn start_with_links(n: usize, options: &ZkOptions, sync_limit: u32) -> ZkEnsemble {
         assert!(n >= 2, "links need at least two members");
-        let mut attempt = 1;
-        loop {
+        start_retrying(options, || {
             let ensemble = Self::spawn_members(n, options, Some(sync_limit));
-            match ensemble.wait_ready_within(READY_TIMEOUT) {
-                Ok(()) => return ensemble,
-                Err(failure) if failure.port_in_use && attempt < START_ATTEMPTS => {
-                    attempt += 1;
-                    drop(ensemble);
-                }
-                Err(failure) => panic!("{}", failure.message),
-            }
-        }
+            ensemble.wait_ready_within(READY_TIMEOUT).map(|()| ensemble)
+        })
     }
 
     fn spawn_members(n: usize, options: &ZkOptions, links: Option<u32>) -> ZkEnsemble {
@@ -112,6 +111,12 @@ impl ZkEnsemble {
         let ports = free_ports(3 * n);
         let secure_ports = free_ports(if options.secure { n } else { 0 });
         let real = |i: usize| (ports[3 * i + 1], ports[3 * i + 2]);
+        let client_port = |i: usize| match options.client_port {
+            Some(base) => base
+                .checked_add(i as u16)
+                .unwrap_or_else(|| panic!("client port {base} + {i} is past 65535")),
+            None => ports[3 * i],
+        };
         let at = |port: u16| SocketAddr::from(([127, 0, 0, 1], port));
         let proxies: HashMap<(usize, usize), (Proxy, Proxy)> = match links {
             None => HashMap::new(),
@@ -152,14 +157,14 @@ impl ZkEnsemble {
                 let secure_port = secure_ports.get(i).copied();
                 let config = format!(
                     "{}{}initLimit=5\nsyncLimit={sync_limit}\n{}",
-                    options.common_config(&data_dir, ports[3 * i]),
+                    options.common_config(&data_dir, client_port(i)),
                     options.secure_config(secure_port),
                     servers(i),
                 );
                 let mut node = Node::new(
                     &format!("member {i}"),
                     dir,
-                    ports[3 * i],
+                    client_port(i),
                     QUORUM_MAIN,
                     &config,
                 );

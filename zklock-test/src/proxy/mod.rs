@@ -18,8 +18,10 @@ use std::time::{Duration, Instant};
 
 mod conn;
 mod frames;
+mod handshake;
 
 use conn::{accept_loop, Conn};
+pub use handshake::Handshake;
 
 /// Which way bytes travel through the proxy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -95,6 +97,7 @@ impl Proxy {
             bytes: [AtomicU64::new(0), AtomicU64::new(0)],
             rewrite_election_hello,
             hellos_rewritten: AtomicU64::new(0),
+            last_handshake: Mutex::new(None),
         });
         let acceptor = {
             let shared = Arc::clone(&shared);
@@ -271,6 +274,21 @@ impl Proxy {
         self.shared.hellos_rewritten.load(Ordering::SeqCst)
     }
 
+    /// The newest session a server granted (or re-attached) to a client
+    /// through this proxy: its id and password, for
+    /// [`expire_session`](crate::expire_session).
+    pub fn last_handshake(&self) -> Option<Handshake> {
+        lock(&self.shared.last_handshake)
+            .as_ref()
+            .map(|(_, seen)| seen.clone())
+    }
+
+    /// [`Proxy::last_handshake`] with the order it was seen in, across
+    /// every proxy of this process.
+    pub(crate) fn last_handshake_stamped(&self) -> Option<(u64, Handshake)> {
+        lock(&self.shared.last_handshake).clone()
+    }
+
     /// Connections currently open through the proxy.
     pub fn active_connections(&self) -> usize {
         lock(&self.shared.conns).len()
@@ -329,6 +347,9 @@ struct Shared {
     /// See [`Proxy::start_election_link`].
     rewrite_election_hello: bool,
     hellos_rewritten: AtomicU64,
+    /// The newest session a server granted through this proxy, stamped
+    /// with the order it was seen in among all proxies of the process.
+    last_handshake: Mutex<Option<(u64, Handshake)>>,
 }
 
 #[derive(Default)]
@@ -355,6 +376,12 @@ enum Gate {
 }
 
 impl Shared {
+    fn saw_handshake(&self, seen: Handshake) {
+        static ORDER: AtomicU64 = AtomicU64::new(0);
+        let stamp = ORDER.fetch_add(1, Ordering::SeqCst);
+        *lock(&self.last_handshake) = Some((stamp, seen));
+    }
+
     fn update(&self, change: impl FnOnce(&mut Faults)) {
         change(&mut lock(&self.faults));
         self.changed.notify_all();

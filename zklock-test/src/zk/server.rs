@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 
 use super::four_letter::try_four_letter;
 use super::jvm::{tail_of_file, Node, STANDALONE_MAIN};
-use super::{ZkOptions, READY_TIMEOUT, START_ATTEMPTS};
+use super::{start_retrying, ZkOptions, READY_TIMEOUT};
 use crate::{free_ports, scratch_dir};
 
 /// One standalone ZooKeeper server on 127.0.0.1 with its own temporary directory.
@@ -36,10 +36,9 @@ impl ZkServer {
     /// Starts a server with full options. Panics (with the log tail) if it is
     /// not ready within 30 s: tests must fail loudly, never skip.
     pub fn start_with_options(options: &ZkOptions) -> ZkServer {
-        let mut attempt = 1;
-        loop {
+        start_retrying(options, || {
             let ports = free_ports(2);
-            let port = ports[0];
+            let port = options.client_port.unwrap_or(ports[0]);
             let secure_port = options.secure.then_some(ports[1]);
             let dir = scratch_dir("zk");
             let data_dir = dir.join("data");
@@ -50,15 +49,9 @@ impl ZkServer {
             let mut node = Node::new("standalone", dir, port, STANDALONE_MAIN, &config);
             node.set_options(options, secure_port);
             node.spawn();
-            match node.wait_answering(READY_TIMEOUT, true) {
-                Ok(()) => return ZkServer { node },
-                Err(failure) if failure.port_in_use && attempt < START_ATTEMPTS => {
-                    attempt += 1;
-                    drop(node);
-                }
-                Err(failure) => panic!("{}", failure.message),
-            }
-        }
+            node.wait_answering(READY_TIMEOUT, true)
+                .map(|()| ZkServer { node })
+        })
     }
 
     /// The client address, `127.0.0.1:<port>`.
@@ -90,6 +83,12 @@ impl ZkServer {
     }
 
     /// Kills the server (SIGKILL, like a crash) but keeps its data directory.
+    ///
+    /// A holder connected to it says `Suspended` at once, and `Lost`
+    /// (`NoContact`) a session timeout `T` after the server last answered,
+    /// unless the server is [restarted](ZkServer::restart) before: it keeps
+    /// its sessions on disk and gives each a fresh timeout, and the holder
+    /// says `Held` again once it has reconnected and read its node.
     pub fn stop(&self) {
         self.node.stop();
     }

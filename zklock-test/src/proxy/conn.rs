@@ -2,13 +2,14 @@
 //! pumps per connection that move bytes through the current faults.
 
 use std::io::{self, Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
 use super::frames::{ElectionHello, FrameEvent, FrameScanner};
+use super::handshake::HandshakeReader;
 use super::{lock, Gate, Shared, Way};
 
 /// How long the proxy waits to connect to the upstream before giving up on a connection.
@@ -30,6 +31,10 @@ pub(super) struct Conn {
     hold_xid: Mutex<Option<i32>>,
     /// Pumps still running; the last one out deregisters the connection.
     live_pumps: AtomicUsize,
+    /// The server this connection goes to.
+    upstream: SocketAddr,
+    /// The server's first frame, read for the session it grants.
+    handshake: Mutex<HandshakeReader>,
 }
 
 impl Conn {
@@ -95,6 +100,7 @@ fn run_connection(id: u64, client: TcpStream, shared: Arc<Shared>) {
     let Ok(client_for_conn) = client.try_clone() else {
         return;
     };
+    let upstream = *lock(&shared.upstream);
     let conn = Arc::new(Conn {
         id,
         client: client_for_conn,
@@ -103,12 +109,13 @@ fn run_connection(id: u64, client: TcpStream, shared: Arc<Shared>) {
         doomed_xid: Mutex::new(None),
         hold_xid: Mutex::new(None),
         live_pumps: AtomicUsize::new(2),
+        upstream,
+        handshake: Mutex::new(HandshakeReader::new()),
     });
     if !shared.register(&conn) {
         let _ = client.shutdown(Shutdown::Both);
         return;
     }
-    let upstream = *lock(&shared.upstream);
     let server = match TcpStream::connect_timeout(&upstream, UPSTREAM_CONNECT_TIMEOUT) {
         Ok(server) => server,
         Err(_) => {
@@ -202,6 +209,9 @@ fn pump(shared: &Shared, conn: &Conn, way: Way, mut src: TcpStream, mut dst: Tcp
         let chunk = &buf[..n];
 
         if way == Way::ServerToClient {
+            if let Some(session) = lock(&conn.handshake).feed(chunk, conn.upstream) {
+                shared.saw_handshake(session);
+            }
             // Scan everything the server sends so reply boundaries stay known.
             let doomed = *lock(&conn.doomed_xid);
             let held = *lock(&conn.hold_xid);

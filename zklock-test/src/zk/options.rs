@@ -1,7 +1,8 @@
-//! What a test may change about its servers: tick, extra `zoo.cfg` lines,
-//! a TLS port, SASL users or a Kerberos principal.
+//! What a test may change about its servers: which ZooKeeper, the client
+//! port, tick, extra `zoo.cfg` lines, a TLS port, SASL users or a Kerberos
+//! principal.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Settings shared by standalone servers and ensembles.
 #[derive(Clone, Debug)]
@@ -14,6 +15,10 @@ pub struct ZkOptions {
     pub(super) jvm: Vec<String>,
     /// A JAAS configuration, written into each server's directory.
     pub(super) jaas: Option<String>,
+    /// The JVM's classpath, when the caller chose the ZooKeeper.
+    classpath: Option<String>,
+    /// A fixed client port (member `i` of an ensemble: this plus `i`).
+    pub(super) client_port: Option<u16>,
 }
 
 impl Default for ZkOptions {
@@ -24,6 +29,8 @@ impl Default for ZkOptions {
             secure: false,
             jvm: Vec::new(),
             jaas: None,
+            classpath: None,
+            client_port: None,
         }
     }
 }
@@ -38,6 +45,30 @@ impl ZkOptions {
     /// `[2 * tick, 20 * tick]` unless `minSessionTimeout`/`maxSessionTimeout` are set.
     pub fn tick_ms(mut self, tick_ms: u64) -> Self {
         self.tick_ms = tick_ms;
+        self
+    }
+
+    /// Runs the ZooKeeper of an unpacked Apache release (the directory
+    /// holding `lib/`), e.g. `apache-zookeeper-3.8.4-bin`. Overrides the
+    /// environment (`ZOOKEEPER_CLASSPATH`, `ZOOKEEPER_HOME`).
+    pub fn zookeeper_home(mut self, home: impl AsRef<Path>) -> Self {
+        self.classpath = Some(home_classpath(home.as_ref()));
+        self
+    }
+
+    /// Runs the JVM with exactly this classpath (`:`-separated jars or
+    /// `dir/*`), which must hold ZooKeeper's server and its dependencies.
+    /// Overrides [`ZkOptions::zookeeper_home`] and the environment.
+    pub fn classpath(mut self, classpath: &str) -> Self {
+        self.classpath = Some(classpath.to_owned());
+        self
+    }
+
+    /// Listens for clients on `127.0.0.1:port` instead of a free port
+    /// (member `i` of an ensemble on `port + i`). Starting fails if the
+    /// port is taken; 0 means a free port.
+    pub fn client_port(mut self, port: u16) -> Self {
+        self.client_port = (port != 0).then_some(port);
         self
     }
 
@@ -56,7 +87,7 @@ impl ZkOptions {
     }
 
     /// Adds a TLS client port (Netty connection factory) with these PKCS12
-    /// stores (see [`crate::certs`]); `need_client_cert`:
+    /// stores; `need_client_cert`:
     /// `ssl.clientAuth=need`, else `none`.
     pub fn tls(
         mut self,
@@ -106,7 +137,7 @@ impl ZkOptions {
 
     /// SASL with a JAAS `Krb5LoginModule`: the server is `principal`
     /// (`zookeeper/localhost@REALM`), its key in `keytab`, its KDC the one
-    /// `krb5_conf` names (see [`crate::kdc::Kdc`]).
+    /// `krb5_conf` names.
     pub fn sasl_kerberos(mut self, principal: &str, keytab: &Path, krb5_conf: &Path) -> Self {
         self.jaas = Some(format!(
             "Server {{\n  com.sun.security.auth.module.Krb5LoginModule required\n  \
@@ -121,6 +152,36 @@ impl ZkOptions {
             "org.apache.zookeeper.server.auth.SASLAuthenticationProvider".to_owned(),
         ));
         self
+    }
+
+    /// The JVM's classpath: the one chosen here, else `ZOOKEEPER_CLASSPATH`,
+    /// else `ZOOKEEPER_HOME`'s jars, else Debian's package. Panics, saying
+    /// what to install, when none of them holds ZooKeeper.
+    pub(super) fn resolved_classpath(&self) -> String {
+        if let Some(classpath) = &self.classpath {
+            return classpath.clone();
+        }
+        if let Some(classpath) = env_value("ZOOKEEPER_CLASSPATH") {
+            return classpath;
+        }
+        if let Some(home) = env_value("ZOOKEEPER_HOME") {
+            return home_classpath(Path::new(&home));
+        }
+        let debian = Path::new(DEBIAN_JAR);
+        assert!(
+            debian.is_file(),
+            "no ZooKeeper found: {DEBIAN_JAR} is missing. Install it (Debian/Ubuntu: \
+             `apt-get install zookeeper`; zklock's repository: ./scripts/setup.sh), or set \
+             ZOOKEEPER_HOME to an unpacked Apache ZooKeeper release (or ZOOKEEPER_CLASSPATH, \
+             or ZkOptions::zookeeper_home)"
+        );
+        let mut classpath = String::from(DEBIAN_JAR);
+        // Without a binding slf4j logs nothing; with it the server's log says why it failed.
+        if Path::new(DEBIAN_SLF4J_SIMPLE).is_file() {
+            classpath.push(':');
+            classpath.push_str(DEBIAN_SLF4J_SIMPLE);
+        }
+        classpath
     }
 
     pub(super) fn secure_config(&self, secure_port: Option<u16>) -> String {
@@ -151,4 +212,22 @@ impl ZkOptions {
         }
         cfg
     }
+}
+
+/// Debian's server jar; its manifest names jute, netty and slf4j-api.
+const DEBIAN_JAR: &str = "/usr/share/java/zookeeper.jar";
+/// A logging binding Debian packages beside it.
+const DEBIAN_SLF4J_SIMPLE: &str = "/usr/share/java/slf4j-simple.jar";
+
+/// An Apache release's jars: `lib/*` (3.5 and later), and the top-level
+/// jar older releases keep beside it.
+fn home_classpath(home: &Path) -> String {
+    let lib: PathBuf = home.join("lib").join("*");
+    let top: PathBuf = home.join("*");
+    format!("{}:{}", lib.display(), top.display())
+}
+
+/// A variable's value, if set and not empty.
+fn env_value(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|value| !value.is_empty())
 }

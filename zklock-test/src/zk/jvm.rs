@@ -47,6 +47,7 @@ pub(super) struct Node {
     process: Mutex<Option<Jvm>>,
     secure_port: Option<u16>,
     jvm_extra: Vec<String>,
+    classpath: String,
     classpath_extra: Vec<&'static str>,
 }
 
@@ -75,6 +76,7 @@ impl Node {
             process: Mutex::new(None),
             secure_port: None,
             jvm_extra: Vec::new(),
+            classpath: String::new(),
             classpath_extra: Vec::new(),
         }
     }
@@ -82,6 +84,7 @@ impl Node {
     pub(super) fn set_options(&mut self, options: &ZkOptions, secure_port: Option<u16>) {
         self.secure_port = secure_port;
         self.jvm_extra = options.jvm.clone();
+        self.classpath = options.resolved_classpath();
         if let Some(jaas) = &options.jaas {
             let path = self.dir.join("jaas.conf");
             fs::write(&path, jaas).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
@@ -144,13 +147,13 @@ impl Node {
         let pid_file = self.dir.join("java.pid");
         let _ = fs::remove_file(&pid_file);
 
-        let mut command = Watched::command("zklock-zk-wrapper", &self.dir, Some(&pid_file), "java");
+        let mut command = Watched::command("zklock-zk-wrapper", &self.dir, Some(&pid_file), java());
         command
             .args(jvm_flags())
             .args(&self.jvm_extra)
             .arg("-cp")
             .arg(
-                std::iter::once(classpath())
+                std::iter::once(self.classpath.clone())
                     .chain(self.classpath_extra.iter().map(|j| j.to_string()))
                     .collect::<Vec<_>>()
                     .join(":"),
@@ -310,21 +313,12 @@ fn jvm_flags() -> Vec<&'static str> {
     ]
 }
 
-/// `ZOOKEEPER_CLASSPATH`, or Debian's jar plus slf4j-simple (when present) so
-/// that the server actually writes a log instead of slf4j's silent default.
-fn classpath() -> String {
-    if let Ok(cp) = std::env::var("ZOOKEEPER_CLASSPATH") {
-        if !cp.is_empty() {
-            return cp;
-        }
+/// `$JAVA_HOME/bin/java` when `JAVA_HOME` is set, else `java` from `PATH`.
+fn java() -> PathBuf {
+    match std::env::var_os("JAVA_HOME") {
+        Some(home) if !home.is_empty() => Path::new(&home).join("bin").join("java"),
+        _ => PathBuf::from("java"),
     }
-    let mut cp = String::from("/usr/share/java/zookeeper.jar");
-    let simple = "/usr/share/java/slf4j-simple.jar";
-    if Path::new(simple).exists() {
-        cp.push(':');
-        cp.push_str(simple);
-    }
-    cp
 }
 
 /// The last `lines` lines of a file, or a note saying why it cannot be read.

@@ -1,0 +1,125 @@
+//! Faults on an ensemble under a holder: members killed and restarted, a
+//! follower cut off from the leader silently or with resets, then healed.
+
+use zklock_test::{ClientLink, ZkEnsemble, ZkOptions};
+
+use super::*;
+
+/// Long enough that a holder moves to another member, or waits out an
+/// election, before it must give up on its session, even on a loaded
+/// machine (with 8 s and a 500 ms tick, a wait here once ran out under load).
+const T: Duration = Duration::from_secs(15);
+
+/// Three members whose member links can be cut; a follower gives up on a
+/// silent leader after 2 ticks (2 s).
+fn ensemble() -> ZkEnsemble {
+    ZkEnsemble::start_with_links(3, &ZkOptions::new().tick_ms(1000), 2)
+}
+
+/// A holder connected through `link` to member `member` first: the other
+/// members refuse it until it holds, then it may move to any of them.
+fn holder_on(link: &ClientLink, member: usize, path: &str) -> (Client, LockGuard) {
+    for (i, proxy) in link.proxies().iter().enumerate() {
+        proxy.refuse(i != member);
+    }
+    let held = holder(&link.connect_string(), T, path);
+    link.refuse(false);
+    assert_eq!(member_of(link), Some(member));
+    held
+}
+
+/// The member the link's one client is connected to now.
+fn member_of(link: &ClientLink) -> Option<usize> {
+    link.proxies()
+        .iter()
+        .position(|proxy| proxy.active_connections() > 0)
+}
+
+#[test]
+fn a_follower_cut_off_from_the_leader_silently_then_with_resets() {
+    let ensemble = ensemble();
+    let leader = ensemble.leader().expect("a leader");
+    let follower = ensemble.followers()[0];
+    let link = ClientLink::start(&ensemble.connect_string());
+    let (client, guard) = holder_on(&link, follower, "/ensemble/cut");
+    let session = client.session_id();
+    let mut states = States::of(&guard);
+
+    // Silent: the follower answers pings until it gives up on the leader;
+    // the holder stops saying Held, moves to a member that has a leader,
+    // and holds again with the same session.
+    ensemble.cut_link(leader, follower);
+    states.wait_for(LockState::Suspended);
+    states.wait_for(LockState::Held);
+    assert_ne!(member_of(&link), Some(follower));
+    assert_eq!(client.session_id(), session);
+    ensemble.heal_all();
+    ensemble.wait_ready();
+
+    // Loud: the follower's connections to the leader are reset at once.
+    let follower = ensemble.followers()[0];
+    let leader = ensemble.leader().expect("a leader");
+    drop((guard, client));
+    let (client, guard) = holder_on(&link, follower, "/ensemble/cut");
+    let mut states = States::of(&guard);
+    ensemble.reset_link(leader, follower);
+    states.wait_for(LockState::Suspended);
+    states.wait_for(LockState::Held);
+    assert_ne!(member_of(&link), Some(follower));
+    assert_eq!(
+        states.seen,
+        [LockState::Held, LockState::Suspended, LockState::Held]
+    );
+    drop(client);
+    ensemble.heal_all();
+    ensemble.wait_ready();
+}
+
+#[test]
+fn killed_members_and_a_killed_leader_leave_the_holder_holding() {
+    let ensemble = ensemble();
+    let link = ClientLink::start(&ensemble.connect_string());
+    let follower = ensemble.followers()[0];
+    let (client, guard) = holder_on(&link, follower, "/ensemble/kill");
+    let session = client.session_id();
+    let mut states = States::of(&guard);
+
+    // The holder's own member crashes: it moves to another.
+    ensemble.kill(follower);
+    states.wait_for(LockState::Suspended);
+    states.wait_for(LockState::Held);
+    // A member coming back is nothing to a holder elsewhere.
+    ensemble.restart(follower);
+    assert_eq!(states.next_within(Duration::ZERO), None);
+
+    // The leader crashes: the others elect a new one, the holder reconnects.
+    let leader = ensemble.leader().expect("a leader");
+    ensemble.kill(leader);
+    states.wait_for(LockState::Suspended);
+    states.wait_for(LockState::Held);
+    ensemble.restart(leader);
+    assert_eq!(client.session_id(), session);
+    assert_eq!(guard.state(), LockState::Held);
+    assert!(!lock_is_free(&ensemble.connect_string(), "/ensemble/kill"));
+
+    use LockState::{Held, Suspended};
+    assert_eq!(states.seen, [Held, Suspended, Held, Suspended, Held]);
+
+    // A majority crashes: no member serves, and a whole session timeout
+    // later a holder can no longer be sure of anything (a second holder,
+    // with a short timeout).
+    let (_short, short_guard) = holder(
+        &ensemble.connect_string(),
+        Duration::from_secs(4),
+        "/ensemble/majority",
+    );
+    let mut short_states = States::of(&short_guard);
+    let survivor = ensemble.leader().expect("a leader");
+    for i in (0..ensemble.len()).filter(|&i| i != survivor) {
+        ensemble.kill(i);
+    }
+    short_states.wait_for(LockState::Suspended);
+    short_states.wait_for(LockState::Lost);
+    assert_lost(&short_guard, LossReason::NoContact);
+    states.wait_for(LockState::Suspended);
+}

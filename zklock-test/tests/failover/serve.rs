@@ -1,0 +1,113 @@
+//! `zklock-test serve`: prints the connect string first, serves, and stops
+//! cleanly when its stdin closes, on SIGTERM, and when it is killed.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdout, Command, Stdio};
+
+use zklock_test::{poll_until, wait_until};
+
+use super::*;
+
+/// `zklock-test serve --port 0 ARGS...` with piped stdin and stdout, and
+/// the first line it printed.
+fn serve(args: &[&str]) -> (Child, String, BufReader<ChildStdout>) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_zklock-test"))
+        .args(["serve", "--port", "0"])
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("starting zklock-test serve");
+    let mut stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
+    let mut first = String::new();
+    stdout
+        .read_line(&mut first)
+        .expect("reading the first line");
+    (child, first.trim().to_owned(), stdout)
+}
+
+/// Waits (bounded) for `child` to exit and returns whether it succeeded.
+fn exits(child: &mut Child) -> bool {
+    let mut status = None;
+    wait_until("zklock-test serve to exit", WAIT, || {
+        status = child.try_wait().expect("polling the child");
+        status.is_some()
+    });
+    status.is_some_and(|s| s.success())
+}
+
+/// The directories of servers started by process `pid` (scratch_dir names
+/// them `zklock-<kind>-<pid>-...`).
+fn dirs_of(pid: u32) -> Vec<std::path::PathBuf> {
+    let prefix = format!("-{pid}-");
+    std::fs::read_dir(std::env::temp_dir())
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| {
+                    let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+                    name.starts_with("zklock-") && name.contains(&prefix)
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn no_server_at(connect: &str) -> bool {
+    connect.split(',').all(|host| {
+        let addr = host.parse().expect("an address");
+        zklock_test::zk::try_four_letter(addr, "ruok").is_err()
+    })
+}
+
+#[test]
+fn serve_prints_the_connect_string_first_and_stops_when_stdin_closes() {
+    let (mut child, connect, _out) = serve(&[]);
+    assert!(connect.starts_with("127.0.0.1:"), "first line: {connect:?}");
+    let pid = child.id();
+    assert_eq!(dirs_of(pid).len(), 1);
+    let (client, guard) = holder(&connect, Duration::from_secs(10), "/serve/stdin");
+    drop(guard);
+    let _ = client.close();
+
+    drop(child.stdin.take());
+    assert!(exits(&mut child));
+    assert!(no_server_at(&connect));
+    assert_eq!(dirs_of(pid), Vec::<std::path::PathBuf>::new());
+}
+
+#[test]
+fn serve_stops_an_ensemble_on_sigterm() {
+    let (mut child, connect, _out) = serve(&["--ensemble", "3"]);
+    assert_eq!(connect.split(',').count(), 3, "first line: {connect:?}");
+    let (_client, _guard) = holder(&connect, Duration::from_secs(10), "/serve/sigterm");
+    let pid = child.id();
+    let status = Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .expect("running kill");
+    assert!(status.success());
+    assert!(exits(&mut child));
+    assert!(no_server_at(&connect));
+    assert_eq!(dirs_of(pid), Vec::<std::path::PathBuf>::new());
+}
+
+#[test]
+fn a_killed_serve_leaves_nothing_behind() {
+    let (mut child, connect, _out) = serve(&[]);
+    let pid = child.id();
+    child.kill().expect("SIGKILL");
+    let _ = child.wait();
+    // The watchdog's wrapper sees its lifeline close, kills the JVM and
+    // removes the directory.
+    assert!(
+        poll_until(WAIT, || no_server_at(&connect) && dirs_of(pid).is_empty()),
+        "left behind: server answering {}, directories {:?}",
+        !no_server_at(&connect),
+        dirs_of(pid)
+    );
+    // The pipe held open to the end: a write now fails or goes nowhere.
+    let _ = child.stdin.take().map(|mut stdin| stdin.write_all(b"\n"));
+}

@@ -1,0 +1,164 @@
+//! Faults on one client's link to a standalone server ([`ClientLink`]).
+
+use std::sync::OnceLock;
+
+use zklock_test::{ClientLink, ZkOptions, ZkServer};
+
+use super::*;
+
+/// The session timeout of the holders here, unless a test says otherwise.
+const T: Duration = Duration::from_secs(4);
+/// For a holder that must get its session back after `3T/4` without a
+/// word: the longest the server allows (20 ticks), for the widest margin
+/// between the heal and the server's expiry.
+const LONG_T: Duration = Duration::from_secs(10);
+
+/// One server for this file's tests, each on lock paths of its own; a short
+/// tick, so that sessions may be as short as 1 s and expire on time.
+fn server() -> &'static ZkServer {
+    static SERVER: OnceLock<ZkServer> = OnceLock::new();
+    SERVER.get_or_init(|| ZkServer::start_with_options(&ZkOptions::new().tick_ms(500)))
+}
+
+/// A holder connected through a link of its own, the link's `fault`, and
+/// once the guard says Suspended, `heal`: the guard must say Held again, on
+/// the same session, and nobody else can take the lock meanwhile.
+fn suspended_then_held_again(
+    path: &str,
+    timeout: Duration,
+    fault: impl FnOnce(&ClientLink),
+    heal: impl FnOnce(&ClientLink),
+) {
+    let link = ClientLink::start(&server().connect_string());
+    let (client, guard) = holder(&link.connect_string(), timeout, path);
+    let session = client.session_id();
+    let mut states = States::of(&guard);
+
+    fault(&link);
+    states.wait_for(LockState::Suspended);
+    heal(&link);
+    states.wait_for(LockState::Held);
+    assert_eq!(
+        states.seen,
+        [LockState::Held, LockState::Suspended, LockState::Held]
+    );
+    assert_eq!(client.session_id(), session, "the session survived");
+    assert!(!lock_is_free(&server().connect_string(), path));
+}
+
+#[test]
+fn a_dropped_connection_suspends_the_holder_then_it_holds_again() {
+    // The client reconnects by itself: nothing to heal.
+    suspended_then_held_again("/session/drop", T, ClientLink::drop_connections, |_| {});
+}
+
+#[test]
+fn an_expired_session_loses_the_lock_and_frees_it_at_once() {
+    let link = ClientLink::start(&server().connect_string());
+    let (client, guard) = holder(&link.connect_string(), T, "/session/expire");
+    assert_eq!(
+        link.last_session().map(|s| s.session_id),
+        Some(client.session_id())
+    );
+    let mut states = States::of(&guard);
+
+    link.expire_session();
+    // The node went with the session, before the holder may know.
+    assert!(lock_is_free(&server().connect_string(), "/session/expire"));
+    states.wait_for(LockState::Lost);
+    assert_eq!(
+        states.seen,
+        [LockState::Held, LockState::Suspended, LockState::Lost]
+    );
+    assert_lost(&guard, LossReason::SessionExpired);
+}
+
+#[test]
+fn a_stall_healed_in_time_suspends_then_holds_again() {
+    suspended_then_held_again(
+        "/session/stall-healed",
+        LONG_T,
+        ClientLink::stall,
+        ClientLink::heal,
+    );
+}
+
+#[test]
+fn a_stall_past_the_session_timeout_loses_the_lock() {
+    let link = ClientLink::start(&server().connect_string());
+    let (_client, guard) = holder(&link.connect_string(), T, "/session/stall-long");
+    let mut states = States::of(&guard);
+
+    link.stall();
+    states.wait_for(LockState::Suspended);
+    states.wait_for(LockState::Lost);
+    assert_eq!(
+        states.seen,
+        [LockState::Held, LockState::Suspended, LockState::Lost]
+    );
+    assert_lost(&guard, LossReason::NoContact);
+    // The server expires the session by its own clock; then the lock is free.
+    link.heal();
+    zklock_test::wait_until("the server to expire the session", WAIT, || {
+        lock_is_free(&server().connect_string(), "/session/stall-long")
+    });
+    assert_eq!(guard.state(), LockState::Lost, "Lost is final");
+}
+
+#[test]
+fn a_blackhole_healed_in_time_suspends_then_holds_again() {
+    suspended_then_held_again(
+        "/session/blackhole",
+        LONG_T,
+        ClientLink::blackhole,
+        ClientLink::heal,
+    );
+}
+
+#[test]
+fn a_short_delay_leaves_the_holder_held() {
+    let link = ClientLink::start(&server().connect_string());
+    let (client, guard) = holder(&link.connect_string(), T, "/session/delay");
+    let mut states = States::of(&guard);
+
+    link.delay(Duration::from_millis(50));
+    // Requests still go through, only later; the leader check keeps
+    // proving the session, so for a whole session timeout nothing changes.
+    client
+        .exists("/session")
+        .expect("a read through the delayed link");
+    states.assert_quiet_for(T);
+    assert_eq!(guard.state(), LockState::Held);
+    link.heal();
+}
+
+#[test]
+fn a_refusing_server_keeps_a_dropped_holder_suspended_until_it_accepts() {
+    suspended_then_held_again(
+        "/session/refuse",
+        LONG_T,
+        |link| {
+            link.refuse(true);
+            link.drop_connections();
+        },
+        |link| link.refuse(false),
+    );
+}
+
+#[test]
+fn a_server_killed_and_restarted_in_time_gives_the_holder_its_lock_back() {
+    let server = ZkServer::start_with_options(&ZkOptions::new().tick_ms(500));
+    let (client, guard) = holder(&server.connect_string(), LONG_T, "/session/restart");
+    let session = client.session_id();
+    let mut states = States::of(&guard);
+
+    server.stop();
+    states.wait_for(LockState::Suspended);
+    server.restart();
+    states.wait_for(LockState::Held);
+    assert_eq!(
+        states.seen,
+        [LockState::Held, LockState::Suspended, LockState::Held]
+    );
+    assert_eq!(client.session_id(), session);
+}
