@@ -44,6 +44,8 @@ mod client;
 mod deadline;
 mod driver;
 mod error;
+#[doc(hidden)]
+pub mod fuzz;
 pub mod machine;
 mod oneshot;
 mod path;

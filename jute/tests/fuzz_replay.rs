@@ -198,9 +198,10 @@ fn load_seeds() -> Vec<TargetSeeds> {
     let dirs = fs::read_dir(&root).unwrap_or_else(|e| panic!("seed root {}: {e}", root.display()));
     for dir in dirs {
         let name = dir.unwrap().file_name().into_string().unwrap();
-        // The session target drives zklock's core; zklock replays it.
+        // The session and lock_core targets drive zklock's core; zklock
+        // replays them.
         assert!(
-            TARGETS.iter().any(|(t, _)| *t == name) || name == "session",
+            TARGETS.iter().any(|(t, _)| *t == name) || name == "session" || name == "lock_core",
             "fuzz/seeds/{name} matches no fuzz target"
         );
     }

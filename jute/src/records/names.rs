@@ -53,6 +53,11 @@ impl Names {
     /// The `i`th name.
     pub fn get(&self, i: usize) -> Option<&str> {
         let (start, end) = *self.spans.get(i)?;
+        if start == end {
+            // An empty name lies in no buffer: a listing's last name, when
+            // empty, would otherwise point past every piece.
+            return Some("");
+        }
         let (base, buf) = if self.more.is_empty() {
             (0, &self.buf)
         } else {
@@ -109,6 +114,12 @@ impl Names {
         for _ in 0..count {
             let len = r.read_i32()?;
             let len = usize::try_from(len).map_err(|_| DecodeError::InvalidLength(len))?;
+            if len == 0 {
+                // Valid Jute, though ZooKeeper never lists one: kept, so
+                // that the listing encodes back to the bytes it came from.
+                spans.push((0, 0));
+                continue;
+            }
             let start = match r.take(len)? {
                 Taken::Within {
                     piece,
@@ -327,13 +338,13 @@ mod tests {
             let decoded = Names::decode_pieces(&mut r).unwrap();
             assert_eq!(decoded, names, "cut at {cuts:?}");
             assert_eq!(r.remaining(), 0);
-            for (i, name) in decoded.iter().enumerate() {
+            // An empty name lies in no buffer.
+            for (i, name) in decoded.iter().enumerate().filter(|(_, n)| !n.is_empty()) {
                 let in_a_piece = pieces.iter().any(|p| within(p, name.as_bytes()));
                 let crosses = decoded
                     .more
                     .last()
-                    .is_some_and(|(_, b)| within(b, name.as_bytes()))
-                    && !name.is_empty();
+                    .is_some_and(|(_, b)| within(b, name.as_bytes()));
                 assert!(
                     in_a_piece || crosses,
                     "name {i} of {cuts:?} is neither in place nor among the copies"
