@@ -9,8 +9,9 @@ edit or commit while it runs.
     scripts/inject-bugs.py NAME...    only these
 
 A bug is caught when the test command fails. Each bug is a text
-replacement that must match the source exactly once: a bug whose anchor
-moved is reported as stale, never silently skipped.
+replacement that must match the source exactly once (entries sharing a
+name are one bug, applied together): a bug whose anchor moved is
+reported as stale, never silently skipped.
 """
 import os
 import signal
@@ -143,6 +144,39 @@ BUGS = [
      "src/machine/lock/mod.rs",
      "SessionState::Lost => self.lose_keeping_node(id, LossReason::NoContact),",
      "SessionState::Lost => self.lose(id, LossReason::NoContact),"),
+    # Availability (the simulator's A1 to A4, tests/sim/world/available.rs).
+    # A refusal the leader ordered (NodeExists, BadVersion, NoNode...) not
+    # counted as the leader's word, while the application's writes put the
+    # leader check's own sync off (two replacements under one name): a
+    # client whose writes are refused goes Suspended on a healthy server
+    # (A1). Either alone is harmless: the sync proves the session.
+    ("refusal-not-leader-proof",
+     "src/session/requests.rs",
+     "        self.mark_sent(now);\n        let (path, recursive) = match &request {",
+     "        self.mark_sent(now);\n"
+     "        if handle.is_some() && super::liveness::leader_ordered(request.op_code()) {\n"
+     "            self.last_probe = Some(now);\n        }\n"
+     "        let (path, recursive) = match &request {"),
+    ("refusal-not-leader-proof",
+     "src/session/liveness.rs",
+     "    match op {\n        OpCode::Create | OpCode::Create2 | OpCode::CreateContainer | OpCode::CreateTtl => matches!(",
+     "    match op {\n        _ if code != E::Ok => false,\n"
+     "        OpCode::Create | OpCode::Create2 | OpCode::CreateContainer | OpCode::CreateTtl => matches!("),
+    # The leader check's own sync sent once per leader gap instead of twice:
+    # an alarm on a steady link well inside the documented bound (A1).
+    ("probe-once-per-gap",
+     "src/session/liveness.rs",
+     "    pub(super) fn probe_period(&self) -> Duration {\n        self.leader_gap() / 2\n",
+     "    pub(super) fn probe_period(&self) -> Duration {\n        self.leader_gap()\n"),
+    # Lock-delay counted from each attempt's own sight of the recorded end:
+    # every try after an unclean end is refused for good (A2).
+    ("delay-restarted-per-attempt",
+     "src/machine/lock/tenure.rs",
+     "        let by_record = recorded.map(|at| match clock {\n"
+     "            Some(c) => c.reaches(at.saturating_add(delay_ms)),\n"
+     "            None => crate::deadline::after(now, delay),\n        });",
+     "        let _ = (clock, delay_ms);\n"
+     "        let by_record = recorded.map(|_| crate::deadline::after(now, delay));"),
     ("holders-miss-session-end",
      "src/machine/lock/holding.rs",
      "                Goal::Hold => {\n                    if a.state != LockState::Lost {",
@@ -280,15 +314,28 @@ def main():
     wanted = set(sys.argv[1:])
     seeds = os.environ.get("SIM_SEEDS", "3000")
     results = []
+    grouped = {}
     for name, path, old, new in BUGS:
+        grouped.setdefault(name, []).append((path, old, new))
+    for name, parts in grouped.items():
         if wanted and name not in wanted:
             continue
-        full = os.path.join(ROOT, path)
-        text = open(full).read()
-        if text.count(old) != 1:
+        saved = {}
+        stale = False
+        for path, old, new in parts:
+            full = os.path.join(ROOT, path)
+            text = saved.get(full, open(full).read())
+            saved.setdefault(full, text)
+            current = open(full).read()
+            if current.count(old) != 1:
+                stale = True
+                break
+            open(full, "w").write(current.replace(old, new))
+        if stale:
+            for full, text in saved.items():
+                open(full, "w").write(text)
             results.append((name, "STALE (anchor not found once)"))
             continue
-        open(full, "w").write(text.replace(old, new))
         try:
             build = ["cargo", "test", "-q", "--no-run", "-p", "zklock", "--lib",
                      "--test", "lock_machine", "--test", "simulation"]
@@ -302,7 +349,8 @@ def main():
             )
             results.append((name, "caught" if caught else "MISSED"))
         finally:
-            open(full, "w").write(text)
+            for full, text in saved.items():
+                open(full, "w").write(text)
         print(f"{name}: {results[-1][1]}", flush=True)
     missed = [n for n, r in results if r != "caught"]
     print(f"{len(results) - len(missed)}/{len(results)} caught; not caught: {missed}")

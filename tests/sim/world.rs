@@ -19,6 +19,7 @@ use super::rng::Rng;
 use super::zookeeper::{ConnId, SimZooKeeper};
 
 mod act;
+mod available;
 mod checker;
 mod client;
 mod collect;
@@ -30,6 +31,7 @@ mod plan;
 mod threads;
 mod wire;
 mod withdrawn;
+mod writes;
 
 use client::{
     queue_path, watched, Handle, Link, Phase, SimClient, SimLock, ThreadEntry, Tracked,
@@ -37,11 +39,18 @@ use client::{
 };
 use herd::WokenBy;
 use plan::Wait;
-pub use plan::{Fault, Plan};
+pub use plan::{Fault, Options, Plan};
 use wire::note_requests;
 
+/// The server's tick: it clamps session timeouts to `[2, 20]` of them
+/// (ZooKeeperServer.processConnectRequest, with the default
+/// minSessionTimeout and maxSessionTimeout).
 const TICK: Duration = Duration::from_millis(2000);
-const SESSION_TIMEOUT: Duration = Duration::from_millis(4000);
+const MIN_SESSION_TIMEOUT: Duration = Duration::from_millis(2 * 2000);
+const MAX_SESSION_TIMEOUT: Duration = Duration::from_millis(20 * 2000);
+
+/// The most a link's latency varies on top of its steady part.
+const MAX_JITTER: Duration = Duration::from_micros(3100);
 
 /// What a test or the user asked of a client at a time.
 #[derive(Debug, Clone)]
@@ -90,6 +99,23 @@ enum Action {
     },
     /// Nothing: a step at this time, for handles that read the clock.
     Look,
+    /// The client sends write number `n` of the application's own (most
+    /// refused by the server; see writes.rs).
+    AppWrite {
+        client: usize,
+        n: u64,
+    },
+    /// An A2 probe of `lock` (available.rs): `tries` tries at once, or one
+    /// wait of `wait`, once the lock is free; looked at again `left` times.
+    /// `free_since`: when it was last found free (it starts once the lock
+    /// has stayed so for two round trips).
+    Probe {
+        lock: usize,
+        wait: Option<Duration>,
+        tries: usize,
+        left: u32,
+        free_since: Option<Instant>,
+    },
 }
 
 /// A broken invariant, with the seed's story so far.
@@ -130,10 +156,15 @@ pub struct Stats {
     /// nodes (withdrawn.rs).
     pub set_drops: u64,
     pub quiet_looks: u64,
+    /// The application's own writes sent (most refused), and A2 probes
+    /// started on free locks.
+    pub app_writes: u64,
+    pub probes: u64,
 }
 
 pub struct World {
     rng: Rng,
+    options: Options,
     base: Instant,
     now: Instant,
     server: SimZooKeeper,
@@ -164,6 +195,29 @@ pub struct World {
     /// Per deleted blocker, the waiters it woke (the herd count).
     woken_by: WokenBy,
     faults_until: Instant,
+    /// Per client: when the last fault's effect on its link or on the
+    /// server ends (available.rs).
+    unhealthy_until: Vec<Instant>,
+    /// A2 probes started.
+    probes: Vec<available::Probe>,
+    /// Lock-delay tenure marks left by unclean ends, and the end each
+    /// records (once recorded).
+    stale_marks: BTreeMap<String, Option<Instant>>,
+    /// The server's zxid when the marks were last looked at.
+    marks_scanned: i64,
+    /// Per lock: since when it has had no holder while contenders queue
+    /// (A3).
+    idle_since: Vec<Option<Instant>>,
+    /// What A3 last found idle, and the state it found it in (the
+    /// server's zxid, the cores' grants and releases): it looks again
+    /// only when that changed.
+    idle_locks: Vec<bool>,
+    idle_key: (i64, u64),
+    /// Per client: the last look of the withdrawal check (withdrawn.rs):
+    /// the server's zxid, the session, the open acquisitions per path.
+    withdrawn_looks: Vec<(i64, i64, BTreeMap<String, usize>)>,
+    /// Threads that make the application's blocking calls (writes.rs).
+    callers: writes::Callers,
     log: String,
     keep_log: bool,
     verbose: bool,
@@ -184,10 +238,11 @@ impl World {
             server
         };
         let clients = (0..plan.clients)
-            .map(|c| SimClient::new(base, c, 0, plan.locks))
+            .map(|c| SimClient::new(base, c, 0, plan.locks, &plan.options))
             .collect();
         let mut world = World {
             rng: Rng::new(rng.next()),
+            options: plan.options.clone(),
             base,
             now: base,
             server,
@@ -204,6 +259,15 @@ impl World {
             writes: 0,
             woken_by: WokenBy::new(),
             faults_until: base + plan.fault_window,
+            unhealthy_until: vec![base; plan.clients],
+            probes: Vec::new(),
+            stale_marks: BTreeMap::new(),
+            marks_scanned: 0,
+            idle_since: vec![None; plan.locks],
+            idle_locks: vec![false; plan.locks],
+            idle_key: (-1, 0),
+            withdrawn_looks: Vec::new(),
+            callers: writes::Callers::default(),
             log: String::new(),
             keep_log: false,
             verbose: std::env::var_os("SIM_VERBOSE").is_some(),
@@ -264,7 +328,81 @@ impl World {
         for (at, fault) in faults {
             world.schedule(base + *at, Action::Fault(*fault));
         }
+        world.create_app_nodes();
+        world.plan_tail(&mut Rng::new(rng.next()), plan);
         world
+    }
+
+    /// After the faults, A2 probes free locks. In the seeds whose clients
+    /// write on their own (half), a healthy tail of twice the run's
+    /// shortest session timeout follows (a client with a longer one is
+    /// held to A1 only as far as the tail reaches): every client campaigns
+    /// in the election and holds for a while (holders and waiters A1 and
+    /// A3 look at), and sends writes the server mostly refuses, more often
+    /// than its leader check's own sync (an eighth of its timeout), as it
+    /// did every half timeout during the faults.
+    fn plan_tail(&mut self, rng: &mut Rng, plan: &Plan) {
+        let base = self.base;
+        let tail_start = base + plan.fault_window;
+        let t_min = (0..plan.clients)
+            .map(|c| self.timeout(c))
+            .min()
+            .unwrap_or(MIN_SESSION_TIMEOUT);
+        let ms = |d: Duration| d.as_millis() as u64;
+        for k in 0..3u32 {
+            let at = tail_start + t_min * (1 + 3 * k) / 8;
+            let lock = rng.below(4) as usize;
+            let storm = lock != LEASE_LOCK && rng.chance(1, 2);
+            let wait =
+                (!storm).then(|| self.a2_min_wait() + Duration::from_millis(rng.below(3000)));
+            let tries = 2 + rng.below(3) as usize;
+            self.schedule(
+                at,
+                Action::Probe {
+                    lock,
+                    wait,
+                    tries,
+                    left: 12,
+                    free_since: None,
+                },
+            );
+        }
+        if !plan.options.refused_writes {
+            return;
+        }
+        // Long enough for a client healthy since the faults to be held to
+        // A1 and to show a false alarm (Suspended at 3/4 of its timeout,
+        // then again after its reconnect).
+        let tail_end = tail_start + t_min * 2;
+        for c in 0..plan.clients {
+            let hold = t_min / 8 + Duration::from_millis(rng.below(ms(t_min) * 3 / 8));
+            self.schedule(
+                tail_start + Duration::from_millis(rng.below(ms(t_min) / 4)),
+                Action::Acquire {
+                    client: c,
+                    lock: ELECTION_LOCK,
+                    wait: Wait::Forever,
+                    hold,
+                    cancel_after: None,
+                },
+            );
+            // Two writers (every run has two clients or more).
+            if c >= 2 {
+                continue;
+            }
+            let t = self.timeout(c);
+            let mut at = base + Duration::from_millis(rng.below(ms(t) / 10));
+            let mut n = 0;
+            while at < tail_end {
+                self.schedule(at, Action::AppWrite { client: c, n });
+                n += 1;
+                at += if at < tail_start {
+                    t / 2
+                } else {
+                    t / 12 + Duration::from_millis(rng.below(ms(t) / 24))
+                };
+            }
+        }
     }
 
     /// Keeps the story of the run, to print with a violation.
@@ -333,14 +471,42 @@ impl World {
             self.step()?;
             self.note_ended_holdings();
             self.check()?;
+            self.check_available()?;
             self.check_latch_liveness()?;
             self.stats.quiet_looks += self.check_withdrawn()?;
+            if steps % 256 == 0 {
+                self.forget_old_attempts();
+            }
             if self.now >= self.faults_until && self.plan.is_empty() && self.settled() {
                 break;
             }
         }
         self.stats.virtual_ms = (self.now - self.base).as_millis() as u64;
         self.check_end()
+    }
+
+    /// Drops what the harness tracks of acquisitions that ended (no handle
+    /// left) and started long ago: every check looks at the live ones, and
+    /// an A2 probe at those started since it found its lock free (well
+    /// within this age). Without it, every step would walk the whole run's.
+    fn forget_old_attempts(&mut self) {
+        let longest = (0..self.clients.len())
+            .map(|c| self.request_timeout(c) + self.timeout(c))
+            .max()
+            .unwrap_or_default();
+        let Some(before) = self
+            .now
+            .checked_sub(2 * longest + Duration::from_secs(10) + 20 * self.max_round_trip())
+        else {
+            return;
+        };
+        for c in &mut self.clients {
+            c.attempts.retain(|_, t| {
+                t.started >= before
+                    || !matches!(t.handle, Handle::None)
+                    || !matches!(t.phase, Phase::Released | Phase::Failed(_))
+            });
+        }
     }
 
     fn settled(&self) -> bool {
@@ -390,8 +556,41 @@ impl World {
         t.map(|t| t.max(self.now))
     }
 
-    fn latency(&mut self) -> Duration {
-        Duration::from_micros(100 + self.rng.below(3000))
+    /// The session timeout client `c` asks for.
+    fn asked_timeout(&self, c: usize) -> Duration {
+        self.options.asked_timeouts[c]
+    }
+
+    /// The session timeout the server grants client `c`: what it asked,
+    /// clamped to `[2, 20]` ticks. The client must act on this one.
+    fn timeout(&self, c: usize) -> Duration {
+        self.asked_timeout(c)
+            .clamp(MIN_SESSION_TIMEOUT, MAX_SESSION_TIMEOUT)
+    }
+
+    /// Client `c`'s request timeout: the session timeout it asked for, at
+    /// least a second (`ClientBuilder::request_timeout`'s default).
+    fn request_timeout(&self, c: usize) -> Duration {
+        self.asked_timeout(c).max(Duration::from_secs(1))
+    }
+
+    /// The steady one-way latency of client `c`'s link.
+    fn steady_latency(&self, c: usize) -> Duration {
+        self.timeout(c) * self.options.steady_latency_per_mille / 1000
+    }
+
+    /// The longest round trip of any link: steady latency and jitter, both
+    /// ways.
+    fn max_round_trip(&self) -> Duration {
+        let steady = (0..self.clients.len())
+            .map(|c| self.steady_latency(c))
+            .max()
+            .unwrap_or_default();
+        2 * (steady + MAX_JITTER)
+    }
+
+    fn latency(&mut self, c: usize) -> Duration {
+        self.steady_latency(c) + Duration::from_micros(100 + self.rng.below(3000))
     }
 
     fn step(&mut self) -> Result<(), Violation> {
@@ -453,11 +652,15 @@ impl World {
                 CoreEvent::State(state) => {
                     let id = self.clients[c].core.session_id();
                     self.note(|| format!("c{c}: session {id:#x} {state:?}"));
+                    if state != zklock::SessionState::Connected {
+                        self.a1_session(c, &format!("session {id:#x} {state:?}"))?;
+                    }
                     if state.is_terminal() {
                         self.stats.expired_sessions += 1;
                     }
                 }
                 CoreEvent::DropConnection(reason) => {
+                    self.a1_session(c, &format!("drops its connection: {reason:?}"))?;
                     let client = &mut self.clients[c];
                     if let Some(link) = client.link.take() {
                         self.server.disconnect(now, link.conn);
@@ -470,7 +673,7 @@ impl World {
         let ended = self.clients[c].core.state().is_terminal();
         self.collect(c, ended)?;
         // What the core wrote goes on the wire.
-        let latency = self.latency();
+        let latency = self.latency(c);
         let client = &mut self.clients[c];
         if let Some(link) = client.link.as_mut() {
             let out = client.core.output();
@@ -499,7 +702,7 @@ impl World {
             && !batch_waits
         {
             let generation = self.clients[c].generation + 1;
-            let fresh = SimClient::new(now, c, generation, self.locks);
+            let fresh = SimClient::new(now, c, generation, self.locks, &self.options);
             let mut old = std::mem::replace(&mut self.clients[c], fresh);
             if let Some(mut link) = old.link.take() {
                 // What the old session sent (its closeSession) still

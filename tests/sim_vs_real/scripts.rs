@@ -296,6 +296,11 @@ fn run(server: &mut dyn Server, steps: Vec<(usize, Request)>) -> Vec<String> {
 /// Runs `steps` on a fresh real server and a fresh SimZooKeeper; returns
 /// the differing transcript lines (empty when they agree).
 fn compare(steps: Vec<(usize, Request)>) -> Vec<String> {
+    compare_keeping_real(steps).0
+}
+
+/// As [`compare`], and the real server's transcript.
+fn compare_keeping_real(steps: Vec<(usize, Request)>) -> (Vec<String>, Vec<String>) {
     let real_server = testkit::zk::ZkServer::start_with(TICK_MS);
     let socks: Vec<TcpStream> = (0..2)
         .map(|_| {
@@ -346,7 +351,83 @@ fn compare(steps: Vec<(usize, Request)>) -> Vec<String> {
             diffs.push(format!("line {k}\nreal: {r}\n sim: {s}"));
         }
     }
-    diffs
+    (diffs, real_lines)
+}
+
+/// A write the server refuses is ordered like one it accepts: the leader's
+/// PrepRequestProcessor.pRequest checks the session, and when the op then
+/// fails it turns the txn into an error txn (OpCode.error, ErrorTxn) with
+/// the zxid it already took, which is proposed and committed; the reply
+/// comes once FinalRequestProcessor has applied it. Seen here as each
+/// refusal's reply carrying a zxid one above the previous write's (no
+/// read moves it), on the real server and in the model alike: what lets a
+/// client take a refusal as the leader's word that its session lives.
+#[test]
+fn refused_writes_are_ordered_like_accepted_ones() {
+    let data = |path: &str, version: i32| {
+        Request::SetData(SetDataRequest {
+            path: path.into(),
+            data: b"v".to_vec(),
+            version,
+        })
+    };
+    let steps = vec![
+        (
+            0,
+            Request::Create2(node("/rw", b"", CreateMode::Persistent)),
+        ),
+        // Refused: an existing node, a stale version, a missing node.
+        (
+            0,
+            Request::Create2(node("/rw", b"", CreateMode::Persistent)),
+        ),
+        (0, data("/rw", 7)),
+        (0, Request::Delete(pv("/rw/missing", -1))),
+        (0, Request::GetData(pw("/rw", false))),
+        // A multi whose check fails: nothing applied, one zxid taken.
+        (
+            0,
+            Request::Multi(vec![
+                MultiOp::Check(pv("/rw", 9)),
+                MultiOp::Create(node("/rw/x", b"", CreateMode::Persistent)),
+            ]),
+        ),
+        (1, data("/rw", 0)),
+        (
+            1,
+            Request::Create2(node("/rw/y", b"", CreateMode::Persistent)),
+        ),
+    ];
+    let writes = [0usize, 1, 2, 3, 5, 6, 7];
+    let (diffs, real) = compare_keeping_real(steps);
+    assert!(
+        diffs.is_empty(),
+        "{} differences:\n{}",
+        diffs.len(),
+        diffs.join("\n")
+    );
+    let zxid_of = |step: usize| -> i64 {
+        let prefix = format!("{step} c");
+        let line = real
+            .iter()
+            .find(|l| l.starts_with(&prefix) && l.contains("reply xid"))
+            .unwrap_or_else(|| panic!("no reply to step {step} in {real:#?}"));
+        line.split("zxid=")
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+            .and_then(|z| z.parse().ok())
+            .unwrap_or_else(|| panic!("no zxid in {line}"))
+    };
+    for pair in writes.windows(2) {
+        assert_eq!(
+            zxid_of(pair[1]),
+            zxid_of(pair[0]) + 1,
+            "step {} (a write, refused or not) did not take the next zxid after step {}: {real:#?}",
+            pair[1],
+            pair[0]
+        );
+    }
+    assert_eq!(zxid_of(4), zxid_of(3), "a read took a zxid: {real:#?}");
 }
 
 #[test]

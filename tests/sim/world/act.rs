@@ -248,6 +248,7 @@ impl World {
                 reader,
                 hold,
             } => {
+                let request_timeout = self.request_timeout(client);
                 let c = &mut self.clients[client];
                 if c.generation != generation || c.thread_in_call(thread) {
                     return;
@@ -259,7 +260,7 @@ impl World {
                 // the request timeout, which the checker holds it to.
                 let is_try = id % 5 == 0;
                 let (asked, deadline) = if is_try {
-                    (now, now + SESSION_TIMEOUT + Duration::from_millis(50))
+                    (now, now + request_timeout + Duration::from_millis(50))
                 } else {
                     let d = now + hold.max(Duration::from_millis(1));
                     (d, d)
@@ -287,6 +288,14 @@ impl World {
                 self.schedule(deadline, Action::Look);
             }
             Action::Look => {}
+            Action::AppWrite { client, n } => self.app_write(client, n),
+            Action::Probe {
+                lock,
+                wait,
+                tries,
+                left,
+                free_since,
+            } => self.probe(lock, wait, tries, left, free_since),
             Action::CloseConn(conn) => {
                 self.server.close_connection(conn);
                 self.server_output();

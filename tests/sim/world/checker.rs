@@ -20,7 +20,7 @@ impl World {
             let Phase::Held { node, .. } = &t.phase else {
                 continue;
             };
-            if !watched(t.lock) {
+            if !watched(&self.options, t.lock) {
                 continue;
             }
             let Some((deleted, watchers)) = self.admin_deleted.get(node) else {
@@ -81,7 +81,7 @@ impl World {
                     // ...and Lost within a session timeout of the send
                     // time of the last request the server answered.
                     let proof = client.last_answered_send;
-                    if *state != LockState::Lost && self.now > proof + SESSION_TIMEOUT {
+                    if *state != LockState::Lost && self.now > proof + self.timeout(c) {
                         return Err(self.violation(format!(
                             "c{c}: #{id} still {state:?} {:?} after sending the last request the server answered",
                             self.now - proof
@@ -198,7 +198,7 @@ impl World {
                 return Err(self.violation(format!("lock {lock} held by {h:?} at once")));
             }
         }
-        Ok(())
+        self.check_own_losses(&holders)
     }
 
     /// What must hold once the world has settled.
@@ -232,6 +232,8 @@ impl World {
         if !latch_left.is_empty() {
             return Err(self.violation(format!("nodes left under {LATCH_PATH}: {latch_left:?}")));
         }
+        // (Lock-delay's tenure marks live beside the lock path: none is
+        // ever a child of it.)
         for l in 0..self.locks {
             let left = self.server.children(&queue_path(l));
             if !left.is_empty() {

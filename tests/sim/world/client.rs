@@ -16,7 +16,8 @@ use zklock::Client;
 
 use super::super::zookeeper::ConnId;
 use super::herd::Wakes;
-use super::{AttemptId, SESSION_TIMEOUT};
+use super::plan::Options;
+use super::AttemptId;
 
 /// What the harness knows of one acquisition, to check the core by.
 pub(super) struct Tracked {
@@ -45,6 +46,12 @@ pub(super) struct Tracked {
     /// to the request timeout (`deadline` says that bound), and it may
     /// time out any time before.
     pub(super) is_try: bool,
+    /// Part of this A2 probe (available.rs).
+    pub(super) probe: Option<usize>,
+    /// Told Lost by zklock's own decision (the counter's end, no contact)
+    /// while its session lived and its node was in place: A4 counts it a
+    /// holder for as long as it keeps its guard.
+    pub(super) own_loss: bool,
 }
 
 /// What a thread's lock call must do, from what the thread held when it
@@ -84,6 +91,8 @@ impl Tracked {
             entry: None,
             is_try: false,
             token_cancelled: false,
+            probe: None,
+            own_loss: false,
         }
     }
 }
@@ -226,20 +235,24 @@ pub(super) const BATCH_LOCK: usize = 2;
 pub(super) const MAX_BATCH: usize = 3;
 
 /// How many threads of a client take locks for themselves, and which
-/// locks: lock 0 (re-entrant, watched), lock 1 (re-entrant read/write lock,
-/// unwatched: shares after a read) and lock 2 (not re-entrant: refusals).
+/// locks: lock 0 (re-entrant and watched unless the seed flips them), lock
+/// 1 (a read/write lock, re-entrant and unwatched unless flipped: shares
+/// after a read) and lock 2 (not re-entrant unless flipped: refusals).
 pub(super) const THREADS: usize = 2;
 pub(super) const THREAD_LOCKS: [usize; 3] = [0, 1, 2];
 
-/// Whether lock `l` is re-entrant.
-pub(super) fn reentrant(l: usize) -> bool {
-    l < 2
+/// Whether lock `l` is re-entrant: 0 and 1, or (with the seed's
+/// `reentrant_flip`) 2 alone.
+pub(super) fn reentrant(options: &Options, l: usize) -> bool {
+    (l < 2) != options.reentrant_flip
 }
 
-/// Whether lock `l`'s holders watch their node (0 and 2 do; 1 has the
-/// default). No draw: seeds replay.
-pub(super) fn watched(l: usize) -> bool {
-    l % 2 == 0
+/// Whether lock `l`'s holders watch their node: the even locks, or (with
+/// the seed's `watch_flip`) the odd ones; every lock when revocable (which
+/// implies the watch); the election always (its candidates watch their
+/// leader's node).
+pub(super) fn watched(options: &Options, l: usize) -> bool {
+    l == ELECTION_LOCK || options.revocable || (l % 2 == 0) != options.watch_flip
 }
 
 pub(super) fn lock_path(l: usize) -> String {
@@ -261,20 +274,37 @@ pub(super) fn queue_path(l: usize) -> String {
 }
 
 impl SimClient {
-    pub(super) fn new(now: Instant, index: usize, generation: u32, locks: usize) -> SimClient {
+    pub(super) fn new(
+        now: Instant,
+        index: usize,
+        generation: u32,
+        locks: usize,
+        opts: &Options,
+    ) -> SimClient {
         let seed = (index as u128) << 64 | u128::from(generation) << 32 | 0x5eed;
         let wakes = Arc::new(Wakes::default());
+        let asked = opts.asked_timeouts[index];
+        // The handshake's own timeout is set by the user, who knows the
+        // server grants at least 2 ticks: a third of that, so that the
+        // slowest link the world draws (a round trip of T / 6) connects.
+        let connect_timeout = asked.max(super::MIN_SESSION_TIMEOUT) / 3;
         let (client, core) = Client::builder("127.0.0.1:2181")
-            .session_timeout(SESSION_TIMEOUT)
-            .connect_timeout(SESSION_TIMEOUT / 3)
+            .session_timeout(asked)
+            .connect_timeout(connect_timeout)
+            .leader_check(opts.leader_check)
             .observer(wakes.clone())
             .build_manual(now, seed)
             .expect("a manual client");
+        let with_delay = |o: MutexOptions| match opts.lock_delay {
+            Some(d) => o.lock_delay(d),
+            None => o,
+        };
         let locks = (0..locks)
             .map(|l| {
-                let options = MutexOptions::default()
-                    .watch_node(watched(l))
-                    .reentrant(reentrant(l))
+                let options = with_delay(MutexOptions::default())
+                    .watch_node(watched(opts, l))
+                    .reentrant(reentrant(opts, l))
+                    .revocable(opts.revocable)
                     .data(format!("lock {l}").as_bytes());
                 if l == ELECTION_LOCK {
                     SimLock::Election(
@@ -299,15 +329,19 @@ impl SimClient {
         let multi = MultiLock::with_options(
             &client,
             &multi_paths.each_ref().map(String::as_str),
-            MutexOptions::default().watch_node(true).data(b"multi"),
+            with_delay(MutexOptions::default())
+                .watch_node(true)
+                .revocable(opts.revocable)
+                .data(b"multi"),
         )
         .expect("a multi-lock");
         let batch = BatchMutex::with_options(
             &client,
             &lock_path(BATCH_LOCK),
             MAX_BATCH,
-            MutexOptions::default()
-                .watch_node(watched(BATCH_LOCK))
+            with_delay(MutexOptions::default())
+                .watch_node(watched(opts, BATCH_LOCK))
+                .revocable(opts.revocable)
                 .data(b"batch"),
         )
         .expect("a batch mutex");

@@ -174,7 +174,9 @@ impl World {
         }
         // The client's own timeout: a request unanswered for the request
         // timeout (the session timeout here), never sooner.
-        if error == LockError::Client(zklock::Error::Timeout) && now < t.started + SESSION_TIMEOUT {
+        if error == LockError::Client(zklock::Error::Timeout)
+            && now < t.started + self.request_timeout(c)
+        {
             return Err(self.violation(format!(
                 "c{c}: #{id} failed with the request timeout {:?} after it started",
                 now - t.started
@@ -186,6 +188,7 @@ impl World {
             self.thread_refused(c, id, &error)?;
             self.stats.thread_refusals += 1;
         }
+        self.probe_outcome(c, id, Some(&error))?;
         let t = self.clients[c].attempts.get_mut(&id).expect("present");
         t.phase = Phase::Failed(error.clone());
         t.handle = Handle::None;
@@ -199,6 +202,7 @@ impl World {
     fn granted(&mut self, c: usize, id: AttemptId, granted: Granted) -> Result<(), Violation> {
         let now = self.now;
         let generation = self.clients[c].generation;
+        self.probe_outcome(c, id, None)?;
         // A thread's call may share its thread's holding, token and all.
         let shared = self.thread_granted(c, id, &granted)?;
         let t = self.clients[c].attempts.get_mut(&id).expect("present");
@@ -290,8 +294,11 @@ impl World {
             }
             self.granted_part(c, part_id, part, reader, read_late || shared_hold || shared)?;
         }
+        // (Only while faults happen: the tail stays healthy.)
         if let Some(for_) = self.clients[c].stall_after_grant.take() {
-            self.fault(Fault::Stall { client: c, for_ });
+            if now < self.faults_until {
+                self.fault(Fault::Stall { client: c, for_ });
+            }
         }
         self.schedule(
             now + hold,
@@ -399,6 +406,31 @@ impl World {
         if *s == LockState::Lost {
             return Err(self.violation(format!("c{c}: #{id} back from Lost")));
         }
+        let (from, node) = (*s, node.clone());
+        self.a1_holder(c, id, from, state, reason, &node)?;
+        // A loss zklock decides itself (the counter's end, no contact for
+        // a session timeout), the session alive and the node in place: A4
+        // counts the guard a holder until it goes.
+        let decided = matches!(
+            reason,
+            Some(
+                zklock::recipes::LossReason::SequenceExhausted
+                    | zklock::recipes::LossReason::NoContact
+            )
+        );
+        if state == LockState::Lost && decided {
+            let own = self.server.session_alive(sid)
+                && self
+                    .server
+                    .exists(&node)
+                    .is_some_and(|st| st.ephemeral_owner == sid);
+            let t = self.clients[c].attempts.get_mut(&id).expect("present");
+            t.own_loss = own;
+        }
+        let t = self.clients[c].attempts.get_mut(&id).expect("present");
+        let Phase::Held { state: s, node, .. } = &mut t.phase else {
+            return Ok(());
+        };
         // S3: back to Held only after reading the node again.
         if (*s, state) == (LockState::Suspended, LockState::Held) {
             let since = t.suspended_at.unwrap_or(t.started);
@@ -450,7 +482,7 @@ impl World {
                     lock: 1,
                     thread,
                     reader,
-                    hold: SESSION_TIMEOUT,
+                    hold: self.timeout(c),
                 },
             );
         }

@@ -6,6 +6,7 @@ use super::*;
 impl World {
     pub(super) fn fault(&mut self, fault: Fault) {
         let now = self.now;
+        self.note_fault_health(&fault);
         match fault {
             Fault::Cut { client, applied } => {
                 let Some(mut link) = self.clients[client].link.take() else {

@@ -12,7 +12,7 @@ pub(super) const LATCH_ID: &[u8] = b"latch";
 
 /// How long a latch may head the election, connected, without leading:
 /// well over a round trip and a watch event, and over the session timeout
-/// (a reconnect in between resets the count).
+/// (a reconnect in between resets the count); see `World::latch_due`.
 const LATCH_DUE: Duration = Duration::from_millis(5000);
 
 impl World {
@@ -123,7 +123,9 @@ impl World {
                 continue;
             }
             let since = *client.latch_due_since.get_or_insert(now);
-            if now - since > LATCH_DUE {
+            let due =
+                LATCH_DUE.max(self.timeout(c) + Duration::from_secs(1)) + 4 * self.max_round_trip();
+            if now - since > due {
                 return Err(self.violation(format!(
                     "c{c}: its latch has headed the election (or had no node there), connected, for {:?} and does not lead",
                     now - since

@@ -59,7 +59,7 @@ impl World {
     pub(super) fn server_output(&mut self) {
         let now = self.now;
         while let Some((conn, bytes)) = self.server.poll_output() {
-            let at = now + self.latency();
+            let at = now + self.latency_of(conn);
             self.writes += 1;
             let n = self.writes;
             if let Some(link) = self.link_mut(conn) {
@@ -67,13 +67,23 @@ impl World {
             }
         }
         while let Some(conn) = self.server.poll_closed() {
-            let at = now + self.latency();
+            let at = now + self.latency_of(conn);
             self.writes += 1;
             let n = self.writes;
             if let Some(link) = self.link_mut(conn) {
                 link.down.push_back((at, n, None));
             }
         }
+    }
+
+    /// The latency of the link of connection `conn` (any, if no client's).
+    fn latency_of(&mut self, conn: ConnId) -> Duration {
+        let c = self
+            .clients
+            .iter()
+            .position(|c| c.link.as_ref().is_some_and(|l| l.conn == conn))
+            .unwrap_or(0);
+        self.latency(c)
     }
 
     fn link_mut(&mut self, conn: ConnId) -> Option<&mut Link> {

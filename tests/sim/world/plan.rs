@@ -19,11 +19,97 @@ pub struct Plan {
     pub sequence_start: i32,
     /// Give up settling after this much virtual time.
     pub horizon: Duration,
+    /// The options every client of the run is built with.
+    pub options: Options,
+}
+
+/// The public options a user sets, as dimensions of the seed: each value
+/// takes a share of the seeds (the switches by the seed's digits, so that
+/// consecutive seeds walk through every combination), and the invariants,
+/// safety and availability both, hold under each.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The session timeout each client asks for (up to four clients):
+    /// below, inside or above the `[2, 20]` ticks the server clamps to.
+    pub asked_timeouts: [Duration; 4],
+    /// `ClientBuilder::leader_check`. Off, the run has no follower cut
+    /// from its leader: the check is what keeps a holder behind such a
+    /// follower from saying Held while the leader expires its session
+    /// (docs/PARTITION.md), and a user turns it off only for a standalone
+    /// server.
+    pub leader_check: bool,
+    /// `MutexOptions::lock_delay` on every lock path (every contender on a
+    /// path sets the same delay).
+    pub lock_delay: Option<Duration>,
+    /// `MutexOptions::watch_node`: the locks that watch their node are the
+    /// odd ones instead of the even ones.
+    pub watch_flip: bool,
+    /// `MutexOptions::reentrant`: lock 2 re-entrant instead of 0 and 1.
+    pub reentrant_flip: bool,
+    /// `MutexOptions::revocable` on every mutex, read/write and lease lock.
+    pub revocable: bool,
+    /// The links' steady one-way latency (jitter comes on top), up to
+    /// [`MAX_STEADY_LATENCY`] of the client's session timeout.
+    pub steady_latency_per_mille: u32,
+    /// Clients send writes of their own that the server refuses (and some
+    /// it accepts) while they hold and wait for locks.
+    pub refused_writes: bool,
+}
+
+/// The largest steady one-way latency the world puts on a link, as a share
+/// of the negotiated session timeout (per mille): a round trip of `T / 5`,
+/// inside the `5T / 24` the leader check is documented to tolerate without
+/// an alarm (docs/PARTITION.md, "No false alarm on a healthy server"),
+/// with room for the jitter on top.
+pub const MAX_STEADY_LATENCY: u32 = 100;
+
+impl Options {
+    /// The options of `seed`.
+    pub fn for_seed(seed: u64) -> Options {
+        let mut rng = Rng::new(seed ^ 0x6f70_7469_6f6e_7321);
+        // The switches and the class of timeouts from the seed's digits:
+        // 2^7 × 3 combinations, each met by every 384 consecutive seeds.
+        let bit = |n: u32| seed >> n & 1 == 1;
+        // One class a run (a client waiting out a long session timeout
+        // while the others ping at a short one makes a run long).
+        let class = (seed >> 7) % 3;
+        let asked_timeouts = std::array::from_fn(|_| {
+            Duration::from_millis(match class {
+                // Below the floor of 2 ticks: negotiated up.
+                0 => 500 + rng.below(3500),
+                // Inside, mostly short ones (faults are sized for them).
+                1 => {
+                    if rng.chance(3, 4) {
+                        4000 + rng.below(4000)
+                    } else {
+                        4000 + rng.below(36_001)
+                    }
+                }
+                // Above the ceiling of 20 ticks: negotiated down.
+                _ => 40_001 + rng.below(80_000),
+            })
+        });
+        Options {
+            asked_timeouts,
+            leader_check: !bit(0),
+            lock_delay: bit(1).then(|| Duration::from_millis(rng.below(3000))),
+            watch_flip: bit(2),
+            reentrant_flip: bit(3),
+            revocable: bit(4),
+            steady_latency_per_mille: if bit(5) {
+                rng.below(u64::from(MAX_STEADY_LATENCY) + 1) as u32
+            } else {
+                0
+            },
+            refused_writes: !bit(6),
+        }
+    }
 }
 
 impl Plan {
-    pub fn from_seed(rng: &mut Rng) -> Plan {
+    pub fn from_seed(rng: &mut Rng, options: Options) -> Plan {
         Plan {
+            options,
             clients: 2 + rng.below(3) as usize,
             // Every recipe in every seed: mutexes (0, 2, and a multi-lock
             // over both), readers and writers (1), semaphore leases (3), and
@@ -137,7 +223,7 @@ impl Plan {
                     for_: Duration::from_millis(1000 + rng.below(6000)),
                 },
                 16 => Fault::Close { client },
-                18 => Fault::FollowerCut {
+                18 if plan.options.leader_check => Fault::FollowerCut {
                     client,
                     // ZooKeeper's default syncLimit × tick is 10 s, past the
                     // 4 s session timeout here.

@@ -97,7 +97,7 @@ impl World {
             }
         }
         let write = !t.reader;
-        if reentrant(lock) {
+        if reentrant(&self.options, lock) {
             if let Some(node) = self.thread_slot(c, thread, lock, write) {
                 return share(node);
             }
@@ -123,7 +123,8 @@ impl World {
                 "c{c}: #{id} not refused at once with {e:?} (its thread holds the lock): {:?}",
                 got.map(|r| r.as_ref().err())
             ))),
-            (Some(ThreadEntry::Share { node }), got) if watched(t.lock) => match got {
+            (Some(ThreadEntry::Share { node }), got) if watched(&self.options, t.lock) => match got
+            {
                 Some(Ok(Granted::One(g))) if g.node_path() == node => Ok(()),
                 _ => Err(self.violation(format!(
                     "c{c}: #{id} did not share its thread's watched holding {node} at once"
@@ -159,7 +160,7 @@ impl World {
                 }
                 // A holder that does not watch its node reads it first.
                 let read = self.server.last_read(sid, node);
-                if !watched(t.lock) && read.is_none_or(|at| at < t.started) {
+                if !watched(&self.options, t.lock) && read.is_none_or(|at| at < t.started) {
                     return Err(self.violation(format!(
                         "c{c}: #{id} shares its thread's holding {node} without reading it"
                     )));
