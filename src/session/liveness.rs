@@ -62,11 +62,11 @@ impl<R, W: Clone> Session<R, W> {
         self.leader_check = on;
     }
 
-    /// How often the core sends its own `sync`: half the
-    /// [gap](Self::leader_gap), so that each probe proves the one sent two
-    /// before it.
+    /// How often the core sends its own `sync`: a sixth of the session
+    /// timeout, half the [gap](Self::leader_gap), so that each probe proves
+    /// the one sent two before it.
     pub(super) fn probe_period(&self) -> Duration {
-        self.leader_gap() / 2
+        self.timeout() / 6
     }
 
     pub(super) fn timeout(&self) -> Duration {
@@ -83,9 +83,12 @@ impl<R, W: Clone> Session<R, W> {
 
     /// How much older than an answered leader-ordered request a touch must
     /// be for that answer to prove the touch reached the leader (see
-    /// [`Self::set_leader_check`]).
+    /// [`Self::set_leader_check`]): a third of the session timeout, taken
+    /// as exactly two probe periods. Halving `T / 3` instead rounds down to
+    /// the nanosecond, and the probe sent two periods after a touch would
+    /// then fall short of the gap by a nanosecond and prove nothing.
     pub(super) fn leader_gap(&self) -> Duration {
-        self.timeout() / 3
+        self.probe_period() * 2
     }
 
     /// When the leader's proof of our session is too old to say Connected.
