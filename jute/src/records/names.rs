@@ -53,6 +53,16 @@ impl Names {
     /// The `i`th name.
     pub fn get(&self, i: usize) -> Option<&str> {
         let (start, end) = *self.spans.get(i)?;
+        // An empty name may lie past every buffer (a listing's last name,
+        // decoded where no bytes were left): it needs none.
+        let bytes = self
+            .bytes(start, end)
+            .or_else(|| (start == end).then_some(&[][..]))?;
+        std::str::from_utf8(bytes).ok()
+    }
+
+    /// The bytes at `start..end` of the buffers laid end to end.
+    fn bytes(&self, start: u32, end: u32) -> Option<&[u8]> {
         let (base, buf) = if self.more.is_empty() {
             (0, &self.buf)
         } else {
@@ -60,8 +70,7 @@ impl Names {
             let (base, buf) = self.more.get(at.checked_sub(1)?)?;
             (*base, buf)
         };
-        let bytes = buf.get((start - base) as usize..(end - base) as usize)?;
-        std::str::from_utf8(bytes).ok()
+        buf.get((start - base) as usize..(end - base) as usize)
     }
 
     /// The names in order.
@@ -266,6 +275,21 @@ impl ExactSizeIterator for NamesIter<'_> {}
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_listing_ending_in_an_empty_name_keeps_it() {
+        for names in [vec![""], vec!["a", ""], vec!["", ""]] {
+            let names: Names = names.into_iter().collect();
+            let mut buf = BytesMut::new();
+            names.encode(&mut buf);
+            let frame = buf.freeze();
+            for shared in [Some(&frame), None] {
+                let decoded = Names::decode(&mut Reader::new(&frame), shared).unwrap();
+                assert_eq!(decoded.len(), names.len());
+                assert_eq!(decoded.to_vec(), names.to_vec());
+            }
+        }
+    }
 
     #[test]
     fn round_trips_shared_or_copied_and_refuses_short_input() {
