@@ -60,7 +60,7 @@ pub use client::{
     DEFAULT_PERSISTENT_WATCH_CAPACITY, MIN_MAX_FRAME,
 };
 pub use crossbeam_channel;
-pub use error::{ConnectError, Error, Result};
+pub use error::{ConnectError, Error, NoSession, Result};
 pub use jute::{perms, Acl, AddWatchMode, CreateMode, ErrorCode, EventType, Id, OpCode, Stat};
 pub use machine::Observer;
 pub use path::validate_path;
