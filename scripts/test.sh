@@ -54,7 +54,9 @@ step() {
 # and would check zklock-cli against a zklock unpacked or built by an
 # earlier run. So the check has a cargo home and a target directory of its
 # own under target/publish-check, made afresh: the crates.io index and the
-# downloaded .crate files are copied in (about 30 MB) and used offline.
+# downloaded .crate files are copied in (about 30 MB), so that nothing is
+# downloaded again. (`cargo publish` refreshes the index before it packages,
+# even with --dry-run, and refuses --offline: the index is read online.)
 publish_check() {
   local dir="$PWD/target/publish-check"
   local home="${CARGO_HOME:-$HOME/.cargo}"
@@ -66,7 +68,7 @@ publish_check() {
     if [ -f "$home/$config" ]; then cp "$home/$config" "$dir/cargo-home/" || return; fi
   done
   CARGO_HOME="$dir/cargo-home" CARGO_TARGET_DIR="$dir/target" \
-    cargo publish --dry-run --workspace --allow-dirty --offline
+    cargo publish --dry-run --workspace --allow-dirty
 }
 
 # The gates first: formatting and lints, before any server starts.
