@@ -242,11 +242,29 @@ impl Driver {
                 CoreEvent::DropConnection(reason) => {
                     log::warn!("dropping connection: {reason:?}");
                     if reason != DropReason::SessionEnded {
+                        self.ended_because(self.dropped_because(&reason));
                         self.account_connection_end(Instant::now());
                     }
                     self.close_socket();
                 }
             }
+        }
+    }
+}
+
+impl Driver {
+    /// Why the session core dropped a connection, as a connect failure says
+    /// it.
+    fn dropped_because(&self, reason: &DropReason) -> String {
+        match reason {
+            DropReason::HandshakeTimeout => format!(
+                "no answer to the session handshake within {:?}",
+                self.connect_timeout
+            ),
+            DropReason::ReadTimeout => "nothing heard for two thirds of the session timeout".into(),
+            DropReason::Protocol(what) => format!("protocol violation: {what}"),
+            DropReason::ReadOnlyServer => "a read-only server".into(),
+            other => format!("{other:?}"),
         }
     }
 }

@@ -1,6 +1,7 @@
 //! The client's one error type.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use jute::{ErrorCode, OpCode};
 use thiserror::Error;
@@ -113,10 +114,63 @@ pub enum Error {
     /// refused, or every server closed the connection before answering.
     #[error(transparent)]
     Connect(ConnectError),
+    /// No session within the connect wait, for no reason that rules every
+    /// server out (refused, silent, not serving yet): the servers tried,
+    /// the time spent and the last failure seen, which is also the
+    /// [`source`](std::error::Error::source). Boxed: it is large, and every
+    /// `Result` of the crate carries an `Error`'s size.
+    #[error(transparent)]
+    NoSession(Box<NoSession>),
+}
+
+/// What a connect that got no session in time tried: the servers, how long
+/// it waited, and the last failure seen. Displays as `no ZooKeeper server
+/// reachable at 127.0.0.1:2181 within 3.0s: Connection refused (os error
+/// 111)`, naming each server once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct NoSession {
+    /// The servers of the connect string, as `host:port`, each once, in
+    /// the order the connect string names them.
+    pub servers: Vec<String>,
+    /// The addresses they resolved to: those the connect tried in turn.
+    pub addresses: Vec<std::net::SocketAddr>,
+    /// How long the connect waited.
+    pub waited: Duration,
+    /// The last connection failure seen; `None` if no attempt ended within
+    /// the wait (a server that took the connection and never answered).
+    pub last: Option<ConnectError>,
+}
+
+impl std::fmt::Display for NoSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "no ZooKeeper server reachable at {} within {:.1?}",
+            self.servers.join(","),
+            self.waited
+        )?;
+        match &self.last {
+            // One server: its name is already said.
+            Some(last) if self.servers.len() == 1 => write!(f, ": {}", last.cause()),
+            Some(last) => write!(f, "; last: {last}"),
+            None => Ok(()),
+        }
+    }
+}
+
+impl std::error::Error for NoSession {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.last.as_ref().map(|e| e as _)
+    }
 }
 
 /// Why connecting to a server failed before a session was established.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
+///
+/// Errors compare equal when they are the same variant with equal fields;
+/// two [`ConnectError::Io`] are equal when their host, [`std::io::ErrorKind`]
+/// and message are.
+#[derive(Debug, Clone, Error)]
 #[non_exhaustive]
 pub enum ConnectError {
     /// The server closed the connection before answering the ZooKeeper
@@ -137,8 +191,21 @@ pub enum ConnectError {
         #[source]
         source: crate::TlsError,
     },
+    /// The socket failed: the connection was refused or reset, or the
+    /// network is unreachable. The `io::Error` is shared, so that the error
+    /// stays `Clone`; it is also the
+    /// [`source`](std::error::Error::source) (downcast to
+    /// `Arc<std::io::Error>`).
+    #[error("{host}: {source}")]
+    Io {
+        /// The server, as `host:port` of the connect string.
+        host: String,
+        /// What the operating system said.
+        #[source]
+        source: Arc<std::io::Error>,
+    },
     /// Any other way a connection ended before the session was established
-    /// (refused, timed out, garbage).
+    /// (no answer in time, garbage).
     #[error("{host}: {reason}")]
     Other {
         /// The server, as `host:port` of the connect string.
@@ -147,6 +214,47 @@ pub enum ConnectError {
         reason: String,
     },
 }
+
+impl ConnectError {
+    /// What went wrong, without the server's name.
+    fn cause(&self) -> String {
+        match self {
+            ConnectError::ClosedBeforeHandshake { .. } => {
+                "the server closed the connection before answering the handshake".into()
+            }
+            #[cfg(feature = "tls")]
+            ConnectError::Tls { source, .. } => source.to_string(),
+            ConnectError::Io { source, .. } => source.to_string(),
+            ConnectError::Other { reason, .. } => reason.clone(),
+        }
+    }
+}
+
+impl PartialEq for ConnectError {
+    fn eq(&self, other: &Self) -> bool {
+        use ConnectError::*;
+        // By `self`'s variant, so that a new variant must be added here.
+        match self {
+            ClosedBeforeHandshake { host } => {
+                matches!(other, ClosedBeforeHandshake { host: h } if host == h)
+            }
+            #[cfg(feature = "tls")]
+            Tls { host, source } => {
+                matches!(other, Tls { host: h, source: s } if host == h && source == s)
+            }
+            Io { host, source } => matches!(
+                other,
+                Io { host: h, source: s }
+                    if host == h && source.kind() == s.kind() && source.to_string() == s.to_string()
+            ),
+            Other { host, reason } => {
+                matches!(other, Other { host: h, reason: r } if host == h && reason == r)
+            }
+        }
+    }
+}
+
+impl Eq for ConnectError {}
 
 /// How [`Error::Server`] displays: `NoAuth on delete /a/b`.
 struct ServerRefusal<'a> {
@@ -338,6 +446,7 @@ impl PartialEq for Error {
             InvalidArgument(a) => matches!(other, InvalidArgument(b) if a == b),
             Protocol(a) => matches!(other, Protocol(b) if a == b),
             Connect(a) => matches!(other, Connect(b) if a == b),
+            NoSession(a) => matches!(other, NoSession(b) if a == b),
         }
     }
 }
@@ -413,6 +522,45 @@ mod tests {
             m.to_string(),
             "multi op 1 (check /a) failed with BadVersion; nothing was applied"
         );
+    }
+
+    #[test]
+    fn no_session_names_each_server_once_then_the_last_failure() {
+        let refused = |host: &str| ConnectError::Io {
+            host: host.into(),
+            source: Arc::new(std::io::Error::from(std::io::ErrorKind::ConnectionRefused)),
+        };
+        let one = NoSession {
+            servers: vec!["127.0.0.1:2999".into()],
+            addresses: vec!["127.0.0.1:2999".parse().unwrap()],
+            waited: Duration::from_millis(3004),
+            last: Some(refused("127.0.0.1:2999")),
+        };
+        assert_eq!(
+            Error::NoSession(Box::new(one.clone())).to_string(),
+            "no ZooKeeper server reachable at 127.0.0.1:2999 within 3.0s: connection refused"
+        );
+        let source = Error::NoSession(Box::new(one.clone()));
+        let source = source.source().expect("the last failure");
+        assert_eq!(source.to_string(), "127.0.0.1:2999: connection refused");
+        let two = NoSession {
+            servers: vec!["a:1".into(), "b:2".into()],
+            last: Some(refused("b:2")),
+            ..one.clone()
+        };
+        assert_eq!(
+            two.to_string(),
+            "no ZooKeeper server reachable at a:1,b:2 within 3.0s; last: b:2: connection refused"
+        );
+        let silent = NoSession { last: None, ..one };
+        assert_eq!(
+            silent.to_string(),
+            "no ZooKeeper server reachable at 127.0.0.1:2999 within 3.0s"
+        );
+        assert!(silent.source().is_none());
+        assert_ne!(Error::NoSession(Box::new(silent)), Error::Timeout);
+        assert_eq!(refused("a:1"), refused("a:1"));
+        assert_ne!(refused("a:1"), refused("b:2"));
     }
 
     #[test]

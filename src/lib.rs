@@ -9,15 +9,22 @@
 //! use std::time::Duration;
 //! use zklock::{Client, recipes::{Mutex, LockState}};
 //!
-//! let client = Client::connect("127.0.0.1:2181", Duration::from_secs(10))?;
-//! let lock = Mutex::new(&client, "/locks/report")?;
-//! let guard = lock.lock_timeout(Duration::from_secs(30))?;
-//! assert_eq!(guard.state(), LockState::Held);
-//! // Hand the token to storage that refuses writes from older holders.
-//! let token = guard.fencing_token();
-//! # let _ = token;
-//! # Ok::<(), zklock::recipes::LockError>(())
+//! fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     let client = Client::connect("127.0.0.1:2181", Duration::from_secs(10))?;
+//!     let lock = Mutex::new(&client, "/locks/report")?;
+//!     let guard = lock.lock_timeout(Duration::from_secs(30))?;
+//!     assert_eq!(guard.state(), LockState::Held);
+//!     // Hand the token to storage that refuses writes from older holders.
+//!     let token = guard.fencing_token();
+//!     println!("holding /locks/report, fencing token {token}");
+//!     Ok(())
+//! }
 //! ```
+//!
+//! A server for it on your desk: `./scripts/zk.sh` in a checkout of the
+//! repository. Without one, [`Client::connect`] fails after the session
+//! timeout with [`Error::NoSession`], naming the servers it tried, the time
+//! it waited and the last failure.
 //!
 //! # Cargo features
 //!
@@ -62,7 +69,7 @@ pub use client::{
     DEFAULT_PERSISTENT_WATCH_CAPACITY, MIN_MAX_FRAME,
 };
 pub use crossbeam_channel;
-pub use error::{ConnectError, Error, Result};
+pub use error::{ConnectError, Error, NoSession, Result};
 pub use jute::{perms, Acl, AddWatchMode, CreateMode, ErrorCode, EventType, Id, OpCode, Stat};
 pub use machine::Observer;
 pub use path::validate_path;

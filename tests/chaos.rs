@@ -89,6 +89,50 @@ fn worker(proxy: Arc<Proxy>, stop: Arc<AtomicBool>, tally: Arc<Tally>) {
     }
 }
 
+/// The variable that fixes the fault schedule's seed; unset, the clock
+/// picks one.
+const SEED_VAR: &str = "CHAOS_SEED";
+
+/// The seed from `CHAOS_SEED`, or from the clock (printed either way);
+/// never 0, which xorshift would keep at 0.
+fn seed() -> u64 {
+    match std::env::var(SEED_VAR) {
+        Ok(s) => s
+            .trim()
+            .parse::<u64>()
+            .unwrap_or_else(|_| panic!("{SEED_VAR}={s:?} is not a number"))
+            .max(1),
+        Err(_) => {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_nanos() as u64)
+                | 1
+        }
+    }
+}
+
+/// Prints the command that replays the seed's fault schedule when the test
+/// fails, whichever assertion or unwrap failed.
+struct Replay(u64);
+
+impl Replay {
+    fn command(&self) -> String {
+        format!(
+            "{SEED_VAR}={} cargo test --test chaos -- --nocapture",
+            self.0
+        )
+    }
+}
+
+impl Drop for Replay {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("chaos failed; replay its faults: {}", self.command());
+        }
+    }
+}
+
+/// `CHAOS_SEED` fixes which connection gets which fault, and when.
 #[test]
 fn fenced_increments_stay_exclusive_under_faults() {
     let server = ZkServer::start_with(500);
@@ -111,7 +155,10 @@ fn fenced_increments_stay_exclusive_under_faults() {
         .collect();
 
     // Chaos: a fault every few hundred milliseconds, on one connection.
-    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    let seed = seed();
+    let replay = Replay(seed);
+    eprintln!("chaos seed {seed}; replay: {}", replay.command());
+    let mut rng = seed;
     let mut next = || {
         rng ^= rng << 13;
         rng ^= rng >> 7;

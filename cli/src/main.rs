@@ -67,9 +67,11 @@ pub fn client_failure(e: &Error, doing: &str) -> Failure {
         | Error::InvalidConnectString(_)
         | Error::InvalidSetting { .. }
         | Error::Resolve { .. } => exit::USAGE,
-        Error::Timeout | Error::ConnectionLoss | Error::Closed | Error::Connect(_) => {
-            exit::UNAVAILABLE
-        }
+        Error::Timeout
+        | Error::ConnectionLoss
+        | Error::Closed
+        | Error::Connect(_)
+        | Error::NoSession(_) => exit::UNAVAILABLE,
         Error::SessionExpired => exit::LOST,
         Error::AuthFailed => exit::NOPERM,
         Error::Server {
@@ -170,14 +172,8 @@ pub fn connect_with(global: &args::Global, secrets: &Secrets) -> Result<Client, 
     let builder = Client::builder(&global.connect).session_timeout(global.session_timeout);
     let builder = secured(builder, &global.security, secrets)?;
     let client = builder.connect().map_err(|e| match e {
-        Error::Timeout => Failure::new(
-            exit::UNAVAILABLE,
-            format!(
-                "no ZooKeeper server reachable at {} within {}",
-                global.connect,
-                secs(global.session_timeout.max(Duration::from_secs(1)))
-            ),
-        ),
+        // The library's words: the servers, the time spent, the last failure.
+        Error::NoSession(_) => Failure::new(exit::UNAVAILABLE, e.to_string()),
         other => client_failure(&other, &connecting(&global.connect, &other)),
     })?;
     if let Some(digest) = &secrets.digest {

@@ -375,6 +375,22 @@ fn mutate(rng: &mut Rng, input: &mut Vec<u8>, pool: &[&[u8]]) {
 /// Inputs per target; keeps the whole test well under a few seconds in debug.
 const RANDOM_INPUTS: usize = 5000;
 
+/// Prints, when the test fails, the command that draws the same inputs.
+struct Replay(u64);
+
+impl Drop for Replay {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "replay: JUTE_SEED={} cargo test -p zklock-jute --test fuzz_replay random_and_mutated",
+                self.0
+            );
+        }
+    }
+}
+
+/// Draws from `JUTE_SEED` if set, else from a fixed seed (every plain run
+/// draws the same inputs).
 #[test]
 fn random_and_mutated_inputs_never_panic() {
     let seeds = load_seeds();
@@ -382,8 +398,16 @@ fn random_and_mutated_inputs_never_panic() {
         .iter()
         .flat_map(|s| s.files.iter().map(|(_, d)| d.as_slice()))
         .collect();
+    let base = match std::env::var("JUTE_SEED") {
+        Ok(s) => s
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("JUTE_SEED={s:?} is not a number")),
+        Err(_) => 0x9e37_79b9_7f4a_7c15,
+    };
+    let _replay = Replay(base);
     for (i, TargetSeeds { target, run, files }) in seeds.iter().enumerate() {
-        let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (i as u64 + 1).wrapping_mul(0x1234_5678_9abc));
+        let mut rng = Rng((base ^ (i as u64 + 1).wrapping_mul(0x1234_5678_9abc)).max(1));
         let mut reached = 0;
         for n in 0..RANDOM_INPUTS {
             let data = if n % 4 == 0 {

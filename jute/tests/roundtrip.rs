@@ -6,6 +6,42 @@ use zklock_jute::*;
 /// A small deterministic generator so failures reproduce.
 struct Gen(u64);
 
+/// Where a run's seed comes from: `JUTE_SEED` if set, else the test's own
+/// fixed seed (every plain run draws the same values).
+const SEED_VAR: &str = "JUTE_SEED";
+
+/// Prints, when the test fails, the command that draws the same values.
+struct Replay {
+    test: &'static str,
+    seed: u64,
+}
+
+impl Drop for Replay {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "replay: {SEED_VAR}={} cargo test -p zklock-jute --test roundtrip {}",
+                self.seed, self.test
+            );
+        }
+    }
+}
+
+/// The generator for `test`, seeded from `JUTE_SEED` or `default`, and the
+/// guard that prints the replay command if the test fails.
+fn seeded(test: &'static str, default: u64) -> (Gen, Replay) {
+    let seed = match std::env::var(SEED_VAR) {
+        Ok(s) => s
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("{SEED_VAR}={s:?} is not a number")),
+        Err(_) => default,
+    };
+    // xorshift stays at 0 from 0.
+    let seed = seed.max(1);
+    (Gen(seed), Replay { test, seed })
+}
+
 impl Gen {
     fn next(&mut self) -> u64 {
         self.0 ^= self.0 << 13;
@@ -237,7 +273,7 @@ const RESPONSE_KINDS: usize = 11;
 
 #[test]
 fn every_request_round_trips() {
-    let mut g = Gen(0x2545_f491_4f6c_dd1d);
+    let (mut g, _replay) = seeded("every_request_round_trips", 0x2545_f491_4f6c_dd1d);
     for round in 0..200 {
         for kind in 0..REQUEST_KINDS {
             let req = g.request(kind);
@@ -265,7 +301,7 @@ fn every_request_round_trips() {
 
 #[test]
 fn every_response_round_trips() {
-    let mut g = Gen(0x9e37_79b9_7f4a_7c15);
+    let (mut g, _replay) = seeded("every_response_round_trips", 0x9e37_79b9_7f4a_7c15);
     for _ in 0..200 {
         for kind in 0..RESPONSE_KINDS {
             let (op, resp) = g.response(kind);
@@ -292,7 +328,7 @@ fn every_response_round_trips() {
 
 #[test]
 fn handshake_and_events_round_trip() {
-    let mut g = Gen(7);
+    let (mut g, _replay) = seeded("handshake_and_events_round_trip", 7);
     for _ in 0..500 {
         let req = ConnectRequest {
             protocol_version: g.i32(),

@@ -154,8 +154,9 @@ impl ClientBuilder {
     /// * [`Error::Connect`]: the servers said why no session can be had (TLS
     ///   refused, or every server closed the connection before answering),
     ///   or a TLS file could not be loaded;
-    /// * [`Error::Timeout`]: no session within the wait, for no reason a
-    ///   server gave (none reachable, say);
+    /// * [`Error::NoSession`]: no session within the wait, for no reason
+    ///   that rules every server out (none reachable, say); it names the
+    ///   servers, the time spent and the last failure;
     /// * [`Error::AuthFailed`]: the SASL login was refused.
     pub fn connect(self) -> Result<Client> {
         self.check_settings()?;
@@ -206,7 +207,7 @@ impl ClientBuilder {
             }),
         };
         if self.wait_connected {
-            client.wait_first_session(session_timeout.max(Duration::from_secs(1)))?;
+            client.wait_first_session(session_timeout.max(Duration::from_secs(1)), &named)?;
         }
         Ok(client)
     }

@@ -2,13 +2,14 @@
 //! and waiting for the first session while listening to why connections
 //! fail, so that a refusal is reported at once and a timeout says why.
 
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{select, Receiver};
 
 use super::{Client, ClientBuilder};
 use crate::driver::{ConnectFailure, Connector};
-use crate::error::{Error, Result};
+use crate::error::{ConnectError, Error, NoSession, Result};
 use crate::session::SessionState;
 
 impl ClientBuilder {
@@ -18,7 +19,7 @@ impl ClientBuilder {
         #[cfg(feature = "tls")]
         if let Some(options) = &self.tls {
             let setup = options.load().map_err(|source| {
-                Error::Connect(crate::error::ConnectError::Tls {
+                Error::Connect(ConnectError::Tls {
                     host: self.connect_string.clone(),
                     source,
                 })
@@ -49,26 +50,40 @@ impl Client {
     ///   TLS);
     /// * at the deadline, [`Error::Connect`] if every attempt was closed by
     ///   the server before its (ZooKeeper or TLS) handshake was answered,
-    ///   else [`Error::Timeout`].
-    pub(super) fn wait_first_session(&self, timeout: Duration) -> Result<()> {
+    ///   else [`Error::NoSession`]: `hosts` (the connect string's, as
+    ///   resolved), the time spent and the last failure.
+    pub(super) fn wait_first_session(
+        &self,
+        timeout: Duration,
+        hosts: &[(String, SocketAddr)],
+    ) -> Result<()> {
+        let started = Instant::now();
         let (states, _token) = self.subscribe_scoped();
         let failures: &Receiver<ConnectFailure> = &self.inner.driver.failures;
-        let hosts = self.inner.host_count;
+        let host_count = self.inner.host_count;
         // The latest failure of each server, in the order they first failed
         // (a few servers: a list, not a map).
         let mut latest: Vec<ConnectFailure> = Vec::new();
+        let mut last: Option<ConnectError> = None;
         let mut all_closed_early = true;
         let deadline = crate::deadline::from_now(timeout);
+        let no_session = |last| {
+            Error::NoSession(Box::new(NoSession {
+                servers: servers(hosts),
+                addresses: hosts.iter().map(|(_, a)| *a).collect(),
+                waited: started.elapsed(),
+                last,
+            }))
+        };
         loop {
             if let Some(outcome) = settled(self.state()) {
                 return outcome;
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                let last = latest.into_iter().next();
-                return match last {
+                return match latest.into_iter().next() {
                     Some(f) if all_closed_early => Err(Error::Connect(f.error)),
-                    _ => Err(Error::Timeout),
+                    _ => Err(no_session(last)),
                 };
             }
             select! {
@@ -76,19 +91,40 @@ impl Client {
                 recv(failures) -> f => {
                     let Ok(failure) = f else { return Err(Error::Closed) };
                     all_closed_early &= failure.closed_early();
+                    last = Some(failure.error.clone());
                     match latest.iter_mut().find(|f| f.addr == failure.addr) {
                         Some(known) => *known = failure,
                         None => latest.push(failure),
                     }
-                    if latest.len() >= hosts && latest.iter().all(ConnectFailure::is_definitive) {
-                        if let Some(f) = latest.into_iter().next() {
-                            return Err(Error::Connect(f.error));
-                        }
-                        return Err(Error::Timeout);
+                    if latest.len() >= host_count
+                        && latest.iter().all(ConnectFailure::is_definitive)
+                    {
+                        return match latest.into_iter().next() {
+                            Some(f) => Err(Error::Connect(f.error)),
+                            None => Err(no_session(last)),
+                        };
                     }
                 },
                 default(left) => {},
             }
         }
     }
+}
+
+/// The connect string's servers as `host:port`, each once, in its order
+/// (a host that resolved to several addresses is one server).
+fn servers(hosts: &[(String, SocketAddr)]) -> Vec<String> {
+    let mut servers: Vec<String> = Vec::new();
+    for (name, addr) in hosts {
+        // `host:port`, bracketed when the host is an IPv6 literal.
+        let server = if name.contains(':') {
+            format!("[{name}]:{}", addr.port())
+        } else {
+            format!("{name}:{}", addr.port())
+        };
+        if !servers.contains(&server) {
+            servers.push(server);
+        }
+    }
+    servers
 }

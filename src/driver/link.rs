@@ -284,22 +284,52 @@ impl TlsLink {
 }
 
 impl Driver {
-    /// The transport failed: report a TLS failure with its type, then drop
-    /// the connection as any other failure.
+    /// The transport or the socket failed: report a TLS failure with its
+    /// type and any other with its `io::Error`, then drop the connection as
+    /// any other failure.
     pub(super) fn link_failed(&mut self, now: Instant, e: io::Error) {
         let why = e.to_string();
-        #[cfg(feature = "tls")]
-        if let (Some(conn), Some(source)) = (
-            &self.conn,
-            e.get_ref()
-                .and_then(|inner| inner.downcast_ref::<crate::tls::TlsError>()),
-        ) {
-            self.links.pending = Some(ConnectError::Tls {
-                host: self.links.host(conn.addr),
-                source: source.clone(),
+        if let Some(conn) = &self.conn {
+            let host = self.links.host(conn.addr);
+            #[cfg(feature = "tls")]
+            if let Some(source) = e
+                .get_ref()
+                .and_then(|inner| inner.downcast_ref::<crate::tls::TlsError>())
+            {
+                self.links.pending = Some(ConnectError::Tls {
+                    host,
+                    source: source.clone(),
+                });
+                return self.lost_connection(now, &why);
+            }
+            self.links.pending = Some(ConnectError::Io {
+                host,
+                source: std::sync::Arc::new(e),
             });
         }
         self.lost_connection(now, &why);
+    }
+
+    /// The connection ended for a reason of the driver's or the session's
+    /// own (no answer in time): report it, unless a typed one came first.
+    pub(super) fn ended_because(&mut self, reason: String) {
+        if let Some(conn) = &self.conn {
+            if !conn.link.established && self.links.pending.is_none() {
+                self.links.pending = Some(ConnectError::Other {
+                    host: self.links.host(conn.addr),
+                    reason,
+                });
+            }
+        }
+    }
+
+    /// A connection could not even be started: report why.
+    pub(super) fn not_started(&mut self, addr: SocketAddr, e: io::Error) {
+        let error = ConnectError::Io {
+            host: self.links.host(addr),
+            source: std::sync::Arc::new(e),
+        };
+        self.links.report(addr, error);
     }
 
     /// The server closed the connection.

@@ -50,6 +50,10 @@ impl Driver {
         }) = &self.conn
         {
             if now >= *until {
+                self.ended_because(format!(
+                    "no TCP connection within {:?}",
+                    self.connect_timeout
+                ));
                 self.lost_connection(now, "connect timed out");
             }
         }
@@ -87,6 +91,7 @@ impl Driver {
                     Interest::READABLE | Interest::WRITABLE,
                 ) {
                     log::warn!("cannot register socket for {addr}: {e}");
+                    self.not_started(addr, e);
                     self.hosts.failed(now);
                     return;
                 }
@@ -102,6 +107,7 @@ impl Driver {
             }
             Err(e) => {
                 log::info!("connect to {addr} failed: {e}");
+                self.not_started(addr, e);
                 self.hosts.failed(now);
             }
         }
@@ -125,12 +131,12 @@ impl Driver {
             }
             match conn.stream.take_error() {
                 Ok(None) => {}
-                Ok(Some(e)) | Err(e) => return self.lost_connection(now, &e.to_string()),
+                Ok(Some(e)) | Err(e) => return self.link_failed(now, e),
             }
             match conn.stream.peer_addr() {
                 Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::NotConnected => return,
-                Err(e) => return self.lost_connection(now, &e.to_string()),
+                Err(e) => return self.link_failed(now, e),
             }
             conn.connecting = None;
             log::debug!("TCP connected to {}", conn.addr);

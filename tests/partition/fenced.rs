@@ -13,7 +13,9 @@ struct Store {
     /// (token, highest accepted at the time): a holder that still said Held
     /// wrote with a token older than someone else's.
     rejected: Vec<(i64, i64)>,
-    /// The worker asked to hold long next time it is granted.
+    /// The worker asked to hold long next time it is granted; the others
+    /// stand aside (queue no new request) until it is granted, so that it
+    /// is granted soon however slow the machine.
     hold_long: Option<usize>,
     /// The worker in a long tenure, while it lasts: what a long fault aims at.
     long_holder: Option<usize>,
@@ -28,6 +30,52 @@ impl Store {
         self.highest = token;
         self.accepted += 1;
         true
+    }
+}
+
+/// The variable that fixes the referee's seed; unset, the clock picks one.
+const SEED_VAR: &str = "FENCED_SEED";
+
+/// The seed from `FENCED_SEED`, or from the clock (printed either way).
+fn seed() -> u64 {
+    match std::env::var(SEED_VAR) {
+        Ok(s) => s
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("{SEED_VAR}={s:?} is not a number")),
+        Err(_) => {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_nanos() as u64)
+                | 1
+        }
+    }
+}
+
+/// Prints the command that replays this seed when the test fails (any
+/// panic of the test's thread, whichever assertion or unwrap it came from),
+/// and stops the workers, which would otherwise go on using the ensemble
+/// the file's other tests share.
+struct Replay {
+    seed: u64,
+    stop: Arc<AtomicBool>,
+}
+
+impl Replay {
+    fn command(&self) -> String {
+        format!(
+            "{SEED_VAR}={} cargo test --test partition fenced_writes_stay_in_order -- --nocapture",
+            self.seed
+        )
+    }
+}
+
+impl Drop for Replay {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if thread::panicking() {
+            eprintln!("referee failed; replay its faults: {}", self.command());
+        }
     }
 }
 
@@ -70,8 +118,16 @@ fn referee_worker(
     let mut tenures = Vec::new();
     let mut client: Option<Client> = None;
     let mut rng = Rng(seed);
-    let deadline = Instant::now() + Duration::from_secs(120);
+    // A bound in case `stop` is never set: well above the referee's
+    // longest run (5 long rounds of 3 aims of WAIT each, and the calm).
+    let deadline = Instant::now() + Duration::from_secs(600);
     while !stop.load(Ordering::SeqCst) && Instant::now() < deadline {
+        // Another worker has been asked to hold long: queue nothing until
+        // it is granted (bounded; the referee gives up on it after WAIT).
+        testkit::poll_until(WAIT, || {
+            let store = store.lock().unwrap();
+            stop.load(Ordering::SeqCst) || store.hold_long.is_none_or(|w| w == worker)
+        });
         let c = match &client {
             Some(c) if !c.state().is_terminal() => c.clone(),
             _ => match Client::builder(&connect).session_timeout(SHORT).connect() {
@@ -157,19 +213,22 @@ fn referee_worker(
 /// links are cut, reset, stalled and healed at random, 50 rounds; every
 /// holder writes to a store that refuses a lower fencing token. No write
 /// may be refused (no holder acted on a stale lock), no two tenures may
-/// overlap, and no lock node may be left behind.
+/// overlap, and no lock node may be left behind. Each long round first
+/// gets a holder on a follower (`aim_at_long_holder`), so the hazard is set
+/// up whatever the load. `FENCED_SEED` fixes the fault schedule.
 #[test]
 fn fenced_writes_stay_in_order_while_member_links_fail() {
     let ens = ensemble();
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(1, |d| d.as_nanos() as u64)
-        | 1;
-    eprintln!("referee seed {seed}");
+    let seed = seed();
+    let stop = Arc::new(AtomicBool::new(false));
+    let replay = Replay {
+        seed,
+        stop: stop.clone(),
+    };
+    eprintln!("referee seed {seed}; replay: {}", replay.command());
     let mut rng = Rng(seed);
     let path = format!("/partition-referee-{}", std::process::id());
     let store = Arc::new(StdMutex::new(Store::default()));
-    let stop = Arc::new(AtomicBool::new(false));
     let n = ens.len();
     assert_eq!(n, 3, "one worker per member");
     let workers: Vec<_> = (0..n)
@@ -200,8 +259,8 @@ fn fenced_writes_stay_in_order_while_member_links_fail() {
             None
         };
         let (a, b, kind) = match target {
-            Some((leader, follower, aimed)) => {
-                aimed_hits += u32::from(aimed);
+            Some((leader, follower)) => {
+                aimed_hits += 1;
                 (leader, follower, [0, 2][rng.below(2) as usize])
             }
             None => {
@@ -286,9 +345,13 @@ fn fenced_writes_stay_in_order_while_member_links_fail() {
             w[1]
         );
     }
+    // Each aim waits for its grant with the other workers standing aside:
+    // a miss is a worker that could not take a free mutex for WAIT, an
+    // availability failure, not a fault that missed its target.
     assert!(
         aimed_hits >= 1,
-        "no long fault found a holder to cut off: the hazard was never set up"
+        "no long fault found a holder to cut off: in {} aims of {WAIT:?} no worker on a follower was granted a mutex the others stood aside from",
+        5 * AIM_ATTEMPTS
     );
     assert!(
         calm,
@@ -303,21 +366,43 @@ fn fenced_writes_stay_in_order_while_member_links_fail() {
     let _ = observer.close();
 }
 
-/// The leader and a random follower, after asking the worker on that
-/// follower to hold long: true once it holds (6 s at most), so that the
-/// fault cuts a holder off. None without a leader.
+/// How many times a long round asks a worker on a follower to hold long
+/// before it gives up and faults a link at random instead.
+const AIM_ATTEMPTS: u32 = 3;
+
+/// Sets up the hazard of a long round: returns the leader and a follower
+/// whose worker now holds the mutex in a long tenure, so that the fault
+/// cuts a holder off. Waits for a leader, asks the worker on a follower
+/// (picked by the seed) to hold long while the others stand aside, and
+/// waits for the grant, `WAIT` at most; tries again, saying so, up to
+/// `AIM_ATTEMPTS` times. None if no attempt got a holder.
 fn aim_at_long_holder(
     ens: &ZkEnsemble,
     store: &StdMutex<Store>,
     rng: &mut Rng,
-) -> Option<(usize, usize, bool)> {
-    let leader = ens.leader()?;
+) -> Option<(usize, usize)> {
     let n = ens.len();
-    let follower = (leader + 1 + rng.below(n as u64 - 1) as usize) % n;
-    store.lock().unwrap().hold_long = Some(follower);
-    let holds = testkit::poll_until(Duration::from_secs(6), || {
-        store.lock().unwrap().long_holder == Some(follower)
-    });
-    store.lock().unwrap().hold_long = None;
-    Some((leader, follower, holds))
+    for attempt in 1..=AIM_ATTEMPTS {
+        let mut leader = None;
+        testkit::poll_until(WAIT, || {
+            leader = ens.leader();
+            leader.is_some()
+        });
+        let Some(leader) = leader else {
+            eprintln!("referee: aim {attempt} of {AIM_ATTEMPTS}: no leader within {WAIT:?}");
+            continue;
+        };
+        let follower = (leader + 1 + rng.below(n as u64 - 1) as usize) % n;
+        store.lock().unwrap().hold_long = Some(follower);
+        let holds =
+            testkit::poll_until(WAIT, || store.lock().unwrap().long_holder == Some(follower));
+        store.lock().unwrap().hold_long = None;
+        if holds {
+            return Some((leader, follower));
+        }
+        eprintln!(
+            "referee: aim {attempt} of {AIM_ATTEMPTS}: the worker on member {follower} was not granted within {WAIT:?} while the others stood aside"
+        );
+    }
+    None
 }

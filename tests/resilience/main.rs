@@ -13,6 +13,7 @@
 //! Set `RESILIENCE_LOG=1` to see the client's log on stderr.
 
 mod bad_servers;
+mod connect_errors;
 mod cuts;
 mod failover;
 mod host_list;

@@ -74,6 +74,21 @@ fn ping_auth_sync_and_partial_frames() {
     assert_eq!(zk.poll_closed(), Some(raw.conn));
 }
 
+/// Prints, when the garbage test fails, the command that sends the same
+/// bytes again.
+struct GarbageReplay(u64);
+
+impl Drop for GarbageReplay {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "replay: GARBAGE_SEED={} cargo test --test sim_zookeeper garbage_never_panics",
+                self.0
+            );
+        }
+    }
+}
+
 #[test]
 fn garbage_never_panics_and_closes_the_connection() {
     let now = Instant::now();
@@ -91,7 +106,16 @@ fn garbage_never_panics_and_closes_the_connection() {
     zk.receive(now, c, &[0, 0, 0, 3, 1, 2, 3]);
     assert_eq!(zk.poll_closed(), Some(c));
     // Pseudo-random bytes after a good handshake, many seeds: never a panic.
-    let mut x: u64 = 0x1234_5678;
+    // `GARBAGE_SEED` draws other bytes; a failure prints how to replay it.
+    let seed = match std::env::var("GARBAGE_SEED") {
+        Ok(s) => s
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("GARBAGE_SEED={s:?} is not a number")),
+        Err(_) => 0x1234_5678,
+    };
+    let _replay = GarbageReplay(seed);
+    let mut x: u64 = seed;
     for round in 0..300 {
         let mut raw = Raw::connect(&mut zk, now);
         if round % 3 != 0 {

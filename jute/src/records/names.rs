@@ -279,6 +279,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_listing_ending_in_an_empty_name_keeps_it() {
+        for names in [vec![""], vec!["a", ""], vec!["", ""]] {
+            let names: Names = names.into_iter().collect();
+            let mut buf = BytesMut::new();
+            names.encode(&mut buf);
+            let frame = buf.freeze();
+            for shared in [Some(&frame), None] {
+                let decoded = Names::decode(&mut Reader::new(&frame), shared).unwrap();
+                assert_eq!(decoded.len(), names.len());
+                assert_eq!(decoded.to_vec(), names.to_vec());
+            }
+        }
+    }
+
+    #[test]
     fn round_trips_shared_or_copied_and_refuses_short_input() {
         let names: Names = ["x", "", "żółw"].into_iter().collect();
         let mut buf = BytesMut::new();

@@ -1,0 +1,119 @@
+//! What a connect that got no session says: the servers it tried, the time
+//! it waited and the last failure, typed and kept as the error's source.
+
+use super::*;
+
+use std::error::Error as _;
+
+use zklock::{ConnectError, NoSession};
+
+/// The `NoSession` in `r`, or a panic naming what came instead.
+fn no_session(r: Result<Client, Error>) -> NoSession {
+    match r {
+        Err(Error::NoSession(ns)) => *ns,
+        other => panic!("expected Error::NoSession, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_closed_port_is_named_with_the_wait_and_the_refusal() {
+    init();
+    let port = testkit::free_ports(1)[0];
+    let server = format!("127.0.0.1:{port}");
+    let t = Duration::from_secs(1);
+    let r = Client::connect(&server, t);
+    let e = r.as_ref().map(|_| ()).unwrap_err().clone();
+    let ns = no_session(r);
+    assert_eq!(ns.servers, std::slice::from_ref(&server));
+    assert_eq!(ns.addresses, [server.parse().unwrap()]);
+    // It waited its whole time: a refused port may be a server starting.
+    assert!(ns.waited >= t, "gave up after {:?}", ns.waited);
+    match &ns.last {
+        Some(ConnectError::Io { host, source }) => {
+            assert_eq!(host, &server);
+            assert_eq!(source.kind(), std::io::ErrorKind::ConnectionRefused);
+        }
+        other => panic!("last failure: {other:?}"),
+    }
+    // "no ZooKeeper server reachable at 127.0.0.1:P within 1.0s: Connection
+    // refused (os error 111)": the server once, then the cause.
+    let text = e.to_string();
+    assert!(
+        text.starts_with(&format!(
+            "no ZooKeeper server reachable at {server} within "
+        )),
+        "{text}"
+    );
+    assert!(text.contains("refused"), "{text}");
+    assert_eq!(text.matches(&server).count(), 1, "{text}");
+    // The chain: Error -> ConnectError -> io::Error.
+    let cause = e.source().expect("the last failure is the source");
+    let io = cause
+        .source()
+        .and_then(|s| s.downcast_ref::<Arc<std::io::Error>>())
+        .expect("the io::Error under it");
+    assert_eq!(io.kind(), std::io::ErrorKind::ConnectionRefused);
+    assert_no_io_panic();
+}
+
+#[test]
+fn a_silent_server_and_a_closed_port_are_both_named() {
+    init();
+    // Takes the TCP connection (the kernel does) and never answers.
+    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_addr = silent.local_addr().unwrap();
+    let closed = format!("127.0.0.1:{}", testkit::free_ports(1)[0]);
+    let t = Duration::from_secs(2);
+    let r = Client::builder(&format!("{silent_addr},{closed}"))
+        .session_timeout(t)
+        .connect_timeout(Duration::from_millis(300))
+        .connect();
+    let text = r.as_ref().map(|_| ()).unwrap_err().to_string();
+    let ns = no_session(r);
+    assert_eq!(ns.servers, [silent_addr.to_string(), closed.clone()]);
+    assert!(ns.waited >= t, "gave up after {:?}", ns.waited);
+    // Several servers: the last failure names its own.
+    let last = ns.last.expect("a failure within 2 s");
+    let host = match &last {
+        ConnectError::Io { host, source } => {
+            assert_eq!(source.kind(), std::io::ErrorKind::ConnectionRefused);
+            host.clone()
+        }
+        ConnectError::Other { host, reason } => {
+            assert!(
+                reason.starts_with("no answer to the session handshake within"),
+                "{reason}"
+            );
+            host.clone()
+        }
+        other => panic!("last failure: {other:?}"),
+    };
+    assert!(host == silent_addr.to_string() || host == closed, "{host}");
+    assert!(
+        text.contains(&format!("{silent_addr},{closed} within"))
+            && text.contains(&format!("; last: {host}: ")),
+        "{text}"
+    );
+    drop(silent);
+    assert_no_io_panic();
+}
+
+#[test]
+fn a_server_that_talks_garbage_is_the_last_cause() {
+    init();
+    let garbage = GarbageServer::start();
+    let server = garbage.addr().to_string();
+    let ns = no_session(Client::connect(&server, Duration::from_secs(1)));
+    assert_eq!(ns.servers, std::slice::from_ref(&server));
+    match &ns.last {
+        Some(ConnectError::Other { host, reason }) => {
+            assert_eq!(host, &server);
+            assert!(!reason.is_empty());
+        }
+        Some(ConnectError::Io { host, .. } | ConnectError::ClosedBeforeHandshake { host }) => {
+            assert_eq!(host, &server)
+        }
+        other => panic!("last failure: {other:?}"),
+    }
+    assert_no_io_panic();
+}
