@@ -90,6 +90,9 @@ step doc-tests cargo test --workspace --doc --all-features --no-fail-fast
 # The library as a minimal deployment builds it (no SASL, no TLS): the
 # session's unit tests run without the feature's code too.
 step lib-minimal cargo test -p zklock --lib --no-default-features
+# Every cargo-fuzz target for 30 s from its seeds, so that a decoder change
+# cannot land with its fuzzers red (installs cargo-fuzz when missing).
+step fuzz ./fuzz/ci.sh 30
 # What threads share with each other and with the I/O thread, under every
 # interleaving loom finds (a build of its own with --cfg zklock_loom, in
 # target/loom).
