@@ -19,7 +19,8 @@
 //!
 //! Healthy means: no fault has touched the client's link (cut, stall,
 //! follower cut, close) or the server (restart, a third party's writes)
-//! since; `unhealthy_until` records when each fault's effect ends.
+//! since; `unhealthy_until` records when each fault's effect ends (for a
+//! stall, a round trip after it lifts, once what it held back has crossed).
 
 use zklock::recipes::LossReason;
 use zklock::SessionState;
@@ -74,8 +75,13 @@ impl World {
             Fault::Cut { client, .. } | Fault::Close { client } => (Some(client), now),
             // Its writes land within the late limit.
             Fault::LateCut { client } => (Some(client), now + Duration::from_secs(1)),
+            // What the stall held back (a handshake, a probe) crosses only
+            // after it ends: a request answered then took longer than a
+            // healthy link's round trip, which docs/GUARANTEES.md's
+            // promise does not cover. The effect ends a round trip later.
             Fault::Stall { client, for_ } | Fault::FollowerCut { client, for_ } => {
-                (Some(client), now + for_)
+                let round_trip = 2 * (self.steady_latency(client) + MAX_JITTER);
+                (Some(client), now + for_ + round_trip)
             }
             // Armed only: the stall marks when it comes.
             Fault::StallAfterGrant { .. } => return,
