@@ -166,8 +166,12 @@ BUGS = [
     # an alarm on a steady link well inside the documented bound (A1).
     ("probe-once-per-gap",
      "src/session/liveness.rs",
-     "    pub(super) fn probe_period(&self) -> Duration {\n        self.leader_gap() / 2\n",
-     "    pub(super) fn probe_period(&self) -> Duration {\n        self.leader_gap()\n"),
+     "    pub(super) fn probe_period(&self) -> Duration {\n        self.timeout() / 6\n",
+     "    pub(super) fn probe_period(&self) -> Duration {\n        self.timeout() / 3\n"),
+    ("probe-once-per-gap",
+     "src/session/liveness.rs",
+     "    pub(super) fn leader_gap(&self) -> Duration {\n        self.probe_period() * 2\n",
+     "    pub(super) fn leader_gap(&self) -> Duration {\n        self.timeout() / 3\n"),
     # Lock-delay counted from each attempt's own sight of the recorded end:
     # every try after an unclean end is refused for good (A2).
     ("delay-restarted-per-attempt",
