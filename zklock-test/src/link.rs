@@ -20,8 +20,8 @@ use crate::proxy::{Direction, Handshake, Proxy};
 /// |---|---|
 /// | [`drop_connections`](ClientLink::drop_connections) | `Suspended` at once, `Held` again once the client has reconnected and read its node (well within `T`) |
 /// | [`expire_session`](ClientLink::expire_session) | `Suspended` at once, `Lost` (`LossReason::SessionExpired`) when the client reconnects and hears it |
-/// | [`stall`](ClientLink::stall), [`blackhole`](ClientLink::blackhole) | `Held` until `3T/4` after the last answer the leader must have seen, then `Suspended`; `Lost` (`NoContact`) at `T`. [`heal`](ClientLink::heal) before then: `Held` again |
-/// | [`delay`](ClientLink::delay) `d` | `Held` while `d` stays well under `T/4`; a longer delay is a stall |
+/// | [`stall`](ClientLink::stall), [`blackhole`](ClientLink::blackhole) | `Held` until `3T/4` after the last answer the leader must have seen, then `Suspended`; `Lost` (`NoContact`) at `T`. [`heal`](ClientLink::heal) before then: `Held` again; healed after `Lost` while the server still keeps the session, the node stays until the guard is dropped |
+/// | [`delay`](ClientLink::delay) `d` | `Held` while the round trip it adds (`2d`, plus the link's own) stays within `5T/24` (zklock's docs/GUARANTEES.md); a longer delay is a stall |
 /// | [`refuse`](ClientLink::refuse) | nothing while connected; a client that must reconnect cannot |
 ///
 /// Dropping the link closes every connection through it.

@@ -97,11 +97,14 @@ fn a_stall_past_the_session_timeout_loses_the_lock() {
         [LockState::Held, LockState::Suspended, LockState::Lost]
     );
     assert_lost(&guard, LossReason::NoContact);
-    // The server expires the session by its own clock; then the lock is free.
-    link.heal();
+    // The server, hearing nothing, expires the session by its own clock;
+    // then the lock is free. (Healed before that, the session would live
+    // on, and the node would stay until the guard goes: a Lost the client
+    // decided never hands the lock on while its guard is kept.)
     zklock_test::wait_until("the server to expire the session", WAIT, || {
         lock_is_free(&server().connect_string(), "/session/stall-long")
     });
+    link.heal();
     assert_eq!(guard.state(), LockState::Lost, "Lost is final");
 }
 
