@@ -207,6 +207,16 @@ impl LockMachine {
         }
     }
 
+    /// The mark an attempt still acquiring is reading or recording; `None`
+    /// (the caller steps the attempt on) when it no longer is.
+    fn mark_in_hand(&self, id: AttemptId) -> Option<String> {
+        let a = self.attempts.get(&id)?;
+        if !matches!(a.goal, Goal::Acquire { .. }) {
+            return None;
+        }
+        a.tenure.as_ref()?.to_read.last().cloned()
+    }
+
     /// A mark without a node, read: recorded already, or to record now.
     pub(super) fn on_tenure_read(
         &mut self,
@@ -214,17 +224,14 @@ impl LockMachine {
         id: AttemptId,
         result: Result<Response, RequestError>,
     ) {
+        let Some(owner) = self.mark_in_hand(id) else {
+            return self.step(id);
+        };
         let Some(a) = self.attempts.get_mut(&id) else {
             return;
         };
-        if !matches!(a.goal, Goal::Acquire { .. }) {
-            return self.step(id);
-        }
         let Some(t) = a.tenure.as_mut() else {
-            return self.step(id);
-        };
-        let Some(owner) = t.to_read.last().cloned() else {
-            return self.step(id);
+            return;
         };
         let path = crate::path::join(&tenure_path(&a.spec.parent), &owner);
         match result {
@@ -272,17 +279,14 @@ impl LockMachine {
         id: AttemptId,
         result: Result<Response, RequestError>,
     ) {
+        let Some(owner) = self.mark_in_hand(id) else {
+            return self.step(id);
+        };
         let Some(a) = self.attempts.get_mut(&id) else {
             return;
         };
-        if !matches!(a.goal, Goal::Acquire { .. }) {
-            return self.step(id);
-        }
         let Some(t) = a.tenure.as_mut() else {
-            return self.step(id);
-        };
-        let Some(owner) = t.to_read.last().cloned() else {
-            return self.step(id);
+            return;
         };
         match result {
             Ok(Response::Stat(stat)) => {
