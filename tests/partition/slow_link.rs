@@ -14,8 +14,29 @@ use crate::delay_line::DelayLine;
 /// twice a second, so that a failure says whether the link kept within the
 /// bound. Before the probes were pipelined (each waited for the previous
 /// answer), such a link said Suspended within a timeout.
+///
+/// A trial where the line itself went past the bound (a loaded machine
+/// delays the line's own threads) did not set up a link inside the bound:
+/// it is run again, up to three times in all, and each such trial is
+/// reported.
 #[test]
 fn a_holder_behind_a_slow_steady_link_inside_the_bound_is_never_suspended() {
+    const TRIALS: usize = 3;
+    for trial in 1..=TRIALS {
+        match slow_link_trial() {
+            Ok(()) => return,
+            Err(why) => {
+                eprintln!("trial {trial} of {TRIALS} set up no link inside the bound: {why}")
+            }
+        }
+    }
+    panic!("in {TRIALS} trials the line itself went past the bound: no trial could be judged");
+}
+
+/// One trial: `Err` when the holder left Held while the line measured past
+/// the bound (nothing judged); a panic when it left Held on a line inside
+/// it.
+fn slow_link_trial() -> Result<(), String> {
     const T: Duration = Duration::from_secs(8);
     let bound = T * 5 / 24;
     let ens = ensemble();
@@ -73,15 +94,16 @@ fn a_holder_behind_a_slow_steady_link_inside_the_bound_is_never_suspended() {
     eprintln!("the longest sync round trip on the line: {longest:?} at +{when:?}");
     match outcome {
         Err(RecvTimeoutError::Timeout) => {}
+        other if longest > bound => {
+            return Err(format!(
+                "the holder left Held at +{at:?} ({other:?}), and the line's longest round trip was \
+                 {longest:?} at +{when:?}, past the bound {bound:?}"
+            ))
+        }
         other => panic!(
             "the holder left Held at +{at:?} behind a slow link: {other:?} (session states {:?}); \
-             the longest round trip measured on the line was {longest:?} at +{when:?}, the bound {bound:?}{}",
+             the longest round trip measured on the line was {longest:?} at +{when:?}, inside the bound {bound:?}",
             session_states.try_iter().collect::<Vec<_>>(),
-            if longest > bound {
-                ": the link itself went past the bound (a loaded machine?)"
-            } else {
-                ""
-            }
         ),
     }
     let seen: Vec<_> = session_states.try_iter().collect();
@@ -93,4 +115,5 @@ fn a_holder_behind_a_slow_steady_link_inside_the_bound_is_never_suspended() {
     drop(guard);
     drop(client);
     drop(line);
+    Ok(())
 }
