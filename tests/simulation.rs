@@ -161,6 +161,12 @@ fn seeds() {
                         t.quiet_looks += s.quiet_looks;
                         t.app_writes += s.app_writes;
                         t.probes += s.probes;
+                        t.fenced_writes += s.fenced_writes;
+                        t.revocations += s.revocations;
+                        t.revocations_heard += s.revocations_heard;
+                        t.proclaims += s.proclaims;
+                        t.observes += s.observes;
+                        t.latch_closes += s.latch_closes;
                     }
                     Err(v) => {
                         let mut f = failures.lock().unwrap();
@@ -180,7 +186,7 @@ fn seeds() {
     }
     let t = *totals.lock().unwrap();
     eprintln!(
-        "simulation: {count} seeds in {:.1?} on {threads} threads: {} grants, {} timeouts, {} faults, {} lost, {} waiters woken, {} sessions ended, {:.0} virtual minutes; BatchMutex: {} turns, {} passed on locally, {} cancelled by token; threads: {} shared holdings, {} refused; grants per lock {:?}, {} multi-locks; {} pending sets dropped; {} looks at a quiet client's nodes; {} writes of the application's own (most refused), {} A2 probes of free locks",
+        "simulation: {count} seeds in {:.1?} on {threads} threads: {} grants, {} timeouts, {} faults, {} lost, {} waiters woken, {} sessions ended, {:.0} virtual minutes; BatchMutex: {} turns, {} passed on locally, {} cancelled by token; threads: {} shared holdings, {} refused; grants per lock {:?}, {} multi-locks; {} pending sets dropped; {} looks at a quiet client's nodes; {} writes of the application's own (most refused), {} A2 probes of free locks; {} fenced writes, {} revocations asked ({} heard), {} proclaims, {} looks at the leader, {} latches closed",
         started.elapsed(),
         t.grants,
         t.timeouts,
@@ -199,7 +205,13 @@ fn seeds() {
         t.set_drops,
         t.quiet_looks,
         t.app_writes,
-        t.probes
+        t.probes,
+        t.fenced_writes,
+        t.revocations,
+        t.revocations_heard,
+        t.proclaims,
+        t.observes,
+        t.latch_closes
     );
     let mut failures = failures.lock().unwrap();
     failures.sort();

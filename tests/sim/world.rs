@@ -20,14 +20,19 @@ use super::zookeeper::{ConnId, SimZooKeeper};
 
 mod act;
 mod available;
+mod calls;
 mod checker;
 mod client;
 mod collect;
 mod faults;
+mod fenced;
 mod herd;
 mod latches;
+mod multis;
 mod network;
+mod observe;
 mod plan;
+mod revocation;
 mod threads;
 mod wire;
 mod withdrawn;
@@ -116,6 +121,30 @@ enum Action {
         left: u32,
         free_since: Option<Instant>,
     },
+    /// The holder `id` writes through `LockGuard::fenced` (fenced.rs).
+    Fenced {
+        client: usize,
+        generation: u32,
+        id: AttemptId,
+        kind: fenced::FencedKind,
+    },
+    /// Client `by` asks the holder `id` of client `client` to let go
+    /// (revocation.rs).
+    Revoke {
+        by: usize,
+        client: usize,
+        generation: u32,
+        id: AttemptId,
+        by_holder: bool,
+    },
+    /// The campaign's winner `id` proclaims a value (observe.rs).
+    Proclaim {
+        client: usize,
+        generation: u32,
+        id: AttemptId,
+    },
+    /// The client looks at the election's leader (observe.rs).
+    Observe { client: usize },
 }
 
 /// A broken invariant, with the seed's story so far.
@@ -160,6 +189,15 @@ pub struct Stats {
     /// started on free locks.
     pub app_writes: u64,
     pub probes: u64,
+    /// Calls of the handles' other methods (calls.rs): fenced writes,
+    /// revocation requests and holders told of them, proclaims, looks at
+    /// the leader, latches closed.
+    pub fenced_writes: u64,
+    pub revocations: u64,
+    pub revocations_heard: u64,
+    pub proclaims: u64,
+    pub observes: u64,
+    pub latch_closes: u64,
 }
 
 pub struct World {
@@ -218,6 +256,15 @@ pub struct World {
     withdrawn_looks: Vec<(i64, i64, BTreeMap<String, usize>)>,
     /// Threads that make the application's blocking calls (writes.rs).
     callers: writes::Callers,
+    /// Blocking calls under way whose outcome is checked (calls.rs).
+    calls: Vec<calls::Running>,
+    /// Per lock node: when the world first saw a revocation request in it;
+    /// and the holders told of one (client, generation, attempt), which
+    /// let go (revocation.rs).
+    revoke_seen: BTreeMap<String, Instant>,
+    revoke_told: std::collections::BTreeSet<(usize, u32, AttemptId)>,
+    /// The events of latches closed: none may come (latches.rs).
+    closed_latches: Vec<(usize, crossbeam_channel::Receiver<zklock::recipes::LatchEvent>)>,
     log: String,
     keep_log: bool,
     verbose: bool,
@@ -268,6 +315,10 @@ impl World {
             idle_key: (-1, 0),
             withdrawn_looks: Vec::new(),
             callers: writes::Callers::default(),
+            calls: Vec::new(),
+            revoke_seen: BTreeMap::new(),
+            revoke_told: std::collections::BTreeSet::new(),
+            closed_latches: Vec::new(),
             log: String::new(),
             keep_log: false,
             verbose: std::env::var_os("SIM_VERBOSE").is_some(),
@@ -329,6 +380,7 @@ impl World {
             world.schedule(base + *at, Action::Fault(*fault));
         }
         world.create_app_nodes();
+        world.plan_observes(plan);
         world.plan_tail(&mut Rng::new(rng.next()), plan);
         world
     }
@@ -469,10 +521,14 @@ impl World {
             }
             self.now = next.max(self.now);
             self.step()?;
+            self.settle_calls()?;
+            self.check_revocation()?;
+            self.check_closed_latches()?;
             self.note_ended_holdings();
             self.check()?;
             self.check_available()?;
             self.check_latch_liveness()?;
+            self.check_multi_progress()?;
             self.stats.quiet_looks += self.check_withdrawn()?;
             if steps % 256 == 0 {
                 self.forget_old_attempts();
@@ -642,6 +698,7 @@ impl World {
     /// now say, and what it wrote.
     fn after_core(&mut self, c: usize) -> Result<(), Violation> {
         let now = self.now;
+        self.calls_replied(c);
         // A handle dropped meanwhile queued a command: run it now, as the
         // I/O thread would in the same loop.
         if self.clients[c].core.has_commands() {

@@ -31,6 +31,9 @@ impl World {
                 // seeds replay as before.
                 let in_set = id % 3 == 0;
                 let multi = client::MULTI_LOCKS.contains(&lock) && id % 5 == 4;
+                // Those drawn on lock 2 through the multi-lock that names
+                // its locks in the other order.
+                let reversed = multi && lock == client::MULTI_LOCKS_REVERSED[0];
                 // Every third other one on the batch lock through the
                 // client's BatchMutex, half of those with a cancel token.
                 let batch = lock == client::BATCH_LOCK && !multi && id % 3 == 1;
@@ -52,6 +55,10 @@ impl World {
                         let on = thread.unwrap_or(0);
                         (c.thread_call(lock, on, reader, deadline), reader)
                     }
+                    _ if reversed => (
+                        Handle::Multi(c.multi_reversed.start_lock(deadline)),
+                        false,
+                    ),
                     _ if multi => (Handle::Multi(c.multi.start_lock(deadline)), false),
                     _ if batch && id % 2 == 0 => {
                         let token = CancelToken::new();
@@ -99,6 +106,7 @@ impl World {
                 let generation = c.generation;
                 let kind = match (reader, multi, lock) {
                     (true, _, _) => " (read)",
+                    _ if reversed => " (multi-lock with lock 2, named 2 then 0)",
                     (_, true, _) => " (multi-lock with lock 2)",
                     (_, _, ELECTION_LOCK) => " (campaign)",
                     _ if batch => " (batch)",
@@ -235,11 +243,37 @@ impl World {
                 }
             }
             Action::LatchDrop { client, generation } => {
-                let c = &mut self.clients[client];
-                if c.generation == generation && c.latch.take().is_some() {
-                    self.note(|| format!("c{client}: latch dropped"));
+                if self.clients[client].generation == generation {
+                    self.latch_stop(client);
                 }
             }
+            Action::Fenced {
+                client,
+                generation,
+                id,
+                kind,
+            } => {
+                if self.clients[client].generation == generation {
+                    self.fenced_write(client, id, kind);
+                }
+            }
+            Action::Revoke {
+                by,
+                client,
+                generation,
+                id,
+                by_holder,
+            } => self.revoke(by, client, generation, id, by_holder),
+            Action::Proclaim {
+                client,
+                generation,
+                id,
+            } => {
+                if self.clients[client].generation == generation {
+                    self.proclaim(client, id);
+                }
+            }
+            Action::Observe { client } => self.observe(client),
             Action::ThreadCall {
                 client,
                 generation,
@@ -309,6 +343,8 @@ impl World {
             Action::Fault(fault) => {
                 self.stats.faults += 1;
                 self.note(|| format!("fault {fault:?}"));
+                // A holder's fenced write in flight as the link goes.
+                self.fenced_before_fault(&fault);
                 self.fault(fault);
             }
         }

@@ -257,13 +257,25 @@ impl World {
         // waits for a change that may never come. Bounded the same way:
         // one per connection, gone at the next change.
         let lease_queue = |p: &String| *p == queue_path(LEASE_LOCK);
+        // An observer's last look leaves a watch on the election (its
+        // children, or the path while it has none) that fires only at the
+        // next change there, which may never come.
+        let observed = self.stats.observes > 0;
+        let latch_watches = if observed {
+            self.server.child_watch_count(LATCH_PATH) + self.server.data_watchers(LATCH_PATH).len()
+        } else {
+            0
+        };
         let left = self.server.watched_paths();
         let excused: usize = left
             .iter()
             .filter(|p| near_end(p) || lease_queue(p))
             .map(|p| self.server.child_watch_count(p))
             .sum();
-        let watches = self.server.watch_count().saturating_sub(excused);
+        let watches = self
+            .server
+            .watch_count()
+            .saturating_sub(excused + latch_watches);
         if watches != 0 {
             return Err(self.violation(format!(
                 "{watches} watches left on the server: {:?}",

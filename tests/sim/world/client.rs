@@ -103,6 +103,9 @@ pub(super) enum Handle {
     /// Started in the client's `PendingSet` under this key.
     InSet(u64),
     Guard(LockGuard),
+    /// Its guard, shared with a blocking call on another thread (a fenced
+    /// write, a proclaim): released when both let go.
+    Shared(Arc<LockGuard>),
     /// A `MultiLock` acquisition over [`MULTI_LOCKS`], tracked on the first.
     Multi(PendingMulti),
     /// Its guard, on the first lock's attempt.
@@ -119,6 +122,17 @@ pub(super) enum Handle {
     BatchHeld(BatchGuard),
     /// A lock call for one of the client's threads, polled.
     Thread(PendingThreadLock),
+}
+
+impl Handle {
+    /// A single lock's guard, kept alone or shared with a call.
+    pub(super) fn lock_guard(&self) -> Option<&LockGuard> {
+        match self {
+            Handle::Guard(g) => Some(g),
+            Handle::Shared(g) => Some(g),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -166,6 +180,8 @@ pub(super) struct SimClient {
     pub(super) latch_due_since: Option<Instant>,
     /// Locks 0 and 2 taken together.
     pub(super) multi: MultiLock,
+    /// Locks 2 and 0 taken together (named in the other order).
+    pub(super) multi_reversed: MultiLock,
     /// Lock 2 shared by the client's local waiters through one node.
     pub(super) batch: BatchMutex,
     /// The node of the client's last batch grant: local hand-offs share
@@ -228,6 +244,11 @@ pub(super) const ELECTION_LOCK: usize = 4;
 
 /// The locks a `MultiLock` takes together, in its (sorted) order.
 pub(super) const MULTI_LOCKS: [usize; 2] = [0, 2];
+
+/// The same locks as another `MultiLock` names them, in the other order:
+/// two clients each holding one and waiting for the other would deadlock,
+/// unless the recipe takes them in one global order (multis.rs).
+pub(super) const MULTI_LOCKS_REVERSED: [usize; 2] = [2, 0];
 
 /// The lock some acquisitions take through the client's `BatchMutex`, and
 /// how many local turns one hold serves at most.
@@ -325,16 +346,20 @@ impl SimClient {
                 }
             })
             .collect();
-        let multi_paths = MULTI_LOCKS.map(lock_path);
-        let multi = MultiLock::with_options(
-            &client,
-            &multi_paths.each_ref().map(String::as_str),
-            with_delay(MutexOptions::default())
-                .watch_node(true)
-                .revocable(opts.revocable)
-                .data(b"multi"),
-        )
-        .expect("a multi-lock");
+        let multi_lock = |locks: [usize; 2], data: &[u8]| {
+            let paths = locks.map(lock_path);
+            MultiLock::with_options(
+                &client,
+                &paths.each_ref().map(String::as_str),
+                with_delay(MutexOptions::default())
+                    .watch_node(true)
+                    .revocable(opts.revocable)
+                    .data(data),
+            )
+            .expect("a multi-lock")
+        };
+        let multi = multi_lock(MULTI_LOCKS, b"multi");
+        let multi_reversed = multi_lock(MULTI_LOCKS_REVERSED, b"multi, reversed");
         let batch = BatchMutex::with_options(
             &client,
             &lock_path(BATCH_LOCK),
@@ -354,6 +379,7 @@ impl SimClient {
             latch: None,
             latch_due_since: None,
             multi,
+            multi_reversed,
             batch,
             last_batch_node: None,
             batch_run: 0,
@@ -408,6 +434,7 @@ impl SimClient {
     pub(super) fn guard(&self, id: AttemptId) -> Option<&LockGuard> {
         match &self.attempts.get(&id)?.handle {
             Handle::Guard(g) => Some(g),
+            Handle::Shared(g) => Some(g),
             Handle::MultiHeld(m) => m.guards().first(),
             Handle::Member { of, index } => match &self.attempts.get(of)?.handle {
                 Handle::MultiHeld(m) => m.guards().get(*index),

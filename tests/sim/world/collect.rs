@@ -308,6 +308,7 @@ impl World {
                 id,
             },
         );
+        self.plan_holder_calls(c, id, hold);
         Ok(())
     }
 

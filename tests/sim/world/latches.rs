@@ -3,8 +3,12 @@
 //! node in the election while it does not lead. (Safety, at most one
 //! leader and only while its session lives, is checked in checker.rs.)
 
-use super::*;
+use crossbeam_channel::Receiver;
+use zklock::recipes::{CloseMode, LatchEvent};
 use zklock::SessionState;
+
+use super::calls::{Outcome, Purpose};
+use super::*;
 
 /// The id a latch's node carries (a campaign's carries `candidate`): what
 /// tells the two apart on the server.
@@ -129,6 +133,101 @@ impl World {
                 return Err(self.violation(format!(
                     "c{c}: its latch has headed the election (or had no node there), connected, for {:?} and does not lead",
                     now - since
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl World {
+    /// Client `c` lets its latch go: dropped, or closed in one of the two
+    /// modes (by the client's index: no draw).
+    pub(super) fn latch_stop(&mut self, c: usize) {
+        let Some(latch) = self.clients[c].latch.take() else {
+            return;
+        };
+        let mode = match c % 3 {
+            0 => {
+                self.note(|| format!("c{c}: latch dropped"));
+                return;
+            }
+            1 => CloseMode::Silent,
+            _ => CloseMode::NotifyLeader,
+        };
+        let purpose = Purpose::Close {
+            mode,
+            session: self.clients[c].core.session_id(),
+            events: latch.events().clone(),
+            was_leader: latch.is_leader(),
+        };
+        // Not connected: it is dropped instead (with the call).
+        let closing = self.start_call(c, purpose, move || Outcome::Close(latch.close(mode)));
+        if closing {
+            self.stats.latch_closes += 1;
+        }
+        self.note(|| format!("c{c}: latch {}", if closing { "closes" } else { "dropped" }));
+    }
+
+    /// L1 and L2, once a latch's close returned: `Ok` only once its node is
+    /// gone, `Closed` the last event and only in the mode that tells
+    /// readers (after `Lost` if it led), nothing after the close.
+    pub(super) fn latch_closed(
+        &mut self,
+        c: usize,
+        mode: CloseMode,
+        session: i64,
+        events: Receiver<LatchEvent>,
+        was_leader: bool,
+        result: Result<(), LockError>,
+    ) -> Result<(), Violation> {
+        self.note(|| format!("c{c}: latch closed ({mode:?}): {result:?}"));
+        let left: Vec<String> = self
+            .server
+            .children(LATCH_PATH)
+            .into_iter()
+            .filter(|n| {
+                let path = format!("{LATCH_PATH}/{n}");
+                self.server
+                    .exists(&path)
+                    .is_some_and(|s| s.ephemeral_owner == session)
+                    && self.server.data(&path).as_deref() == Some(LATCH_ID)
+            })
+            .collect();
+        if result.is_ok() && !left.is_empty() {
+            return Err(self.violation(format!(
+                "L1: c{c}: its latch's close ({mode:?}) returned Ok with its node {left:?} still there"
+            )));
+        }
+        let heard: Vec<LatchEvent> = events.try_iter().collect();
+        let closed_at = heard.iter().position(|e| *e == LatchEvent::Closed);
+        // (A channel left full drops the close's events.)
+        let full = heard.len() + 2 >= zklock::machine::STATE_CHANNEL_CAPACITY;
+        let wrong = match (mode, closed_at) {
+            _ if full => None,
+            (CloseMode::Silent, Some(_)) => Some("Closed in the silent mode"),
+            (_, Some(i)) if i + 1 != heard.len() => Some("an event after Closed"),
+            (_, Some(i)) if was_leader && (i == 0 || !matches!(heard[i - 1], LatchEvent::Lost { reason: None })) => {
+                Some("a leader closed without Lost right before Closed")
+            }
+            (CloseMode::NotifyLeader, None) if result.is_ok() => Some("no Closed"),
+            _ => None,
+        };
+        if let Some(wrong) = wrong {
+            return Err(self.violation(format!(
+                "L2: c{c}: its latch closed ({mode:?}, led: {was_leader}): {wrong}; events {heard:?}"
+            )));
+        }
+        self.closed_latches.push((c, events));
+        Ok(())
+    }
+
+    /// L2 after every step: no event from a closed latch.
+    pub(super) fn check_closed_latches(&self) -> Result<(), Violation> {
+        for (c, events) in &self.closed_latches {
+            if let Ok(e) = events.try_recv() {
+                return Err(self.violation(format!(
+                    "L2: c{c}: its latch sent {e:?} after its close returned"
                 )));
             }
         }

@@ -18,7 +18,7 @@ impl World {
     fn live_node(&self, c: usize, node: &str) -> bool {
         let client = &self.clients[c];
         client.attempts.iter().any(|(&id, t)| {
-            matches!(&t.handle, Handle::Guard(g) if g.node_path() == node)
+            t.handle.lock_guard().is_some_and(|g| g.node_path() == node)
                 && client
                     .held_state(id)
                     .is_some_and(|(s, _)| s != LockState::Lost)
@@ -35,7 +35,7 @@ impl World {
             && client.attempts.iter().any(|(&id, t)| {
                 t.thread == Some(thread)
                     && t.lock == lock
-                    && matches!(&t.handle, Handle::Guard(g) if write_node(g.node_path()) == write)
+                    && t.handle.lock_guard().is_some_and(|g| write_node(g.node_path()) == write)
                     && client.held_state(id).is_some_and(|(s, r)| {
                         s != LockState::Lost
                             || matches!(

@@ -47,7 +47,7 @@ pub(super) struct Callers {
 impl Callers {
     /// Runs `call` on an idle thread (a new one if none is): the flag says
     /// whether it is still running.
-    fn run(&mut self, call: Call) -> Arc<AtomicBool> {
+    pub(super) fn run(&mut self, call: Call) -> Arc<AtomicBool> {
         self.asked += 1;
         let idle = self
             .threads
@@ -98,7 +98,7 @@ impl Callers {
 pub(super) const APP_NODE: &str = "/app/config";
 const MISSING_NODE: &str = "/app/missing";
 /// A version no write ever brings `APP_NODE` to.
-const STALE_VERSION: i32 = 1_000_000;
+pub(super) const STALE_VERSION: i32 = 1_000_000;
 
 impl World {
     /// Client `c` sends write number `n` of its own: refused unless `n`
@@ -148,7 +148,7 @@ impl World {
     /// Creates the nodes the application's writes aim at.
     pub(super) fn create_app_nodes(&mut self) {
         let now = self.now;
-        for path in ["/app", APP_NODE] {
+        for path in ["/app", APP_NODE, super::fenced::FENCED_NODE] {
             let _ = self
                 .server
                 .create_as_admin(now, path, b"", CreateMode::Persistent);
