@@ -146,6 +146,21 @@ impl World {
                     return;
                 }
                 if let Some(t) = c.attempts.get_mut(&id) {
+                    // A guard a call still uses (a fenced write, a
+                    // proclaim) is let go once the call is over, as an
+                    // application's thread waits for its write first.
+                    if matches!(&t.handle, Handle::Shared(g) if std::sync::Arc::strong_count(g) > 1)
+                    {
+                        self.schedule(
+                            now + Duration::from_millis(10),
+                            Action::Release {
+                                client,
+                                generation,
+                                id,
+                            },
+                        );
+                        return;
+                    }
                     if matches!(t.phase, Phase::Held { .. }) {
                         t.phase = Phase::Released;
                         // Some mutex holders (no draw: seeds replay) let go
