@@ -286,6 +286,49 @@ BUGS = [
      "                    self.fail(id, LockError::Timeout);",
      "                if let Goal::Acquire { .. } = a.goal {\n"
      "                    self.events.push_back(LockEvent::Failed { id, error: LockError::Timeout });"),
+    # The handles' other methods (tests/sim/world/calls.rs and the files
+    # it names). A fenced write that checks the wrong node is applied after
+    # its holder's node is gone (F1).
+    ("fenced-write-checks-the-wrong-node",
+     "src/recipes/guard.rs",
+     "        all.push(Op::check(&self.holding.path, None));",
+     "        all.push(Op::check(\"/\", None));"),
+    # A failure of the write's own op taken for the loss of the lock (F2).
+    ("fenced-own-failure-loses-the-lock",
+     "src/recipes/guard.rs",
+     "            Err(Error::MultiFailed { index: 0, .. }) => {",
+     "            Err(Error::MultiFailed { .. }) => {"),
+    # A holder of a lock that is not revocable told to let go (R1).
+    ("revocation-told-to-non-revocable",
+     "src/machine/lock/holding.rs",
+     "                if a.spec.revocable && revoke {",
+     "                if revoke {"),
+    # A revocable holder never told (R2).
+    ("revocation-never-told",
+     "src/machine/lock/holding.rs",
+     "let revoke = matches!(&response, Response::Data { data, .. } if data == REVOKE);",
+     "let revoke = matches!(&response, Response::Data { data, .. } if data == REVOKE && false);"),
+    # An observer shows the last candidate, not the first (O1).
+    ("observer-shows-the-last-candidate",
+     "src/recipes/election.rs",
+     "Ok((children, _, w)) => match sorted_contenders(&children).into_iter().next() {",
+     "Ok((children, _, w)) => match sorted_contenders(&children).into_iter().last() {"),
+    # A latch's close returns before the server confirmed the delete (L1).
+    ("latch-close-does-not-wait",
+     "src/recipes/latch.rs",
+     "            result = result.and(release.wait(until));",
+     "            let _ = (release, until);"),
+    # A leader's close tells Closed before Lost (L2: an event after Closed).
+    ("latch-close-lost-after-closed",
+     "src/recipes/latch.rs",
+     "        if mode == CloseMode::NotifyLeader {\n            if was_leading {",
+     "        if mode == CloseMode::NotifyLeader {\n            let _ = s.tx.try_send(LatchEvent::Closed);\n            if was_leading {"),
+    # Multi-locks taken in the order given: two over one set named in
+    # different orders deadlock (A5).
+    ("multi-lock-unsorted",
+     "src/recipes/multilock.rs",
+     "        sorted.sort_unstable();\n",
+     ""),
     ("refused-by-a-lost-holding",
      "src/recipes/registry.rs",
      "                    .any(|s| s.current() != LockState::Lost)",

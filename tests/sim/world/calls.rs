@@ -91,7 +91,7 @@ impl Running {
     }
 }
 
-const THREAD_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+const THREAD_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
 
 impl World {
     /// Runs `call` for client `c` on a caller thread, if the client is
@@ -187,7 +187,6 @@ impl World {
         let started = std::time::Instant::now();
         while !self.clients[c].core.has_commands() && busy.load(Ordering::Acquire) {
             if started.elapsed() > THREAD_WAIT {
-                eprintln!("DEBUG wait expired before send");
                 return None;
             }
             std::thread::yield_now();
@@ -285,7 +284,6 @@ impl World {
             let started = std::time::Instant::now();
             while busy.load(Ordering::Acquire) && !self.clients[c].core.has_commands() {
                 if started.elapsed() > THREAD_WAIT {
-                    eprintln!("DEBUG wait expired after reply: {}", self.calls[i].kind());
                     break;
                 }
                 std::thread::yield_now();

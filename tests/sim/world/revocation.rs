@@ -70,9 +70,13 @@ impl World {
                     continue;
                 };
                 let Some(g) = client.guard(*id) else { continue };
+                let told = g.revocation_requested();
+                // (Nothing to look at on the server before any request.)
+                if !told && (!self.options.revocable || self.stats.revocations == 0) {
+                    continue;
+                }
                 let asked = self.server.data(node).as_deref() == Some(REVOKE)
                     && self.server.exists(node).is_some_and(|s| s.ephemeral_owner == g.owner_session());
-                let told = g.revocation_requested();
                 if told && !self.options.revocable {
                     return Err(self.violation(format!(
                         "R1: c{c}: #{id} on a lock not revocable says a revocation was requested"
