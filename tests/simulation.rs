@@ -18,7 +18,11 @@
 //!   checks availability (available.rs): A1 no alarm on a healthy link, A2
 //!   a free lock is granted to a try, A3 no lock left idle while
 //!   contenders queue, A4 no grant while a holder zklock told Lost keeps
-//!   its guard; each violation message starts with its name.
+//!   its guard; A5 no multi-lock deadlock. The other methods of the
+//!   handles are called and checked too (sim/world/calls.rs): fenced
+//!   writes (F1, F2), revocation (R1, R2), proclaim and observe (O1, O2),
+//!   a latch's close in both modes (L1, L2). Each violation message starts
+//!   with its name.
 
 mod sim;
 
@@ -243,6 +247,15 @@ fn seeds() {
     assert!(
         t.app_writes > count && t.probes > count / 2 || count < 1000,
         "few writes of the application's own, or few A2 probes, in {count} seeds: {t:?}"
+    );
+    assert!(
+        t.fenced_writes > 0
+            && t.revocations_heard > 0
+            && t.proclaims > 0
+            && t.observes > 0
+            && t.latch_closes > 0
+            || count < 1000,
+        "a handle's method never called (fenced, revocation heard, proclaim, observe, latch close) in {count} seeds: {t:?}"
     );
 }
 

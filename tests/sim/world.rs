@@ -144,7 +144,9 @@ enum Action {
         id: AttemptId,
     },
     /// The client looks at the election's leader (observe.rs).
-    Observe { client: usize },
+    Observe {
+        client: usize,
+    },
 }
 
 /// A broken invariant, with the seed's story so far.
@@ -264,7 +266,10 @@ pub struct World {
     revoke_seen: BTreeMap<String, Instant>,
     revoke_told: std::collections::BTreeSet<(usize, u32, AttemptId)>,
     /// The events of latches closed: none may come (latches.rs).
-    closed_latches: Vec<(usize, crossbeam_channel::Receiver<zklock::recipes::LatchEvent>)>,
+    closed_latches: Vec<(
+        usize,
+        crossbeam_channel::Receiver<zklock::recipes::LatchEvent>,
+    )>,
     log: String,
     keep_log: bool,
     verbose: bool,

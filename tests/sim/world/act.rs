@@ -55,10 +55,7 @@ impl World {
                         let on = thread.unwrap_or(0);
                         (c.thread_call(lock, on, reader, deadline), reader)
                     }
-                    _ if reversed => (
-                        Handle::Multi(c.multi_reversed.start_lock(deadline)),
-                        false,
-                    ),
+                    _ if reversed => (Handle::Multi(c.multi_reversed.start_lock(deadline)), false),
                     _ if multi => (Handle::Multi(c.multi.start_lock(deadline)), false),
                     _ if batch && id % 2 == 0 => {
                         let token = CancelToken::new();

@@ -232,17 +232,16 @@ impl World {
             let c = call.client;
             let same_session = self.clients[c].generation == call.generation;
             let gone = call.awaiting.as_ref().is_some_and(|(conn, _)| {
-                self.clients[c].link.as_ref().is_none_or(|l| l.conn != *conn)
+                self.clients[c]
+                    .link
+                    .as_ref()
+                    .is_none_or(|l| l.conn != *conn)
             });
             if gone || !same_session {
                 self.calls[i].awaiting = None;
             }
             self.observe_during_call(i)?;
-            let done = self.calls[i]
-                .outcome
-                .lock()
-                .ok()
-                .and_then(|mut o| o.take());
+            let done = self.calls[i].outcome.lock().ok().and_then(|mut o| o.take());
             match done {
                 Some(outcome) => {
                     let call = self.calls.remove(i);

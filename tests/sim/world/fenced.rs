@@ -70,7 +70,11 @@ impl World {
         let ops = match kind {
             FencedKind::Accepted => vec![Op::set_data(FENCED_NODE, &data, None)],
             FencedKind::CreateExisting => {
-                vec![Op::create(writes::APP_NODE, b"again", CreateMode::Persistent)]
+                vec![Op::create(
+                    writes::APP_NODE,
+                    b"again",
+                    CreateMode::Persistent,
+                )]
             }
             FencedKind::WrongVersion => vec![Op::set_data(
                 writes::APP_NODE,

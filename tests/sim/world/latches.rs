@@ -218,7 +218,10 @@ impl World {
             _ if full => None,
             (CloseMode::Silent, Some(_)) => Some("Closed in the silent mode"),
             (_, Some(i)) if i + 1 != heard.len() => Some("an event after Closed"),
-            (_, Some(i)) if was_leader && (i == 0 || !matches!(heard[i - 1], LatchEvent::Lost { reason: None })) => {
+            (_, Some(i))
+                if was_leader
+                    && (i == 0 || !matches!(heard[i - 1], LatchEvent::Lost { reason: None })) =>
+            {
                 Some("a leader closed without Lost right before Closed")
             }
             (CloseMode::NotifyLeader, None) if result.is_ok() => Some("no Closed"),

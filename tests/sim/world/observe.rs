@@ -108,7 +108,8 @@ impl World {
             Err(_) => return Ok(()),
         };
         let text = |h: &Option<(String, Vec<u8>)>| {
-            h.as_ref().map(|(n, d)| format!("{n} ({})", String::from_utf8_lossy(d)))
+            h.as_ref()
+                .map(|(n, d)| format!("{n} ({})", String::from_utf8_lossy(d)))
         };
         self.note(|| format!("c{c}: observes the leader: {:?}", text(&shown)));
         if !seen.contains(&shown) {

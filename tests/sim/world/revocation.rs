@@ -9,8 +9,8 @@
 //! it within [`World::revoke_bound`] on a healthy link. That it let go
 //! lets the next contender in is A3's (available.rs).
 
-use zklock::recipes::{revoke, revoke_holder};
 use zklock::machine::REVOKE;
+use zklock::recipes::{revoke, revoke_holder};
 
 use super::calls::{Outcome, Purpose};
 use super::*;
@@ -29,7 +29,14 @@ impl World {
     /// Client `by` asks the holder `id` of client `c` (generation
     /// `generation`) to let go: through its node, or (`by_holder`)
     /// whoever holds lock 0 then.
-    pub(super) fn revoke(&mut self, by: usize, c: usize, generation: u32, id: AttemptId, by_holder: bool) {
+    pub(super) fn revoke(
+        &mut self,
+        by: usize,
+        c: usize,
+        generation: u32,
+        id: AttemptId,
+        by_holder: bool,
+    ) {
         if self.clients[c].generation != generation {
             return;
         }
@@ -76,13 +83,19 @@ impl World {
                     continue;
                 }
                 let asked = self.server.data(node).as_deref() == Some(REVOKE)
-                    && self.server.exists(node).is_some_and(|s| s.ephemeral_owner == g.owner_session());
+                    && self
+                        .server
+                        .exists(node)
+                        .is_some_and(|s| s.ephemeral_owner == g.owner_session());
                 if told && !self.options.revocable {
                     return Err(self.violation(format!(
                         "R1: c{c}: #{id} on a lock not revocable says a revocation was requested"
                     )));
                 }
-                let still_ours = self.server.exists(node).is_some_and(|s| s.ephemeral_owner == g.owner_session());
+                let still_ours = self
+                    .server
+                    .exists(node)
+                    .is_some_and(|s| s.ephemeral_owner == g.owner_session());
                 if told && !asked && still_ours {
                     return Err(self.violation(format!(
                         "R1: c{c}: #{id} says a revocation was requested, but its node {node} carries none"

@@ -35,7 +35,9 @@ impl World {
             && client.attempts.iter().any(|(&id, t)| {
                 t.thread == Some(thread)
                     && t.lock == lock
-                    && t.handle.lock_guard().is_some_and(|g| write_node(g.node_path()) == write)
+                    && t.handle
+                        .lock_guard()
+                        .is_some_and(|g| write_node(g.node_path()) == write)
                     && client.held_state(id).is_some_and(|(s, r)| {
                         s != LockState::Lost
                             || matches!(
