@@ -32,7 +32,7 @@ impl World {
         Some((head, data))
     }
 
-    /// The last client looks at the leader every 3 s, through the faults
+    /// The last client looks at the leader every 4.5 s, through the faults
     /// and a few seconds past them (no draw: seeds replay as before).
     pub(super) fn plan_observes(&mut self, plan: &Plan) {
         let c = plan.clients - 1;
@@ -40,7 +40,7 @@ impl World {
         let mut at = Duration::from_millis(1500);
         while at < end {
             self.schedule(self.base + at, Action::Observe { client: c });
-            at += Duration::from_millis(3000);
+            at += Duration::from_millis(4500);
         }
     }
 
