@@ -218,6 +218,8 @@ pub struct World {
     withdrawn_looks: Vec<(i64, i64, BTreeMap<String, usize>)>,
     /// Threads that make the application's blocking calls (writes.rs).
     callers: writes::Callers,
+    /// The servers clients connect to (network.rs).
+    ensemble: network::Ensemble,
     log: String,
     keep_log: bool,
     verbose: bool,
@@ -268,6 +270,7 @@ impl World {
             idle_key: (-1, 0),
             withdrawn_looks: Vec::new(),
             callers: writes::Callers::default(),
+            ensemble: network::Ensemble::default(),
             log: String::new(),
             keep_log: false,
             verbose: std::env::var_os("SIM_VERBOSE").is_some(),
@@ -329,7 +332,10 @@ impl World {
             world.schedule(base + *at, Action::Fault(*fault));
         }
         world.create_app_nodes();
-        world.plan_tail(&mut Rng::new(rng.next()), plan);
+        let mut tail = Rng::new(rng.next());
+        // (Before the tail: its waits are sized by the round trips.)
+        world.plan_ensemble(&mut Rng::new(rng.next()));
+        world.plan_tail(&mut tail, plan);
         world
     }
 
@@ -513,7 +519,9 @@ impl World {
         // A session closed or given up while cut off lives on the server
         // until it expires there; its nodes go then.
         let live: Vec<i64> = self.clients.iter().map(|c| c.core.session_id()).collect();
-        if self.server.sessions().iter().any(|s| !live.contains(s)) || self.server.has_late_writes()
+        if self.server.sessions().iter().any(|s| !live.contains(s))
+            || self.server.has_late_writes()
+            || self.server.follower_behind()
         {
             return false;
         }
@@ -579,14 +587,14 @@ impl World {
         self.timeout(c) * self.options.steady_latency_per_mille / 1000
     }
 
-    /// The longest round trip of any link: steady latency and jitter, both
-    /// ways.
+    /// The longest round trip of any request: steady latency and jitter,
+    /// both ways, and a lagging follower's lag.
     fn max_round_trip(&self) -> Duration {
         let steady = (0..self.clients.len())
             .map(|c| self.steady_latency(c))
             .max()
             .unwrap_or_default();
-        2 * (steady + MAX_JITTER)
+        2 * (steady + MAX_JITTER) + self.ensemble.max_lag
     }
 
     fn latency(&mut self, c: usize) -> Duration {
@@ -617,7 +625,7 @@ impl World {
             let client = &mut self.clients[c];
             if client.link.is_none() && client.core.wants_connection() && now >= client.connect_at {
                 client.core.prepare_connection();
-                let conn = self.server.connect(now);
+                let conn = self.connect_next(c);
                 let client = &mut self.clients[c];
                 let stalled_until =
                     (client.partitioned_until > now).then_some(client.partitioned_until);

@@ -100,6 +100,7 @@ impl World {
                 self.note_latch_node(&original);
                 if self.server.delete_as_admin(now, &original) {
                     self.admin_deleted.insert(original, (self.writes, watchers));
+                    self.note_deletion(self.writes);
                     let owner = self
                         .clients
                         .iter()
@@ -142,6 +143,7 @@ impl World {
                     self.note_latch_node(&path);
                     if self.server.delete_as_admin(now, &path) {
                         self.admin_deleted.insert(path, (self.writes, watchers));
+                        self.note_deletion(self.writes);
                     }
                     self.server_output();
                 }

@@ -13,6 +13,7 @@ impl SimZooKeeper {
         self.handle_timeout(now);
         self.running = false;
         self.in_flight.clear();
+        self.follower_catch_up();
         self.out.clear();
         let conns: Vec<ConnId> = self.conns.keys().copied().collect();
         for c in conns {
