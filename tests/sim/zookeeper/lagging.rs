@@ -86,6 +86,8 @@ pub(super) struct Follower {
     seed: u64,
     txns: VecDeque<Txn>,
     queues: BTreeMap<ConnId, VecDeque<Queued>>,
+    /// Applies nothing (its link from the leader stalled).
+    held: bool,
 }
 
 impl Follower {
@@ -102,6 +104,7 @@ impl Follower {
             seed,
             txns: VecDeque::new(),
             queues: BTreeMap::new(),
+            held: false,
         }
     }
 }
@@ -202,7 +205,20 @@ impl SimZooKeeper {
 
     /// When the follower applies its next txn.
     pub(super) fn follower_timeout(&self) -> Option<Instant> {
-        self.follower.as_ref()?.txns.front().map(|t| t.due)
+        let f = self.follower.as_ref().filter(|f| !f.held)?;
+        f.txns.front().map(|t| t.due)
+    }
+
+    /// `true`: the follower applies nothing more until `false`, as when
+    /// its link from the leader stalls (the differential test's lever);
+    /// then it applies what has come due.
+    pub fn hold_follower(&mut self, held: bool) {
+        if let Some(f) = self.follower.as_mut() {
+            f.held = held;
+        }
+        if !held {
+            self.apply_due_txns(self.clock);
+        }
     }
 
     /// The follower applies every txn due by `now`, one at a time: the tree,
@@ -212,7 +228,7 @@ impl SimZooKeeper {
             let Some(f) = self.follower.as_mut() else {
                 return;
             };
-            if f.txns.front().is_none_or(|t| t.due > now) {
+            if f.held || f.txns.front().is_none_or(|t| t.due > now) {
                 return;
             }
             let txn = f.txns.pop_front().expect("present");
