@@ -29,6 +29,7 @@ mod latches;
 mod network;
 mod plan;
 mod threads;
+mod twins;
 mod wire;
 mod withdrawn;
 mod writes;
@@ -220,6 +221,8 @@ pub struct World {
     callers: writes::Callers,
     /// The servers clients connect to (network.rs).
     ensemble: network::Ensemble,
+    /// Nodes another client's session made with an attempt's id (twins.rs).
+    foreign_twins: Vec<twins::Twin>,
     log: String,
     keep_log: bool,
     verbose: bool,
@@ -271,6 +274,7 @@ impl World {
             withdrawn_looks: Vec::new(),
             callers: writes::Callers::default(),
             ensemble: network::Ensemble::default(),
+            foreign_twins: Vec::new(),
             log: String::new(),
             keep_log: false,
             verbose: std::env::var_os("SIM_VERBOSE").is_some(),
@@ -480,6 +484,7 @@ impl World {
             self.check_available()?;
             self.check_latch_liveness()?;
             self.stats.quiet_looks += self.check_withdrawn()?;
+            self.check_twins()?;
             if steps % 256 == 0 {
                 self.forget_old_attempts();
             }

@@ -24,7 +24,7 @@ impl LockMachine {
         let Some(a) = self.attempts.get_mut(&id) else {
             return;
         };
-        if !a.strays.is_empty() {
+        if !a.strays.is_empty() || !a.suspects.is_empty() {
             self.send_strays(id);
         }
         let Some(a) = self.attempts.get_mut(&id) else {
@@ -378,7 +378,7 @@ impl LockMachine {
         // again: another node with our attempt id would block us forever.
         for name in children {
             if protected_id(name) == Some(a.uuid.as_str()) && name != our_name {
-                a.add_stray(name);
+                a.add_suspect(name);
             }
         }
         let rule = a.spec.rule;
@@ -497,9 +497,28 @@ impl LockMachine {
             return;
         };
         let strays = std::mem::take(&mut a.strays);
+        let suspects = std::mem::take(&mut a.suspects);
         for name in strays {
             self.delete(id, name);
         }
+        for name in suspects {
+            self.read_owner(id, name);
+        }
+    }
+
+    /// Reads who owns `name`, a node with our attempt id from a listing,
+    /// before deleting it (see [`Purpose::StrayStat`]).
+    fn read_owner(&mut self, id: AttemptId, name: String) {
+        let Some(a) = self.attempts.get_mut(&id) else {
+            return;
+        };
+        if a.deleting.contains(&name) {
+            return;
+        }
+        a.deleting.push(name.clone());
+        let path = a.spec.child(&name);
+        let request = Request::Exists(PathWatch { path, watch: false });
+        self.send(id, Purpose::StrayStat(name), request, false);
     }
 
     /// The lock is ours. `watch`: a watch on our node already left by the

@@ -275,6 +275,11 @@ pub struct SimZooKeeper {
     follower: Option<lagging::Follower>,
     /// Nodes the txn under way touched, for the follower.
     touched: Vec<String>,
+    /// The session whose request is being applied (0: the admin).
+    acting: i64,
+    /// Per deleted path, the session whose request deleted it last (its
+    /// owner for an expiry or close, 0 for the admin).
+    deleted_by: BTreeMap<String, i64>,
 }
 
 fn splitmix(mut x: u64) -> u64 {
@@ -316,6 +321,8 @@ impl SimZooKeeper {
             late: BTreeMap::new(),
             follower: None,
             touched: Vec::new(),
+            acting: 0,
+            deleted_by: BTreeMap::new(),
         };
         for path in SYSTEM_NODES {
             zk.tree.insert(

@@ -195,6 +195,7 @@ impl SimZooKeeper {
         req: Request,
         zxid: i64,
     ) -> Result<Response, ErrorCode> {
+        self.acting = caller.session;
         match req {
             Request::Create(c) => self
                 .create(now, caller, &c, false, zxid)

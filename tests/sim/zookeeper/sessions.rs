@@ -182,6 +182,7 @@ impl SimZooKeeper {
     /// session; watches fire; the session is gone. Returns the txn's zxid.
     pub(super) fn kill_session(&mut self, session: i64) -> i64 {
         let zxid = self.next_zxid();
+        self.acting = session;
         for path in self.ephemerals_of(session) {
             self.remove_node(&path, zxid);
         }

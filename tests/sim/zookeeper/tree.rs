@@ -263,6 +263,7 @@ impl SimZooKeeper {
         }
         self.tree.remove(path);
         self.in_flight.remove(path);
+        self.deleted_by.insert(path.to_owned(), self.acting);
         self.changes.push(Change::Deleted(path.to_owned()));
     }
 
