@@ -28,6 +28,7 @@ mod herd;
 mod latches;
 mod network;
 mod plan;
+mod reconnect;
 mod threads;
 mod twins;
 mod wire;
@@ -223,6 +224,8 @@ pub struct World {
     ensemble: network::Ensemble,
     /// Nodes another client's session made with an attempt's id (twins.rs).
     foreign_twins: Vec<twins::Twin>,
+    /// A5: who has reconnected since the network healed (reconnect.rs).
+    reconnect: reconnect::Reconnect,
     log: String,
     keep_log: bool,
     verbose: bool,
@@ -275,6 +278,7 @@ impl World {
             callers: writes::Callers::default(),
             ensemble: network::Ensemble::default(),
             foreign_twins: Vec::new(),
+            reconnect: reconnect::Reconnect::default(),
             log: String::new(),
             keep_log: false,
             verbose: std::env::var_os("SIM_VERBOSE").is_some(),
@@ -485,6 +489,7 @@ impl World {
             self.check_latch_liveness()?;
             self.stats.quiet_looks += self.check_withdrawn()?;
             self.check_twins()?;
+            self.check_reconnected()?;
             if steps % 256 == 0 {
                 self.forget_old_attempts();
             }
