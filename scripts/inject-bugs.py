@@ -290,6 +290,32 @@ BUGS = [
      "src/recipes/registry.rs",
      "                    .any(|s| s.current() != LockState::Lost)",
      "                    .any(|s| s.current() != LockState::Lost || s.current() == LockState::Lost)"),
+    # The server model's lagging follower and foreign twins, and A5.
+    # The recovery (and cleanup) listing not preceded by a sync of the lock
+    # path: a create the server we reconnected to has not applied yet is
+    # missed and left behind (withdrawn.rs; more often with a lagging
+    # follower: 15 of 2 000 seeds against 11 without one).
+    ("recovery-listing-without-sync",
+     "src/machine/lock/queueing.rs",
+     "                (None, true, _) => {\n                    self.catch_up(id, &spec.parent);\n",
+     "                (None, true, _) => {\n"),
+    ("recovery-listing-without-sync",
+     "src/machine/lock/queueing.rs",
+     "                } else if a.maybe_created {\n                    self.catch_up(id, &spec.parent);\n",
+     "                } else if a.maybe_created {\n"),
+    # A node with our attempt id deleted whoever owns it: another client's
+    # node goes (twins.rs; 30 of 2 000 seeds).
+    ("foreign-twin-deleted",
+     "src/machine/lock/recovery.rs",
+     "            Ok(Response::Stat(stat)) if stat.ephemeral_owner == session_id => {\n                a.add_stray(name);",
+     "            Ok(Response::Stat(_)) => {\n                a.add_stray(name);"),
+    # A session the client counts Lost stops reconnecting (Lost is not
+    # final: only the server says expired): A5, and waiters never served.
+    ("lost-stops-reconnecting",
+     "src/session/mod.rs",
+     "        self.phase == Phase::Disconnected && !self.state.is_terminal()\n    }",
+     "        self.phase == Phase::Disconnected && !self.state.is_terminal()\n"
+     "            && self.state != SessionState::Lost\n    }"),
 ]
 
 
