@@ -18,7 +18,11 @@
 //!   checks availability (available.rs): A1 no alarm on a healthy link, A2
 //!   a free lock is granted to a try, A3 no lock left idle while
 //!   contenders queue, A4 no grant while a holder zklock told Lost keeps
-//!   its guard; each violation message starts with its name.
+//!   its guard, A5 every live session Connected again soon after the
+//!   network heals; each violation message starts with its name.
+//! - Clients connect to three servers in turn; in half of the seeds one
+//!   is a follower whose applied state lags the leader's for every
+//!   client on it (tests/sim/zookeeper/lagging.rs).
 
 mod sim;
 
