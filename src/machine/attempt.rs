@@ -188,6 +188,9 @@ pub(crate) enum Goal {
 pub(crate) struct Node {
     pub name: String,
     pub stat: Option<Stat>,
+    /// Found again by a listing (after an ambiguous create), its owner not
+    /// read yet: it may be another session's node with our attempt id.
+    pub found: bool,
 }
 
 /// Why a request was sent, so its reply can be routed.

@@ -204,3 +204,45 @@ fn nodes_with_our_attempt_id_owned_by_another_session_are_neither_adopted_nor_de
     assert!(queues_again(&after), "{after:?}");
     assert!(h.events().is_empty());
 }
+
+/// The node a recovery listing found, given up before its owner was read
+/// (the attempt cancelled meanwhile): deleted only once an exists shows
+/// that our session owns it, never when another session does. Before, the
+/// release deleted the node found, whoever owned it (simulator seed 9708).
+#[test]
+fn a_found_node_given_up_before_its_owner_is_read_is_not_deleted_if_foreign() {
+    for ours_after_all in [false, true] {
+        let mut h = Harness::new();
+        let recover = lose_the_create(&mut h);
+        h.reply(&recover[0], Ok(children(&[&ours(7)])));
+        let mut sent = h.sent();
+        h.m.cancel(h.now, 1);
+        sent.extend(h.sent());
+        let owner = if ours_after_all { SESSION } else { SESSION + 1 };
+        let mut all = sent.clone();
+        // Every read of who owns it is answered, for as long as one comes.
+        for _ in 0..4 {
+            let reads: Vec<_> = sent
+                .iter()
+                .filter(|o| matches!(o.request, Request::Exists(_)))
+                .cloned()
+                .collect();
+            sent.clear();
+            for o in &reads {
+                let st = Stat {
+                    ephemeral_owner: owner,
+                    ..stat(107)
+                };
+                h.reply(o, Ok(Response::Stat(st)));
+                sent.extend(h.sent());
+            }
+            all.extend(sent.iter().cloned());
+        }
+        let gone = deletes(&all);
+        if ours_after_all {
+            assert_eq!(gone, vec![format!("/l/{}", ours(7))], "{all:?}");
+        } else {
+            assert!(gone.is_empty(), "{all:?}");
+        }
+    }
+}

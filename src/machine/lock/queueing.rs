@@ -68,7 +68,13 @@ impl LockMachine {
                     self.send_main(id, Purpose::Create, create);
                     self.want_listing(&spec.parent, id);
                 }
-                (Some(Node { stat: None, name }), _, _) => {
+                (
+                    Some(Node {
+                        stat: None, name, ..
+                    }),
+                    _,
+                    _,
+                ) => {
                     let path = spec.child(name);
                     self.send_main(
                         id,
@@ -87,6 +93,11 @@ impl LockMachine {
             Goal::Hold => {}
             Goal::Release => {
                 if let Some(node) = a.node.take() {
+                    if node.found && node.stat.is_none() {
+                        // Ours only if our session owns it: read that first.
+                        a.add_suspect(&node.name);
+                        return self.send_strays(id);
+                    }
                     self.delete(id, node.name);
                 } else if a.maybe_created {
                     self.catch_up(id, &spec.parent);
@@ -134,6 +145,7 @@ impl LockMachine {
                 a.node = Some(Node {
                     name,
                     stat: Some(stat),
+                    found: false,
                 });
                 if matches!(a.goal, Goal::Acquire { .. }) {
                     if let Some(t) = listing.filter(|t| self.shared_listings.contains_key(t)) {
@@ -154,7 +166,11 @@ impl LockMachine {
                     return;
                 };
                 a.maybe_created = false;
-                a.node = Some(Node { name, stat: None });
+                a.node = Some(Node {
+                    name,
+                    stat: None,
+                    found: false,
+                });
                 if matches!(a.goal, Goal::Acquire { .. }) {
                     if let Some(t) = listing.filter(|t| self.shared_listings.contains_key(t)) {
                         a.busy = Some(t);
@@ -530,6 +546,7 @@ impl LockMachine {
         let Some(Node {
             name,
             stat: Some(stat),
+            ..
         }) = a.node.clone()
         else {
             // Our Stat untold (created inside a multi): one read of our

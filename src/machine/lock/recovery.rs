@@ -38,6 +38,7 @@ impl LockMachine {
                     a.node = Some(Node {
                         name: first.name,
                         stat: None,
+                        found: true,
                     });
                     for extra in ours {
                         a.add_suspect(&extra.name);
