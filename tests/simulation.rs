@@ -171,6 +171,8 @@ fn seeds() {
                         t.quiet_looks += s.quiet_looks;
                         t.app_writes += s.app_writes;
                         t.probes += s.probes;
+                        t.stale_reads += s.stale_reads;
+                        t.refused_ahead += s.refused_ahead;
                     }
                     Err(v) => {
                         let mut f = failures.lock().unwrap();
@@ -190,7 +192,7 @@ fn seeds() {
     }
     let t = *totals.lock().unwrap();
     eprintln!(
-        "simulation: {count} seeds in {:.1?} on {threads} threads: {} grants, {} timeouts, {} faults, {} lost, {} waiters woken, {} sessions ended, {:.0} virtual minutes; BatchMutex: {} turns, {} passed on locally, {} cancelled by token; threads: {} shared holdings, {} refused; grants per lock {:?}, {} multi-locks; {} pending sets dropped; {} looks at a quiet client's nodes; {} writes of the application's own (most refused), {} A2 probes of free locks",
+        "simulation: {count} seeds in {:.1?} on {threads} threads: {} grants, {} timeouts, {} faults, {} lost, {} waiters woken, {} sessions ended, {:.0} virtual minutes; BatchMutex: {} turns, {} passed on locally, {} cancelled by token; threads: {} shared holdings, {} refused; grants per lock {:?}, {} multi-locks; {} pending sets dropped; {} looks at a quiet client's nodes; {} writes of the application's own (most refused), {} A2 probes of free locks; a lagging follower: {} reads from a state behind the leader's, {} clients refused for being ahead of it",
         started.elapsed(),
         t.grants,
         t.timeouts,
@@ -209,7 +211,9 @@ fn seeds() {
         t.set_drops,
         t.quiet_looks,
         t.app_writes,
-        t.probes
+        t.probes,
+        t.stale_reads,
+        t.refused_ahead
     );
     let mut failures = failures.lock().unwrap();
     failures.sort();
@@ -237,6 +241,10 @@ fn seeds() {
     assert!(
         t.set_drops > 0 && t.quiet_looks > count || count < 1000,
         "no pending set dropped, or few quiet clients looked at, in {count} seeds: {t:?}"
+    );
+    assert!(
+        t.stale_reads > count && t.refused_ahead > 0 || count < 1000,
+        "a lagging follower hardly served a stale read or refused a client in {count} seeds: {t:?}"
     );
     assert!(
         t.app_writes > count && t.probes > count / 2 || count < 1000,

@@ -162,6 +162,10 @@ pub struct Stats {
     /// started on free locks.
     pub app_writes: u64,
     pub probes: u64,
+    /// Reads a lagging follower answered from a state behind the leader's,
+    /// and handshakes it refused to clients ahead of it (network.rs).
+    pub stale_reads: u64,
+    pub refused_ahead: u64,
 }
 
 pub struct World {
@@ -498,6 +502,7 @@ impl World {
             }
         }
         self.stats.virtual_ms = (self.now - self.base).as_millis() as u64;
+        (self.stats.stale_reads, self.stats.refused_ahead) = self.server.follower_counts();
         self.check_end()
     }
 

@@ -88,6 +88,10 @@ pub(super) struct Follower {
     queues: BTreeMap<ConnId, VecDeque<Queued>>,
     /// Applies nothing (its link from the leader stalled).
     held: bool,
+    /// Reads (pings and setWatches too) answered from a state behind the
+    /// leader's, and handshakes refused to clients ahead of it.
+    stale_reads: u64,
+    refused: u64,
 }
 
 impl Follower {
@@ -105,6 +109,8 @@ impl Follower {
             txns: VecDeque::new(),
             queues: BTreeMap::new(),
             held: false,
+            stale_reads: 0,
+            refused: 0,
         }
     }
 }
@@ -145,6 +151,24 @@ impl SimZooKeeper {
     /// The last zxid the lagging follower applied (the leader's without one).
     pub fn follower_zxid(&self) -> i64 {
         self.follower.as_ref().map_or(self.zxid, |f| f.applied)
+    }
+
+    /// How many reads (pings and setWatches too) the lagging follower
+    /// answered from a state behind the leader's, and how many handshakes
+    /// it refused to clients ahead of it.
+    pub fn follower_counts(&self) -> (u64, u64) {
+        self.follower
+            .as_ref()
+            .map_or((0, 0), |f| (f.stale_reads, f.refused))
+    }
+
+    /// A handshake on `conn` was refused for being ahead of its server.
+    pub(super) fn count_refusal(&mut self, conn: ConnId) {
+        if self.is_lagging(conn) {
+            if let Some(f) = self.follower.as_mut() {
+                f.refused += 1;
+            }
+        }
     }
 
     /// Whether the lagging follower still has txns to apply or answers to
@@ -380,6 +404,10 @@ impl SimZooKeeper {
             return;
         };
         let applied = self.follower_zxid();
+        let behind = applied < self.zxid;
+        if let Some(f) = self.follower.as_mut() {
+            f.stale_reads += u64::from(behind);
+        }
         let path = match &request {
             Request::Exists(p) | Request::GetData(p) => Some(p.path.clone()),
             Request::GetChildren(p) | Request::GetChildren2(p) => Some(p.path.clone()),

@@ -51,6 +51,7 @@ impl SimZooKeeper {
         // server" (the server's last zxid is what it has applied).
         let applied = self.applied_for(conn);
         if req.last_zxid_seen > applied {
+            self.count_refusal(conn);
             let zxid = applied;
             self.log(|| format!("conn {conn}: refused, client is ahead of {zxid:#x}"));
             return self.close_conn(conn);
