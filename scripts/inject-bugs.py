@@ -108,9 +108,17 @@ BUGS = [
      "                            (s, _) => {\n                                let _ = (holder, s);\n                            }"),
     ("lost-timed-from-the-reply",
      "src/session/replies.rs",
-     "        self.answered(p.sent);\n        if leader_ordered(p.op) && header.err == ErrorCode::Ok {\n            self.leader_answered(p.sent);",
+     "        self.answered(p.sent);\n        let Some(handle) = p.handle else {",
      "        let replied = self.last_heard.unwrap_or(p.sent);\n        self.answered(replied);\n"
-     "        if leader_ordered(p.op) && header.err == ErrorCode::Ok {\n            self.leader_answered(replied);"),
+     "        let Some(handle) = p.handle else {"),
+    ("lost-timed-from-the-reply",
+     "src/session/replies.rs",
+     "            if header.err == ErrorCode::Ok {\n                self.leader_answered(p.sent);",
+     "            if header.err == ErrorCode::Ok {\n                self.leader_answered(replied);"),
+    ("lost-timed-from-the-reply",
+     "src/session/replies.rs",
+     "        if leader_proof(p.op, &result) {\n            self.leader_answered(p.sent);",
+     "        if leader_proof(p.op, &result) {\n            self.leader_answered(replied);"),
     ("semaphore-one-lease-too-many",
      "src/machine/attempt.rs",
      "Rule::FirstN(n) if below_us < n.max(1) => None,",
@@ -226,16 +234,16 @@ BUGS = [
      "        if self.spec.watch_node || true {\n            Entry::Share(holding)"),
     ("holder-not-refused",
      "src/recipes/queue_lock.rs",
-     "if self.side != Side::Lease && registry::held_by(&self.key(self.side), thread) {",
-     "if self.side != Side::Lease && registry::held_by(&self.key(self.side), thread) && false {"),
+     "if self.side != Side::Lease && self.holds(self.side, thread) {",
+     "if self.side != Side::Lease && self.holds(self.side, thread) && false {"),
     ("no-downgrade",
      "src/recipes/queue_lock.rs",
      "match write.held_by(thread) {",
      "match write.held_by(thread).filter(|_| false) {"),
     ("upgrade-not-refused",
      "src/recipes/queue_lock.rs",
-     "if registry::held_by(&read.key(Side::Shared), thread) {",
-     "if registry::held_by(&read.key(Side::Shared), thread) && false {"),
+     "if read.holds(Side::Shared, thread) {",
+     "if read.holds(Side::Shared, thread) && false {"),
     ("holding-recorded-for-the-polling-thread",
      "src/recipes/queue_lock.rs",
      "guard.register_owner(self.key(self.side), thread);",
@@ -257,9 +265,9 @@ BUGS = [
      "            let _ = sender;"),
     ("dropped-set-stays-queued",
      "src/recipes/pending_set.rs",
-     "        for (id, sender) in self.open.drain().filter_map(|(_, attempt)| attempt) {\n"
+     "        for (id, sender) in open.into_values().flatten() {\n"
      "            sender.lock(LockCommand::Withdraw(id));",
-     "        for (_id, _sender) in self.open.drain().filter_map(|(_, attempt)| attempt) {"),
+     "        for (_id, _sender) in open.into_values().flatten() {"),
     ("dropped-latch-stays-queued",
      "src/recipes/latch.rs",
      "            let queue = s.election.queue_lock();\n"
@@ -324,15 +332,41 @@ BUGS = [
      "        if mode == CloseMode::NotifyLeader {\n            if was_leading {",
      "        if mode == CloseMode::NotifyLeader {\n            let _ = s.tx.try_send(LatchEvent::Closed);\n            if was_leading {"),
     # Multi-locks taken in the order given: two over one set named in
-    # different orders deadlock (A5).
+    # different orders deadlock (M1).
     ("multi-lock-unsorted",
      "src/recipes/multilock.rs",
      "        sorted.sort_unstable();\n",
      ""),
     ("refused-by-a-lost-holding",
      "src/recipes/registry.rs",
-     "                    .any(|s| s.current() != LockState::Lost)",
-     "                    .any(|s| s.current() != LockState::Lost || s.current() == LockState::Lost)"),
+     "                    .any(|s| s.may_keep_node())",
+     "                    .any(|_s| true)"),
+    # The server model's lagging follower and foreign twins, and A5.
+    # The recovery (and cleanup) listing not preceded by a sync of the lock
+    # path: a create the server we reconnected to has not applied yet is
+    # missed and left behind (withdrawn.rs; more often with a lagging
+    # follower: 15 of 2 000 seeds against 11 without one).
+    ("recovery-listing-without-sync",
+     "src/machine/lock/queueing.rs",
+     "                (None, true, _) => {\n                    self.catch_up(id, &spec.parent);\n",
+     "                (None, true, _) => {\n"),
+    ("recovery-listing-without-sync",
+     "src/machine/lock/queueing.rs",
+     "                } else if a.maybe_created {\n                    self.catch_up(id, &spec.parent);\n",
+     "                } else if a.maybe_created {\n"),
+    # A node with our attempt id deleted whoever owns it: another client's
+    # node goes (twins.rs; 30 of 2 000 seeds).
+    ("foreign-twin-deleted",
+     "src/machine/lock/recovery.rs",
+     "            Ok(Response::Stat(stat)) if stat.ephemeral_owner == session_id => {\n                a.add_stray(name);",
+     "            Ok(Response::Stat(_)) => {\n                a.add_stray(name);"),
+    # A session the client counts Lost stops reconnecting (Lost is not
+    # final: only the server says expired): A5, and waiters never served.
+    ("lost-stops-reconnecting",
+     "src/session/mod.rs",
+     "        self.phase == Phase::Disconnected && !self.state.is_terminal()\n    }",
+     "        self.phase == Phase::Disconnected && !self.state.is_terminal()\n"
+     "            && self.state != SessionState::Lost\n    }"),
 ]
 
 

@@ -110,8 +110,8 @@ pub enum Error {
     /// (a server bug, or a protocol this client does not speak).
     #[error("protocol violation: {0}")]
     Protocol(String),
-    /// No session could be established, and the servers said why: TLS
-    /// refused, or every server closed the connection before answering.
+    /// No session could be established, and the servers said why in a way
+    /// a retry cannot cure (TLS refused), or a TLS file could not be loaded.
     #[error(transparent)]
     Connect(ConnectError),
     /// No session within the connect wait, for no reason that rules every
@@ -176,7 +176,7 @@ pub enum ConnectError {
     /// The server closed the connection before answering the ZooKeeper
     /// handshake: a TLS port reached without TLS, or a server that is not
     /// serving yet (an ensemble member without a quorum does the same).
-    #[error("{host}: the server closed the connection before answering the handshake (a TLS port reached without TLS?)")]
+    #[error("{host}: the server closed the connection before answering the handshake (a TLS port reached without TLS, or a server not serving yet?)")]
     ClosedBeforeHandshake {
         /// The server, as `host:port` of the connect string.
         host: String,
@@ -220,7 +220,7 @@ impl ConnectError {
     fn cause(&self) -> String {
         match self {
             ConnectError::ClosedBeforeHandshake { .. } => {
-                "the server closed the connection before answering the handshake".into()
+                "the server closed the connection before answering the handshake (a TLS port reached without TLS, or a server not serving yet?)".into()
             }
             #[cfg(feature = "tls")]
             ConnectError::Tls { source, .. } => source.to_string(),

@@ -153,19 +153,28 @@ fn a_certificate_for_another_name_is_refused() {
 fn a_tls_client_on_the_plaintext_port_is_told_so() {
     // A close mid-handshake may be transient: retried until the wait ends.
     let t = Duration::from_secs(2);
+    // The server first: its JVM's start is not the client's wait.
+    let connect_string = server().connect_string();
     let start = Instant::now();
-    let r = Client::builder(&server().connect_string())
+    let r = Client::builder(&connect_string)
         .session_timeout(t)
         .tls(mtls())
         .connect();
     assert!(start.elapsed() < t + PROMPT, "took {:?}", start.elapsed());
+    // Said at once when the server's bytes are not TLS; at the deadline,
+    // naming what was tried, when it only closed the connection.
+    let told = match &r {
+        Err(Error::Connect(e)) => Some(e),
+        Err(Error::NoSession(ns)) => ns.last.as_ref(),
+        _ => None,
+    };
     assert!(
         matches!(
-            r,
-            Err(Error::Connect(ConnectError::Tls {
+            told,
+            Some(ConnectError::Tls {
                 source: TlsError::ClosedDuringHandshake | TlsError::NotTls { .. },
                 ..
-            }))
+            })
         ),
         "{r:?}"
     );
@@ -174,18 +183,24 @@ fn a_tls_client_on_the_plaintext_port_is_told_so() {
 #[test]
 fn a_plaintext_client_on_the_tls_port_is_told_so() {
     let t = Duration::from_secs(2);
+    let connect_string = secure("127.0.0.1");
     let start = Instant::now();
-    let r = Client::builder(&secure("127.0.0.1"))
+    let r = Client::builder(&connect_string)
         .session_timeout(t)
         .connect();
     assert!(start.elapsed() < t + PROMPT, "took {:?}", start.elapsed());
+    // Retried until the wait ends (a server not serving yet closes too),
+    // then named with the time spent and the hint.
+    let Err(Error::NoSession(ns)) = &r else {
+        panic!("{r:?}")
+    };
     assert!(
-        matches!(
-            r,
-            Err(Error::Connect(ConnectError::ClosedBeforeHandshake { .. }))
-        ),
+        matches!(ns.last, Some(ConnectError::ClosedBeforeHandshake { .. })),
         "{r:?}"
     );
+    assert!(ns.waited >= t, "{ns:?}");
+    let text = r.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(text.contains("a TLS port reached without TLS"), "{text}");
 }
 
 #[test]

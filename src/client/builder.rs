@@ -151,12 +151,12 @@ impl ClientBuilder {
     /// * [`Error::InvalidSetting`]: `max_frame` below [`MIN_MAX_FRAME`], a
     ///   zero `request_timeout`, a `persistent_watch_capacity` below 2;
     /// * [`Error::Io`]: the I/O thread could not be started;
-    /// * [`Error::Connect`]: the servers said why no session can be had (TLS
-    ///   refused, or every server closed the connection before answering),
-    ///   or a TLS file could not be loaded;
+    /// * [`Error::Connect`]: every server refused us for a reason a retry
+    ///   cannot cure (TLS), or a TLS file could not be loaded;
     /// * [`Error::NoSession`]: no session within the wait, for no reason
-    ///   that rules every server out (none reachable, say); it names the
-    ///   servers, the time spent and the last failure;
+    ///   that rules every server out (none reachable, or each closed the
+    ///   connection before answering); it names the servers, the time spent
+    ///   and the last failure;
     /// * [`Error::AuthFailed`]: the SASL login was refused.
     pub fn connect(self) -> Result<Client> {
         self.check_settings()?;

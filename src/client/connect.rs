@@ -48,10 +48,10 @@ impl Client {
     /// * [`Error::Connect`] as soon as every server refused us for a reason
     ///   retrying cannot cure (TLS: unknown CA, name mismatch, an alert, not
     ///   TLS);
-    /// * at the deadline, [`Error::Connect`] if every attempt was closed by
-    ///   the server before its (ZooKeeper or TLS) handshake was answered,
-    ///   else [`Error::NoSession`]: `hosts` (the connect string's, as
-    ///   resolved), the time spent and the last failure.
+    /// * at the deadline, [`Error::NoSession`]: `hosts` (the connect
+    ///   string's, as resolved), the time spent and the last failure (a
+    ///   close before the handshake was answered included: a TLS port
+    ///   reached without TLS looks like a server not serving yet).
     pub(super) fn wait_first_session(
         &self,
         timeout: Duration,
@@ -65,7 +65,6 @@ impl Client {
         // (a few servers: a list, not a map).
         let mut latest: Vec<ConnectFailure> = Vec::new();
         let mut last: Option<ConnectError> = None;
-        let mut all_closed_early = true;
         let deadline = crate::deadline::from_now(timeout);
         let no_session = |last| {
             Error::NoSession(Box::new(NoSession {
@@ -81,16 +80,12 @@ impl Client {
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return match latest.into_iter().next() {
-                    Some(f) if all_closed_early => Err(Error::Connect(f.error)),
-                    _ => Err(no_session(last)),
-                };
+                return Err(no_session(last));
             }
             select! {
                 recv(states) -> s => if s.is_err() { return Err(Error::Closed) },
                 recv(failures) -> f => {
                     let Ok(failure) = f else { return Err(Error::Closed) };
-                    all_closed_early &= failure.closed_early();
                     last = Some(failure.error.clone());
                     match latest.iter_mut().find(|f| f.addr == failure.addr) {
                         Some(known) => *known = failure,

@@ -35,21 +35,6 @@ impl ConnectFailure {
             _ => false,
         }
     }
-
-    /// The server closed the connection before answering, in the ZooKeeper
-    /// or the TLS handshake: typical of a port that speaks the other
-    /// protocol, but also of a server that is not serving yet.
-    pub(crate) fn closed_early(&self) -> bool {
-        match &self.error {
-            ConnectError::ClosedBeforeHandshake { .. } => true,
-            #[cfg(feature = "tls")]
-            ConnectError::Tls {
-                source: crate::tls::TlsError::ClosedDuringHandshake,
-                ..
-            } => true,
-            _ => false,
-        }
-    }
 }
 
 /// How every connection of a client is made.

@@ -188,6 +188,9 @@ pub(crate) enum Goal {
 pub(crate) struct Node {
     pub name: String,
     pub stat: Option<Stat>,
+    /// Found again by a listing (after an ambiguous create), its owner not
+    /// read yet: it may be another session's node with our attempt id.
+    pub found: bool,
 }
 
 /// Why a request was sent, so its reply can be routed.
@@ -224,6 +227,9 @@ pub(crate) enum Purpose {
     GrantCheck,
     /// delete of a node of ours (the node itself or a stray duplicate).
     Delete(String),
+    /// exists of a node with our attempt id found by a listing: deleted
+    /// only if our session owns it (see [`Attempt::suspects`]).
+    StrayStat(String),
     /// getChildren with a watch, for a holder near the counter's end.
     EndWatch,
     /// getChildren to find every node of this attempt before releasing.
@@ -261,6 +267,7 @@ impl Purpose {
             Purpose::Confirm
                 | Purpose::CatchUp
                 | Purpose::Delete(_)
+                | Purpose::StrayStat(_)
                 | Purpose::EndWatch
                 | Purpose::WatchOwn
                 | Purpose::WatchScout
@@ -318,6 +325,10 @@ pub(crate) struct Attempt {
     pub parents_from: Option<usize>,
     /// Duplicates of our node (late creates of this attempt) to delete.
     pub strays: Vec<String>,
+    /// Nodes with our attempt id that a listing showed, whose owner is
+    /// still to read: a late create of ours is deleted, a node another
+    /// session made with our id is not ours to delete.
+    pub suspects: Vec<String>,
     /// Deletes in flight, by node name.
     pub deleting: Vec<String>,
     /// The main-line request awaited.
@@ -432,6 +443,7 @@ impl Attempt {
             maybe_created: false,
             parents_from: None,
             strays: Vec::new(),
+            suspects: Vec::new(),
             deleting: Vec::new(),
             busy: None,
             listing: None,
@@ -464,11 +476,24 @@ impl Attempt {
         }
     }
 
+    /// Records a node with our attempt id, found by a listing, whose owner
+    /// is to be read before it is deleted, once.
+    pub(crate) fn add_suspect(&mut self, name: &str) {
+        if self.node_name() != Some(name)
+            && !self.strays.iter().any(|s| s == name)
+            && !self.suspects.iter().any(|s| s == name)
+            && !self.deleting.iter().any(|s| s == name)
+        {
+            self.suspects.push(name.to_owned());
+        }
+    }
+
     /// Nothing of this attempt can be left on the server.
     pub(crate) fn is_clean(&self) -> bool {
         self.node.is_none()
             && !self.maybe_created
             && self.strays.is_empty()
+            && self.suspects.is_empty()
             && self.deleting.is_empty()
             && self.busy.is_none()
     }

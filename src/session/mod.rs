@@ -13,6 +13,7 @@ mod connection;
 mod ending;
 mod error;
 mod events;
+#[cfg(any(fuzzing, test))]
 #[doc(hidden)]
 pub mod fuzz;
 mod liveness;

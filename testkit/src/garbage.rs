@@ -22,6 +22,17 @@ pub struct GarbageServer {
 impl GarbageServer {
     /// Starts the server: connection `n` gets junk of kind `n % 4`.
     pub fn start() -> GarbageServer {
+        GarbageServer::spawn(junk, answer)
+    }
+
+    /// Starts a server that reads each connection's first frame (the
+    /// handshake) and closes it unanswered, as a member not serving yet
+    /// does. Read first, so that the close is a FIN, not a reset.
+    pub fn closing() -> GarbageServer {
+        GarbageServer::spawn(|_| Vec::new(), read_frame_and_close)
+    }
+
+    fn spawn(junk: fn(u64) -> Vec<u8>, answer: fn(TcpStream, &[u8])) -> GarbageServer {
         let listener = TcpListener::bind("127.0.0.1:0").expect("garbage server: binding");
         let addr = listener.local_addr().expect("garbage server: its address");
         let accepted = Arc::new(AtomicU64::new(0));
@@ -73,6 +84,17 @@ fn answer(mut conn: TcpStream, junk: &[u8]) {
     let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
     let mut sink = [0u8; 1024];
     while matches!(conn.read(&mut sink), Ok(n) if n > 0) {}
+}
+
+/// Reads one length-prefixed frame (or until the client stops), then
+/// closes without a word.
+fn read_frame_and_close(mut conn: TcpStream, _: &[u8]) {
+    let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
+    let mut len = [0u8; 4];
+    if conn.read_exact(&mut len).is_ok() {
+        let mut frame = vec![0u8; u32::from_be_bytes(len).min(1 << 16) as usize];
+        let _ = conn.read_exact(&mut frame);
+    }
 }
 
 /// What connection `n` is sent.

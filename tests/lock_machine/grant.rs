@@ -365,7 +365,9 @@ fn a_scouts_listing_deletes_a_duplicate_of_ours() {
     let mut h = Harness::new();
     let (_, _, relist) = scout_deleted(&mut h);
     h.reply(&relist, Ok(children(&[&ours(9), BLOCKER, &ours(11)])));
-    assert_eq!(deletes(&h.sent()), [format!("/l/{}", ours(11))]);
+    let sent = h.sent();
+    let next = owned_by_us(&mut h, &sent, &[ours(11)]);
+    assert_eq!(deletes(&next), [format!("/l/{}", ours(11))]);
 }
 
 /// The scout went but another node is still below the blocker (the scout

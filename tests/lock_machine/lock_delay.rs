@@ -557,7 +557,8 @@ fn lock_delay_served_while_a_listing_is_in_flight_marks_only_after_it() {
     // A duplicate of our attempt (a create whose reply was lost) is found.
     h.reply(&sent[1], Ok(children(&[&ours(3), &ours(9)])));
     let sent = h.sent();
-    let stray = sent
+    let owned = owned_by_us(&mut h, &sent, &[ours(9)]);
+    let stray = owned
         .iter()
         .find(|o| matches!(&o.request, Request::Delete(d) if d.path == format!("/l/{}", ours(9))))
         .expect("the duplicate deleted")

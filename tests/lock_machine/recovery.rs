@@ -2,7 +2,7 @@
 //! and every duplicate of it (late creates) deleted, whether found then or
 //! in a later listing.
 
-use jute::{ErrorCode, Request, Response};
+use jute::{ErrorCode, Request, Response, Stat};
 use zklock::machine::{LockEvent, Outgoing};
 use zklock::session::RequestError;
 
@@ -65,17 +65,15 @@ fn a_lost_create_is_found_by_its_attempt_id_and_duplicates_deleted() {
     // Two creates of this attempt made it (a late one too).
     h.reply(&recover[0], Ok(children(&[&ours(9), &ours(7)])));
     let next = h.sent();
-    let deletes: Vec<_> = next
-        .iter()
-        .filter_map(|o| match &o.request {
-            Request::Delete(p) => Some(p.path.clone()),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(deletes, vec![format!("/l/{}", ours(9))]);
+    assert!(
+        deletes(&next).is_empty(),
+        "deleted before its owner is read: {next:?}"
+    );
+    let gone = owned_by_us(&mut h, &next, &[ours(9)]);
+    assert_eq!(deletes(&gone), vec![format!("/l/{}", ours(9))]);
     let exists = next
         .iter()
-        .find(|o| matches!(o.request, Request::Exists(_)))
+        .find(|o| matches!(&o.request, Request::Exists(p) if p.path == format!("/l/{}", ours(7))))
         .expect("the kept node's Stat is read");
     h.reply(exists, Ok(Response::Stat(stat(107))));
     let list = h.sent();
@@ -119,7 +117,8 @@ fn a_duplicate_of_our_node_in_a_listing_is_deleted() {
         matches!(&events[..], [LockEvent::Acquired { id: 1, .. }]),
         "{events:?}"
     );
-    let next = h.sent();
+    let sent = h.sent();
+    let next = owned_by_us(&mut h, &sent, &[ours(8)]);
     assert_eq!(deletes(&next), vec![format!("/l/{}", ours(8))], "{next:?}");
     // Waiting: deleted alongside the blocker's watch.
     let mut h = Harness::new();
@@ -128,8 +127,9 @@ fn a_duplicate_of_our_node_in_a_listing_is_deleted() {
     h.reply(&sent[0], Ok(created(5)));
     h.reply(&sent[1], Ok(children(&[&ours(5), HEAD, &ours(9)])));
     let next = h.sent();
-    assert_eq!(deletes(&next), vec![format!("/l/{}", ours(9))], "{next:?}");
     assert!(next.iter().any(|o| reads(o, HEAD, true)), "{next:?}");
+    let next = owned_by_us(&mut h, &next, &[ours(9)]);
+    assert_eq!(deletes(&next), vec![format!("/l/{}", ours(9))], "{next:?}");
 }
 
 /// Every duplicate of our node is deleted, however many there are and
@@ -147,7 +147,7 @@ fn every_duplicate_of_our_node_is_deleted() {
     // Three creates of this attempt made it: 7 is kept, 9 and 11 go.
     h.reply(&recover[0], Ok(children(&[&ours(9), &ours(7), &ours(11)])));
     let next = h.sent();
-    let mut gone = deletes(&next);
+    let mut gone = deletes(&owned_by_us(&mut h, &next, &[ours(9), ours(11)]));
     gone.sort();
     assert_eq!(
         gone,
@@ -158,7 +158,7 @@ fn every_duplicate_of_our_node_is_deleted() {
     // create): it is deleted too.
     let exists = next
         .iter()
-        .find(|o| matches!(o.request, Request::Exists(_)))
+        .find(|o| matches!(&o.request, Request::Exists(p) if p.path == format!("/l/{}", ours(7))))
         .expect("the kept node's Stat is read");
     h.reply(exists, Ok(Response::Stat(stat(107))));
     let list = h.sent();
@@ -172,5 +172,77 @@ fn every_duplicate_of_our_node_is_deleted() {
         "{events:?}"
     );
     let more = h.sent();
+    let more = owned_by_us(&mut h, &more, &[ours(12)]);
     assert_eq!(deletes(&more), vec![format!("/l/{}", ours(12))], "{more:?}");
+}
+
+/// Nodes with our attempt id that another session owns (another client
+/// made them with our id) are not ours: a recovery listing that shows them
+/// neither adopts one nor deletes any, and queues again. Before, the found
+/// node read as another session's and every other node with our id were
+/// deleted as duplicates of ours (the simulator's foreign twins, owned by
+/// another client's session).
+#[test]
+fn nodes_with_our_attempt_id_owned_by_another_session_are_neither_adopted_nor_deleted() {
+    let mut h = Harness::new();
+    let recover = lose_the_create(&mut h);
+    h.reply(&recover[0], Ok(children(&[&ours(9), &ours(7)])));
+    let next = h.sent();
+    let foreign = Stat {
+        ephemeral_owner: SESSION + 1,
+        ..stat(107)
+    };
+    let mut after = Vec::new();
+    for o in &next {
+        if matches!(o.request, Request::Exists(_)) {
+            h.reply(o, Ok(Response::Stat(foreign)));
+            after.extend(h.sent());
+        }
+    }
+    let all: Vec<_> = next.iter().chain(&after).cloned().collect();
+    assert!(deletes(&all).is_empty(), "{all:?}");
+    assert!(queues_again(&after), "{after:?}");
+    assert!(h.events().is_empty());
+}
+
+/// The node a recovery listing found, given up before its owner was read
+/// (the attempt cancelled meanwhile): deleted only once an exists shows
+/// that our session owns it, never when another session does. Before, the
+/// release deleted the node found, whoever owned it (simulator seed 9708).
+#[test]
+fn a_found_node_given_up_before_its_owner_is_read_is_not_deleted_if_foreign() {
+    for ours_after_all in [false, true] {
+        let mut h = Harness::new();
+        let recover = lose_the_create(&mut h);
+        h.reply(&recover[0], Ok(children(&[&ours(7)])));
+        let mut sent = h.sent();
+        h.m.cancel(h.now, 1);
+        sent.extend(h.sent());
+        let owner = if ours_after_all { SESSION } else { SESSION + 1 };
+        let mut all = sent.clone();
+        // Every read of who owns it is answered, for as long as one comes.
+        for _ in 0..4 {
+            let reads: Vec<_> = sent
+                .iter()
+                .filter(|o| matches!(o.request, Request::Exists(_)))
+                .cloned()
+                .collect();
+            sent.clear();
+            for o in &reads {
+                let st = Stat {
+                    ephemeral_owner: owner,
+                    ..stat(107)
+                };
+                h.reply(o, Ok(Response::Stat(st)));
+                sent.extend(h.sent());
+            }
+            all.extend(sent.iter().cloned());
+        }
+        let gone = deletes(&all);
+        if ours_after_all {
+            assert_eq!(gone, vec![format!("/l/{}", ours(7))], "{all:?}");
+        } else {
+            assert!(gone.is_empty(), "{all:?}");
+        }
+    }
 }

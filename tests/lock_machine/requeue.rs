@@ -299,12 +299,9 @@ fn a_requeued_node_read_as_another_sessions_is_not_adopted() {
             .any(|e| matches!(e, LockEvent::Acquired { .. })),
         "{events:?}"
     );
+    // Nor deleted: another session's node is not ours to delete.
     let next = h.sent();
-    assert_eq!(
-        deletes(&next),
-        vec![format!("/l/{}", next_node(4))],
-        "{next:?}"
-    );
+    assert!(deletes(&next).is_empty(), "{next:?}");
 }
 
 /// A requeue near the counter's end is announced whichever way the server

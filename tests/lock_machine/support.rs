@@ -227,6 +227,20 @@ pub(crate) fn drop_connection(h: &mut Harness, in_flight: &[&Outgoing]) {
     h.m.handle_session(h.now, SessionState::Suspended, SESSION);
 }
 
+/// Answers the reads of who owns these nodes of our attempt id (the
+/// exists in `sent` of `/l/<name>`) with our session, and returns what
+/// follows: their deletes.
+pub(crate) fn owned_by_us(h: &mut Harness, sent: &[Outgoing], names: &[String]) -> Vec<Outgoing> {
+    for o in sent {
+        if let Request::Exists(p) = &o.request {
+            if names.iter().any(|n| p.path == format!("/l/{n}")) {
+                h.reply(o, Ok(Response::Stat(stat(1))));
+            }
+        }
+    }
+    h.sent()
+}
+
 pub(crate) fn deletes(sent: &[Outgoing]) -> Vec<String> {
     sent.iter()
         .filter_map(|o| match &o.request {

@@ -57,6 +57,31 @@ fn a_closed_port_is_named_with_the_wait_and_the_refusal() {
 }
 
 #[test]
+fn servers_that_only_close_are_all_named_with_the_wait() {
+    init();
+    let (one, two) = (GarbageServer::closing(), GarbageServer::closing());
+    let servers = [one.addr().to_string(), two.addr().to_string()];
+    let t = Duration::from_secs(1);
+    let r = Client::connect(&servers.join(","), t);
+    let text = r.as_ref().map(|_| ()).unwrap_err().to_string();
+    let ns = no_session(r);
+    assert_eq!(ns.servers, servers);
+    // Retried to the end: a member not serving yet closes like this.
+    assert!(ns.waited >= t, "gave up after {:?}", ns.waited);
+    assert!(one.accepted() > 0 && two.accepted() > 0, "both tried");
+    match &ns.last {
+        Some(ConnectError::ClosedBeforeHandshake { host }) => assert!(servers.contains(host)),
+        other => panic!("last failure: {other:?}"),
+    }
+    assert!(
+        text.contains(&format!("{} within", servers.join(",")))
+            && text.contains("a TLS port reached without TLS, or a server not serving yet?"),
+        "{text}"
+    );
+    assert_no_io_panic();
+}
+
+#[test]
 fn a_silent_server_and_a_closed_port_are_both_named() {
     init();
     // Takes the TCP connection (the kernel does) and never answers.

@@ -33,7 +33,9 @@ mod network;
 mod observe;
 mod plan;
 mod revocation;
+mod reconnect;
 mod threads;
+mod twins;
 mod wire;
 mod withdrawn;
 mod writes;
@@ -200,6 +202,10 @@ pub struct Stats {
     pub proclaims: u64,
     pub observes: u64,
     pub latch_closes: u64,
+    /// Reads a lagging follower answered from a state behind the leader's,
+    /// and handshakes it refused to clients ahead of it (network.rs).
+    pub stale_reads: u64,
+    pub refused_ahead: u64,
 }
 
 pub struct World {
@@ -270,6 +276,12 @@ pub struct World {
         usize,
         crossbeam_channel::Receiver<zklock::recipes::LatchEvent>,
     )>,
+    /// The servers clients connect to (network.rs).
+    ensemble: network::Ensemble,
+    /// Nodes another client's session made with an attempt's id (twins.rs).
+    foreign_twins: Vec<twins::Twin>,
+    /// A5: who has reconnected since the network healed (reconnect.rs).
+    reconnect: reconnect::Reconnect,
     log: String,
     keep_log: bool,
     verbose: bool,
@@ -324,6 +336,9 @@ impl World {
             revoke_seen: BTreeMap::new(),
             revoke_told: std::collections::BTreeSet::new(),
             closed_latches: Vec::new(),
+            ensemble: network::Ensemble::default(),
+            foreign_twins: Vec::new(),
+            reconnect: reconnect::Reconnect::default(),
             log: String::new(),
             keep_log: false,
             verbose: std::env::var_os("SIM_VERBOSE").is_some(),
@@ -386,7 +401,10 @@ impl World {
         }
         world.create_app_nodes();
         world.plan_observes(plan);
-        world.plan_tail(&mut Rng::new(rng.next()), plan);
+        let mut tail = Rng::new(rng.next());
+        // (Before the tail: its waits are sized by the round trips.)
+        world.plan_ensemble(&mut Rng::new(rng.next()));
+        world.plan_tail(&mut tail, plan);
         world
     }
 
@@ -535,6 +553,8 @@ impl World {
             self.check_latch_liveness()?;
             self.check_multi_progress()?;
             self.stats.quiet_looks += self.check_withdrawn()?;
+            self.check_twins()?;
+            self.check_reconnected()?;
             if steps % 256 == 0 {
                 self.forget_old_attempts();
             }
@@ -543,6 +563,7 @@ impl World {
             }
         }
         self.stats.virtual_ms = (self.now - self.base).as_millis() as u64;
+        (self.stats.stale_reads, self.stats.refused_ahead) = self.server.follower_counts();
         self.check_end()
     }
 
@@ -574,7 +595,9 @@ impl World {
         // A session closed or given up while cut off lives on the server
         // until it expires there; its nodes go then.
         let live: Vec<i64> = self.clients.iter().map(|c| c.core.session_id()).collect();
-        if self.server.sessions().iter().any(|s| !live.contains(s)) || self.server.has_late_writes()
+        if self.server.sessions().iter().any(|s| !live.contains(s))
+            || self.server.has_late_writes()
+            || self.server.follower_behind()
         {
             return false;
         }
@@ -640,14 +663,14 @@ impl World {
         self.timeout(c) * self.options.steady_latency_per_mille / 1000
     }
 
-    /// The longest round trip of any link: steady latency and jitter, both
-    /// ways.
+    /// The longest round trip of any request: steady latency and jitter,
+    /// both ways, and a lagging follower's lag.
     fn max_round_trip(&self) -> Duration {
         let steady = (0..self.clients.len())
             .map(|c| self.steady_latency(c))
             .max()
             .unwrap_or_default();
-        2 * (steady + MAX_JITTER)
+        2 * (steady + MAX_JITTER) + self.ensemble.max_lag
     }
 
     fn latency(&mut self, c: usize) -> Duration {
@@ -678,7 +701,7 @@ impl World {
             let client = &mut self.clients[c];
             if client.link.is_none() && client.core.wants_connection() && now >= client.connect_at {
                 client.core.prepare_connection();
-                let conn = self.server.connect(now);
+                let conn = self.connect_next(c);
                 let client = &mut self.clients[c];
                 let stalled_until =
                     (client.partitioned_until > now).then_some(client.partitioned_until);

@@ -5,7 +5,7 @@ use super::*;
 
 /// What a raw connection observes next.
 #[derive(Debug, PartialEq, Eq)]
-enum Seen {
+pub(super) enum Seen {
     Frame(Vec<u8>),
     Closed,
     Nothing,

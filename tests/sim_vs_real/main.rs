@@ -16,6 +16,7 @@ mod sim;
 
 mod connections;
 mod counter_end;
+mod lagging;
 mod scripts;
 
 use std::io::{Read, Write};

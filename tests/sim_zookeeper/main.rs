@@ -6,6 +6,7 @@
 #[path = "../sim/mod.rs"]
 mod sim;
 
+mod lagging;
 mod nodes;
 mod sequence_end;
 mod sessions;
@@ -33,6 +34,8 @@ struct Client {
     conn: Option<ConnId>,
     /// Cut off from the server: nothing it writes arrives, no reconnect.
     partitioned: bool,
+    /// Connects to the lagging follower (`SimZooKeeper::connect_lagging`).
+    lagging: bool,
     /// At most one connection attempt per virtual instant (a refused
     /// client would otherwise retry forever without time passing).
     last_attempt: Option<Instant>,
@@ -65,6 +68,13 @@ impl World {
 
     /// A client that connects and waits until its session is up.
     fn client(&mut self) -> usize {
+        self.client_on(false)
+    }
+
+    /// A client of the lagging follower (`lagging`) or of the leader, once
+    /// its session is up (on the follower: once it applied the
+    /// createSession txn).
+    fn client_on(&mut self, lagging: bool) -> usize {
         let config = SessionConfig {
             session_timeout: TIMEOUT,
             connect_timeout: Duration::from_secs(1),
@@ -74,6 +84,7 @@ impl World {
             s: Session::new(config, self.now),
             conn: None,
             partitioned: false,
+            lagging,
             last_attempt: None,
             replies: Vec::new(),
             fired: Vec::new(),
@@ -83,6 +94,12 @@ impl World {
         });
         let i = self.clients.len() - 1;
         self.pump();
+        for _ in 0..1000 {
+            if self.clients[i].s.state() == SessionState::Connected {
+                break;
+            }
+            self.advance(Duration::from_millis(10));
+        }
         assert_eq!(self.clients[i].s.state(), SessionState::Connected);
         i
     }
@@ -102,7 +119,11 @@ impl World {
                     && c.last_attempt != Some(self.now)
                 {
                     c.last_attempt = Some(self.now);
-                    c.conn = Some(self.zk.connect(self.now));
+                    c.conn = Some(if c.lagging {
+                        self.zk.connect_lagging(self.now)
+                    } else {
+                        self.zk.connect(self.now)
+                    });
                     c.s.handle_connected(self.now);
                     progress = true;
                 }

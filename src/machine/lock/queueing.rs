@@ -24,7 +24,7 @@ impl LockMachine {
         let Some(a) = self.attempts.get_mut(&id) else {
             return;
         };
-        if !a.strays.is_empty() {
+        if !a.strays.is_empty() || !a.suspects.is_empty() {
             self.send_strays(id);
         }
         let Some(a) = self.attempts.get_mut(&id) else {
@@ -68,7 +68,13 @@ impl LockMachine {
                     self.send_main(id, Purpose::Create, create);
                     self.want_listing(&spec.parent, id);
                 }
-                (Some(Node { stat: None, name }), _, _) => {
+                (
+                    Some(Node {
+                        stat: None, name, ..
+                    }),
+                    _,
+                    _,
+                ) => {
                     let path = spec.child(name);
                     self.send_main(
                         id,
@@ -87,6 +93,11 @@ impl LockMachine {
             Goal::Hold => {}
             Goal::Release => {
                 if let Some(node) = a.node.take() {
+                    if node.found && node.stat.is_none() {
+                        // Ours only if our session owns it: read that first.
+                        a.add_suspect(&node.name);
+                        return self.send_strays(id);
+                    }
                     self.delete(id, node.name);
                 } else if a.maybe_created {
                     self.catch_up(id, &spec.parent);
@@ -134,6 +145,7 @@ impl LockMachine {
                 a.node = Some(Node {
                     name,
                     stat: Some(stat),
+                    found: false,
                 });
                 if matches!(a.goal, Goal::Acquire { .. }) {
                     if let Some(t) = listing.filter(|t| self.shared_listings.contains_key(t)) {
@@ -154,7 +166,11 @@ impl LockMachine {
                     return;
                 };
                 a.maybe_created = false;
-                a.node = Some(Node { name, stat: None });
+                a.node = Some(Node {
+                    name,
+                    stat: None,
+                    found: false,
+                });
                 if matches!(a.goal, Goal::Acquire { .. }) {
                     if let Some(t) = listing.filter(|t| self.shared_listings.contains_key(t)) {
                         a.busy = Some(t);
@@ -378,7 +394,7 @@ impl LockMachine {
         // again: another node with our attempt id would block us forever.
         for name in children {
             if protected_id(name) == Some(a.uuid.as_str()) && name != our_name {
-                a.add_stray(name);
+                a.add_suspect(name);
             }
         }
         let rule = a.spec.rule;
@@ -497,9 +513,28 @@ impl LockMachine {
             return;
         };
         let strays = std::mem::take(&mut a.strays);
+        let suspects = std::mem::take(&mut a.suspects);
         for name in strays {
             self.delete(id, name);
         }
+        for name in suspects {
+            self.read_owner(id, name);
+        }
+    }
+
+    /// Reads who owns `name`, a node with our attempt id from a listing,
+    /// before deleting it (see [`Purpose::StrayStat`]).
+    fn read_owner(&mut self, id: AttemptId, name: String) {
+        let Some(a) = self.attempts.get_mut(&id) else {
+            return;
+        };
+        if a.deleting.contains(&name) {
+            return;
+        }
+        a.deleting.push(name.clone());
+        let path = a.spec.child(&name);
+        let request = Request::Exists(PathWatch { path, watch: false });
+        self.send(id, Purpose::StrayStat(name), request, false);
     }
 
     /// The lock is ours. `watch`: a watch on our node already left by the
@@ -511,6 +546,7 @@ impl LockMachine {
         let Some(Node {
             name,
             stat: Some(stat),
+            ..
         }) = a.node.clone()
         else {
             // Our Stat untold (created inside a multi): one read of our

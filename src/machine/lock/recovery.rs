@@ -1,7 +1,7 @@
 //! Finding our node again: after a create whose reply was lost, a sync of
 //! the lock path and a listing look for the node by its attempt id; a node
 //! found again (or created inside a multi) has its Stat read before a grant,
-//! and one owned by another session is never adopted.
+//! and one owned by another session is never adopted nor deleted.
 
 use jute::{ErrorCode, Request, Response};
 
@@ -38,9 +38,10 @@ impl LockMachine {
                     a.node = Some(Node {
                         name: first.name,
                         stat: None,
+                        found: true,
                     });
                     for extra in ours {
-                        a.add_stray(&extra.name);
+                        a.add_suspect(&extra.name);
                     }
                 }
             }
@@ -61,15 +62,43 @@ impl LockMachine {
                     if stat.ephemeral_owner == session_id {
                         node.stat = Some(stat);
                     } else {
-                        // Our attempt id under another owner: never adopt it.
-                        let name = node.name.clone();
+                        // Our attempt id under another owner: not ours to
+                        // adopt, nor to delete (another session's node).
                         a.node = None;
-                        a.add_stray(&name);
                     }
                 }
             }
             Err(RequestError::Server(ErrorCode::NoNode)) => a.node = None,
             _ => {}
+        }
+        self.step(id)
+    }
+
+    /// The owner of a node with our attempt id that a listing showed: our
+    /// session's (a late create of ours) is deleted; another session's is
+    /// left alone.
+    pub(super) fn on_stray_stat(
+        &mut self,
+        id: AttemptId,
+        name: &str,
+        result: Result<Response, RequestError>,
+    ) {
+        let session_id = self.session_id;
+        let Some(a) = self.attempts.get_mut(&id) else {
+            return;
+        };
+        a.deleting.retain(|n| n != name);
+        match result {
+            Ok(Response::Stat(stat)) if stat.ephemeral_owner == session_id => {
+                a.add_stray(name);
+            }
+            Ok(_) => {
+                let path = a.spec.child(name);
+                log::warn!("{path} carries our attempt id but another session owns it: left alone");
+            }
+            Err(RequestError::Server(ErrorCode::NoNode)) => {}
+            // Read again (after the reconnect, while the session lives).
+            Err(_) => a.add_suspect(name),
         }
         self.step(id)
     }
@@ -87,12 +116,9 @@ impl LockMachine {
             Some(node) if node.stat.is_none() && stat.ephemeral_owner == session_id => {
                 node.stat = Some(*stat);
             }
-            // Our attempt id under another owner: never adopt it.
-            Some(node) if node.stat.is_none() => {
-                let name = node.name.clone();
-                a.node = None;
-                a.add_stray(&name);
-            }
+            // Our attempt id under another owner: neither adopted nor
+            // deleted.
+            Some(node) if node.stat.is_none() => a.node = None,
             _ => {}
         }
     }

@@ -107,6 +107,7 @@ impl LockMachine {
                 }
             },
             Purpose::Delete(name) => self.on_deleted(id, &name, result),
+            Purpose::StrayStat(name) => self.on_stray_stat(id, &name, result),
             Purpose::TenureMarks => self.on_tenure_marks(id, token, result),
             Purpose::TenureList => self.on_tenure_list(now, id, result),
             Purpose::TenureRead => self.on_tenure_read(now, id, result),
@@ -121,7 +122,7 @@ impl LockMachine {
                     Ok(Response::Children(children)) => {
                         for name in &children {
                             if protected_id(name) == Some(a.uuid.as_str()) {
-                                a.add_stray(name);
+                                a.add_suspect(name);
                             }
                         }
                         a.maybe_created = false;

@@ -80,7 +80,8 @@ impl World {
             // healthy link's round trip, which docs/GUARANTEES.md's
             // promise does not cover. The effect ends a round trip later.
             Fault::Stall { client, for_ } | Fault::FollowerCut { client, for_ } => {
-                let round_trip = 2 * (self.steady_latency(client) + MAX_JITTER);
+                let round_trip =
+                    2 * (self.steady_latency(client) + MAX_JITTER) + self.ensemble.max_lag;
                 (Some(client), now + for_ + round_trip)
             }
             // Armed only: the stall marks when it comes.

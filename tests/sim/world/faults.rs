@@ -82,15 +82,28 @@ impl World {
                 let path = format!("{parent}/{prefix}-lock-");
                 let original = format!("{parent}/{pick}");
                 let owner = self.server.exists(&original).map(|s| s.ephemeral_owner);
-                if let Ok(twin) = self.server.create_as_admin(
-                    now,
-                    &path,
-                    b"twin",
-                    zklock::CreateMode::PersistentSequential,
-                ) {
-                    self.note(|| format!("third party creates {twin}"));
-                    self.admin_twins.push(twin.clone());
-                    self.schedule(now + for_, Action::AdminDeletePath(twin));
+                // Half of the twins are another client's (its session owns
+                // the node), half a third party's (owned by no session).
+                let other = self
+                    .clients
+                    .iter()
+                    .position(|c| Some(c.core.session_id()) != owner)
+                    .filter(|_| self.rng.chance(1, 2));
+                let carrier = owner.unwrap_or(0);
+                let prefix = prefix.to_owned();
+                let by_session =
+                    other.is_some_and(|c| self.session_twin(c, &parent, &prefix, carrier, for_));
+                if !by_session {
+                    if let Ok(twin) = self.server.create_as_admin(
+                        now,
+                        &path,
+                        b"twin",
+                        zklock::CreateMode::PersistentSequential,
+                    ) {
+                        self.note(|| format!("third party creates {twin}"));
+                        self.admin_twins.push(twin.clone());
+                        self.schedule(now + for_, Action::AdminDeletePath(twin));
+                    }
                 }
                 self.server_output();
                 // The worst moment for the original's owner: its node goes,
@@ -100,6 +113,7 @@ impl World {
                 self.note_latch_node(&original);
                 if self.server.delete_as_admin(now, &original) {
                     self.admin_deleted.insert(original, (self.writes, watchers));
+                    self.note_deletion(self.writes);
                     let owner = self
                         .clients
                         .iter()
@@ -142,6 +156,7 @@ impl World {
                     self.note_latch_node(&path);
                     if self.server.delete_as_admin(now, &path) {
                         self.admin_deleted.insert(path, (self.writes, watchers));
+                        self.note_deletion(self.writes);
                     }
                     self.server_output();
                 }

@@ -1,7 +1,7 @@
 //! Multi-locks over one set of locks named in different orders (`[0, 2]`
 //! and `[2, 0]`), taken by every client at once: a recipe that took each
 //! in the order it was given would let two clients each hold one lock and
-//! wait for the other for ever. A5: once the network and the server have
+//! wait for the other for ever. M1: once the network and the server have
 //! been healthy for a while, a multi-lock waiting with no deadline is
 //! granted within [`World::multi_bound`]; the checker holds every part to
 //! exclusion like any holder.
@@ -18,7 +18,7 @@ impl World {
         hand_ons * (Duration::from_secs(5) + self.idle_bound()) + Duration::from_secs(10)
     }
 
-    /// A5, after every step once the faults have stopped.
+    /// M1, after every step once the faults have stopped.
     pub(super) fn check_multi_progress(&self) -> Result<(), Violation> {
         if self.now < self.faults_until {
             return Ok(());
@@ -38,7 +38,7 @@ impl World {
                 let since = t.started.max(healthy_since);
                 if self.now > since + self.multi_bound() {
                     return Err(self.violation(format!(
-                        "A5: c{c}: multi-lock #{id} with no deadline not granted {:?} after the network and server turned healthy (bound {:?}): a deadlock? queues {:?} / {:?}",
+                        "M1: c{c}: multi-lock #{id} with no deadline not granted {:?} after the network and server turned healthy (bound {:?}): a deadlock? queues {:?} / {:?}",
                         self.now - since,
                         self.multi_bound(),
                         self.server.children(&queue_path(client::MULTI_LOCKS[0])),

@@ -1,6 +1,8 @@
-//! The network between the clients and the server: bytes in flight in
-//! both directions, delivered when their latency has passed.
+//! The network between the clients and the servers: bytes in flight in
+//! both directions, delivered when their latency has passed, and the
+//! ensemble a client connects to.
 
+use super::super::rng::Rng;
 use super::*;
 
 impl World {
@@ -58,10 +60,10 @@ impl World {
     /// Puts what the server wrote on the wire.
     pub(super) fn server_output(&mut self) {
         let now = self.now;
-        while let Some((conn, bytes)) = self.server.poll_output() {
+        while let Some((conn, bytes, view)) = self.server.poll_output_viewed() {
             let at = now + self.latency_of(conn);
             self.writes += 1;
-            let n = self.writes;
+            let n = self.write_number(view);
             if let Some(link) = self.link_mut(conn) {
                 link.down.push_back((at, n, Some(bytes)));
             }
@@ -91,5 +93,105 @@ impl World {
             .iter_mut()
             .filter_map(|c| c.link.as_mut())
             .find(|l| l.conn == conn)
+    }
+}
+
+/// The ensemble the clients connect to: two servers up to date (the leader
+/// and a follower; one model) and, in some seeds, a follower whose applied
+/// state trails the leader's by up to `max_lag` (zookeeper/lagging.rs).
+/// Each client tries them in its own shuffled order, the next one at each
+/// connection, as the driver's host list does (src/driver/hosts.rs), so
+/// reconnects land on the lagging follower too, a client that has seen
+/// newer zxids elsewhere included: the follower refuses it and it tries the
+/// next.
+#[derive(Debug, Default)]
+pub(super) struct Ensemble {
+    /// Zero: no lagging follower.
+    pub(super) max_lag: Duration,
+    /// Per client: its order of the three servers (2: the lagging one), and
+    /// how many connections it has made.
+    order: Vec<([u8; 3], usize)>,
+    /// A third party's deletions: the zxid of each, and the number of the
+    /// server's last write before it (checker.rs's `admin_deleted`).
+    deletions: BTreeMap<i64, u64>,
+}
+
+/// The most a follower lags in any seed.
+const LAG_CAP: Duration = Duration::from_millis(400);
+
+impl World {
+    /// In half of the seeds, a follower lagging by up to what keeps every
+    /// client's round trip (its link's and the lag) inside the `5T/24` the
+    /// leader check tolerates on a healthy server (docs/PARTITION.md, "No
+    /// false alarm"): a follower lagging within it is a healthy server, one
+    /// lagging more is not (the client says Suspended and moves, as it
+    /// should). Draws nothing from the world's own stream.
+    pub(super) fn plan_ensemble(&mut self, rng: &mut Rng) {
+        if !rng.chance(1, 2) {
+            return;
+        }
+        let budget = (0..self.clients.len())
+            .map(|c| {
+                let link = 2 * (self.steady_latency(c) + MAX_JITTER);
+                (self.timeout(c) * 5 / 24).saturating_sub(link)
+            })
+            .min()
+            .unwrap_or_default();
+        let max_lag = (budget * 9 / 10).min(LAG_CAP);
+        let max_lag = Duration::from_millis(rng.below(max_lag.as_millis() as u64 + 1));
+        if max_lag.is_zero() {
+            return;
+        }
+        self.ensemble.max_lag = max_lag;
+        self.ensemble.order = (0..self.clients.len())
+            .map(|_| {
+                let mut order = [0, 1, 2];
+                for i in (1..3).rev() {
+                    order.swap(i, rng.below(i as u64 + 1) as usize);
+                }
+                (order, rng.below(3) as usize)
+            })
+            .collect();
+        self.server.add_lagging_follower(max_lag, rng.next());
+        self.note(|| format!("a follower lags by up to {max_lag:?}"));
+    }
+
+    /// A new connection of client `c`, to the next server of its order.
+    pub(super) fn connect_next(&mut self, c: usize) -> ConnId {
+        let now = self.now;
+        let Some((order, made)) = self.ensemble.order.get_mut(c) else {
+            return self.server.connect(now);
+        };
+        let server = order[*made % 3];
+        *made += 1;
+        if server == 2 {
+            let conn = self.server.connect_lagging(now);
+            self.note(|| format!("c{c}: connects to the lagging follower (conn {conn})"));
+            conn
+        } else {
+            self.server.connect(now)
+        }
+    }
+
+    /// A third party's deletion was just made, after the server's write
+    /// number `written`.
+    pub(super) fn note_deletion(&mut self, written: u64) {
+        self.ensemble
+            .deletions
+            .insert(self.server.last_zxid(), written);
+    }
+
+    /// The number a frame is held to by the deletion checks: a frame the
+    /// lagging follower wrote before it applied a deletion counts as
+    /// written before that deletion, whenever it left.
+    fn write_number(&self, view: i64) -> u64 {
+        if view >= self.server.last_zxid() {
+            return self.writes;
+        }
+        self.ensemble
+            .deletions
+            .range(view + 1..)
+            .next()
+            .map_or(self.writes, |(_, w)| (*w).min(self.writes))
     }
 }

@@ -168,9 +168,11 @@ pub enum Fault {
     /// answers pings and nothing else, the leader stops hearing of the
     /// session, and after `for_` (its sync limit) it drops its clients.
     FollowerCut { client: usize, for_: Duration },
-    /// A third party creates a node carrying the attempt id of one in a
-    /// lock's queue (owned by nobody's session), and deletes it later: a
-    /// client recovering from an ambiguous create must not adopt it.
+    /// A node carrying the attempt id of one in a lock's queue appears,
+    /// made by a third party (owned by no session) or by another client's
+    /// session (which owns it), and is deleted later: a client recovering
+    /// from an ambiguous create must neither adopt it nor delete it
+    /// (twins.rs).
     ForeignTwin { lock: usize, for_: Duration },
 }
 

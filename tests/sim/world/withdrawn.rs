@@ -50,7 +50,8 @@ impl World {
             }
             let mut queued: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
             let owned = self.server.ephemerals_of(sid);
-            for node in &owned {
+            // (Not the nodes its session made for another application.)
+            for node in owned.iter().filter(|n| !self.is_session_twin(n)) {
                 if let Some((parent, name)) = node.rsplit_once('/') {
                     queued.entry(parent).or_default().push(name);
                 }

@@ -14,6 +14,8 @@ pub(super) struct Conn {
     /// The highest zxid this connection has been shown: the client's own
     /// at the handshake, then every reply's.
     pub(super) shown_zxid: i64,
+    /// Served by the lagging follower (lagging.rs).
+    pub(super) lagging: bool,
 }
 
 impl SimZooKeeper {
@@ -65,6 +67,13 @@ impl SimZooKeeper {
 
     /// The next bytes to deliver: one frame, to one connection, in order.
     pub fn poll_output(&mut self) -> Option<(ConnId, Vec<u8>)> {
+        self.out.pop_front().map(|(c, b, _)| (c, b))
+    }
+
+    /// [`SimZooKeeper::poll_output`], with the zxid the connection's server
+    /// had applied when it wrote the frame (below [`SimZooKeeper::last_zxid`]
+    /// for a frame of a lagging follower that had not caught up).
+    pub fn poll_output_viewed(&mut self) -> Option<(ConnId, Vec<u8>, i64)> {
         self.out.pop_front()
     }
 
@@ -80,7 +89,7 @@ impl SimZooKeeper {
         self.handle_timeout(now);
         if self.drop_conn(conn) {
             self.log(|| format!("conn {conn}: dropped by the client or the network"));
-            self.out.retain(|(c, _)| *c != conn);
+            self.out.retain(|(c, _, _)| *c != conn);
         }
     }
 
@@ -104,7 +113,8 @@ impl SimZooKeeper {
         }
         let mut buf = BytesMut::new();
         encode_frame(&mut buf, write);
-        self.out.push_back((conn, buf.to_vec()));
+        let view = self.applied_for(conn);
+        self.out.push_back((conn, buf.to_vec(), view));
     }
 
     pub(super) fn reply(
@@ -136,6 +146,7 @@ impl SimZooKeeper {
         let Some(c) = self.conns.remove(&conn) else {
             return false;
         };
+        self.forget_follower_conn(conn);
         if let Some(id) = c.session {
             if let Some(s) = self.sessions.get_mut(&id) {
                 if s.conn == Some(conn) {

@@ -13,6 +13,7 @@ impl SimZooKeeper {
         self.handle_timeout(now);
         self.running = false;
         self.in_flight.clear();
+        self.follower_catch_up();
         self.out.clear();
         let conns: Vec<ConnId> = self.conns.keys().copied().collect();
         for c in conns {
@@ -55,6 +56,7 @@ impl SimZooKeeper {
             return false;
         }
         let zxid = self.next_zxid();
+        self.acting = 0;
         let res = self.delete(path, -1, zxid);
         self.commit();
         res.is_ok()
@@ -80,6 +82,43 @@ impl SimZooKeeper {
         let res = self.create(now, ADMIN, &req, false, zxid);
         self.commit();
         res.map(|(p, _)| p)
+    }
+
+    /// Another client's session `session` creates a node (open ACL), as
+    /// that client's application would: an ephemeral one is owned by that
+    /// session. Returns the created path. Watches fire.
+    pub fn create_as_session(
+        &mut self,
+        now: Instant,
+        session: i64,
+        path: &str,
+        data: &[u8],
+        mode: CreateMode,
+    ) -> Result<String, ErrorCode> {
+        self.handle_timeout(now);
+        if !self.running || !self.sessions.contains_key(&session) {
+            return Err(ErrorCode::SessionExpired);
+        }
+        let zxid = self.next_zxid();
+        let req = CreateRequest {
+            path: path.to_owned(),
+            data: data.to_vec(),
+            acl: Acl::open_unsafe(),
+            mode,
+        };
+        let caller = Caller {
+            session,
+            authed: true,
+        };
+        let res = self.create(now, caller, &req, false, zxid);
+        self.commit();
+        res.map(|(p, _)| p)
+    }
+
+    /// The session whose request last deleted `path` (its owner when its
+    /// session ended, 0 for a third party), if it was ever deleted.
+    pub fn deleted_by(&self, path: &str) -> Option<i64> {
+        self.deleted_by.get(path).copied()
     }
 
     /// A third party replaces `path`'s data (any version). Watches fire.
@@ -118,6 +157,7 @@ impl SimZooKeeper {
             })
             .map(|(p, _)| p.clone())
             .collect();
+        self.acting = 0;
         for path in &empty {
             let zxid = self.next_zxid();
             self.remove_node(path, zxid);

@@ -22,7 +22,7 @@ impl SimZooKeeper {
         // leader's then. A client must not take its answer for the
         // leader's word (only leader-ordered answers prove the session).
         let frozen = self.behind_cut.get(&conn).copied().unwrap_or(self.zxid);
-        if frozen == self.zxid {
+        if frozen == self.zxid && !self.is_lagging(conn) {
             if let Ok(
                 req @ (Request::Exists(PathWatch { watch: false, .. })
                 | Request::GetData(PathWatch { watch: false, .. })
@@ -65,7 +65,9 @@ impl SimZooKeeper {
     /// (the follower gives up on the leader and drops its clients).
     pub fn cut_from_leader(&mut self, conn: ConnId) {
         if self.conns.contains_key(&conn) {
-            self.behind_cut.insert(conn, self.zxid);
+            // What a lagging follower still had to answer never comes.
+            self.forget_follower_conn(conn);
+            self.behind_cut.insert(conn, self.applied_for(conn));
         }
     }
 

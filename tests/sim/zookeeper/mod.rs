@@ -162,7 +162,9 @@
 //!   connection stays.
 //!
 //! # Simplifications
-//! One server (no quorum, no session moved, no read-only mode); no ACL
+//! One up-to-date server, and optionally one lagging follower
+//! ([`SimZooKeeper::with_lagging_follower`], `lagging.rs`; no quorum, no
+//! session moved, no read-only mode); no ACL
 //! enforcement; no quotas; children are listed in name order unless
 //! [`SimZooKeeper::with_child_order_seed`] asks for a seeded permutation
 //! (ZooKeeper lists them in HashSet order); the zxid epoch never changes
@@ -177,7 +179,8 @@
 //! `watches.rs`: the watch tables, their triggers and setWatches;
 //! `requests.rs`: one request from its header to its reply;
 //! `connection.rs`: frames in and out, and closes; `follower.rs`: a
-//! follower cut from the leader; `faults.rs`: what a test does to the
+//! follower cut from the leader; `lagging.rs`: a follower whose applied
+//! state trails the leader's; `faults.rs`: what a test does to the
 //! server; `inspection.rs`: what a test reads of it, and the invariants.
 #![allow(dead_code)]
 
@@ -196,6 +199,7 @@ mod connection;
 mod faults;
 mod follower;
 mod inspection;
+mod lagging;
 mod late;
 mod multi;
 mod requests;
@@ -250,7 +254,9 @@ pub struct SimZooKeeper {
     /// (table, path, connection): a later add replaces it (3.8 behaviour).
     data_watches: Watches,
     child_watches: Watches,
-    out: VecDeque<(ConnId, Vec<u8>)>,
+    /// Frames to deliver, each with the zxid its server had applied when
+    /// it wrote it.
+    out: VecDeque<(ConnId, Vec<u8>, i64)>,
     closed: VecDeque<ConnId>,
     /// Inside a multi: the first before-image of every node touched.
     undo: Option<BTreeMap<String, Option<Node>>>,
@@ -265,6 +271,15 @@ pub struct SimZooKeeper {
     changes: Vec<Change>,
     /// Per session: writes committed but not yet visible where it reads.
     late: BTreeMap<i64, late::LateWrites>,
+    /// A follower whose applied state trails the leader's (lagging.rs).
+    follower: Option<lagging::Follower>,
+    /// Nodes the txn under way touched, for the follower.
+    touched: Vec<String>,
+    /// The session whose request is being applied (0: the admin).
+    acting: i64,
+    /// Per deleted path, the session whose request deleted it last (its
+    /// owner for an expiry or close, 0 for the admin).
+    deleted_by: BTreeMap<String, i64>,
 }
 
 fn splitmix(mut x: u64) -> u64 {
@@ -304,6 +319,10 @@ impl SimZooKeeper {
             holding: false,
             changes: Vec::new(),
             late: BTreeMap::new(),
+            follower: None,
+            touched: Vec::new(),
+            acting: 0,
+            deleted_by: BTreeMap::new(),
         };
         for path in SYSTEM_NODES {
             zk.tree.insert(
@@ -373,6 +392,7 @@ impl SimZooKeeper {
 
     fn next_zxid(&mut self) -> i64 {
         self.zxid += 1;
+        self.follower_txn(self.zxid);
         self.zxid
     }
 }

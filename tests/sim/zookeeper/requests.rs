@@ -21,6 +21,9 @@ impl SimZooKeeper {
         if self.behind_cut.contains_key(&conn) {
             return self.on_request_behind_cut(now, conn, frame);
         }
+        if self.is_lagging(conn) {
+            return self.on_request_lagging(now, conn, session, frame);
+        }
         self.touch(now, session);
         let Ok((header, body)) = decode_request_header(frame) else {
             return self.close_conn(conn);
@@ -54,8 +57,8 @@ impl SimZooKeeper {
                 .iter()
                 .skip(out_before)
                 .rev()
-                .find(|(c, _)| *c == conn);
-            let outcome = last.and_then(|(_, b)| {
+                .find(|(c, _, _)| *c == conn);
+            let outcome = last.and_then(|(_, b, _)| {
                 jute::decode_server_message(b.get(4..)?)
                     .ok()
                     .map(|m| match m {
@@ -73,7 +76,14 @@ impl SimZooKeeper {
         }
     }
 
-    fn dispatch(&mut self, now: Instant, conn: ConnId, caller: Caller, xid: i32, request: Request) {
+    pub(super) fn dispatch(
+        &mut self,
+        now: Instant,
+        conn: ConnId,
+        caller: Caller,
+        xid: i32,
+        request: Request,
+    ) {
         let session = caller.session;
         match request {
             Request::Ping => self.reply(conn, xid, self.zxid, Ok(Response::Empty)),
@@ -158,12 +168,12 @@ impl SimZooKeeper {
         }
     }
 
-    fn unimplemented(&mut self, conn: ConnId, xid: i32) {
+    pub(super) fn unimplemented(&mut self, conn: ConnId, xid: i32) {
         self.reply(conn, xid, -1, Err(ErrorCode::Unimplemented));
         self.close_conn(conn);
     }
 
-    fn is_write(req: &Request) -> bool {
+    pub(super) fn is_write(req: &Request) -> bool {
         matches!(
             req,
             Request::Create(_)
@@ -178,13 +188,14 @@ impl SimZooKeeper {
         )
     }
 
-    fn write(
+    pub(super) fn write(
         &mut self,
         now: Instant,
         caller: Caller,
         req: Request,
         zxid: i64,
     ) -> Result<Response, ErrorCode> {
+        self.acting = caller.session;
         match req {
             Request::Create(c) => self
                 .create(now, caller, &c, false, zxid)

@@ -46,9 +46,13 @@ impl SimZooKeeper {
                 req.session_id, req.last_zxid_seen, req.timeout_ms
             )
         });
-        if req.last_zxid_seen > self.zxid {
-            // "Refusing session request for client as it has seen zxid …"
-            let zxid = self.zxid;
+        // ZooKeeperServer.processConnectRequest: "Refusing session request
+        // for client ... as it has seen zxid ... client must try another
+        // server" (the server's last zxid is what it has applied).
+        let applied = self.applied_for(conn);
+        if req.last_zxid_seen > applied {
+            self.count_refusal(conn);
+            let zxid = applied;
             self.log(|| format!("conn {conn}: refused, client is ahead of {zxid:#x}"));
             return self.close_conn(conn);
         }
@@ -56,8 +60,9 @@ impl SimZooKeeper {
         let timeout = req
             .timeout_ms
             .clamp(tick.saturating_mul(2), tick.saturating_mul(20));
+        let mut created = None;
         let session_id = if req.session_id == 0 {
-            self.next_zxid();
+            created = Some(self.next_zxid());
             self.session_counter += 1;
             let id = SESSION_ID_BASE + self.session_counter;
             self.sessions.insert(
@@ -102,7 +107,8 @@ impl SimZooKeeper {
             c.shown_zxid = req.last_zxid_seen;
         }
         self.log(|| format!("conn {conn}: session {session_id:#x} up, timeout {timeout}ms"));
-        self.send(conn, |b| {
+        let mut frame = BytesMut::new();
+        encode_frame(&mut frame, |b| {
             ConnectResponse {
                 protocol_version: jute::PROTOCOL_VERSION,
                 timeout_ms: timeout,
@@ -112,6 +118,15 @@ impl SimZooKeeper {
             }
             .encode(b)
         });
+        match created {
+            // A new session on the lagging follower is answered once it has
+            // applied the createSession txn (lagging.rs).
+            Some(zxid) if self.is_lagging(conn) => self.queue_handshake(conn, zxid, frame.to_vec()),
+            _ => {
+                let view = self.applied_for(conn);
+                self.out.push_back((conn, frame.to_vec(), view));
+            }
+        }
     }
 
     /// Expires every session whose deadline is `<= now`, earliest first.
@@ -131,6 +146,7 @@ impl SimZooKeeper {
             self.expire(now, id);
         }
         self.land_due_late_writes(now);
+        self.apply_due_txns(now);
     }
 
     /// The next session expiry, if any session lives (None while stopped).
@@ -139,10 +155,10 @@ impl SimZooKeeper {
             return None;
         }
         let expiry = self.sessions.values().map(|s| s.expire_at).min();
-        match (expiry, self.late_timeout()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [expiry, self.late_timeout(), self.follower_timeout()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// The session deadline after a packet at `now`, on a tick boundary.
@@ -167,6 +183,7 @@ impl SimZooKeeper {
     /// session; watches fire; the session is gone. Returns the txn's zxid.
     pub(super) fn kill_session(&mut self, session: i64) -> i64 {
         let zxid = self.next_zxid();
+        self.acting = session;
         for path in self.ephemerals_of(session) {
             self.remove_node(&path, zxid);
         }

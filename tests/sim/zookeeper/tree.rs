@@ -88,6 +88,7 @@ impl SimZooKeeper {
         match self.tree.get_mut(path) {
             Some(n) => {
                 n.stat.cversion = value;
+                self.follower_set_counter(path, value);
                 true
             }
             None => false,
@@ -182,6 +183,8 @@ impl SimZooKeeper {
         };
         self.save(&parent_path);
         self.save(&full);
+        self.touched.push(parent_path.clone());
+        self.touched.push(full.clone());
         // Java int arithmetic: 2147483647 + 1 is -2147483648 in the txn.
         let new_cversion = parent_cversion.wrapping_add(1);
         if let Some(parent) = self.tree.get_mut(&parent_path) {
@@ -250,6 +253,8 @@ impl SimZooKeeper {
         let parent_path = parent_of(path).to_owned();
         self.save(&parent_path);
         self.save(path);
+        self.touched.push(parent_path.clone());
+        self.touched.push(path.to_owned());
         if let Some(parent) = self.tree.get_mut(&parent_path) {
             parent.children.remove(name_of(path));
             if zxid > parent.stat.pzxid {
@@ -258,6 +263,7 @@ impl SimZooKeeper {
         }
         self.tree.remove(path);
         self.in_flight.remove(path);
+        self.deleted_by.insert(path.to_owned(), self.acting);
         self.changes.push(Change::Deleted(path.to_owned()));
     }
 
@@ -276,6 +282,7 @@ impl SimZooKeeper {
             return Err(ErrorCode::BadVersion);
         }
         self.save(path);
+        self.touched.push(path.to_owned());
         let time = self.millis(now);
         let Some(node) = self.tree.get_mut(path) else {
             return Err(ErrorCode::NoNode);
@@ -304,6 +311,10 @@ impl SimZooKeeper {
         if version != -1 && version != node.stat.aversion {
             return Err(ErrorCode::BadVersion);
         }
+        self.touched.push(path.to_owned());
+        let Some(node) = self.tree.get_mut(path) else {
+            return Err(ErrorCode::NoNode);
+        };
         node.acl = acl.to_vec();
         node.stat.aversion = node.stat.aversion.wrapping_add(1);
         Ok(Response::Stat(Self::stat_of(node)))

@@ -6,7 +6,7 @@
 use super::*;
 
 /// A change to the tree whose watches fire once the txn commits.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(super) enum Change {
     Created(String),
     Deleted(String),
@@ -65,22 +65,50 @@ impl SimZooKeeper {
     /// DataTree does: the data table for the node, then (delete) the child
     /// table for the node, then the child table for the parent.
     pub(super) fn commit(&mut self) {
+        self.record_txn();
+        let changes = std::mem::take(&mut self.changes);
+        self.fire(false, changes);
+    }
+
+    /// Fires the watches of `changes` for the connections of the lagging
+    /// follower (`lagging`: when it applies the txn) or of the up-to-date
+    /// servers (when the leader commits it).
+    pub(super) fn fire(&mut self, lagging: bool, changes: Vec<Change>) {
         let none = BTreeSet::new();
-        for change in std::mem::take(&mut self.changes) {
+        for change in changes {
             match change {
                 Change::Created(path) => {
-                    self.trigger(Table::Data, &path, EventType::NodeCreated, &none);
+                    self.trigger(lagging, Table::Data, &path, EventType::NodeCreated, &none);
                     let parent = parent_of(&path).to_owned();
-                    self.trigger(Table::Child, &parent, EventType::NodeChildrenChanged, &none);
+                    self.trigger(
+                        lagging,
+                        Table::Child,
+                        &parent,
+                        EventType::NodeChildrenChanged,
+                        &none,
+                    );
                 }
                 Change::Deleted(path) => {
-                    let done = self.trigger(Table::Data, &path, EventType::NodeDeleted, &none);
-                    self.trigger(Table::Child, &path, EventType::NodeDeleted, &done);
+                    let done =
+                        self.trigger(lagging, Table::Data, &path, EventType::NodeDeleted, &none);
+                    self.trigger(lagging, Table::Child, &path, EventType::NodeDeleted, &done);
                     let parent = parent_of(&path).to_owned();
-                    self.trigger(Table::Child, &parent, EventType::NodeChildrenChanged, &none);
+                    self.trigger(
+                        lagging,
+                        Table::Child,
+                        &parent,
+                        EventType::NodeChildrenChanged,
+                        &none,
+                    );
                 }
                 Change::DataChanged(path) => {
-                    self.trigger(Table::Data, &path, EventType::NodeDataChanged, &none);
+                    self.trigger(
+                        lagging,
+                        Table::Data,
+                        &path,
+                        EventType::NodeDataChanged,
+                        &none,
+                    );
                 }
             }
         }
@@ -95,11 +123,24 @@ impl SimZooKeeper {
     /// matched.
     fn trigger(
         &mut self,
+        lagging: bool,
         table: Table,
         path: &str,
         kind: EventType,
         suppress: &BTreeSet<ConnId>,
     ) -> BTreeSet<ConnId> {
+        // Without a lagging follower every connection is the leader's.
+        let everyone = self.follower.is_none();
+        let conns_here: BTreeSet<ConnId> = if everyone {
+            BTreeSet::new()
+        } else {
+            self.conns
+                .iter()
+                .filter(|(_, c)| c.lagging == lagging)
+                .map(|(id, _)| *id)
+                .collect()
+        };
+        let here = |c: &ConnId| everyone || conns_here.contains(c);
         let map = match table {
             Table::Data => &mut self.data_watches,
             Table::Child => &mut self.child_watches,
@@ -108,6 +149,7 @@ impl SimZooKeeper {
         let mut hit = BTreeSet::new();
         if let Some(conns) = map.get_mut(path) {
             conns.retain(|c, mode| match mode {
+                _ if !here(c) => true,
                 Mode::Recursive => {
                     if !children_changed {
                         hit.insert(*c);
@@ -134,7 +176,7 @@ impl SimZooKeeper {
                     hit.extend(
                         conns
                             .iter()
-                            .filter(|(_, m)| **m == Mode::Recursive)
+                            .filter(|(c, m)| **m == Mode::Recursive && here(c))
                             .map(|(c, _)| *c),
                     );
                 }
