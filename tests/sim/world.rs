@@ -32,8 +32,8 @@ mod multis;
 mod network;
 mod observe;
 mod plan;
-mod revocation;
 mod reconnect;
+mod revocation;
 mod threads;
 mod twins;
 mod wire;
@@ -272,6 +272,9 @@ pub struct World {
     revoke_seen: BTreeMap<String, Instant>,
     revoke_told: std::collections::BTreeSet<(usize, u32, AttemptId)>,
     /// The events of latches closed: none may come (latches.rs).
+    /// The election's heads over the last `max_lag`, while a follower lags
+    /// (observe.rs): what a look served by it may show.
+    recent_heads: VecDeque<(Instant, Option<(String, Vec<u8>)>)>,
     closed_latches: Vec<(
         usize,
         crossbeam_channel::Receiver<zklock::recipes::LatchEvent>,
@@ -336,6 +339,7 @@ impl World {
             revoke_seen: BTreeMap::new(),
             revoke_told: std::collections::BTreeSet::new(),
             closed_latches: Vec::new(),
+            recent_heads: VecDeque::new(),
             ensemble: network::Ensemble::default(),
             foreign_twins: Vec::new(),
             reconnect: reconnect::Reconnect::default(),
@@ -547,6 +551,7 @@ impl World {
             self.settle_calls()?;
             self.check_revocation()?;
             self.check_closed_latches()?;
+            self.note_recent_head();
             self.note_ended_holdings();
             self.check()?;
             self.check_available()?;

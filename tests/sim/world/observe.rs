@@ -5,8 +5,10 @@
 //!
 //! O1: an observer shows only a leader (node and value) that headed the
 //! election at some moment while its look was under way, or nobody when
-//! nobody did. ZooKeeper's reads are the server's state at one moment,
-//! the moment the read is served, and nothing more is promised
+//! nobody did. ZooKeeper's reads are the serving server's state at one
+//! moment, and nothing more is promised: a follower that lags the leader
+//! by up to `max_lag` may serve a head of that long before the look began
+//! (FinalRequestProcessor answers from the follower's applied tree)
 //! (docs/GUARANTEES.md: observers see each leader and the value it
 //! proclaims). O2: on a healthy link a look returns within
 //! [`World::observe_bound`].
@@ -64,11 +66,34 @@ impl World {
         }
     }
 
+    /// Keeps the heads a lagging follower may still serve: those of the
+    /// last `max_lag`, and the one before them (the head `max_lag` ago).
+    pub(super) fn note_recent_head(&mut self) {
+        let max_lag = self.ensemble.max_lag;
+        if max_lag.is_zero() {
+            return;
+        }
+        let head = self.election_head();
+        if self.recent_heads.back().map(|(_, h)| h) != Some(&head) {
+            self.recent_heads.push_back((self.now, head));
+        }
+        let horizon = self.now.checked_sub(max_lag).unwrap_or(self.now);
+        while self
+            .recent_heads
+            .get(1)
+            .is_some_and(|(at, _)| *at <= horizon)
+        {
+            self.recent_heads.pop_front();
+        }
+    }
+
     /// Client `c` looks at the leader through an observer.
     pub(super) fn observe(&mut self, c: usize) {
         let client = self.clients[c].client.clone();
+        let mut seen: Vec<_> = self.recent_heads.iter().map(|(_, h)| h.clone()).collect();
+        seen.push(self.election_head());
         let purpose = Purpose::Observe {
-            seen: vec![self.election_head()],
+            seen,
             healthy_at_start: self.a1_due(c),
         };
         let call = move || {
