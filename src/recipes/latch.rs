@@ -109,6 +109,10 @@ struct Current {
     /// Leaderships lost and let go here whose nodes the server has not
     /// yet confirmed gone: `close` waits for them too.
     letting_go: Vec<Releasing>,
+    /// The campaign that failed and stopped the latch (at the sequence
+    /// counter's end, say): the machine deletes its node in the background,
+    /// and `close` waits for that too.
+    failed: Option<AttemptId>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -218,12 +222,13 @@ impl LeaderLatch {
             s.stopped.store(true, Ordering::SeqCst);
             let was_leading = s.leading.swap(false, Ordering::SeqCst);
             let letting_go = std::mem::take(&mut c.letting_go);
-            (c.attempt.take(), c.guard.take(), letting_go, was_leading)
+            let attempts = [c.attempt.take(), c.failed.take()];
+            (attempts, c.guard.take(), letting_go, was_leading)
         };
         s.notify();
         let queue = s.election.queue_lock();
         let timeout = queue.client.request_timeout();
-        if let Some(id) = attempt {
+        for id in attempt.into_iter().flatten() {
             // Granted meanwhile or not, its node goes, and we hear when.
             let (done, rx) = oneshot::channel();
             let release = LockCommand::Release {
@@ -307,7 +312,10 @@ impl Shared {
         let guard = match result {
             Ok(guard) => guard,
             Err(LockError::Cancelled) => return,
-            Err(e) => return shared.stop(&c, e),
+            Err(e) => {
+                c.failed = Some(id);
+                return shared.stop(&c, e);
+            }
         };
         if shared.stopped.load(Ordering::SeqCst) {
             // Closed or dropped first: the guard releases as it drops (a
