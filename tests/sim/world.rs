@@ -274,7 +274,7 @@ pub struct World {
     /// The events of latches closed: none may come (latches.rs).
     /// The election's heads over the last `max_lag`, while a follower lags
     /// (observe.rs): what a look served by it may show.
-    recent_heads: VecDeque<(Instant, Option<(String, Vec<u8>)>)>,
+    recent_heads: VecDeque<(Instant, observe::Head)>,
     closed_latches: Vec<(
         usize,
         crossbeam_channel::Receiver<zklock::recipes::LatchEvent>,

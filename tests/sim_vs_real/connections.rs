@@ -21,13 +21,20 @@ trait Net {
 
 struct RealNet {
     addr: std::net::SocketAddr,
+    conns: RawConns,
+}
+
+/// Raw TCP connections to real servers, read frame by frame.
+#[derive(Default)]
+pub(super) struct RawConns {
     socks: Vec<TcpStream>,
     bufs: Vec<BytesMut>,
 }
 
-impl Net for RealNet {
-    fn open(&mut self) -> usize {
-        let s = TcpStream::connect(self.addr).unwrap();
+impl RawConns {
+    /// A new connection to `addr`; its index.
+    pub(super) fn open(&mut self, addr: std::net::SocketAddr) -> usize {
+        let s = TcpStream::connect(addr).unwrap();
         s.set_read_timeout(Some(Duration::from_millis(1500)))
             .unwrap();
         s.set_nodelay(true).unwrap();
@@ -36,12 +43,12 @@ impl Net for RealNet {
         self.socks.len() - 1
     }
 
-    fn send(&mut self, c: usize, bytes: &[u8]) {
+    pub(super) fn send(&mut self, c: usize, bytes: &[u8]) {
         // The server may have closed it already; that shows up in `next`.
         let _ = self.socks[c].write_all(bytes);
     }
 
-    fn next(&mut self, c: usize) -> Seen {
+    pub(super) fn next(&mut self, c: usize) -> Seen {
         loop {
             if let Some(f) = split_frame(&mut self.bufs[c], usize::MAX).unwrap() {
                 return Seen::Frame(f.to_vec());
@@ -61,6 +68,20 @@ impl Net for RealNet {
                 Err(_) => return Seen::Closed,
             }
         }
+    }
+}
+
+impl Net for RealNet {
+    fn open(&mut self) -> usize {
+        self.conns.open(self.addr)
+    }
+
+    fn send(&mut self, c: usize, bytes: &[u8]) {
+        self.conns.send(c, bytes)
+    }
+
+    fn next(&mut self, c: usize) -> Seen {
+        self.conns.next(c)
     }
 
     fn sleep(&mut self, d: Duration) {
@@ -257,8 +278,7 @@ fn connection_handling_matches_real_zookeeper() {
     let real_server = testkit::zk::ZkServer::start_with(TICK_MS);
     let mut real = RealNet {
         addr: real_server.addr(),
-        socks: Vec::new(),
-        bufs: Vec::new(),
+        conns: RawConns::default(),
     };
     let real_lines = run_connections(&mut real);
     let now = Instant::now();

@@ -11,7 +11,7 @@
 //! zxids, a sync and a read queued behind it, a watch that fires only once
 //! F applies.
 
-use super::connections::Seen;
+use super::connections::{RawConns, Seen};
 use super::*;
 
 const TICK: u64 = 1000;
@@ -30,8 +30,7 @@ struct RealMembers {
     ensemble: testkit::zk::ZkEnsemble,
     leader: usize,
     follower: usize,
-    socks: Vec<TcpStream>,
-    bufs: Vec<BytesMut>,
+    conns: RawConns,
 }
 
 impl Members for RealMembers {
@@ -41,39 +40,15 @@ impl Members for RealMembers {
         } else {
             self.leader
         };
-        let s = TcpStream::connect(self.ensemble.member_addr(member)).unwrap();
-        s.set_read_timeout(Some(Duration::from_millis(1500)))
-            .unwrap();
-        s.set_nodelay(true).unwrap();
-        self.socks.push(s);
-        self.bufs.push(BytesMut::new());
-        self.socks.len() - 1
+        self.conns.open(self.ensemble.member_addr(member))
     }
 
     fn send(&mut self, c: usize, bytes: &[u8]) {
-        let _ = self.socks[c].write_all(bytes);
+        self.conns.send(c, bytes)
     }
 
     fn next(&mut self, c: usize) -> Seen {
-        loop {
-            if let Some(f) = split_frame(&mut self.bufs[c], usize::MAX).unwrap() {
-                return Seen::Frame(f.to_vec());
-            }
-            let mut chunk = [0u8; 4096];
-            match self.socks[c].read(&mut chunk) {
-                Ok(0) => return Seen::Closed,
-                Ok(n) => self.bufs[c].extend_from_slice(&chunk[..n]),
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                    ) =>
-                {
-                    return Seen::Nothing
-                }
-                Err(_) => return Seen::Closed,
-            }
-        }
+        self.conns.next(c)
     }
 
     fn hold(&mut self, held: bool) {
@@ -285,8 +260,7 @@ fn a_lagging_follower_matches_a_real_follower_behind_its_leader() {
         ensemble,
         leader,
         follower,
-        socks: Vec::new(),
-        bufs: Vec::new(),
+        conns: RawConns::default(),
     };
     let real_lines = run_lagging(&mut real);
     let now = Instant::now();

@@ -18,6 +18,9 @@ use zklock::recipes::{Election, Leader};
 use super::calls::{Outcome, Purpose, Running};
 use super::*;
 
+/// The head of the election (node name, data), or nobody.
+pub(super) type Head = Option<(String, Vec<u8>)>;
+
 impl World {
     /// How long a look at the leader may take on a healthy link: a listing
     /// and a read, again when the leader changed in between, with room.
