@@ -110,14 +110,9 @@ impl LockMachine {
     }
 
     pub(super) fn delete(&mut self, id: AttemptId, name: String) {
-        let Some(a) = self.attempts.get_mut(&id) else {
+        let Some(path) = self.take_up(id, &name) else {
             return;
         };
-        if a.deleting.contains(&name) {
-            return;
-        }
-        a.deleting.push(name.clone());
-        let path = a.spec.child(&name);
         let request = self
             .release_marked(id, &name)
             .unwrap_or(Request::Delete(PathVersion { path, version: -1 }));
@@ -522,17 +517,24 @@ impl LockMachine {
         }
     }
 
+    /// Records that attempt `id` acts on node `name` (deletes it, or reads
+    /// its owner first): its path, or `None` if that is under way already
+    /// or the attempt is gone. One request per node at a time.
+    fn take_up(&mut self, id: AttemptId, name: &str) -> Option<String> {
+        let a = self.attempts.get_mut(&id)?;
+        if a.deleting.iter().any(|n| n == name) {
+            return None;
+        }
+        a.deleting.push(name.to_owned());
+        Some(a.spec.child(name))
+    }
+
     /// Reads who owns `name`, a node with our attempt id from a listing,
     /// before deleting it (see [`Purpose::StrayStat`]).
     fn read_owner(&mut self, id: AttemptId, name: String) {
-        let Some(a) = self.attempts.get_mut(&id) else {
+        let Some(path) = self.take_up(id, &name) else {
             return;
         };
-        if a.deleting.contains(&name) {
-            return;
-        }
-        a.deleting.push(name.clone());
-        let path = a.spec.child(&name);
         let request = Request::Exists(PathWatch { path, watch: false });
         self.send(id, Purpose::StrayStat(name), request, false);
     }
