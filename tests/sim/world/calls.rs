@@ -74,11 +74,13 @@ pub(super) struct Running {
     /// The connection its last request went out on, and the xids written
     /// with it; `None` once it is no longer waited for.
     awaiting: Option<(ConnId, Vec<i32>)>,
+    /// Left alone while its thread was still busy (see [`THREAD_WAIT`]):
+    /// its pace is then the machine's, not the seed's, and bounds on its
+    /// virtual duration (O2) do not apply.
+    pub(super) unpaced: bool,
     pub(super) purpose: Purpose,
 }
 
-/// The most a thread is waited for once its reply is in: a call that
-/// waits on something else (a watch, a reconnect) is then left alone.
 impl Running {
     fn kind(&self) -> &'static str {
         match self.purpose {
@@ -91,6 +93,9 @@ impl Running {
     }
 }
 
+/// The most a thread is waited for once its reply is in: a call that
+/// waits on something else (a watch, a reconnect) is then left alone; so
+/// is one whose thread a loaded machine did not run for that long.
 const THREAD_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
 
 impl World {
@@ -119,6 +124,7 @@ impl World {
             }
         }));
         let awaiting = self.send_call_request(c, &busy);
+        let unpaced = awaiting.is_none() && busy.load(Ordering::Acquire);
         let generation = self.clients[c].generation;
         self.calls.push(Running {
             client: c,
@@ -127,6 +133,7 @@ impl World {
             busy,
             outcome,
             awaiting,
+            unpaced,
             purpose,
         });
         true
@@ -297,6 +304,8 @@ impl World {
             }
             if busy.load(Ordering::Acquire) {
                 self.calls[i].awaiting = self.send_call_request(c, &busy);
+                self.calls[i].unpaced |=
+                    self.calls[i].awaiting.is_none() && busy.load(Ordering::Acquire);
             }
         }
     }
