@@ -570,3 +570,36 @@ fn a_cut_off_follower_is_noticed_before_the_leader_expires_the_session() {
     }
     eprintln!("least margin between Suspended and the leader's expiry: {least_margin} ms of T = {t_ms} ms");
 }
+
+/// Answers every request written so far: syncs with their path, the
+/// rest (reads) with NoNode.
+fn answer_all(h: &mut Harness) {
+    for (xid, request) in h.sent_requests() {
+        match request {
+            Request::Sync(p) => h.reply(xid, 9, ErrorCode::Ok, Response::Path(p)),
+            _ => h.reply(xid, 9, ErrorCode::NoNode, Response::Empty),
+        }
+    }
+}
+
+/// A probe sent within a touch's grain of another send is a touch of its
+/// own: the probe two periods later proves exactly it, not the send before.
+#[test]
+fn a_probe_right_after_another_send_is_proven_itself() {
+    let mut h = Harness::new();
+    h.connect(1, 9000);
+    h.events();
+    let due = h.s.probe_due().expect("a probe is due");
+    let period = h.s.probe_period();
+    // A read a millisecond before the probe: it touches the session.
+    h.now = due - Duration::from_millis(1);
+    h.s.submit(h.now, exists("/r", false), 0, None);
+    answer_all(&mut h);
+    for at in [due, due + period, due + 2 * period] {
+        h.now = at;
+        h.s.handle_timeout(at);
+        answer_all(&mut h);
+    }
+    assert_eq!(h.s.leader_touch, Some(due));
+    assert_eq!(states(&h.events()), vec![], "no alarm");
+}

@@ -158,6 +158,17 @@ fn refusals_the_leader_ordered_prove_the_session_and_others_do_not() {
     assert!(proves(delete("/a"), ErrorCode::NoNode, e.clone()));
     assert!(proves(delete("/a"), ErrorCode::NotEmpty, e.clone()));
     assert!(proves(delete("/a"), ErrorCode::BadArguments, e.clone()));
+    let check = Request::Check(PathVersion {
+        path: "/a".into(),
+        version: 3,
+    });
+    assert!(proves(check, ErrorCode::BadVersion, e.clone()));
+    let set_acl = Request::SetAcl(jute::SetAclRequest {
+        path: "/a".into(),
+        acl: Acl::open_unsafe(),
+        version: 3,
+    });
+    assert!(proves(set_acl, ErrorCode::BadVersion, e.clone()));
     assert!(proves(
         create("/a"),
         ErrorCode::Ok,
