@@ -22,6 +22,8 @@
 #   scripts/mutants.sh -F 'holding.rs:217'      # mutants whose name matches
 #   scripts/mutants.sh --file src/machine/locks.rs --baseline skip -F 'locks.rs:145:'
 #                       # re-run known mutants without the unmutated run first
+#   scripts/mutants.sh --file src/session/liveness.rs --in-diff target/changed.diff
+#                       # only the mutants on lines a diff changed (`git diff A B > FILE`)
 # Extra arguments go to cargo-mutants; when any --file/-f is given it
 # replaces the default file set.
 #
