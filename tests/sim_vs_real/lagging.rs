@@ -71,16 +71,7 @@ struct SimMembers {
 impl SimMembers {
     fn drain(&mut self) {
         self.zk.handle_timeout(self.now);
-        while let Some((c, bytes)) = self.zk.poll_output() {
-            if let Some(i) = self.conns.iter().position(|x| *x == c) {
-                self.inbox[i].extend_from_slice(&bytes);
-            }
-        }
-        while let Some(c) = self.zk.poll_closed() {
-            if let Some(i) = self.conns.iter().position(|x| *x == c) {
-                self.closed[i] = true;
-            }
-        }
+        drain_model(&mut self.zk, &self.conns, &mut self.inbox, &mut self.closed);
     }
 }
 

@@ -98,18 +98,29 @@ struct Sim {
     closed: Vec<bool>,
 }
 
+/// Moves what the model wrote to connection `conns[i]` into `inbox[i]`,
+/// and marks the connections it closed.
+fn drain_model(
+    zk: &mut SimZooKeeper,
+    conns: &[ConnId],
+    inbox: &mut [BytesMut],
+    closed: &mut [bool],
+) {
+    while let Some((c, bytes)) = zk.poll_output() {
+        if let Some(i) = conns.iter().position(|x| *x == c) {
+            inbox[i].extend_from_slice(&bytes);
+        }
+    }
+    while let Some(c) = zk.poll_closed() {
+        if let Some(i) = conns.iter().position(|x| *x == c) {
+            closed[i] = true;
+        }
+    }
+}
+
 impl Sim {
     fn drain(&mut self) {
-        while let Some((c, bytes)) = self.zk.poll_output() {
-            if let Some(i) = self.conns.iter().position(|x| *x == c) {
-                self.inbox[i].extend_from_slice(&bytes);
-            }
-        }
-        while let Some(c) = self.zk.poll_closed() {
-            if let Some(i) = self.conns.iter().position(|x| *x == c) {
-                self.closed[i] = true;
-            }
-        }
+        drain_model(&mut self.zk, &self.conns, &mut self.inbox, &mut self.closed);
     }
 }
 
