@@ -729,6 +729,25 @@ impl World {
 
     /// After the core moved: what it asks of its driver, what its handles
     /// now say, and what it wrote.
+    /// What client `c`'s core wrote goes on its link's wire, its requests
+    /// noted as unanswered.
+    fn send_output(&mut self, c: usize, now: Instant) {
+        let latency = self.latency(c);
+        let client = &mut self.clients[c];
+        let Some(link) = client.link.as_mut() else {
+            return;
+        };
+        let out = client.core.output();
+        if !out.is_empty() {
+            let handshake = !link.sent_handshake;
+            link.sent_handshake = true;
+            note_requests(&mut link.unanswered, out, now, handshake);
+            link.up.push_back((now + latency, out.to_vec()));
+            let n = out.len();
+            client.core.consume_output(n);
+        }
+    }
+
     fn after_core(&mut self, c: usize) -> Result<(), Violation> {
         let now = self.now;
         self.calls_replied(c);
@@ -762,20 +781,7 @@ impl World {
         }
         let ended = self.clients[c].core.state().is_terminal();
         self.collect(c, ended)?;
-        // What the core wrote goes on the wire.
-        let latency = self.latency(c);
-        let client = &mut self.clients[c];
-        if let Some(link) = client.link.as_mut() {
-            let out = client.core.output();
-            if !out.is_empty() {
-                let handshake = !link.sent_handshake;
-                link.sent_handshake = true;
-                note_requests(&mut link.unanswered, out, now, handshake);
-                link.up.push_back((now + latency, out.to_vec()));
-                let n = out.len();
-                client.core.consume_output(n);
-            }
-        }
+        self.send_output(c, now);
         // A session that ended for good is replaced by a new one, as an
         // application would.
         // (A batch waiter learns of the end only when it queues for its

@@ -211,19 +211,9 @@ impl World {
         }
         let now = self.now;
         self.clients[c].core.turn(now);
-        let latency = self.latency(c);
-        let client = &mut self.clients[c];
-        let link = client.link.as_mut()?;
-        let before = link.unanswered.len();
-        let out = client.core.output();
-        if !out.is_empty() {
-            let handshake = !link.sent_handshake;
-            link.sent_handshake = true;
-            note_requests(&mut link.unanswered, out, now, handshake);
-            link.up.push_back((now + latency, out.to_vec()));
-            let n = out.len();
-            client.core.consume_output(n);
-        }
+        let before = self.clients[c].link.as_ref()?.unanswered.len();
+        self.send_output(c, now);
+        let link = self.clients[c].link.as_ref()?;
         let xids: Vec<i32> = link
             .unanswered
             .iter()
