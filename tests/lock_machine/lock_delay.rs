@@ -662,10 +662,59 @@ fn lock_delay_a_refused_listing_of_the_marks_fails_the_attempt() {
     h.reply(&listing, Err(RequestError::Server(ErrorCode::NoAuth)));
     h.reply(&queue, Ok(children(&[&ours(3)])));
     let events = h.events();
-    assert!(
-        matches!(&events[..], [LockEvent::Failed { id: 1, error }]
-            if format!("{error:?}").contains("NoAuth")),
-        "{events:?}"
-    );
+    assert!(failed_with(&events, "NoAuth"), "{events:?}");
     assert_eq!(deletes(&h.sent()), vec![format!("/l/{}", ours(3))]);
+}
+
+/// The read of a mark without its node, and the read answered "not
+/// recorded yet" (version 0): the recording write, to answer next.
+fn record_of_dead_mark(h: &mut Harness) -> Outgoing {
+    let queue = delayed_free_with_marks(h, &[DEAD]);
+    h.reply(&queue, Ok(children(&[&ours(3)])));
+    let read = h.sent();
+    assert!(matches!(&read[..], [r] if reads_mark(r, DEAD)), "{read:?}");
+    h.reply(&read[0], mark_data(0, CREATED_AT - 1));
+    let record = h.sent();
+    assert!(
+        matches!(&record[..], [r] if records_mark(r, DEAD)),
+        "{record:?}"
+    );
+    record[0].clone()
+}
+
+/// Whether `events` is attempt 1 failing with the server's `code`.
+fn failed_with(events: &[LockEvent], code: &str) -> bool {
+    matches!(events, [LockEvent::Failed { id: 1, error }] if format!("{error:?}").contains(code))
+}
+
+/// A recording write the marks' ACL refuses: as a read refused, the delay
+/// counts from our sight of the mark, and nothing is asked again meanwhile.
+#[test]
+fn lock_delay_a_mark_we_may_not_record_counts_from_our_sight_of_it() {
+    let mut h = Harness::new();
+    let record = record_of_dead_mark(&mut h);
+    h.now += Duration::from_millis(10);
+    h.reply(&record, Err(RequestError::Server(ErrorCode::NoAuth)));
+    assert!(h.sent().is_empty() && h.events().is_empty());
+    assert_eq!(h.m.poll_timeout(), Some(h.now + DELAY));
+}
+
+/// Any other refusal of a mark's read or record fails the attempt with
+/// it, rather than listing again and again.
+#[test]
+fn lock_delay_another_refusal_of_a_marks_read_or_record_fails_the_attempt() {
+    let mut h = Harness::new();
+    let record = record_of_dead_mark(&mut h);
+    h.reply(&record, Err(RequestError::Server(ErrorCode::Unimplemented)));
+    assert!(failed_with(&h.events(), "Unimplemented"));
+
+    let mut h = Harness::new();
+    let queue = delayed_free_with_marks(&mut h, &[DEAD]);
+    h.reply(&queue, Ok(children(&[&ours(3)])));
+    let read = h.sent();
+    h.reply(
+        &read[0],
+        Err(RequestError::Server(ErrorCode::Unimplemented)),
+    );
+    assert!(failed_with(&h.events(), "Unimplemented"));
 }
