@@ -407,12 +407,10 @@ fn lock_delay_a_record_made_meanwhile_is_read_back() {
     assert!(marks(&sent[0]), "{sent:?}");
 }
 
-/// The marks' parent reaped (every mark gone) or never made: the mark's
-/// create fails NoNode, the parent is made as a container, then the mark.
-#[test]
-fn lock_delay_the_marks_parent_is_made_when_missing() {
-    let mut h = Harness::new();
-    let queue = delayed_free(&mut h, &[]);
+/// A free lock whose mark's create fails NoNode: the create of the marks'
+/// parent, to answer next.
+fn marks_parent_create(h: &mut Harness) -> Outgoing {
+    let queue = delayed_free(h, &[]);
     h.reply(&queue, Ok(children(&[&ours(3)])));
     let sent = h.sent();
     h.reply(
@@ -427,7 +425,33 @@ fn lock_delay_the_marks_parent_is_made_when_missing() {
         matches!(&sent[..], [c] if matches!(&c.request, Request::CreateContainer(r) if r.path == "/l~tenure")),
         "{sent:?}"
     );
-    h.reply(&sent[0], Err(RequestError::Server(ErrorCode::NodeExists)));
+    sent[0].clone()
+}
+
+/// The marks' parent may not be made: the attempt fails with the refusal.
+/// Made impossible by a lock path gone meanwhile (NoNode): it goes on
+/// (queues again), it does not fail.
+#[test]
+fn lock_delay_a_refused_marks_parent_fails_the_attempt_and_a_missing_lock_path_does_not() {
+    let mut h = Harness::new();
+    let create = marks_parent_create(&mut h);
+    h.reply(&create, Err(RequestError::Server(ErrorCode::NoAuth)));
+    assert!(failed_with(&h.events(), "NoAuth"));
+
+    let mut h = Harness::new();
+    let create = marks_parent_create(&mut h);
+    h.reply(&create, Err(RequestError::Server(ErrorCode::NoNode)));
+    let events = h.events();
+    assert!(events.is_empty(), "{events:?}");
+}
+
+/// The marks' parent reaped (every mark gone) or never made: the mark's
+/// create fails NoNode, the parent is made as a container, then the mark.
+#[test]
+fn lock_delay_the_marks_parent_is_made_when_missing() {
+    let mut h = Harness::new();
+    let create = marks_parent_create(&mut h);
+    h.reply(&create, Err(RequestError::Server(ErrorCode::NodeExists)));
     let sent = h.sent();
     assert!(matches!(&sent[..], [m] if marks(m)), "{sent:?}");
     h.reply(&sent[0], multi_ok(2));
