@@ -24,6 +24,16 @@ struct RealNet {
     conns: RawConns,
 }
 
+/// What a model's connection shows next: a whole frame from its inbox,
+/// else whether the model closed it.
+pub(super) fn next_seen(inbox: &mut BytesMut, closed: bool) -> Seen {
+    match split_frame(inbox, usize::MAX).unwrap() {
+        Some(f) => Seen::Frame(f.to_vec()),
+        None if closed => Seen::Closed,
+        None => Seen::Nothing,
+    }
+}
+
 /// Raw TCP connections to real servers, read frame by frame.
 #[derive(Default)]
 pub(super) struct RawConns {
@@ -120,14 +130,7 @@ impl Net for SimNet {
 
     fn next(&mut self, c: usize) -> Seen {
         self.drain();
-        if let Some(f) = split_frame(&mut self.inbox[c], usize::MAX).unwrap() {
-            return Seen::Frame(f.to_vec());
-        }
-        if self.closed[c] {
-            Seen::Closed
-        } else {
-            Seen::Nothing
-        }
+        next_seen(&mut self.inbox[c], self.closed[c])
     }
 
     fn sleep(&mut self, d: Duration) {

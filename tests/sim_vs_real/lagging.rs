@@ -11,7 +11,7 @@
 //! zxids, a sync and a read queued behind it, a watch that fires only once
 //! F applies.
 
-use super::connections::{RawConns, Seen};
+use super::connections::{next_seen, RawConns, Seen};
 use super::*;
 
 const TICK: u64 = 1000;
@@ -97,14 +97,7 @@ impl Members for SimMembers {
     fn next(&mut self, c: usize) -> Seen {
         self.now += Duration::from_millis(1);
         self.drain();
-        if let Some(f) = split_frame(&mut self.inbox[c], usize::MAX).unwrap() {
-            return Seen::Frame(f.to_vec());
-        }
-        if self.closed[c] {
-            Seen::Closed
-        } else {
-            Seen::Nothing
-        }
+        next_seen(&mut self.inbox[c], self.closed[c])
     }
 
     fn hold(&mut self, held: bool) {
