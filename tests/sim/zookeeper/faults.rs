@@ -72,6 +72,18 @@ impl SimZooKeeper {
         mode: CreateMode,
     ) -> Result<String, ErrorCode> {
         self.handle_timeout(now);
+        self.create_by(now, ADMIN, path, data, mode)
+    }
+
+    /// `caller` creates a node with an open ACL, committed at once.
+    fn create_by(
+        &mut self,
+        now: Instant,
+        caller: Caller,
+        path: &str,
+        data: &[u8],
+        mode: CreateMode,
+    ) -> Result<String, ErrorCode> {
         let zxid = self.next_zxid();
         let req = CreateRequest {
             path: path.to_owned(),
@@ -79,7 +91,7 @@ impl SimZooKeeper {
             acl: Acl::open_unsafe(),
             mode,
         };
-        let res = self.create(now, ADMIN, &req, false, zxid);
+        let res = self.create(now, caller, &req, false, zxid);
         self.commit();
         res.map(|(p, _)| p)
     }
@@ -99,20 +111,11 @@ impl SimZooKeeper {
         if !self.running || !self.sessions.contains_key(&session) {
             return Err(ErrorCode::SessionExpired);
         }
-        let zxid = self.next_zxid();
-        let req = CreateRequest {
-            path: path.to_owned(),
-            data: data.to_vec(),
-            acl: Acl::open_unsafe(),
-            mode,
-        };
         let caller = Caller {
             session,
             authed: true,
         };
-        let res = self.create(now, caller, &req, false, zxid);
-        self.commit();
-        res.map(|(p, _)| p)
+        self.create_by(now, caller, path, data, mode)
     }
 
     /// The session whose request last deleted `path` (its owner when its
