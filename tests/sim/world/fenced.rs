@@ -66,7 +66,9 @@ impl World {
         };
         let node = guard.node_path().to_owned();
         let session = guard.owner_session();
-        let data = format!("{node} by c{c}#{id}, write {}", self.plan_seq).into_bytes();
+        // Numbered by the writes started so far: unique among them, so a
+        // write that landed earlier is never taken for this one.
+        let data = format!("{node} by c{c}#{id}, write {}", self.stats.fenced_writes).into_bytes();
         let ops = match kind {
             FencedKind::Accepted => vec![Op::set_data(FENCED_NODE, &data, None)],
             FencedKind::CreateExisting => {

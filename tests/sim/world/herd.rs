@@ -70,8 +70,11 @@ impl Wakes {
     }
 }
 
-/// Per deleted blocker, the waiters it woke so far.
-pub(super) type WokenBy = BTreeMap<String, u32>;
+/// Per deleted blocker, the waiters it woke so far. A set: one waiter may
+/// hear one deletion twice when it reconnects to a follower that has not
+/// applied it yet (its re-set watch fires again there), which wakes no one
+/// else.
+pub(super) type WokenBy = BTreeMap<String, BTreeSet<String>>;
 
 impl World {
     /// Collects every client's wake-ups. In a queue where each waiter waits
@@ -100,10 +103,10 @@ impl World {
                 if !exclusive.iter().any(|e| e == path) || self.admin_deleted.contains_key(&node) {
                     continue;
                 }
-                let n = self.woken_by.entry(blocker.clone()).or_insert(0);
-                *n += 1;
-                if *n > 1 {
-                    let n = *n;
+                let woken = self.woken_by.entry(blocker.clone()).or_default();
+                woken.insert(node.clone());
+                if woken.len() > 1 {
+                    let n = woken.len();
                     return Err(self.violation(format!(
                         "the deletion of {blocker} woke {n} waiters on {path}"
                     )));
