@@ -6,7 +6,7 @@
 //! from one seed. Faults are injected far more often than in production;
 //! invariants are checked after every step.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
@@ -251,13 +251,14 @@ pub struct World {
     stale_marks: BTreeMap<String, Option<Instant>>,
     /// The server's zxid when the marks were last looked at.
     marks_scanned: i64,
-    /// Per lock: since when it has had no holder while contenders queue
-    /// (A3).
+    /// Per lock: since when it has had fewer holders than room while
+    /// contenders queue, with no grant since (A3).
     idle_since: Vec<Option<Instant>>,
-    /// What A3 last found idle, and the state it found it in (the
-    /// server's zxid, the cores' grants and releases): it looks again
-    /// only when that changed.
-    idle_locks: Vec<bool>,
+    /// What A3 last found: per lock idle, its holders' nodes (a new one is
+    /// a grant: progress), and the state it found it in (the server's
+    /// zxid, the cores' grants and releases): it looks again only when
+    /// that changed.
+    idle_locks: Vec<Option<BTreeSet<String>>>,
     idle_key: (i64, u64),
     /// Per client: the last look of the withdrawal check (withdrawn.rs):
     /// the server's zxid, the session, the open acquisitions per path.
@@ -331,7 +332,7 @@ impl World {
             stale_marks: BTreeMap::new(),
             marks_scanned: 0,
             idle_since: vec![None; plan.locks],
-            idle_locks: vec![false; plan.locks],
+            idle_locks: vec![None; plan.locks],
             idle_key: (-1, 0),
             withdrawn_looks: Vec::new(),
             callers: writes::Callers::default(),

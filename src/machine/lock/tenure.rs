@@ -35,10 +35,11 @@
 //! at version 0, and that write's mtime — stamped by the leader's clock,
 //! the same for every client — is the recorded end. Later grants read it.
 //! The delay ends when the server's clock reaches record + delay. A grant
-//! learns the server's clock from the times the server stamps on its own
-//! writes: its node's ctime (create2's Stat) with the local instant its
-//! reply came in, and the mtime of its own recording write. Each such
-//! reading gives a local instant by which the server's time has reached
+//! learns the server's clock from the times the server stamps on writes:
+//! its node's ctime (create2's Stat) with the local instant its reply came
+//! in, the mtime of its own recording write, and the mtime of each
+//! recorded end it reads (a node found again after a reconnect may be
+//! far older than the record). Each such reading gives a local instant by which the server's time has reached
 //! the end ([`ServerClock`]): only the time since a reading is measured
 //! locally (the monotonic clock, off by its drift from the leader's over
 //! the delay), no client's wall clock is trusted, and nothing depends on
@@ -238,6 +239,12 @@ impl LockMachine {
             Ok(Response::Data { stat, .. }) if stat.version > 0 => {
                 t.to_read.pop();
                 t.stale.push((owner, stat.mtime));
+                // The server's clock had reached the record by this reply.
+                let reading = ServerClock {
+                    server_ms: stat.mtime,
+                    local: now,
+                };
+                a.server_clock = Some(reading.best(a.server_clock));
                 self.read_next_mark(now, id)
             }
             // Not recorded yet: we are the first to see this end.

@@ -12,7 +12,9 @@
 //!   for the record (docs/GUARANTEES.md, "Lock-delay").
 //! - A3: once every client has been healthy for its session timeout, a
 //!   lock is never left without a holder while contenders queue for longer
-//!   than [`World::idle_bound`] (near the sequence counter's end too).
+//!   than [`World::idle_bound`] (near the sequence counter's end too); a
+//!   semaphore with a lease free and contenders queued grants one within
+//!   that bound.
 //! - A4: no one is granted a lock while a holder that zklock itself told
 //!   Lost (at the counter's end, or for want of contact), its session
 //!   alive and its node in place, still has its guard.
@@ -270,10 +272,22 @@ impl World {
         );
         if key != self.idle_key {
             self.idle_key = key;
-            self.idle_locks = (0..self.locks).map(|l| self.lock_idle(l)).collect();
+            for l in 0..self.locks {
+                let now_idle = self.lock_idle(l);
+                let granted = match (&self.idle_locks[l], &now_idle) {
+                    (Some(before), Some(held)) => held.iter().any(|n| !before.contains(n)),
+                    _ => false,
+                };
+                if granted {
+                    // A semaphore granted a lease while another waits:
+                    // progress, the wait is counted from here.
+                    self.idle_since[l] = None;
+                }
+                self.idle_locks[l] = now_idle;
+            }
         }
         for l in 0..self.locks {
-            if !self.idle_locks[l] {
+            if self.idle_locks[l].is_none() {
                 self.idle_since[l] = None;
                 continue;
             }
@@ -292,31 +306,30 @@ impl World {
     }
 
     /// Whether lock `l` has contenders queued and fewer holders than it
-    /// has room for (one; a semaphore's leases).
-    fn lock_idle(&self, l: usize) -> bool {
+    /// has room for (one; a semaphore's leases): if so, its holders' nodes.
+    fn lock_idle(&self, l: usize) -> Option<BTreeSet<String>> {
         let sessions: Vec<i64> = self.clients.iter().map(|c| c.core.session_id()).collect();
-        {
-            let nodes = self.contender_nodes(l);
-            let parent = queue_path(l);
-            let held = nodes
-                .iter()
-                .filter(|n| {
-                    let path = format!("{parent}/{n}");
-                    let owner = self.server.exists(&path).map_or(0, |s| s.ephemeral_owner);
-                    // A node no current session owns (a third party's, a
-                    // session on its way out) blocks as a holder would.
-                    !sessions.contains(&owner)
-                        || self.clients.iter().any(|c| {
-                            c.wakes.holds(&path)
+        let nodes = self.contender_nodes(l);
+        let parent = queue_path(l);
+        let held: BTreeSet<String> = nodes
+            .iter()
+            .filter(|n| {
+                let path = format!("{parent}/{n}");
+                let owner = self.server.exists(&path).map_or(0, |s| s.ephemeral_owner);
+                // A node no current session owns (a third party's, a
+                // session on its way out) blocks as a holder would.
+                !sessions.contains(&owner)
+                    || self.clients.iter().any(|c| {
+                        c.wakes.holds(&path)
                             || c.attempts.values().any(
                                 |t| matches!(&t.phase, Phase::Held { node, .. } if *node == path),
                             )
-                        })
-                })
-                .count();
-            let room = if l == LEASE_LOCK { LEASES } else { 1 };
-            !nodes.is_empty() && held < room && held < nodes.len()
-        }
+                    })
+            })
+            .cloned()
+            .collect();
+        let room = if l == LEASE_LOCK { LEASES } else { 1 };
+        (!nodes.is_empty() && held.len() < room && held.len() < nodes.len()).then_some(held)
     }
 
     /// A2: starts a probe of lock `l` once it is free, its delay has run
