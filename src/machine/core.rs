@@ -367,7 +367,16 @@ impl Core {
 
     fn deliver_watch(&mut self, now: Instant, watcher: WatchTo, event: WatchOutcome) {
         match watcher {
-            WatchTo::Caller(w) => w.deliver(event),
+            WatchTo::Caller(w) => {
+                // A holder whose node this says is gone is told first, so
+                // no caller sees the deletion while the guard says Held.
+                if let Ok(e) = &event {
+                    if e.kind == jute::EventType::NodeDeleted {
+                        self.locks.handle_deletion(now, &e.path);
+                    }
+                }
+                w.deliver(event)
+            }
             WatchTo::Task(token) => self.locks.handle_watch(now, token, event),
         }
     }

@@ -137,6 +137,12 @@ impl Locks {
         self.dispatch(now);
     }
 
+    /// A deletion heard on a watch that is not the lock machine's.
+    pub(crate) fn handle_deletion(&mut self, now: Instant, path: &str) {
+        self.machine.handle_deletion(path);
+        self.dispatch(now);
+    }
+
     pub(crate) fn handle_session(&mut self, now: Instant, state: SessionState, session_id: i64) {
         self.machine.handle_session(now, state, session_id);
         self.dispatch(now);

@@ -145,11 +145,9 @@ impl LockMachine {
     ) {
         if let Ok(e) = &event {
             if e.kind == EventType::NodeDeleted {
-                if let Some(&holder) = self.held_nodes.get(&e.path) {
-                    // Whichever watch carried it (another attempt's, on the
-                    // node it waited for), a holder's node is gone.
-                    self.node_deleted_under(holder);
-                }
+                // Whichever watch carried it (another attempt's, on the
+                // node it waited for), a holder's node is gone.
+                self.handle_deletion(&e.path);
             }
         }
         let Some(id) = self.watches.remove(&token) else {
@@ -254,6 +252,16 @@ impl LockMachine {
                 }
             }
             (Goal::Release, Ok(_)) => {}
+        }
+    }
+
+    /// The session heard that `path` was deleted, on a watch of anyone's
+    /// (the caller's own, an election observer's): if a holder's node, the
+    /// holder is told now. A sequential name is never made again, so the
+    /// deletion is of our node.
+    pub fn handle_deletion(&mut self, path: &str) {
+        if let Some(&holder) = self.held_nodes.get(path) {
+            self.node_deleted_under(holder);
         }
     }
 

@@ -152,7 +152,7 @@ impl World {
                     // client reading it has not read past the deletion.
                     self.server.handle_timeout(now);
                     self.server_output();
-                    let watchers = self.server.data_watchers(&path);
+                    let watchers = self.server.deletion_watchers(&path);
                     self.note_latch_node(&path);
                     if self.server.delete_as_admin(now, &path) {
                         self.admin_deleted.insert(path, (self.writes, watchers));

@@ -148,6 +148,28 @@ impl SimZooKeeper {
         self.conns.get(&conn).is_some_and(|c| c.lagging)
     }
 
+    /// Connections whose data watch on `path` a deletion committed now
+    /// fires: the leader's as they stand; the lagging follower's only if no
+    /// change it has still to apply fires their one-shot watch first.
+    pub fn deletion_watchers(&self, path: &str) -> Vec<ConnId> {
+        let consumed = self.follower.as_ref().is_some_and(|f| {
+            f.txns.iter().flat_map(|t| &t.changes).any(|c| match c {
+                Change::Created(p) | Change::Deleted(p) | Change::DataChanged(p) => p == path,
+            })
+        });
+        self.data_watches
+            .get(path)
+            .map(|m| {
+                m.iter()
+                    .filter(|(conn, mode)| {
+                        !(consumed && **mode == Mode::Standard && self.is_lagging(**conn))
+                    })
+                    .map(|(conn, _)| *conn)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// The last zxid the lagging follower applied (the leader's without one).
     pub fn follower_zxid(&self) -> i64 {
         self.follower.as_ref().map_or(self.zxid, |f| f.applied)
