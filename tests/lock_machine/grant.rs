@@ -132,6 +132,25 @@ fn our_node_deleted_after_the_head_is_held_then_lost() {
     }
 }
 
+/// A deletion of a held node heard on a watch that is not the machine's
+/// (an election observer's, the caller's own on the same session) tells
+/// the holder, watched or not: the core hands every deletion it hears to
+/// the machine before the caller.
+#[test]
+fn a_held_node_deleted_as_heard_on_someone_elses_watch_is_lost() {
+    for watch_node in [false, true] {
+        let mut h = Harness::new();
+        let node = hold_free(&mut h, 1, "/l", watch_node, 1);
+        let _ = h.sent();
+        h.m.handle_deletion("/l/someone-elses-node");
+        assert!(h.events().is_empty(), "not ours: nothing changes");
+        h.m.handle_deletion(&node);
+        assert_eq!(h.events(), lost_node_deleted(), "watch_node {watch_node}");
+        assert!(h.sent().is_empty(), "nothing left to delete");
+        assert!(h.m.is_empty());
+    }
+}
+
 #[test]
 fn our_own_watch_answered_no_node_means_queueing_again() {
     let mut h = Harness::new();

@@ -363,6 +363,40 @@ fn lock_delay_a_waiter_waits_only_what_is_left_of_the_delay() {
 }
 
 #[test]
+fn lock_delay_a_node_stamped_long_before_its_reply_waits_only_the_delay_from_the_record() {
+    let mut h = Harness::new();
+    h.m.acquire(h.now, 1, delayed_spec(), UUID.into(), None, false);
+    let sent = h.sent();
+    // The create's reply comes 30 s after the server stamped our node (a
+    // slow link; or a node found again after a reconnect): its ctime says
+    // little of the server's clock now.
+    h.now += Duration::from_secs(30);
+    h.reply(&sent[0], Ok(created_at(3, CREATED_AT)));
+    h.reply(&sent[1], Ok(children(&[&ours(3)])));
+    let sent = h.sent();
+    let [marks_listing, queue] = &sent[..] else {
+        panic!("{sent:?}")
+    };
+    h.reply(marks_listing, Ok(children(&[DEAD])));
+    h.reply(queue, Ok(children(&[&ours(3)])));
+    let sent = h.sent();
+    assert!(reads_mark(&sent[0], DEAD), "{sent:?}");
+    // Recorded just now, on the server's clock.
+    h.reply(&sent[0], mark_data(1, CREATED_AT + 30_000));
+    assert_eq!(
+        h.m.poll_timeout(),
+        Some(h.now + DELAY),
+        "the delay from the record, read just now, not from the old ctime"
+    );
+    h.now += DELAY;
+    h.m.handle_timeout(h.now);
+    let sent = h.sent();
+    assert!(marks(&sent[0]), "{sent:?}");
+    h.reply(&sent[0], multi_ok(2));
+    assert!(granted(&h.events(), true));
+}
+
+#[test]
 fn lock_delay_a_mark_with_a_live_node_is_no_unclean_end() {
     let mut h = Harness::new();
     let owner = "00000000-0000-4000-8000-00000000beef";
