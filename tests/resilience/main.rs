@@ -16,6 +16,7 @@ mod bad_servers;
 mod connect_errors;
 mod cuts;
 mod failover;
+mod heal;
 mod host_list;
 mod set_watches;
 
