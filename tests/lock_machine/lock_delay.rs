@@ -343,6 +343,18 @@ fn lock_delay_a_waiter_waits_only_what_is_left_of_the_delay() {
         jute::EventType::NodeDeleted,
         &format!("/l/{blocker}"),
     );
+    one_end_recorded_at(&mut h, recorded);
+    let until = created_local + Duration::from_millis((recorded + DELAY_MS - CREATED_AT) as u64);
+    assert_eq!(h.m.poll_timeout(), Some(until));
+    assert!(until < h.now + DELAY, "a whole delay from its own look");
+    h.now = until;
+    marked_and_granted_after_the_delay(&mut h);
+}
+
+/// The grant's listings just sent: one unclean end (`DEAD`'s mark) and our
+/// node alone in the queue; the mark's read finds the end recorded at
+/// `recorded` (the server's clock).
+fn one_end_recorded_at(h: &mut Harness, recorded: i64) {
     let sent = h.sent();
     let [marks_listing, queue] = &sent[..] else {
         panic!("{sent:?}")
@@ -350,11 +362,12 @@ fn lock_delay_a_waiter_waits_only_what_is_left_of_the_delay() {
     h.reply(marks_listing, Ok(children(&[DEAD])));
     h.reply(queue, Ok(children(&[&ours(3)])));
     let sent = h.sent();
+    assert!(reads_mark(&sent[0], DEAD), "{sent:?}");
     h.reply(&sent[0], mark_data(1, recorded));
-    let until = created_local + Duration::from_millis((recorded + DELAY_MS - CREATED_AT) as u64);
-    assert_eq!(h.m.poll_timeout(), Some(until));
-    assert!(until < h.now + DELAY, "a whole delay from its own look");
-    h.now = until;
+}
+
+/// The delay is served at `h.now`: our mark is made and the lock granted.
+fn marked_and_granted_after_the_delay(h: &mut Harness) {
     h.m.handle_timeout(h.now);
     let sent = h.sent();
     assert!(marks(&sent[0]), "{sent:?}");
@@ -373,27 +386,15 @@ fn lock_delay_a_node_stamped_long_before_its_reply_waits_only_the_delay_from_the
     h.now += Duration::from_secs(30);
     h.reply(&sent[0], Ok(created_at(3, CREATED_AT)));
     h.reply(&sent[1], Ok(children(&[&ours(3)])));
-    let sent = h.sent();
-    let [marks_listing, queue] = &sent[..] else {
-        panic!("{sent:?}")
-    };
-    h.reply(marks_listing, Ok(children(&[DEAD])));
-    h.reply(queue, Ok(children(&[&ours(3)])));
-    let sent = h.sent();
-    assert!(reads_mark(&sent[0], DEAD), "{sent:?}");
     // Recorded just now, on the server's clock.
-    h.reply(&sent[0], mark_data(1, CREATED_AT + 30_000));
+    one_end_recorded_at(&mut h, CREATED_AT + 30_000);
     assert_eq!(
         h.m.poll_timeout(),
         Some(h.now + DELAY),
         "the delay from the record, read just now, not from the old ctime"
     );
     h.now += DELAY;
-    h.m.handle_timeout(h.now);
-    let sent = h.sent();
-    assert!(marks(&sent[0]), "{sent:?}");
-    h.reply(&sent[0], multi_ok(2));
-    assert!(granted(&h.events(), true));
+    marked_and_granted_after_the_delay(&mut h);
 }
 
 #[test]
