@@ -88,24 +88,7 @@ fn asked_path(r: &Request) -> String {
 }
 
 fn run_end(server: &mut dyn EndServer, steps: &[End]) -> EndRun {
-    let mut sessions = Vec::new();
-    for i in 0..2 {
-        let mut buf = BytesMut::new();
-        encode_connect(
-            &mut buf,
-            &ConnectRequest {
-                protocol_version: 0,
-                last_zxid_seen: 0,
-                timeout_ms: 4000,
-                session_id: 0,
-                passwd: vec![0; 16],
-                read_only: false,
-            },
-        );
-        server.send(i, &buf);
-        let resp = ConnectResponse::decode_exact(&server.first_frame(i)).unwrap();
-        sessions.push(resp.session_id);
-    }
+    let sessions = open_sessions(server);
     let mut run = EndRun {
         lines: Vec::new(),
         bursts: Vec::new(),

@@ -153,6 +153,31 @@ impl Server for Sim {
     }
 }
 
+/// Opens a fresh session asking a 4 s timeout on connections 0 and 1
+/// (granted as asked: both servers allow it); their ids.
+fn open_sessions(server: &mut dyn Server) -> Vec<i64> {
+    (0..2)
+        .map(|i| {
+            let mut buf = BytesMut::new();
+            encode_connect(
+                &mut buf,
+                &ConnectRequest {
+                    protocol_version: 0,
+                    last_zxid_seen: 0,
+                    timeout_ms: 4000,
+                    session_id: 0,
+                    passwd: vec![0; 16],
+                    read_only: false,
+                },
+            );
+            server.send(i, &buf);
+            let resp = ConnectResponse::decode_exact(&server.first_frame(i)).unwrap();
+            assert_eq!(resp.timeout_ms, 4000);
+            resp.session_id
+        })
+        .collect()
+}
+
 fn node(path: &str, data: &[u8], mode: CreateMode) -> CreateRequest {
     CreateRequest {
         path: path.into(),

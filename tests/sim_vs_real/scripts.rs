@@ -207,25 +207,7 @@ fn script() -> Vec<(usize, Request)> {
 
 /// Runs the script on `server`; returns one normalized line per frame.
 fn run(server: &mut dyn Server, steps: Vec<(usize, Request)>) -> Vec<String> {
-    let mut sessions = Vec::new();
-    for i in 0..2 {
-        let mut buf = BytesMut::new();
-        encode_connect(
-            &mut buf,
-            &ConnectRequest {
-                protocol_version: 0,
-                last_zxid_seen: 0,
-                timeout_ms: 4000,
-                session_id: 0,
-                passwd: vec![0; 16],
-                read_only: false,
-            },
-        );
-        server.send(i, &buf);
-        let resp = ConnectResponse::decode_exact(&server.first_frame(i)).unwrap();
-        assert_eq!(resp.timeout_ms, 4000);
-        sessions.push(resp.session_id);
-    }
+    let sessions = open_sessions(server);
     let mut out = Vec::new();
     let mut base = None;
     let mut closed = [false; 2];
