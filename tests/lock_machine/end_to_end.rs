@@ -518,3 +518,39 @@ fn a_returned_wait_connected_leaves_no_listener_behind() {
     assert_eq!(other.try_recv(), Ok(p.client.state()));
     assert_eq!(p.core.state_listeners(), 1, "only `other` is left");
 }
+
+/// A holder whose node a third party deletes is told by any watch its
+/// session has on the node: here only the caller's own (the lock taken
+/// without `watch_node`). The guard says Lost before the caller's watch
+/// hands over the deletion.
+#[test]
+fn a_deletion_heard_only_on_the_callers_watch_tells_the_holder_first() {
+    let now = Instant::now();
+    let mut zk = sim_zookeeper::SimZooKeeper::new(now, Duration::from_millis(2000));
+    let mut a = Peer::new(now, 12);
+    let options = zklock::recipes::MutexOptions::default().watch_node(false);
+    let m = Mutex::with_options(&a.client, "/l", options).unwrap();
+    let pending = m.start_lock(None);
+    pump(&mut zk, &mut [&mut a], now);
+    let guard = pending.try_take().expect("a free lock").unwrap();
+    let node = guard.node_path().to_owned();
+    let reader = {
+        let (client, node) = (a.client.clone(), node.clone());
+        std::thread::spawn(move || client.get_data_and_watch(&node))
+    };
+    // The caller's read reaches the core (the bound only turns a core
+    // that never gets it into a failure instead of a hang).
+    let give_up = Instant::now() + Duration::from_secs(30);
+    while !a.core.has_commands() {
+        assert!(Instant::now() < give_up, "no command arrived");
+        std::thread::yield_now();
+    }
+    pump(&mut zk, &mut [&mut a], now);
+    let (_, _, watch) = reader.join().expect("no panic").expect("the read");
+    assert_eq!(guard.state(), LockState::Held);
+    assert!(zk.delete_as_admin(now, &node));
+    pump(&mut zk, &mut [&mut a], now);
+    let event = watch.try_recv().expect("no error").expect("the deletion");
+    assert_eq!(event.kind, zklock::EventType::NodeDeleted);
+    assert_eq!(guard.state(), LockState::Lost, "told with the caller");
+}

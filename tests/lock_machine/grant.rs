@@ -6,7 +6,7 @@
 use jute::{ErrorCode, EventType, Request, Response};
 use zklock::machine::{LockEvent, Outgoing};
 use zklock::recipes::{LockState, LossReason};
-use zklock::session::RequestError;
+use zklock::session::{RequestError, WatchEvent};
 
 use crate::support::*;
 
@@ -132,19 +132,25 @@ fn our_node_deleted_after_the_head_is_held_then_lost() {
     }
 }
 
-/// A deletion of a held node heard on a watch that is not the machine's
-/// (an election observer's, the caller's own on the same session) tells
-/// the holder, watched or not: the core hands every deletion it hears to
-/// the machine before the caller.
+/// A deletion of a held node heard on a watch the machine never set (in
+/// the core: an election observer's, the caller's own on the same
+/// session) tells the holder, watched or not.
 #[test]
 fn a_held_node_deleted_as_heard_on_someone_elses_watch_is_lost() {
+    let heard = |h: &mut Harness, path: &str| {
+        let event = WatchEvent {
+            kind: EventType::NodeDeleted,
+            path: path.into(),
+        };
+        h.m.handle_watch(h.now, u64::MAX, Ok(event));
+    };
     for watch_node in [false, true] {
         let mut h = Harness::new();
         let node = hold_free(&mut h, 1, "/l", watch_node, 1);
         let _ = h.sent();
-        h.m.handle_deletion("/l/someone-elses-node");
+        heard(&mut h, "/l/someone-elses-node");
         assert!(h.events().is_empty(), "not ours: nothing changes");
-        h.m.handle_deletion(&node);
+        heard(&mut h, &node);
         assert_eq!(h.events(), lost_node_deleted(), "watch_node {watch_node}");
         assert!(h.sent().is_empty(), "nothing left to delete");
         assert!(h.m.is_empty());

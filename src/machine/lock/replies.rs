@@ -259,7 +259,7 @@ impl LockMachine {
     /// (the caller's own, an election observer's): if a holder's node, the
     /// holder is told now. A sequential name is never made again, so the
     /// deletion is of our node.
-    pub fn handle_deletion(&mut self, path: &str) {
+    pub(crate) fn handle_deletion(&mut self, path: &str) {
         if let Some(&holder) = self.held_nodes.get(path) {
             self.node_deleted_under(holder);
         }

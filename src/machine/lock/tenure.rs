@@ -39,11 +39,11 @@
 //! its node's ctime (create2's Stat) with the local instant its reply came
 //! in, the mtime of its own recording write, and the mtime of each
 //! recorded end it reads (a node found again after a reconnect may be
-//! far older than the record). Each such reading gives a local instant by which the server's time has reached
-//! the end ([`ServerClock`]): only the time since a reading is measured
-//! locally (the monotonic clock, off by its drift from the leader's over
-//! the delay), no client's wall clock is trusted, and nothing depends on
-//! when each caller first looked:
+//! far older than the record). Each such reading gives a local instant by
+//! which the server's time has reached the end ([`ServerClock`]): only the
+//! time since a reading is measured locally (the monotonic clock, off by
+//! its drift from the leader's over the delay), no client's wall clock is
+//! trusted, and nothing depends on when each caller first looked:
 //!
 //! - a try (`no_wait`) is granted at once when its node was created (on
 //!   the server's clock) at or after record + delay, and refused
