@@ -185,7 +185,10 @@ fn ttl_nodes() {
     let (s, _) = c.create_with("/ttl-", b"", &seq).unwrap();
     assert!(s.starts_with("/ttl-00000000"), "{s}");
     // The server's bounds, 1 ms and 2^40 - 1 ms, are sent and accepted.
-    for edge in [Duration::from_millis(1), Duration::from_millis((1 << 40) - 1)] {
+    for edge in [
+        Duration::from_millis(1),
+        Duration::from_millis((1 << 40) - 1),
+    ] {
         c.create_with("/ttl-edge-", b"", &seq.clone().ttl(edge))
             .unwrap_or_else(|e| panic!("{edge:?}: {e:?}"));
     }

@@ -168,10 +168,20 @@ fn last_zxid_follows_the_clients_own_writes() {
     let c = client();
     let r = root(&c, "zxid");
     let first = c.set_data(&r, b"1", None).unwrap();
-    assert!(c.last_zxid() >= first.mzxid, "{} < {}", c.last_zxid(), first.mzxid);
+    assert!(
+        c.last_zxid() >= first.mzxid,
+        "{} < {}",
+        c.last_zxid(),
+        first.mzxid
+    );
     let second = c.set_data(&r, b"2", None).unwrap();
     assert!(second.mzxid > first.mzxid && first.mzxid > 0);
-    assert!(c.last_zxid() >= second.mzxid, "{} < {}", c.last_zxid(), second.mzxid);
+    assert!(
+        c.last_zxid() >= second.mzxid,
+        "{} < {}",
+        c.last_zxid(),
+        second.mzxid
+    );
 }
 
 /// The frame limit asked for is the one the client reports and enforces.
