@@ -212,3 +212,24 @@ fn ttl_nodes() {
         Error::InvalidArgument("a TTL mode needs CreateOptions::ttl")
     );
 }
+
+/// A container is a container on the server: emptied, the server's sweep
+/// deletes it (the sweep runs every 100 ms here). Created as an ordinary
+/// node, nothing in any reply would differ (a container's Stat says
+/// `ephemeral_owner` 0 too), but it would stay for good. Kills nodes.rs
+/// `create_with`'s Container arm deleted (sent as create2).
+#[test]
+fn an_emptied_container_is_deleted_by_the_server() {
+    let server = zk::ZkServer::start_with_options(
+        &zk::ZkOptions::new().jvm_flag("-Dznode.container.checkIntervalMs=100"),
+    );
+    let c = Client::connect(&server.connect_string(), T).unwrap();
+    let (container, _) = c
+        .create_with("/box", b"", &CreateOptions::new(CreateMode::Container))
+        .unwrap();
+    c.create("/box/item", b"", CreateMode::Persistent).unwrap();
+    c.delete("/box/item", None).unwrap();
+    testkit::wait_until("the server to sweep the empty container", T * 3, || {
+        c.exists(&container).unwrap().is_none()
+    });
+}
