@@ -258,6 +258,27 @@ fn settings_that_cannot_work_are_refused_before_anything_starts() {
         .max_frame(zklock::MIN_MAX_FRAME)
         .connect()
         .expect("the smallest frame limit accepted works");
+    // A persistent watch needs room for a re-read event and the end: 2.
+    for capacity in [0, 1] {
+        let e = Client::builder(&connect_string())
+            .persistent_watch_capacity(capacity)
+            .connect()
+            .unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::InvalidSetting {
+                    setting: "persistent_watch_capacity",
+                    ..
+                }
+            ),
+            "persistent_watch_capacity({capacity}): {e:?}"
+        );
+    }
+    Client::builder(&connect_string())
+        .persistent_watch_capacity(2)
+        .connect()
+        .expect("the smallest watch capacity accepted works");
     for s in ["127.0.0.1:0", "127.0.0.1:2181,127.0.0.1:0/app", "[::1]:0"] {
         let e = Client::connect(s, T).unwrap_err();
         assert!(

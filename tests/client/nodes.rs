@@ -96,6 +96,33 @@ fn create_modes() {
         &CreateOptions::new(CreateMode::PersistentWithTtl).ttl(Duration::from_secs(60)),
     );
     assert_eq!(ttl.unwrap_err().code(), Some(ErrorCode::Unimplemented));
+    // A TTL outside the server's bounds (1 ms to 2^40 - 1 ms) is refused
+    // before sending: the error is the client's, not the server's
+    // Unimplemented. (The bounds themselves are accepted: `ttl_nodes`.)
+    for outside in [
+        Duration::ZERO,
+        Duration::from_micros(999),
+        Duration::from_millis(1 << 40),
+    ] {
+        let refused = c.create_with(
+            &format!("{r}/ttl"),
+            b"",
+            &CreateOptions::new(CreateMode::PersistentWithTtl).ttl(outside),
+        );
+        assert!(
+            matches!(refused, Err(Error::InvalidArgument(_))),
+            "{outside:?}: {refused:?}"
+        );
+    }
+    // A TTL given with a mode that has none is ignored: a plain create.
+    let (plain, stat) = c
+        .create_with(
+            &format!("{r}/plain"),
+            b"",
+            &CreateOptions::new(CreateMode::Persistent).ttl(Duration::from_secs(60)),
+        )
+        .unwrap();
+    assert_eq!((plain, stat.ephemeral_owner), (format!("{r}/plain"), 0));
     let (children, stat) = c.get_children_with_stat(&r).unwrap();
     assert_eq!(children.len(), stat.num_children as usize);
     let names: HashSet<_> = children.into_iter().collect();
@@ -157,6 +184,23 @@ fn ttl_nodes() {
         CreateOptions::new(CreateMode::PersistentSequentialWithTtl).ttl(Duration::from_secs(60));
     let (s, _) = c.create_with("/ttl-", b"", &seq).unwrap();
     assert!(s.starts_with("/ttl-00000000"), "{s}");
+    // The server's bounds, 1 ms and 2^40 - 1 ms, are sent and accepted.
+    for edge in [
+        Duration::from_millis(1),
+        Duration::from_millis((1 << 40) - 1),
+    ] {
+        c.create_with("/ttl-edge-", b"", &seq.clone().ttl(edge))
+            .unwrap_or_else(|e| panic!("{edge:?}: {e:?}"));
+    }
+    // A refused TTL create names itself and the path.
+    assert_eq!(
+        c.create_with("/ttl", b"", &ttl).unwrap_err(),
+        Error::Server {
+            code: ErrorCode::NodeExists,
+            op: Some(OpCode::CreateTtl),
+            path: Some("/ttl".to_owned()),
+        }
+    );
     // A TTL mode without a TTL never reaches the wire.
     assert_eq!(
         c.create_with(
@@ -167,4 +211,25 @@ fn ttl_nodes() {
         .unwrap_err(),
         Error::InvalidArgument("a TTL mode needs CreateOptions::ttl")
     );
+}
+
+/// A container is a container on the server: emptied, the server's sweep
+/// deletes it (the sweep runs every 100 ms here). Created as an ordinary
+/// node, nothing in any reply would differ (a container's Stat says
+/// `ephemeral_owner` 0 too), but it would stay for good. Kills nodes.rs
+/// `create_with`'s Container arm deleted (sent as create2).
+#[test]
+fn an_emptied_container_is_deleted_by_the_server() {
+    let server = zk::ZkServer::start_with_options(
+        &zk::ZkOptions::new().jvm_flag("-Dznode.container.checkIntervalMs=100"),
+    );
+    let c = Client::connect(&server.connect_string(), T).unwrap();
+    let (container, _) = c
+        .create_with("/box", b"", &CreateOptions::new(CreateMode::Container))
+        .unwrap();
+    c.create("/box/item", b"", CreateMode::Persistent).unwrap();
+    c.delete("/box/item", None).unwrap();
+    testkit::wait_until("the server to sweep the empty container", T * 3, || {
+        c.exists(&container).unwrap().is_none()
+    });
 }

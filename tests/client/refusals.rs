@@ -49,6 +49,8 @@ fn a_refused_operation_names_itself_and_the_callers_path() {
     // Each call says what it was.
     let missing = rooted.get_children("/jobs/nope").unwrap_err();
     assert_eq!(missing.to_string(), "NoNode on getChildren /jobs/nope");
+    let no_acl = rooted.get_acl("/jobs/nope").unwrap_err();
+    assert_eq!(no_acl.to_string(), "NoNode on getACL /jobs/nope");
     let exists = rooted
         .create("/jobs", b"", CreateMode::Persistent)
         .unwrap_err();

@@ -160,3 +160,68 @@ fn connections_use_tcp_keepalive() {
     }
     drop(c);
 }
+
+/// `last_zxid` is at least the zxid of the client's own latest write as
+/// soon as that write returns. Kills `Client::last_zxid` → 0, 1, -1.
+#[test]
+fn last_zxid_follows_the_clients_own_writes() {
+    let c = client();
+    let r = root(&c, "zxid");
+    let first = c.set_data(&r, b"1", None).unwrap();
+    assert!(
+        c.last_zxid() >= first.mzxid,
+        "{} < {}",
+        c.last_zxid(),
+        first.mzxid
+    );
+    let second = c.set_data(&r, b"2", None).unwrap();
+    assert!(second.mzxid > first.mzxid && first.mzxid > 0);
+    assert!(
+        c.last_zxid() >= second.mzxid,
+        "{} < {}",
+        c.last_zxid(),
+        second.mzxid
+    );
+}
+
+/// The frame limit asked for is the one the client reports and enforces.
+/// Kills `Client::max_frame` → 0, 1.
+#[test]
+fn the_frame_limit_asked_is_the_one_reported_and_enforced() {
+    let c = Client::builder(&zk::shared().connect_string())
+        .session_timeout(T)
+        .max_frame(4096)
+        .connect()
+        .unwrap();
+    assert_eq!(c.max_frame(), 4096);
+    let r = root(&c, "frame");
+    assert!(matches!(
+        c.create(&format!("{r}/big"), &[0; 8192], CreateMode::Persistent),
+        Err(Error::TooLarge { .. })
+    ));
+    c.create(&format!("{r}/small"), &[0; 1024], CreateMode::Persistent)
+        .unwrap();
+}
+
+/// Waiting for a connection on a session that has ended says how it ended,
+/// at once: Expired, or Closed after `close`. Kills the Expired and Closed
+/// arms of `connect::settled` deleted (the wait would run out its timeout
+/// and say Timeout).
+#[test]
+fn waiting_to_connect_on_an_ended_session_says_how_it_ended() {
+    let link = testkit::ClientLink::start(&zk::shared().connect_string());
+    let expired = Client::connect(&link.connect_string(), T).unwrap();
+    link.expire_session();
+    testkit::wait_until("the expiry to be heard", T * 3, || {
+        expired.state() == SessionState::Expired
+    });
+    assert_eq!(
+        expired.wait_connected(T).unwrap_err(),
+        Error::SessionExpired
+    );
+    let closed = client();
+    closed.close().unwrap();
+    assert_eq!(closed.wait_connected(T).unwrap_err(), Error::Closed);
+    // A sync, like every call, says the session is over.
+    assert_eq!(closed.sync("/").unwrap_err(), Error::Closed);
+}

@@ -554,3 +554,21 @@ fn a_deletion_heard_only_on_the_callers_watch_tells_the_holder_first() {
     assert_eq!(event.kind, zklock::EventType::NodeDeleted);
     assert_eq!(guard.state(), LockState::Lost, "told with the caller");
 }
+
+/// A manual core's first handshake is given a third of the session timeout
+/// when no connect timeout is set (the I/O thread's rule for one host): a
+/// silent server leaves time to try again before the wait for a session
+/// ends. Kills builder.rs `session_timeout / 3` → `* 3` in `build_manual`.
+#[test]
+fn a_manual_cores_first_handshake_waits_a_third_of_the_session_timeout() {
+    let now = Instant::now();
+    let (_client, mut core) = Client::builder("127.0.0.1:2181")
+        .session_timeout(Duration::from_secs(9))
+        .build_manual(now, 12)
+        .expect("a manual client");
+    core.turn(now);
+    assert!(core.wants_connection());
+    core.prepare_connection();
+    core.handle_connected(now);
+    assert_eq!(core.poll_timeout(), Some(now + Duration::from_secs(3)));
+}
