@@ -166,20 +166,8 @@ impl ClientBuilder {
         let (named, chroot) = parse_connect_string(&self.connect_string)?;
         let hosts: Vec<SocketAddr> = named.iter().map(|(_, a)| *a).collect();
         let connector = self.connector()?;
-        // Distinct addresses, counted without sorting (a few hosts; a sort
-        // of SocketAddr is code of its own).
-        let host_count = hosts
-            .iter()
-            .enumerate()
-            .filter(|(i, a)| !hosts[..*i].contains(a))
-            .count();
-        // T / hosts, as ZooKeeper's client, but never more than T / 3: a
-        // silent host must leave time to reach another before expiry.
-        let host_divisor = u32::try_from(hosts.len().max(1)).unwrap_or(u32::MAX);
-        let connect_timeout = self
-            .connect_timeout
-            .unwrap_or((session_timeout / host_divisor).min(session_timeout / 3))
-            .clamp(Duration::from_millis(100), deadline::FAR_FUTURE);
+        let host_count = distinct_hosts(&hosts);
+        let connect_timeout = self.connect_timeout_for(session_timeout, hosts.len());
         let config = DriverConfig {
             hosts,
             session: SessionConfig {
@@ -210,6 +198,14 @@ impl ClientBuilder {
             client.wait_first_session(session_timeout.max(Duration::from_secs(1)), &named)?;
         }
         Ok(client)
+    }
+
+    /// How long one connection attempt may take: the setting, or
+    /// [`default_connect_timeout`].
+    fn connect_timeout_for(&self, session_timeout: Duration, hosts: usize) -> Duration {
+        self.connect_timeout
+            .unwrap_or_else(|| default_connect_timeout(session_timeout, hosts))
+            .clamp(Duration::from_millis(100), deadline::FAR_FUTURE)
     }
 
     /// Refuses the settings no client can work with.
@@ -268,13 +264,11 @@ impl ClientBuilder {
     pub fn build_manual(self, now: Instant, seed: u128) -> Result<(Client, crate::machine::Core)> {
         self.check_settings()?;
         let (named, chroot) = parse_connect_string(&self.connect_string)?;
+        let hosts: Vec<SocketAddr> = named.iter().map(|(_, a)| *a).collect();
         let session_timeout = self.session_timeout.min(MAX_SESSION_TIMEOUT);
         let config = SessionConfig {
             session_timeout,
-            connect_timeout: self
-                .connect_timeout
-                .unwrap_or(session_timeout / 3)
-                .clamp(Duration::from_millis(100), deadline::FAR_FUTURE),
+            connect_timeout: self.connect_timeout_for(session_timeout, hosts.len()),
             max_frame: self.max_frame,
         };
         let (mut core, handles) = crate::machine::Core::new(
@@ -293,12 +287,29 @@ impl ClientBuilder {
                 request_timeout: self.capped_request_timeout(),
                 max_frame: self.max_frame,
                 persistent_watch_capacity: self.persistent_watch_capacity,
-                host_count: named.len(),
+                host_count: distinct_hosts(&hosts),
                 attempts: super::AttemptIds::with_seed(seed),
             }),
         };
         Ok((client, core))
     }
+}
+
+/// T / hosts, as ZooKeeper's client, but never more than T / 3: a silent
+/// host must leave time to reach another before the session expires.
+fn default_connect_timeout(session_timeout: Duration, hosts: usize) -> Duration {
+    let divisor = u32::try_from(hosts.max(1)).unwrap_or(u32::MAX);
+    (session_timeout / divisor).min(session_timeout / 3)
+}
+
+/// Distinct addresses, counted without sorting (a few hosts; a sort of
+/// SocketAddr is code of its own).
+fn distinct_hosts(hosts: &[SocketAddr]) -> usize {
+    hosts
+        .iter()
+        .enumerate()
+        .filter(|(i, a)| !hosts[..*i].contains(a))
+        .count()
 }
 
 /// Splits `host:port[,host:port...][/chroot]` and resolves every host.
@@ -343,4 +354,32 @@ pub(super) fn parse_connect_string(s: &str) -> Result<(Vec<(String, SocketAddr)>
         return Err(bad(format!("no hosts in {s:?}")));
     }
     Ok((addrs, chroot))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::SocketAddr;
+    use std::time::Duration;
+
+    use super::{default_connect_timeout, distinct_hosts};
+
+    #[test]
+    fn a_host_named_twice_counts_once() {
+        let a: SocketAddr = "127.0.0.1:2181".parse().unwrap();
+        let b: SocketAddr = "127.0.0.1:2182".parse().unwrap();
+        assert_eq!(distinct_hosts(&[]), 0);
+        assert_eq!(distinct_hosts(&[a, b]), 2);
+        assert_eq!(distinct_hosts(&[a, b, a, a]), 2);
+    }
+
+    #[test]
+    fn each_attempt_gets_its_share_of_the_session_timeout_and_never_more_than_a_third() {
+        let t = Duration::from_secs(12);
+        assert_eq!(default_connect_timeout(t, 0), t / 3);
+        assert_eq!(default_connect_timeout(t, 1), t / 3);
+        assert_eq!(default_connect_timeout(t, 2), t / 3);
+        assert_eq!(default_connect_timeout(t, 3), t / 3);
+        assert_eq!(default_connect_timeout(t, 4), t / 4);
+        assert_eq!(default_connect_timeout(t, 6), t / 6);
+    }
 }
