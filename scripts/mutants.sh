@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Mutation testing of the lock protocol (src/machine/), the recipes
-# (src/recipes/) and the session core (src/session/: mod.rs and the files
-# split from it) against the
+# (src/recipes/), the client (src/client/) and the session core
+# (src/session/: mod.rs and the files split from it) against the
 # ZooKeeper-free suites only:
 #   tests/lock_machine/   (the machine fed by hand; one target, main.rs),
 #   tests/simulation.rs   (the deterministic simulator, SIM_SEEDS seeds),
@@ -45,7 +45,7 @@ export SIM_SEEDS="${SIM_SEEDS:-2000}"
 # The session core's protocol files (its SASL, fuzz and MD5 helpers and its
 # unit tests are not protocol logic).
 session=(mod connection requests replies liveness watches ending events)
-files=(--file 'src/machine/**/*.rs' --file 'src/recipes/*.rs')
+files=(--file 'src/machine/**/*.rs' --file 'src/recipes/*.rs' --file 'src/client/*.rs')
 for f in "${session[@]}"; do
     files+=(--file "src/session/$f.rs")
 done
