@@ -525,8 +525,8 @@ impl World {
     }
 
     /// Runs until the world has settled (every acquisition ended, nothing in
-    /// flight, faults over) or a little past the horizon, checking invariants after every
-    /// step, then checks what must hold at the end.
+    /// flight, faults over) or a little past the horizon, checking
+    /// invariants after every step, then checks what must hold at the end.
     pub fn run(&mut self, horizon: Duration) -> Result<(), Violation> {
         // Room past the horizon for what it cut short to finish (a release
         // granted just before it, on a link whose round trip is seconds):

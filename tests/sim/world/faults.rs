@@ -109,7 +109,7 @@ impl World {
                 // The worst moment for the original's owner: its node goes,
                 // it queues again under the same attempt id, and that
                 // create's reply is lost, so it looks for its node by id.
-                let watchers = self.server.data_watchers(&original);
+                let watchers = self.server.deletion_watchers(&original);
                 self.note_latch_node(&original);
                 if self.server.delete_as_admin(now, &original) {
                     self.admin_deleted.insert(original, (self.writes, watchers));
