@@ -22,36 +22,36 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # INJECT_RELEASE=1: the suites in release mode (the simulator runs about
 # ten times faster; the build takes longer).
 PROFILE = ["--release"] if os.environ.get("INJECT_RELEASE") else []
-UNIT = ["cargo", "test", "-q", "-p", "zklock", "--lib"] + PROFILE
-MACHINE = ["cargo", "test", "-q", "--test", "lock_machine"] + PROFILE
+UNIT = ["cargo", "test", "-q", "-p", "zklock-proto", "-p", "zklock", "--lib"] + PROFILE
+MACHINE = ["cargo", "test", "-q", "-p", "zklock-proto", "-p", "zklock", "--test", "lock_machine"] + PROFILE
 SIM = ["cargo", "test", "-q", "--test", "simulation"] + PROFILE + ["--", "seeds"]
 
 BUGS = [
     ("never-suspended",
-     "src/machine/lock/mod.rs",
+     "proto/src/lock/mod.rs",
      "                    self.set_state(id, LockState::Suspended, None);\n",
      "                    let _ = id;\n"),
     ("held-again-without-reading",
-     "src/machine/lock/mod.rs",
+     "proto/src/lock/mod.rs",
      "SessionState::Connected if a.state == LockState::Suspended => self.confirm(id),",
      "SessionState::Connected if a.state == LockState::Suspended => {\n"
      "                    self.set_state(id, LockState::Held, None)\n                }"),
     ("no-contact-lost-removed",
-     "src/machine/lock/mod.rs",
+     "proto/src/lock/mod.rs",
      "                SessionState::Lost => self.lose_keeping_node(id, LossReason::NoContact),\n",
      ""),
     ("foreign-node-adopted",
-     "src/machine/lock/recovery.rs",
+     "proto/src/lock/recovery.rs",
      "                    if stat.ephemeral_owner == session_id {\n                        node.stat = Some(stat);",
      "                    if stat.ephemeral_owner == session_id || session_id != 0 {\n                        node.stat = Some(stat);"),
     ("fail-emitted-twice",
-     "src/machine/lock/holding.rs",
+     "proto/src/lock/holding.rs",
      "        let Goal::Acquire { deadline, .. } = a.goal else {\n            return self.step(id);\n        };",
      "        let Goal::Acquire { deadline, .. } = a.goal else {\n"
      "            self.events.push_back(LockEvent::Failed { id, error });\n"
      "            return self.step(id);\n        };"),
     ("past-the-end-granted",
-     "src/machine/attempt.rs",
+     "proto/src/lock/attempt.rs",
      "        if unordered {",
      "        if unordered && false {"),
     ("set-cancel-keeps-granted",
@@ -59,11 +59,11 @@ BUGS = [
      "                    sender.lock(LockCommand::Withdraw(id));\n                }\n                // A guard",
      "                    sender.lock(LockCommand::Cancel(id));\n                }\n                return true;\n                // A guard"),
     ("reader-ignores-writers",
-     "src/machine/attempt.rs",
+     "proto/src/lock/attempt.rs",
      "Rule::NearestWriter => kind.blocks_readers(),",
      "Rule::NearestWriter => kind.blocks_readers() && false,"),
     ("writer-waits-for-writers-only",
-     "src/machine/attempt.rs",
+     "proto/src/lock/attempt.rs",
      "Rule::Predecessor | Rule::FirstN(_) => true,",
      "Rule::Predecessor => kind.blocks_readers(),\n                Rule::FirstN(_) => true,"),
     ("latch-leads-while-suspended",
@@ -75,23 +75,23 @@ BUGS = [
      "            LockState::Lost => {\n                shared.set_leading(false);",
      "            LockState::Lost => {\n                shared.set_leading(true);"),
     ("horizon-too-far",
-     "src/session/liveness.rs",
+     "proto/src/session/liveness.rs",
      "    pub fn valid_until(&self) -> Option<Instant> {\n        self.lost_deadline()",
      "    pub fn valid_until(&self) -> Option<Instant> {\n        self.lost_deadline().map(|t| t + self.timeout() / 2)"),
     ("lost-a-second-late",
-     "src/session/liveness.rs",
+     "proto/src/session/liveness.rs",
      "        proof.map(|sent| sent + self.timeout())",
      "        proof.map(|sent| sent + self.timeout() + Duration::from_secs(1))"),
     ("leader-gap-ignored",
-     "src/session/liveness.rs",
+     "proto/src/session/liveness.rs",
      "        let Some(limit) = sent.checked_sub(self.leader_gap()) else {",
      "        let Some(limit) = Some(sent) else {"),
     ("strays-left-in-the-queue",
-     "src/machine/lock/queueing.rs",
+     "proto/src/lock/queueing.rs",
      "        let strays = std::mem::take(&mut a.strays);",
      "        a.strays.clear();\n        let strays: Vec<String> = Vec::new();"),
     ("every-waiter-watches-the-head",
-     "src/machine/attempt.rs",
+     "proto/src/lock/attempt.rs",
      "sequence_order(seq, s).then_with(|| name.cmp(n)).is_gt()",
      "sequence_order(seq, s).then_with(|| name.cmp(n)).is_lt()"),
     ("batch-leave-keeps-the-hold",
@@ -107,49 +107,49 @@ BUGS = [
      "                            (s, _) => holder.set(s),",
      "                            (s, _) => {\n                                let _ = (holder, s);\n                            }"),
     ("lost-timed-from-the-reply",
-     "src/session/replies.rs",
+     "proto/src/session/replies.rs",
      "        self.answered(p.sent);\n        let Some(handle) = p.handle else {",
      "        let replied = self.last_heard.unwrap_or(p.sent);\n        self.answered(replied);\n"
      "        let Some(handle) = p.handle else {"),
     ("lost-timed-from-the-reply",
-     "src/session/replies.rs",
+     "proto/src/session/replies.rs",
      "            if header.err == ErrorCode::Ok {\n                self.leader_answered(p.sent);",
      "            if header.err == ErrorCode::Ok {\n                self.leader_answered(replied);"),
     ("lost-timed-from-the-reply",
-     "src/session/replies.rs",
+     "proto/src/session/replies.rs",
      "        if leader_proof(p.op, &result) {\n            self.leader_answered(p.sent);",
      "        if leader_proof(p.op, &result) {\n            self.leader_answered(replied);"),
     ("semaphore-one-lease-too-many",
-     "src/machine/attempt.rs",
+     "proto/src/lock/attempt.rs",
      "Rule::FirstN(n) if below_us < n.max(1) => None,",
      "Rule::FirstN(n) if below_us <= n.max(1) => None,"),
     # The failure shapes of the blocking recipes the machine replaced
     # (issue 9's scenarios), once switches compiled into the machine.
     ("holder-state-waits-for-its-check",
-     "src/machine/lock/mod.rs",
+     "proto/src/lock/mod.rs",
      "SessionState::Suspended | SessionState::Connecting => {",
      "SessionState::Suspended | SessionState::Connecting if a.confirming.is_none() => {"),
     ("deadline-waits-for-the-reply",
-     "src/machine/lock/mod.rs",
+     "proto/src/lock/mod.rs",
      "                if let Goal::Acquire { .. } = a.goal {\n                    self.fail(id, LockError::Timeout);",
      "                if let Goal::Acquire { .. } = a.goal {\n"
      "                    if a.busy.is_some() {\n                        continue;\n                    }\n"
      "                    self.fail(id, LockError::Timeout);"),
     ("cleanup-known-node-only",
-     "src/machine/lock/queueing.rs",
+     "proto/src/lock/queueing.rs",
      "            Goal::Release => {\n                if let Some(node) = a.node.take() {",
      "            Goal::Release => {\n                a.maybe_created = false;\n                a.strays.clear();\n"
      "                if let Some(node) = a.node.take() {"),
     # A holder told Lost at the counter's end keeps its node until it lets
     # go (docs/SEQUENCE_END.md).
     ("sequence-end-loss-deletes-at-once",
-     "src/machine/lock/queueing.rs",
+     "proto/src/lock/queueing.rs",
      "self.lose_keeping_node(id, LossReason::SequenceExhausted);",
      "self.lose(id, LossReason::SequenceExhausted);"),
     # Nor does a holder told Lost for want of contact, while the session
     # may turn out alive.
     ("no-contact-loss-deletes-at-once",
-     "src/machine/lock/mod.rs",
+     "proto/src/lock/mod.rs",
      "SessionState::Lost => self.lose_keeping_node(id, LossReason::NoContact),",
      "SessionState::Lost => self.lose(id, LossReason::NoContact),"),
     # Availability (the simulator's A1 to A4, tests/sim/world/available.rs).
@@ -159,38 +159,38 @@ BUGS = [
     # client whose writes are refused goes Suspended on a healthy server
     # (A1). Either alone is harmless: the sync proves the session.
     ("refusal-not-leader-proof",
-     "src/session/requests.rs",
+     "proto/src/session/requests.rs",
      "        self.mark_sent(now);\n        let (path, recursive) = match &request {",
      "        self.mark_sent(now);\n"
      "        if handle.is_some() && super::liveness::leader_ordered(request.op_code()) {\n"
      "            self.last_probe = Some(now);\n        }\n"
      "        let (path, recursive) = match &request {"),
     ("refusal-not-leader-proof",
-     "src/session/liveness.rs",
+     "proto/src/session/liveness.rs",
      "    match op {\n        OpCode::Create | OpCode::Create2 | OpCode::CreateContainer | OpCode::CreateTtl => matches!(",
      "    match op {\n        _ if code != E::Ok => false,\n"
      "        OpCode::Create | OpCode::Create2 | OpCode::CreateContainer | OpCode::CreateTtl => matches!("),
     # The leader check's own sync sent once per leader gap instead of twice:
     # an alarm on a steady link well inside the documented bound (A1).
     ("probe-once-per-gap",
-     "src/session/liveness.rs",
+     "proto/src/session/liveness.rs",
      "    pub(super) fn probe_period(&self) -> Duration {\n        self.timeout() / 6\n",
      "    pub(super) fn probe_period(&self) -> Duration {\n        self.timeout() / 3\n"),
     ("probe-once-per-gap",
-     "src/session/liveness.rs",
+     "proto/src/session/liveness.rs",
      "    pub(super) fn leader_gap(&self) -> Duration {\n        self.probe_period() * 2\n",
      "    pub(super) fn leader_gap(&self) -> Duration {\n        self.timeout() / 3\n"),
     # Lock-delay counted from each attempt's own sight of the recorded end:
     # every try after an unclean end is refused for good (A2).
     ("delay-restarted-per-attempt",
-     "src/machine/lock/tenure.rs",
+     "proto/src/lock/tenure.rs",
      "        let by_record = recorded.map(|at| match clock {\n"
      "            Some(c) => c.reaches(at.saturating_add(delay_ms)),\n"
      "            None => crate::deadline::after(now, delay),\n        });",
      "        let _ = (clock, delay_ms);\n"
      "        let by_record = recorded.map(|_| crate::deadline::after(now, delay));"),
     ("holders-miss-session-end",
-     "src/machine/lock/holding.rs",
+     "proto/src/lock/holding.rs",
      "                Goal::Hold => {\n                    if a.state != LockState::Lost {",
      "                Goal::Hold => {\n                    if false {"),
     # BatchMutex's local waiters (PendingBatch), which the simulator drives
@@ -216,7 +216,7 @@ BUGS = [
      "if self.held && (self.waiting == 0 || self.batch >= max_batch) {",
      "if self.held && (self.waiting == 0 || self.batch >= max_batch + 1) {"),
     ("exists-watch-on-the-blocker",
-     "src/machine/lock/queueing.rs",
+     "proto/src/lock/queueing.rs",
      "let request = Request::GetData(read);",
      "let request = Request::Exists(read);"),
     # A thread's lock calls (re-entry, downgrade, refusals).
@@ -283,13 +283,13 @@ BUGS = [
      "                    sender.lock(LockCommand::Withdraw(id));",
      "                if let Some((_id, _sender)) = attempt {"),
     ("cancelled-waiter-stays-queued",
-     "src/machine/lock/holding.rs",
+     "proto/src/lock/holding.rs",
      "        self.events.push_back(LockEvent::Failed { id, error });\n        self.begin_release(id);",
      "        let cancelled = error == LockError::Cancelled;\n"
      "        self.events.push_back(LockEvent::Failed { id, error });\n"
      "        if !cancelled {\n            self.begin_release(id);\n        }"),
     ("timed-out-waiter-stays-queued",
-     "src/machine/lock/mod.rs",
+     "proto/src/lock/mod.rs",
      "                if let Goal::Acquire { .. } = a.goal {\n"
      "                    self.fail(id, LockError::Timeout);",
      "                if let Goal::Acquire { .. } = a.goal {\n"
@@ -308,12 +308,12 @@ BUGS = [
      "            Err(Error::MultiFailed { .. }) => {"),
     # A holder of a lock that is not revocable told to let go (R1).
     ("revocation-told-to-non-revocable",
-     "src/machine/lock/holding.rs",
+     "proto/src/lock/holding.rs",
      "                if a.spec.revocable && revoke {",
      "                if revoke {"),
     # A revocable holder never told (R2).
     ("revocation-never-told",
-     "src/machine/lock/holding.rs",
+     "proto/src/lock/holding.rs",
      "let revoke = matches!(&response, Response::Data { data, .. } if data == REVOKE);",
      "let revoke = matches!(&response, Response::Data { data, .. } if data == REVOKE && false);"),
     # An observer shows the last candidate, not the first (O1).
@@ -354,23 +354,23 @@ BUGS = [
     # missed and left behind (withdrawn.rs; more often with a lagging
     # follower: 15 of 2 000 seeds against 11 without one).
     ("recovery-listing-without-sync",
-     "src/machine/lock/queueing.rs",
+     "proto/src/lock/queueing.rs",
      "                (None, true, _) => {\n                    self.catch_up(id, &spec.parent);\n",
      "                (None, true, _) => {\n"),
     ("recovery-listing-without-sync",
-     "src/machine/lock/queueing.rs",
+     "proto/src/lock/queueing.rs",
      "                } else if a.maybe_created {\n                    self.catch_up(id, &spec.parent);\n",
      "                } else if a.maybe_created {\n"),
     # A node with our attempt id deleted whoever owns it: another client's
     # node goes (twins.rs; 30 of 2 000 seeds).
     ("foreign-twin-deleted",
-     "src/machine/lock/recovery.rs",
+     "proto/src/lock/recovery.rs",
      "            Ok(Response::Stat(stat)) if stat.ephemeral_owner == session_id => {\n                a.add_stray(name);",
      "            Ok(Response::Stat(_)) => {\n                a.add_stray(name);"),
     # A session the client counts Lost stops reconnecting (Lost is not
     # final: only the server says expired): A5, and waiters never served.
     ("lost-stops-reconnecting",
-     "src/session/mod.rs",
+     "proto/src/session/mod.rs",
      "        self.phase == Phase::Disconnected && !self.state.is_terminal()\n    }",
      "        self.phase == Phase::Disconnected && !self.state.is_terminal()\n"
      "            && self.state != SessionState::Lost\n    }"),
@@ -425,8 +425,8 @@ def main():
             results.append((name, "STALE (anchor not found once)"))
             continue
         try:
-            build = ["cargo", "test", "-q", "--no-run", "-p", "zklock", "--lib",
-                     "--test", "lock_machine", "--test", "simulation"]
+            build = ["cargo", "test", "-q", "--no-run", "-p", "zklock-proto", "-p", "zklock",
+                     "--lib", "--test", "lock_machine", "--test", "simulation"]
             if run(build + PROFILE) != 0:
                 results.append((name, "does not compile"))
                 continue

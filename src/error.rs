@@ -391,6 +391,7 @@ impl From<RequestError> for Error {
             RequestError::Closed => Error::Closed,
             RequestError::AuthFailed => Error::AuthFailed,
             RequestError::TooLarge { len, max } => Error::TooLarge { len, max },
+            other => Error::Protocol(other.to_string()),
         }
     }
 }
@@ -455,19 +456,6 @@ impl Eq for Error {}
 
 /// `Result` with this crate's [`Error`](enum@Error) as the default error.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
-
-/// The op a failed multi failed on, and why: the others report Ok (before
-/// it) or RuntimeInconsistency (after it).
-pub(crate) fn multi_failure(results: &[jute::MultiResult]) -> Option<(usize, ErrorCode)> {
-    results.iter().enumerate().find_map(|(i, r)| match r {
-        jute::MultiResult::Error(c)
-            if *c != ErrorCode::Ok && *c != ErrorCode::RuntimeInconsistency =>
-        {
-            Some((i, *c))
-        }
-        _ => None,
-    })
-}
 
 #[cfg(test)]
 mod tests {

@@ -59,10 +59,8 @@ pub mod fuzz;
 pub mod machine;
 mod oneshot;
 mod path;
-mod random;
 pub mod recipes;
-pub mod session;
-mod spare_room;
+pub use zklock_proto::session;
 mod sync;
 #[cfg(feature = "tls")]
 mod tls;

@@ -2,26 +2,7 @@
 
 use crate::error::{Error, Result};
 
-/// `parent/name`, with no doubled slash under the root.
-pub(crate) fn join(parent: &str, name: &str) -> String {
-    if parent == "/" {
-        format!("/{name}")
-    } else {
-        format!("{parent}/{name}")
-    }
-}
-
-/// `/a`, `/a/b`, `/a/b/c` for `/a/b/c`: every node a path needs.
-pub(crate) fn ancestors(path: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut at = String::new();
-    for segment in path.split('/').filter(|s| !s.is_empty()) {
-        at.push('/');
-        at.push_str(segment);
-        out.push(at.clone());
-    }
-    out
-}
+pub(crate) use zklock_proto::path::ancestors;
 
 /// Checks a path the way the server would, before anything is sent.
 /// `sequential` allows a trailing `/` (the server appends the suffix).

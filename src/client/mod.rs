@@ -14,6 +14,7 @@ use crate::machine::{AttemptId, Command, CommandSender};
 use crate::oneshot;
 use crate::path::{validate_path, Chroot};
 use crate::session::SessionState;
+use zklock_proto::lock::AttemptIds;
 
 mod builder;
 mod connect;
@@ -494,45 +495,4 @@ impl Client {
     pub fn max_frame(&self) -> usize {
         self.inner.max_frame
     }
-}
-
-/// Lock attempt ids, unique per client, and a v4-shaped UUID for each.
-#[derive(Debug)]
-pub(crate) struct AttemptIds {
-    next: std::sync::atomic::AtomicU64,
-    /// Random once per client; each attempt's UUID is derived from it and
-    /// the counter, so queueing costs no system call for randomness.
-    seed: u128,
-}
-
-impl AttemptIds {
-    pub(crate) fn new() -> Self {
-        AttemptIds::with_seed(crate::random::random_u128())
-    }
-
-    pub(crate) fn with_seed(seed: u128) -> Self {
-        AttemptIds {
-            next: std::sync::atomic::AtomicU64::new(1),
-            seed,
-        }
-    }
-
-    fn next(&self) -> (AttemptId, String) {
-        let id = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        // The seed mixed with a bijection of the counter: distinct ids
-        // give distinct UUIDs.
-        let mixed = u128::from(splitmix64(id)) << 64 | u128::from(splitmix64(!id));
-        let uuid = uuid::Builder::from_random_bytes((self.seed ^ mixed).to_be_bytes())
-            .into_uuid()
-            .to_string();
-        (id, uuid)
-    }
-}
-
-/// A bijection on u64 that scatters its input (SplitMix64's finaliser).
-fn splitmix64(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }

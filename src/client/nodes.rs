@@ -326,7 +326,7 @@ impl Client {
             Response::Multi(results) => results,
             other => return Err(Self::unexpected(other)),
         };
-        if let Some((index, code)) = crate::error::multi_failure(&results) {
+        if let Some((index, code)) = jute::MultiResult::first_failure(&results) {
             return Err(refused(index, code));
         }
         results

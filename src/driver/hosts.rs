@@ -17,7 +17,7 @@ pub(super) struct HostList {
 
 impl HostList {
     pub(super) fn new(mut hosts: Vec<SocketAddr>, now: Instant) -> Self {
-        let mut rng = crate::random::random_u128() as u64 | 1;
+        let mut rng = zklock_proto::random_seed() as u64 | 1;
         for i in (1..hosts.len()).rev() {
             let j = (xorshift(&mut rng) % (i as u64 + 1)) as usize;
             hosts.swap(i, j);

@@ -6,12 +6,12 @@ use std::time::Instant;
 use crossbeam_channel::Sender;
 use jute::Request;
 
-use super::attempt::LockSpec;
 use super::grant::{GrantSink, ReleaseDoor};
-use super::lock::AttemptId;
 use super::recipient::{ReplySender, WatchSender};
 use crate::oneshot;
 use crate::session::SessionState;
+use zklock_proto::lock::AttemptId;
+use zklock_proto::lock::LockSpec;
 
 /// A request of an API thread to the core.
 pub(crate) enum Command {

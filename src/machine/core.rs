@@ -172,7 +172,7 @@ impl Core {
 
     /// The next thing the driver must act on.
     pub fn poll_event(&mut self) -> Option<CoreEvent> {
-        crate::spare_room::pop_front(&mut self.events)
+        self.events.pop_front()
     }
 
     /// When [`Core::turn`] is next due.

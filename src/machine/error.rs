@@ -64,6 +64,25 @@ pub enum LockError {
     Client(Error),
 }
 
+impl From<zklock_proto::lock::LockError> for LockError {
+    fn from(e: zklock_proto::lock::LockError) -> Self {
+        use zklock_proto::lock::LockError as Machine;
+        match e {
+            Machine::Timeout => LockError::Timeout,
+            Machine::Cancelled => LockError::Cancelled,
+            Machine::SessionExpired => LockError::SessionExpired,
+            Machine::Closed => LockError::Client(Error::Closed),
+            Machine::AuthFailed => LockError::Client(Error::AuthFailed),
+            Machine::SequenceExhausted { path } => LockError::SequenceExhausted { path },
+            Machine::UnexpectedReply => {
+                LockError::Client(Error::server(jute::ErrorCode::MarshallingError))
+            }
+            Machine::Request { op, path, error } => Error::from(error).at(op, path).into(),
+            other => LockError::Client(Error::Protocol(other.to_string())),
+        }
+    }
+}
+
 impl From<Error> for LockError {
     fn from(e: Error) -> Self {
         match e {

@@ -8,8 +8,8 @@ use jute::Stat;
 
 use super::error::LockError;
 use super::held::HolderState;
-use super::lock::AttemptId;
 use crate::oneshot;
+use zklock_proto::lock::AttemptId;
 
 /// Where an acquisition's outcome goes: a function of the layer above,
 /// called once on the core's thread, that turns the grant into its own

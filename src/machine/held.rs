@@ -10,45 +10,7 @@ use crate::sync::{AtomicBool, AtomicU8, Mutex};
 
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 
-/// What a holder can rely on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum LockState {
-    /// Our node exists and our session is connected.
-    Held,
-    /// The connection dropped: the lock is ours only if the session survives.
-    /// Stop acting as the holder until `Held` again.
-    Suspended,
-    /// The session expired or went silent for a whole session timeout, or our
-    /// node was deleted. Final: act as if someone else holds the lock.
-    Lost,
-}
-
-/// Why a lock was lost.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum LossReason {
-    /// The server expired our session: its nodes are gone.
-    SessionExpired,
-    /// No contact with any server for a whole session timeout: the server
-    /// has most likely expired the session, and another holder may exist.
-    /// If the session turns out alive, our node stays until the guard is
-    /// released or dropped: no zklock contender is granted before then.
-    NoContact,
-    /// Our lock node was deleted by someone else.
-    NodeDeleted,
-    /// The client was closed, or its I/O thread ended.
-    ClientClosed,
-    /// The holder let go, but the server refused to delete the node (see
-    /// [`LockError::ReleaseRefused`](super::LockError::ReleaseRefused)):
-    /// others stay blocked until the session ends.
-    ReleaseRefused,
-    /// Nodes past the end of the lock path's sequence counter appeared:
-    /// the queue can no longer be ordered, so peers that sort suffixes as
-    /// text (Curator, kazoo) may take a node past the end for the first in
-    /// line. Our node stays until the guard is released or dropped: no
-    /// zklock contender is granted before then.
-    SequenceExhausted,
-}
+pub use zklock_proto::lock::{LockState, LossReason};
 
 const HELD: u8 = 0;
 const SUSPENDED: u8 = 1;

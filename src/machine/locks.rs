@@ -12,11 +12,11 @@ use super::command::{CommandSender, LockCommand};
 use super::error::LockError;
 use super::grant::{Grant, GrantSink, ReleaseDoor};
 use super::held::{HolderState, LockState};
-use super::lock::{AttemptId, LockEvent, LockMachine, Outgoing};
 use super::observer::Observer;
 use crate::oneshot;
 use crate::session::{RequestError, SessionState, WatchEvent};
 use crate::Error;
+use zklock_proto::lock::{AttemptId, LockEvent, LockMachine, Outgoing};
 
 pub(crate) struct Locks {
     machine: LockMachine,
@@ -196,6 +196,7 @@ impl Locks {
                     outcome(Ok(grant.after_unclean_end(after_unclean_end)));
                 }
                 LockEvent::Failed { id, error } => {
+                    let error = LockError::from(error);
                     if let (Some(o), Some((at, path))) = (&self.observer, self.started.remove(&id))
                     {
                         o.lock_failed(&path, &error, now - at);
@@ -254,6 +255,8 @@ impl Locks {
                         state.finish_release(refused.is_some());
                     }
                 }
+                // A kind this version of the core does not know yet.
+                _ => {}
             }
         }
     }

@@ -12,29 +12,25 @@
 //! Layers: `jute` (the wire) ← [`session`](crate::session) ← this core ←
 //! the I/O thread ← [`Client`](crate::Client) ← [`recipes`](crate::recipes).
 
-pub(crate) mod attempt;
 mod command;
 mod core;
 pub(crate) mod error;
 mod grant;
 pub(crate) mod held;
-mod lock;
 mod locks;
 mod observer;
-pub(crate) mod queue;
 pub(crate) mod recipient;
 pub(crate) mod status;
 
 pub(crate) use self::core::CoreHandles;
 pub use self::core::{Core, CoreEvent};
-pub use attempt::{LockSpec, Rule};
 pub(crate) use command::{Command, CommandSender, LockCommand, NoWake, Wake};
 pub use error::LockError;
 pub(crate) use grant::{Grant, GrantSink};
-pub use held::{LockState, LossReason, STATE_CHANNEL_CAPACITY};
-pub use lock::{AttemptId, LockEvent, LockMachine, Outgoing, REVOKE};
+pub use held::STATE_CHANNEL_CAPACITY;
 pub use observer::Observer;
-pub use queue::{
-    past_the_end, sequence_order, sorted_contenders, tenure_path, Contender, NodeKind, NodeOrigin,
+pub use zklock_proto::lock::{
+    past_the_end, sequence_order, sorted_contenders, tenure_path, AttemptId, Contender, LockEvent,
+    LockMachine, LockSpec, LockState, LossReason, NodeKind, NodeOrigin, Outgoing, Rule, REVOKE,
     SEQUENCE_WARNING, TENURE_MARK,
 };

@@ -30,7 +30,9 @@ mod wake;
 
 // The lock protocol's types live in the core below the I/O thread; the
 // recipes name them as their own.
-pub(crate) use crate::machine::{attempt, error, held, queue};
+pub(crate) use crate::machine::{error, held};
+pub(crate) use zklock_proto::lock as attempt;
+pub(crate) use zklock_proto::lock as queue;
 
 pub use crate::machine::LockError;
 pub use crate::machine::{

@@ -66,6 +66,22 @@ pub enum MultiResult {
     Error(ErrorCode),
 }
 
+impl MultiResult {
+    /// The op a failed multi failed on, and why: the others report `Ok`
+    /// (before it) or `RuntimeInconsistency` (after it). `None` if every
+    /// op succeeded.
+    pub fn first_failure(results: &[MultiResult]) -> Option<(usize, ErrorCode)> {
+        results.iter().enumerate().find_map(|(i, r)| match r {
+            MultiResult::Error(c)
+                if *c != ErrorCode::Ok && *c != ErrorCode::RuntimeInconsistency =>
+            {
+                Some((i, *c))
+            }
+            _ => None,
+        })
+    }
+}
+
 /// Type, done and err; the smallest thing a multi list can hold.
 const HEADER_LEN: usize = 9;
 

@@ -1,0 +1,559 @@
+//! One acquisition as the lock machine tracks it: what it wants, what it
+//! knows of its node, and which of its requests and watches are in flight.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use jute::{Acl, Names, Stat};
+
+use super::queue::{past_the_end, sequence_order, Contender};
+use super::state::LockState;
+
+/// Which contender a node waits for: the rule of a recipe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rule {
+    /// Mutex, write lock, election: wait for the node just below.
+    Predecessor,
+    /// Read lock: wait for the nearest node below that excludes readers.
+    NearestWriter,
+    /// Semaphore leases: hold among the first `n`; else wait for any change.
+    FirstN(usize),
+}
+
+impl Rule {
+    /// Where `our_name` stands among `children` (a listing, in any order),
+    /// found in one pass that copies no names: a long queue costs each
+    /// waiter one scan, not a sorted copy. `None` if our node is not there.
+    ///
+    /// A node of ours issued past the end of the parent's counter, or one
+    /// that shares its suffix with another contender, cannot be ordered:
+    /// the standing then says so, and no rule grants by it. Nodes past the
+    /// end below a node that is not were issued after it, so they never
+    /// block it.
+    pub(crate) fn standing<'a>(self, children: &'a Names, our_name: &str) -> Option<Standing<'a>> {
+        let (our_sequence, _) = Contender::classify(our_name)?;
+        let mut unordered = past_the_end(our_sequence);
+        let below = |seq: i32, name: &str| {
+            sequence_order(seq, our_sequence)
+                .then_with(|| name.cmp(our_name))
+                .is_lt()
+        };
+        let mut found = false;
+        // Contenders below us that block us, and the nearest of them.
+        let mut blocking = 0usize;
+        let mut nearest: Option<(i32, &'a str)> = None;
+        // The blocking contender just below `nearest`.
+        let mut second: Option<(i32, &'a str)> = None;
+        let mut below_us = 0usize;
+        for name in children.iter() {
+            if name == our_name {
+                found = true;
+                continue;
+            }
+            let Some((seq, kind)) = Contender::classify(name) else {
+                continue;
+            };
+            if seq == our_sequence {
+                unordered = true;
+            }
+            if !below(seq, name) {
+                continue;
+            }
+            below_us += 1;
+            let blocks = match self {
+                Rule::Predecessor | Rule::FirstN(_) => true,
+                Rule::NearestWriter => kind.blocks_readers(),
+            };
+            if !blocks {
+                continue;
+            }
+            blocking += 1;
+            let above = |than: Option<(i32, &str)>| {
+                than.is_none_or(|(s, n)| sequence_order(seq, s).then_with(|| name.cmp(n)).is_gt())
+            };
+            if above(nearest) {
+                second = nearest;
+                nearest = Some((seq, name));
+            } else if above(second) {
+                second = Some((seq, name));
+            }
+        }
+        if !found {
+            return None;
+        }
+        if unordered {
+            return Some(Standing {
+                blocker: None,
+                scout: None,
+                past_the_end: true,
+            });
+        }
+        let blocker = match self {
+            Rule::FirstN(n) if below_us < n.max(1) => None,
+            Rule::FirstN(_) => Some(Blocker::Queue),
+            _ => nearest.map(|(_, name)| Blocker::Node {
+                name,
+                alone: blocking == 1,
+            }),
+        };
+        let scout = match blocker {
+            Some(Blocker::Node { alone: false, .. }) => second.map(|(_, name)| name),
+            _ => None,
+        };
+        Some(Standing {
+            blocker,
+            scout,
+            past_the_end: false,
+        })
+    }
+}
+
+/// What stands between an attempt and the lock, from one listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Standing<'a> {
+    /// `None`: the lock is ours (unless `past_the_end`).
+    pub blocker: Option<Blocker<'a>>,
+    /// With a blocker not alone: the blocking contender just below it.
+    /// Its deletion most often means the blocker now leads, so a waiter
+    /// that watches it lists again then, while the blocker holds, and can
+    /// be granted on the blocker's deletion alone.
+    pub scout: Option<&'a str>,
+    /// Our node cannot be ordered (issued past the end of the parent's
+    /// counter, or sharing its suffix): fail closed.
+    pub past_the_end: bool,
+}
+
+/// Whom to wait for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Blocker<'a> {
+    /// The node to watch; `alone`: nothing else below us blocks us, so its
+    /// deletion alone grants the lock (later nodes sort after ours).
+    Node { name: &'a str, alone: bool },
+    /// Not among the first n: any change to the queue may let us in.
+    Queue,
+}
+
+/// What a recipe asks the machine for: where to queue and how.
+#[derive(Debug, Clone)]
+pub struct LockSpec {
+    /// The lock path as the server names it (chroot applied).
+    pub parent: String,
+    /// The text before the sequence: `-lock-`, `-__READ__`, `-lease-`...
+    pub marker: &'static str,
+    /// Data stored in our node (who holds or waits).
+    pub data: Vec<u8>,
+    /// ACL of our node.
+    pub acl: Vec<Acl>,
+    /// ACL of parents created on the way.
+    pub parent_acl: Vec<Acl>,
+    /// When our node is in the way of others.
+    pub rule: Rule,
+    /// Whether a holder watches its own node, to learn at once that it was
+    /// deleted.
+    pub watch_node: bool,
+    /// Whether a holder heeds a revocation request: a third party writing
+    /// [`REVOKE`](crate::lock::REVOKE) into its node (Curator's
+    /// `Revoker` protocol). Implies watching the node.
+    pub revocable: bool,
+    /// Lock-delay: after a holder's unclean end (its session ended, not a
+    /// release), no one is granted before this long has passed since the
+    /// end was first recorded on the server. Holders then keep a tenure
+    /// mark outside the lock path (see `lock::tenure`).
+    pub lock_delay: Option<Duration>,
+}
+
+impl LockSpec {
+    pub(crate) fn child(&self, name: &str) -> String {
+        crate::path::join(&self.parent, name)
+    }
+}
+
+/// What an attempt is after.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Goal {
+    /// Queue and wait for our turn, until the deadline if any.
+    Acquire {
+        deadline: Option<Instant>,
+        no_wait: bool,
+    },
+    /// Granted: report the holder's state until released.
+    Hold,
+    /// Remove every node of this attempt, then forget it.
+    Release,
+}
+
+/// Our node, once known. Its Stat is unknown for a node found again after
+/// an ambiguous create, until read.
+#[derive(Debug, Clone)]
+pub(crate) struct Node {
+    pub name: String,
+    pub stat: Option<Stat>,
+    /// Found again by a listing (after an ambiguous create), its owner not
+    /// read yet: it may be another session's node with our attempt id.
+    pub found: bool,
+}
+
+/// Why a request was sent, so its reply can be routed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Purpose {
+    /// create2 of our node.
+    Create,
+    /// createContainer of the `n`th ancestor (the lock path is the last).
+    Parent(usize),
+    /// getChildren after an ambiguous create: is a node of ours there?
+    Recover,
+    /// sync of the lock path, just before a `Recover` or `CleanupList`
+    /// listing: a create of ours that the old server forwarded before we
+    /// reconnected elsewhere is committed before our session moved (the
+    /// leader refuses it after), but the new server may not have applied
+    /// it yet. After a sync it has, and the listing behind it shows it.
+    CatchUp,
+    /// exists of a node found again: its Stat and owner.
+    Stat,
+    /// getChildren to find our place (with a watch for [`Rule::FirstN`]).
+    List,
+    /// getData with a watch on the node we wait for.
+    WatchBlocker,
+    /// getData with a watch on the node below the one we wait for (see
+    /// [`Standing::scout`]).
+    WatchScout,
+    /// getData (with a watch if asked) on our own held node.
+    Confirm,
+    /// getData with a watch on our own node, sent with the first watch on
+    /// a blocker: see [`OwnWatch`].
+    WatchOwn,
+    /// getData on our node once the blocker went: it must still exist.
+    /// Only when [`OwnWatch`] cannot prove it.
+    GrantCheck,
+    /// delete of a node of ours (the node itself or a stray duplicate).
+    Delete(String),
+    /// exists of a node with our attempt id found by a listing: deleted
+    /// only if our session owns it (see [`Attempt::suspects`]).
+    StrayStat(String),
+    /// getChildren with a watch, for a holder near the counter's end.
+    EndWatch,
+    /// getChildren to find every node of this attempt before releasing.
+    CleanupList,
+    /// getChildren of the lock path's tenure marks at the grant, with
+    /// lock-delay; sent just before [`Purpose::TenureList`].
+    TenureMarks,
+    /// getChildren of the lock path at the grant, with lock-delay: which
+    /// marks have no node any more (holders that ended uncleanly).
+    TenureList,
+    /// getData of a mark without a node: when its end was recorded.
+    TenureRead,
+    /// setData of a mark without a node at version 0: records its end,
+    /// stamped with the server's time.
+    TenureRecord,
+    /// createContainer of the lock path's tenure marks' parent.
+    TenureDir,
+    /// multi(check our node, create our tenure mark): the grant, with
+    /// lock-delay.
+    TenureMark,
+    /// delete of a tenure mark left by a holder that ended uncleanly, once
+    /// the delay has been served.
+    TenureSweep,
+    /// multi(delete the node `name` of the holder `old`, create2 ours):
+    /// release and queue again in one write.
+    Requeue { old: u64, name: String },
+}
+
+impl Purpose {
+    /// Main-line requests: at most one in flight per attempt; a reply that
+    /// is not the one awaited is stale.
+    pub(crate) fn is_main_line(&self) -> bool {
+        !matches!(
+            self,
+            Purpose::Confirm
+                | Purpose::CatchUp
+                | Purpose::Delete(_)
+                | Purpose::StrayStat(_)
+                | Purpose::EndWatch
+                | Purpose::WatchOwn
+                | Purpose::WatchScout
+                | Purpose::TenureSweep
+                | Purpose::TenureMarks
+        )
+    }
+}
+
+/// A data watch on our own node, kept while we wait in the queue: a
+/// waiter whose node a third party deletes hears of it and queues again
+/// (else it would wait, with no node, until its blocker goes), and a
+/// blocker's deletion alone can grant the lock:
+///
+/// ZooKeeper sends a connection its replies and watch events in the order
+/// it processed them, and fires watches in the order of the changes that
+/// trigger them. So once the reply that set this watch has come in on the
+/// current connection, a blocker's NodeDeleted arriving later on that same
+/// connection, with no event of this watch before it, proves our node still
+/// existed when the blocker went (its own deletion would have been
+/// reported first): the lock is ours without another read. After a
+/// reconnect that proof is gone: SetWatches fires what happened meanwhile in
+/// the order of its list, not of the changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct OwnWatch {
+    /// The getData that sets it, and the watch's token.
+    pub token: u64,
+    pub seen: OwnSeen,
+}
+
+/// How far an [`OwnWatch`] is known to be set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OwnSeen {
+    /// The getData is in flight (or waits for a connection).
+    Asked,
+    /// Its reply came on the current connection: the proof holds.
+    Set,
+    /// Set on a connection since lost; SetWatches re-arms it (or fires it
+    /// at once). It still tells of our node's deletion, but proves nothing
+    /// about order.
+    Rearmed,
+}
+
+/// One acquisition, from queueing to the removal of its node.
+#[derive(Debug)]
+pub(crate) struct Attempt {
+    pub spec: Arc<LockSpec>,
+    /// The protected id in our node names, new per attempt.
+    pub uuid: String,
+    pub goal: Goal,
+    pub node: Option<Node>,
+    /// A create of ours may have been applied without us hearing of it.
+    pub maybe_created: bool,
+    /// Creating the lock path's ancestors, from this index on.
+    pub parents_from: Option<usize>,
+    /// Duplicates of our node (late creates of this attempt) to delete.
+    pub strays: Vec<String>,
+    /// Nodes with our attempt id that a listing showed, whose owner is
+    /// still to read: a late create of ours is deleted, a node another
+    /// session made with our id is not ours to delete.
+    pub suspects: Vec<String>,
+    /// Deletes in flight, by node name.
+    pub deleting: Vec<String>,
+    /// The main-line request awaited.
+    pub busy: Option<u64>,
+    /// The listing sent behind our create (shared with other creates on
+    /// the same path sent in the same turn).
+    pub listing: Option<u64>,
+    /// The confirm in flight, for a holder.
+    pub confirming: Option<u64>,
+    /// The watch we act on (blocker, children, or our own node).
+    pub watch: Option<u64>,
+    /// A holder near the counter's end: the child watch on the queue.
+    pub end_watch: Option<u64>,
+    /// The watched blocker's deletion grants us the lock.
+    pub blocker_alone: bool,
+    /// The node `watch` is on (or the getData setting it asks about),
+    /// while waiting on a blocker.
+    pub watched: Option<String>,
+    /// While waiting on a blocker not alone: the watch on the node below
+    /// it (see [`Standing::scout`]).
+    pub scout: Option<u64>,
+    /// While waiting on a blocker: the watch on our own node.
+    pub own_watch: Option<OwnWatch>,
+    /// What the holder was last told.
+    pub state: LockState,
+    /// Someone waits to hear that the release finished.
+    pub report_release: bool,
+    /// The server refused to delete our node (with this code).
+    pub release_refused: Option<jute::ErrorCode>,
+    /// With lock-delay: what the grant found and did about tenure marks.
+    pub tenure: Option<Box<Tenure>>,
+    /// With lock-delay: the best sample of the server's clock seen (see
+    /// [`ServerClock`]).
+    pub server_clock: Option<ServerClock>,
+}
+
+/// One reading of the server's clock: a time the server stamped on a node
+/// (ms since the epoch, the leader's wall clock) and a local instant at
+/// which that time had already passed on the server (the reply carrying it
+/// had come in). From it, `local + (t - server_ms)` is an instant by which
+/// the server's time has reached `t`, whatever our own clock says the time
+/// of day is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ServerClock {
+    pub server_ms: i64,
+    pub local: Instant,
+}
+
+impl ServerClock {
+    /// The local instant by which the server's clock reads `t` (ms) or
+    /// later.
+    pub(crate) fn reaches(&self, t: i64) -> Instant {
+        let ahead = u64::try_from(t.saturating_sub(self.server_ms)).unwrap_or(0);
+        crate::deadline::after(self.local, Duration::from_millis(ahead))
+    }
+
+    /// The better of two readings: the one that says the server's time
+    /// reaches a given time sooner.
+    pub(crate) fn best(self, other: Option<ServerClock>) -> ServerClock {
+        let Some(other) = other else {
+            return self;
+        };
+        let probe = self.server_ms.max(other.server_ms);
+        if other.reaches(probe) < self.reaches(probe) {
+            other
+        } else {
+            self
+        }
+    }
+}
+
+/// An attempt's passage through lock-delay, from the grant's listing to
+/// its own tenure mark (see `lock::tenure`).
+#[derive(Debug, Default)]
+pub(crate) struct Tenure {
+    /// A holder before us ended uncleanly.
+    pub unclean: bool,
+    /// The local instant by which the server's clock has passed the end of
+    /// the delay: the mark is made then.
+    pub until: Option<Instant>,
+    /// The listing of the marks, sent just before the grant's listing of
+    /// the queue, and its answer once in.
+    pub marks_token: Option<u64>,
+    pub marks: Option<Vec<String>>,
+    /// The server refused to list the marks (an ACL): the grant fails.
+    pub marks_refused: Option<jute::ErrorCode>,
+    /// Marks without a node still to read (or record), last first.
+    pub to_read: Vec<String>,
+    /// Marks left by unclean ends, with the server time their end was
+    /// recorded at (ms); deleted once the delay is served.
+    pub stale: Vec<(String, i64)>,
+    /// When we saw a mark without a node that the marks' ACL kept us from
+    /// reading or recording: its delay counts from then.
+    pub unrecorded: Option<Instant>,
+    /// Our mark is on the server, made for this node of ours: released
+    /// together with it.
+    pub marked: Option<String>,
+}
+
+impl Attempt {
+    pub(crate) fn new(
+        spec: Arc<LockSpec>,
+        uuid: String,
+        deadline: Option<Instant>,
+        no_wait: bool,
+    ) -> Self {
+        Attempt {
+            spec,
+            uuid,
+            goal: Goal::Acquire { deadline, no_wait },
+            node: None,
+            maybe_created: false,
+            parents_from: None,
+            strays: Vec::new(),
+            suspects: Vec::new(),
+            deleting: Vec::new(),
+            busy: None,
+            listing: None,
+            confirming: None,
+            watch: None,
+            end_watch: None,
+            blocker_alone: false,
+            watched: None,
+            scout: None,
+            own_watch: None,
+            state: LockState::Held,
+            report_release: false,
+            release_refused: None,
+            tenure: None,
+            server_clock: None,
+        }
+    }
+
+    pub(crate) fn node_name(&self) -> Option<&str> {
+        self.node.as_ref().map(|n| n.name.as_str())
+    }
+
+    /// Records a duplicate of our node to delete, once.
+    pub(crate) fn add_stray(&mut self, name: &str) {
+        if self.node_name() != Some(name)
+            && !self.strays.iter().any(|s| s == name)
+            && !self.deleting.iter().any(|s| s == name)
+        {
+            self.strays.push(name.to_owned());
+        }
+    }
+
+    /// Records a node with our attempt id, found by a listing, whose owner
+    /// is to be read before it is deleted, once.
+    pub(crate) fn add_suspect(&mut self, name: &str) {
+        if self.node_name() != Some(name)
+            && !self.strays.iter().any(|s| s == name)
+            && !self.suspects.iter().any(|s| s == name)
+            && !self.deleting.iter().any(|s| s == name)
+        {
+            self.suspects.push(name.to_owned());
+        }
+    }
+
+    /// Nothing of this attempt can be left on the server.
+    pub(crate) fn is_clean(&self) -> bool {
+        self.node.is_none()
+            && !self.maybe_created
+            && self.strays.is_empty()
+            && self.suspects.is_empty()
+            && self.deleting.is_empty()
+            && self.busy.is_none()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Names of a read/write queue, `r` and `w` in sequence order, listed
+    /// out of order as a server may.
+    fn q(kinds: &str) -> Names {
+        let mut names: Vec<String> = kinds
+            .chars()
+            .enumerate()
+            .map(|(i, k)| {
+                let marker = if k == 'r' { "-__READ__" } else { "-__WRIT__" };
+                format!("_c_x{marker}{i:010}")
+            })
+            .collect();
+        names.reverse();
+        names.into()
+    }
+
+    fn blocker(rule: Rule, queue: &Names, me: usize) -> Option<Blocker<'_>> {
+        let me = queue.get(queue.len() - 1 - me).unwrap();
+        let Standing { blocker, .. } = rule.standing(queue, me).unwrap();
+        blocker
+    }
+
+    fn node(queue: &Names, i: usize, alone: bool) -> Option<Blocker<'_>> {
+        let name = queue.get(queue.len() - 1 - i).unwrap();
+        Some(Blocker::Node { name, alone })
+    }
+
+    #[test]
+    fn readers_wait_for_the_nearest_writer_only() {
+        let queue = q("rrwrrw");
+        let reader = Rule::NearestWriter;
+        assert_eq!(blocker(reader, &queue, 0), None);
+        assert_eq!(blocker(reader, &queue, 1), None);
+        // Only one writer below: its deletion alone lets the reader in.
+        assert_eq!(blocker(reader, &queue, 3), node(&queue, 2, true));
+        assert_eq!(blocker(reader, &queue, 4), node(&queue, 2, true));
+        // Writers wait for whatever is just below.
+        assert_eq!(
+            blocker(Rule::Predecessor, &queue, 5),
+            node(&queue, 4, false)
+        );
+        assert_eq!(blocker(Rule::Predecessor, &queue, 1), node(&queue, 0, true));
+        let queue = q("rwrwr");
+        assert_eq!(blocker(reader, &queue, 4), node(&queue, 3, false));
+        // A node missing from the listing stands nowhere.
+        assert_eq!(reader.standing(&queue, "_c_x-__READ__0000000009"), None);
+    }
+
+    #[test]
+    fn leases_hold_among_the_first_n() {
+        let queue = q("wwww");
+        assert_eq!(blocker(Rule::FirstN(2), &queue, 1), None);
+        assert_eq!(blocker(Rule::FirstN(2), &queue, 2), Some(Blocker::Queue));
+    }
+}

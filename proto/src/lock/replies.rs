@@ -1,0 +1,286 @@
+//! What the server says: each reply and watch event, routed by its token
+//! to the attempt it concerns and to the step that reads it.
+
+use std::time::Instant;
+
+use jute::{ErrorCode, EventType, PathWatch, Request, Response};
+
+use super::{LockEvent, LockMachine};
+use crate::lock::attempt::{Goal, OwnSeen, Purpose};
+use crate::lock::queue::protected_id;
+use crate::session::{RequestError, SessionState, WatchEvent};
+
+impl LockMachine {
+    /// The reply to the request sent with `token`.
+    pub fn handle_reply(
+        &mut self,
+        now: Instant,
+        token: u64,
+        result: Result<Response, RequestError>,
+    ) {
+        let id = self.pending.get(&token).map(|(id, _)| *id);
+        self.route_reply(now, token, result);
+        if let Some(id) = id {
+            // With lock-delay: our node's ctime, with when we knew it.
+            self.read_server_clock(id, now);
+        }
+    }
+
+    fn route_reply(&mut self, now: Instant, token: u64, result: Result<Response, RequestError>) {
+        if let Some(ids) = self.shared_listings.remove(&token) {
+            self.listings_out.remove(&token);
+            return self.on_shared_listing(now, token, &ids, result);
+        }
+        let Some((id, purpose)) = self.pending.remove(&token) else {
+            return;
+        };
+        crate::spare_room::release_drained_table(&mut self.pending);
+        let Some(a) = self.attempts.get_mut(&id) else {
+            return;
+        };
+        if purpose.is_main_line() {
+            if a.busy != Some(token) {
+                // Superseded (a create that failed leaves its listing stale).
+                return;
+            }
+            a.busy = None;
+        }
+        if result.as_ref().is_err_and(ends_session) {
+            // The session is over, and its nodes with it: the state change
+            // that says so ends every attempt.
+            return;
+        }
+        match purpose {
+            Purpose::Create => self.on_created(id, token, result),
+            Purpose::Parent(n) => self.on_parent(id, n, result),
+            Purpose::Recover => self.on_recover(id, result),
+            Purpose::CatchUp => {}
+            Purpose::Stat => self.on_stat(id, result),
+            Purpose::List => match result {
+                Ok(Response::Children(children)) => {
+                    let watch = (a.spec.rule.is_first_n()).then_some(token);
+                    self.evaluate(now, id, &children, watch)
+                }
+                Err(RequestError::Server(ErrorCode::NoNode)) => self.node_vanished(id),
+                Ok(_) | Err(_) => self.step(id),
+            },
+            Purpose::WatchBlocker => match result {
+                Ok(_) => {
+                    a.watch = Some(token);
+                }
+                // Gone between the listing and the watch: look again now.
+                Err(_) => {
+                    a.watched = None;
+                    self.watches.remove(&token);
+                    self.step(id)
+                }
+            },
+            Purpose::WatchScout => {
+                if a.scout != Some(token) || result.is_ok() {
+                    // Set (or superseded: its event, if any, is ignored).
+                    if a.scout != Some(token) {
+                        self.watches.remove(&token);
+                    }
+                    return;
+                }
+                a.scout = None;
+                self.watches.remove(&token);
+                if matches!(result, Err(RequestError::Server(ErrorCode::NoNode))) {
+                    self.scout_gone(id);
+                }
+            }
+            Purpose::WatchOwn => self.on_own_watch_set(id, token, result),
+            Purpose::Confirm => self.on_confirm(id, token, result),
+            Purpose::GrantCheck => match result {
+                Ok(_) => {
+                    self.learn_stat(id, &result);
+                    let watch = self.watches.contains_key(&token).then_some(token);
+                    self.grant(now, id, watch)
+                }
+                Err(RequestError::Server(ErrorCode::NoNode)) => {
+                    self.watches.remove(&token);
+                    self.node_vanished(id)
+                }
+                Err(_) => {
+                    self.watches.remove(&token);
+                    self.step(id)
+                }
+            },
+            Purpose::Delete(name) => self.on_deleted(id, &name, result),
+            Purpose::StrayStat(name) => self.on_stray_stat(id, &name, result),
+            Purpose::TenureMarks => self.on_tenure_marks(id, token, result),
+            Purpose::TenureList => self.on_tenure_list(now, id, result),
+            Purpose::TenureRead => self.on_tenure_read(now, id, result),
+            Purpose::TenureRecord => self.on_tenure_record(now, id, result),
+            Purpose::TenureDir => self.on_tenure_dir(id, result),
+            Purpose::TenureMark => self.on_tenure_mark(now, id, result),
+            Purpose::TenureSweep => {}
+            Purpose::Requeue { old, name } => self.on_requeued(id, token, old, &name, result),
+            Purpose::EndWatch => self.on_end_listing(id, token, result),
+            Purpose::CleanupList => {
+                match result {
+                    Ok(Response::Children(children)) => {
+                        for name in &children {
+                            if protected_id(name) == Some(a.uuid.as_str()) {
+                                a.add_suspect(name);
+                            }
+                        }
+                        a.maybe_created = false;
+                    }
+                    Err(RequestError::Server(ErrorCode::NoNode)) => a.maybe_created = false,
+                    _ => {}
+                }
+                self.step(id)
+            }
+        }
+    }
+
+    /// The watch left by the request sent with `token` fired, or will never
+    /// fire.
+    pub fn handle_watch(
+        &mut self,
+        now: Instant,
+        token: u64,
+        event: Result<WatchEvent, RequestError>,
+    ) {
+        if let Ok(e) = &event {
+            if e.kind == EventType::NodeDeleted {
+                // Whichever watch carried it (another attempt's, on the
+                // node it waited for), a holder's node is gone.
+                self.handle_deletion(&e.path);
+            }
+        }
+        let Some(id) = self.watches.remove(&token) else {
+            return;
+        };
+        let Some(a) = self.attempts.get_mut(&id) else {
+            return;
+        };
+        if a.end_watch == Some(token) {
+            a.end_watch = None;
+            // Fired: list again. Never set: again, once connected.
+            if a.goal == Goal::Hold
+                && (event.is_ok() || self.session == Some(SessionState::Connected))
+            {
+                self.watch_queue_end(id);
+            }
+            return;
+        }
+        if a.own_watch.is_some_and(|o| o.token == token) {
+            a.own_watch = None;
+            return match event {
+                // Our node went while we waited: queue again now.
+                Ok(e)
+                    if e.kind == EventType::NodeDeleted
+                        && matches!(a.goal, Goal::Acquire { .. }) =>
+                {
+                    self.node_vanished(id)
+                }
+                // Fired otherwise (one-shot: gone now), or never set: it
+                // proves nothing any more; the grant falls back to a read.
+                _ => {}
+            };
+        }
+        if a.scout == Some(token) {
+            a.scout = None;
+            if event.is_ok() {
+                self.scout_gone(id);
+            }
+            return;
+        }
+        if a.watch != Some(token) {
+            // A watch we stopped caring about (its reply, if an error, says
+            // what to do next).
+            return;
+        }
+        a.watch = None;
+        a.watched = None;
+        match (a.goal, event) {
+            (_, Err(_)) => {
+                // Never set, or the session ended (handled through the state).
+                if self.session == Some(SessionState::Connected) {
+                    self.resume(id);
+                }
+            }
+            (Goal::Acquire { .. }, Ok(e)) => {
+                if let (EventType::NodeDeleted, Some(name)) = (e.kind, a.node_name()) {
+                    let node = a.spec.child(name);
+                    self.events.push_back(LockEvent::Woken {
+                        id,
+                        node,
+                        blocker: e.path.clone(),
+                    });
+                }
+                let Some(a) = self.attempts.get_mut(&id) else {
+                    return;
+                };
+                if e.kind == EventType::NodeDeleted && a.blocker_alone {
+                    // Nothing else was below us (later nodes sort after
+                    // ours): the lock is ours if our node still is.
+                    let proven = a.own_watch.is_some_and(|o| o.seen == OwnSeen::Set);
+                    if proven && self.session == Some(SessionState::Connected) {
+                        // Our own watch was set before this event was sent
+                        // and has not fired: our node outlived the blocker
+                        // (see OwnWatch). Held on the event alone.
+                        return self.grant(now, id, None);
+                    }
+                    // Not proven: one read, not a listing; it leaves the
+                    // holder's watch unless our own watch will serve.
+                    let Some(name) = a.node_name() else {
+                        return self.step(id);
+                    };
+                    let path = a.spec.child(name);
+                    let watch = a.spec.watch_node && a.own_watch.is_none();
+                    let token = self.send(
+                        id,
+                        Purpose::GrantCheck,
+                        Request::GetData(PathWatch { path, watch }),
+                        watch,
+                    );
+                    if let Some(a) = self.attempts.get_mut(&id) {
+                        a.busy = Some(token);
+                    }
+                } else {
+                    self.step(id);
+                }
+            }
+            (Goal::Hold, Ok(e)) => {
+                if e.kind == EventType::NodeDeleted {
+                    self.node_deleted_under(id);
+                } else {
+                    self.confirm(id);
+                }
+            }
+            (Goal::Release, Ok(_)) => {}
+        }
+    }
+
+    /// The session heard that `path` was deleted, on a watch of anyone's
+    /// (the caller's own, an election observer's): if a holder's node, the
+    /// holder is told now. A sequential name is never made again, so the
+    /// deletion is of our node. A driver that routes watches of its own
+    /// callers calls this before handing such a deletion on, so that no
+    /// caller hears of it while the holder still says `Held`.
+    pub fn handle_deletion(&mut self, path: &str) {
+        if let Some(&holder) = self.held_nodes.get(path) {
+            self.node_deleted_under(holder);
+        }
+    }
+
+    /// Whether the watch left with `token` still matters: one that does not
+    /// need not be re-armed after a reconnect.
+    pub fn wants_watch(&self, token: u64) -> bool {
+        self.watches.contains_key(&token)
+    }
+}
+
+/// A request error that means the session is over.
+fn ends_session(e: &RequestError) -> bool {
+    matches!(
+        e,
+        RequestError::SessionExpired
+            | RequestError::Server(ErrorCode::SessionExpired)
+            | RequestError::Closed
+            | RequestError::AuthFailed
+    )
+}
