@@ -132,9 +132,9 @@ impl Sizes {
                 .map(|m| m.trim().to_owned())
                 .collect(),
             worker_timeout: Duration::from_secs(env_usize("BENCH_WORKER_TIMEOUT_S", 600) as u64),
-            // The test kit's 256 MB ran out in the 10 000-waiter mode on a
-            // busy machine (2026-11-26): the replies queued for slow
-            // readers, each listing 10 000 names, filled it.
+            // The test kit's default heap can run out in the 10 000-waiter
+            // mode on a busy machine: the replies queued for slow readers,
+            // each listing every waiter's name, fill it.
             zk_heap: std::env::var("BENCH_ZK_HEAP")
                 .ok()
                 .filter(|v| !v.trim().is_empty())

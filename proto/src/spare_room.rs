@@ -2,8 +2,8 @@
 //!
 //! A session that queues a hundred waiters at once fills its queues of
 //! requests, replies awaited and events with hundreds of entries; a
-//! `VecDeque` keeps that room for good. A hundred sessions kept about 16 MB
-//! so (10 000 waiters, measured with massif). Past a small size, a drained
+//! `VecDeque` keeps that room for good, and over many sessions that adds
+//! up (bench/RESULTS.md). Past a small size, a drained
 //! queue starts again empty; a later burst grows it again, a few
 //! reallocations.
 
@@ -15,7 +15,7 @@ use bytes::BytesMut;
 const KEPT: usize = 32;
 
 /// Room kept by a drained byte buffer: a few ordinary requests. A burst of
-/// a hundred creates and their watches encodes to some 40 KB.
+/// a hundred creates and their watches encodes to more than this.
 const KEPT_BYTES: usize = 16 * 1024;
 
 /// Pops the front of `queue`, and lets its room go if that emptied it and
@@ -44,9 +44,9 @@ pub(crate) fn release_drained(buf: &mut BytesMut) {
         return;
     }
     // `capacity` leaves out the bytes consumed from the front, which stay
-    // allocated: take them back first, so that a buffer a burst grew to
-    // 32 KiB and then consumed is seen at its size (measured: each of ten
-    // sessions kept 32 KiB of output so, 1 000 waiters queued).
+    // allocated: take them back first, so that a buffer a burst grew and
+    // then consumed is seen at its size (without it, every session of a
+    // burst kept its grown output buffer: bench/RESULTS.md).
     let whole = buf.capacity() + 1;
     let _ = buf.try_reclaim(whole);
     if buf.capacity() > KEPT_BYTES {

@@ -55,8 +55,9 @@ pub struct PendingSet {
     /// Key → the attempt and its runner's door, to give it up (`None`:
     /// it never started; its error waits in the channel). A `BTreeMap`:
     /// its small nodes never make one allocation that grows with the keys
-    /// (a table of 10 000 is freed at 400 KB as it doubles; see
-    /// `session/long_frame.rs` for why that costs memory).
+    /// (a hash table of many keys frees one large block each time it
+    /// doubles; see `session/long_frame.rs` for why that costs memory, and
+    /// bench/RESULTS.md).
     open: BTreeMap<u64, Option<(AttemptId, CommandSender)>>,
     /// Outcomes read from the channel early (by a cancel), not yet handed out.
     ready: VecDeque<SetOutcome>,

@@ -143,9 +143,9 @@ pub enum LockEvent {
 /// docs.
 #[derive(Debug, Default)]
 pub struct LockMachine {
-    /// Boxed: a map node then holds 11 pointers, not 11 records of 300
-    /// bytes, and its leaves (half full under ids that only grow) waste
-    /// little. About 560 → 330 bytes per held lock.
+    /// Boxed: a map node then holds pointers, not whole records, and its
+    /// leaves (half full under ids that only grow) waste little, so a held
+    /// lock costs less memory (bench/RESULTS.md).
     attempts: BTreeMap<AttemptId, Box<Attempt>>,
     /// Request token → the attempt and why.
     pending: HashMap<u64, (AttemptId, Purpose)>,

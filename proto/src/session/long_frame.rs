@@ -4,13 +4,12 @@
 //! glibc maps a buffer past 128 KiB on its own and, once such a buffer is
 //! freed, raises that bound to the freed size: from then on the buffers of
 //! every later long reply come from the heap of the thread that read them,
-//! and each of those heaps keeps its peak. A listing of 10 000 is some
-//! 550 KB; with 100 sessions listing it, live buffers of 64 KiB or more
-//! peaked at 9.6 MiB, and at 1.0-1.5 MiB in pieces (counting-allocator
-//! probe). With `PendingSet`'s table also kept in small nodes, the bench's
-//! `w2` peak went from 62.4 MiB to 55-59 MiB (three runs). Pieces of
-//! 32 KiB stay well under the bound; jute reads a listing in place across
-//! them.
+//! and each of those heaps keeps its peak. A listing of a queue of
+//! thousands is hundreds of KB, and many sessions list it at once: in
+//! pieces, far less of it is live at a time, and with `PendingSet`'s table
+//! also kept in small nodes the bench's many-waiters peak is lower
+//! (bench/RESULTS.md). Pieces of `PIECE` bytes stay well under the bound;
+//! jute reads a listing in place across them.
 
 use bytes::{Bytes, BytesMut};
 

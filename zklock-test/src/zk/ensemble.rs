@@ -18,8 +18,8 @@ use crate::{free_ports, scratch_dir};
 /// A ZooKeeper ensemble of `n` members on 127.0.0.1 (`initLimit=5`,
 /// `syncLimit=2`). Members are indexed from 0; member `i` has `myid` `i + 1`.
 ///
-/// Starting 3 members takes about 2-3 s on a 2-core machine; re-electing after
-/// the leader is killed about 0.5 s; restarting a member about 0.9 s.
+/// Starting 3 members takes seconds; re-electing after the leader is killed
+/// and restarting a member take less (bench/RESULTS.md has the figures).
 ///
 /// What a holder's guard (`zklock::LockGuard::state`) reports after each
 /// fault, with `T` its session's negotiated timeout, when its client's

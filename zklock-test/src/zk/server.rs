@@ -12,8 +12,8 @@ use crate::{free_ports, scratch_dir};
 
 /// One standalone ZooKeeper server on 127.0.0.1 with its own temporary directory.
 ///
-/// Starting takes about 0.4 s on an idle 2-core machine (1-1.5 s under load);
-/// `restart` about 0.9 s.
+/// Starting and `restart` each take around a second, more on a loaded
+/// machine (bench/RESULTS.md has the figures).
 ///
 /// All methods take `&self` so a server can be stopped/restarted from one
 /// thread while others hold references to it.
