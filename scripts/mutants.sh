@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Mutation testing of the lock protocol (src/machine/), the recipes
-# (src/recipes/), the client (src/client/) and the session core
-# (src/session/: mod.rs and the files split from it) against the
-# ZooKeeper-free suites only:
-#   tests/lock_machine/   (the machine fed by hand; one target, main.rs),
+# Mutation testing of the protocol crate's lock machine (proto/src/lock/)
+# and session core (proto/src/session/: mod.rs and the files split from
+# it), and of zklock's core (src/machine/), recipes (src/recipes/) and
+# client (src/client/), against the ZooKeeper-free suites of both packages
+# only:
+#   lock_machine          (proto/tests/lock_machine/: the machine fed by
+#                         hand; tests/lock_machine/: it inside the core),
 #   tests/simulation.rs   (the deterministic simulator, SIM_SEEDS seeds),
-#   the crate's unit tests (--lib).
+#   both crates' unit tests (--lib).
 # No ZooKeeper server is started: none of these suites starts one, and this
 # script runs nothing else (it does not call scripts/setup.sh).
 #
@@ -13,22 +15,22 @@
 #   - the mutants excluded in .cargo/mutants.toml, which cargo-mutants reads
 #     by itself: Debug impls, the loom models, and the survivors judged
 #     harmless, each with its reason (docs/MUTANTS.md);
-#   - src/session/fuzz.rs (fuzz helpers) and the rest of src/session/ (SASL,
+#   - proto/src/session/fuzz.rs (fuzz helpers) and the rest of the session (SASL,
 #     codec glue): not protocol logic, and not covered by these suites.
 #
 # Usage:
 #   scripts/mutants.sh                          # every file (hours on 2 cores)
-#   scripts/mutants.sh --file src/machine/lock/holding.rs   # one file
-#   scripts/mutants.sh --file src/machine/attempt.rs --shard 1/2
+#   scripts/mutants.sh --file proto/src/lock/holding.rs   # one file
+#   scripts/mutants.sh --file proto/src/lock/attempt.rs --shard 1/2
 #   scripts/mutants.sh -F 'holding.rs:217'      # mutants whose name matches
 #   scripts/mutants.sh --file src/machine/locks.rs --baseline skip -F 'locks.rs:145:'
 #                       # re-run known mutants without the unmutated run first
-#   scripts/mutants.sh --file src/session/liveness.rs --in-diff target/changed.diff
+#   scripts/mutants.sh --file proto/src/session/liveness.rs --in-diff target/changed.diff
 #                       # only the mutants on lines a diff changed (`git diff A B > FILE`)
 # Extra arguments go to cargo-mutants; when any --file/-f is given it
 # replaces the default file set.
 #
-# The three test targets are given with --cargo-arg, not after `--`: an
+# The test targets are given with --cargo-arg, not after `--`: an
 # argument after `--` reaches only the test phase, and the build phase
 # (`cargo test --no-run`) would then compile and link every test and example
 # of the crate for each mutant.
@@ -46,9 +48,10 @@ export SIM_SEEDS="${SIM_SEEDS:-2000}"
 # The session core's protocol files (its SASL, fuzz and MD5 helpers and its
 # unit tests are not protocol logic).
 session=(mod connection requests replies liveness watches ending events)
-files=(--file 'src/machine/**/*.rs' --file 'src/recipes/*.rs' --file 'src/client/*.rs')
+files=(--file 'proto/src/lock/*.rs' --file 'src/machine/*.rs' --file 'src/recipes/*.rs'
+    --file 'src/client/*.rs')
 for f in "${session[@]}"; do
-    files+=(--file "src/session/$f.rs")
+    files+=(--file "proto/src/session/$f.rs")
 done
 for arg in "$@"; do
     case "$arg" in
@@ -58,7 +61,8 @@ done
 
 status=0
 cargo mutants \
-    --package zklock \
+    --package zklock --package zklock-proto \
+    --test-package zklock,zklock-proto \
     "${files[@]}" \
     --jobs "${MUTANTS_JOBS:-1}" \
     --timeout "${MUTANTS_TIMEOUT:-60}" \

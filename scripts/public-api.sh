@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The public API of the library crates (zklock, zklock-jute), rendered from
+# The public API of the library crates (zklock, zklock-proto, zklock-jute), rendered from
 # rustdoc's JSON by scripts/public_api.py and compared with the listings
 # committed in public-api/<crate>.txt, whose first line names the version.
 #
@@ -23,7 +23,7 @@ esac
 out=target/public-api
 mkdir -p public-api "$out"
 failed=0
-for crate in zklock zklock-jute; do
+for crate in zklock zklock-proto zklock-jute; do
   lib=${crate//-/_}
   RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR="$out" cargo rustdoc --quiet -p "$crate" --lib \
     -- -Z unstable-options --output-format json

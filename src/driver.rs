@@ -106,7 +106,7 @@ pub(crate) fn spawn(config: DriverConfig) -> io::Result<DriverHandle> {
     // Room for a failure from every server: the connect call waits for one
     // of each before it gives up early. A bounded channel allocates all its
     // room up front, so a client with few servers keeps few slots
-    // (bench/RESULTS.md, "Figures behind design choices").
+    // (bench/FIGURES.md).
     let room = config.hosts.len().clamp(4, 64);
     let (failures_tx, failures) = crossbeam_channel::bounded(room);
     let (mut core, handles) = Core::new(config.session.clone(), now, waker, config.observer);

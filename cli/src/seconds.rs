@@ -1,7 +1,7 @@
 //! Durations as decimal seconds (`1.5`, `10`), read and written with
 //! integers: no floating-point parsing or printing is linked into the CLI
 //! for them, which keeps the stripped binary smaller (issue 26,
-//! bench/RESULTS.md).
+//! bench/FIGURES.md).
 
 use std::time::Duration;
 

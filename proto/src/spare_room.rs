@@ -3,7 +3,7 @@
 //! A session that queues a hundred waiters at once fills its queues of
 //! requests, replies awaited and events with hundreds of entries; a
 //! `VecDeque` keeps that room for good, and over many sessions that adds
-//! up (bench/RESULTS.md). Past a small size, a drained
+//! up (bench/FIGURES.md). Past a small size, a drained
 //! queue starts again empty; a later burst grows it again, a few
 //! reallocations.
 
@@ -46,7 +46,7 @@ pub(crate) fn release_drained(buf: &mut BytesMut) {
     // `capacity` leaves out the bytes consumed from the front, which stay
     // allocated: take them back first, so that a buffer a burst grew and
     // then consumed is seen at its size (without it, every session of a
-    // burst kept its grown output buffer: bench/RESULTS.md).
+    // burst kept its grown output buffer: bench/FIGURES.md).
     let whole = buf.capacity() + 1;
     let _ = buf.try_reclaim(whole);
     if buf.capacity() > KEPT_BYTES {

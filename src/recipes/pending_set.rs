@@ -57,7 +57,7 @@ pub struct PendingSet {
     /// its small nodes never make one allocation that grows with the keys
     /// (a hash table of many keys frees one large block each time it
     /// doubles; see `session/long_frame.rs` for why that costs memory, and
-    /// bench/RESULTS.md).
+    /// bench/FIGURES.md).
     open: BTreeMap<u64, Option<(AttemptId, CommandSender)>>,
     /// Outcomes read from the channel early (by a cancel), not yet handed out.
     ready: VecDeque<SetOutcome>,

@@ -12,7 +12,7 @@
 //! crate's `LockClient` does it: its node's `delete` runs in a task of its
 //! own and the loop goes on, as zklock's worker drops its guard. The `held`
 //! mode awaits each `delete`. The guard is forgotten, leaking its path
-//! string: a small allocation per acquisition (bench/RESULTS.md).
+//! string: a small allocation per acquisition (bench/FIGURES.md).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

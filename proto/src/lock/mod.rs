@@ -145,7 +145,7 @@ pub enum LockEvent {
 pub struct LockMachine {
     /// Boxed: a map node then holds pointers, not whole records, and its
     /// leaves (half full under ids that only grow) waste little, so a held
-    /// lock costs less memory (bench/RESULTS.md).
+    /// lock costs less memory (bench/FIGURES.md).
     attempts: BTreeMap<AttemptId, Box<Attempt>>,
     /// Request token → the attempt and why.
     pending: HashMap<u64, (AttemptId, Purpose)>,

@@ -8,7 +8,7 @@
 //! thousands is hundreds of KB, and many sessions list it at once: in
 //! pieces, far less of it is live at a time, and with `PendingSet`'s table
 //! also kept in small nodes the bench's many-waiters peak is lower
-//! (bench/RESULTS.md). Pieces of `PIECE` bytes stay well under the bound;
+//! (bench/FIGURES.md). Pieces of `PIECE` bytes stay well under the bound;
 //! jute reads a listing in place across them.
 
 use bytes::{Bytes, BytesMut};

@@ -113,7 +113,7 @@ impl<W> WatchRegistry<W> {
     pub(crate) fn add(&mut self, kind: WatchKind, path: &str, watcher: W) {
         // Nearly every path has one watcher (a waiter's own node, its
         // blocker, its scout): room for one, not the four a first push
-        // makes, which saves memory on every waiter (bench/RESULTS.md).
+        // makes, which saves memory on every waiter (bench/FIGURES.md).
         self.map(kind)
             .entry(path.to_owned())
             .or_insert_with(|| Vec::with_capacity(1))

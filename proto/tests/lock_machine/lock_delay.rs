@@ -1,4 +1,4 @@
-//! Lock-delay: tenure marks (src/machine/lock/tenure.rs). A holder keeps a
+//! Lock-delay: tenure marks (proto/src/lock/tenure.rs). A holder keeps a
 //! mark under `/l~tenure`; a mark without its node is an unclean end,
 //! recorded on the server by the first grant that sees it, and no one is
 //! granted before the server's clock has passed that record plus the

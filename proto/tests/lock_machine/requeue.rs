@@ -1,4 +1,4 @@
-//! Requeue: release and queue again in one multi (src/machine/lock/requeue.rs),
+//! Requeue: release and queue again in one multi (proto/src/lock/requeue.rs),
 //! and the cases that fall back to the two steps.
 
 use std::sync::Arc;

@@ -19,7 +19,7 @@ use crate::{free_ports, scratch_dir};
 /// `syncLimit=2`). Members are indexed from 0; member `i` has `myid` `i + 1`.
 ///
 /// Starting 3 members takes seconds; re-electing after the leader is killed
-/// and restarting a member take less (bench/RESULTS.md has the figures).
+/// and restarting a member take less (bench/FIGURES.md has the figures).
 ///
 /// What a holder's guard (`zklock::LockGuard::state`) reports after each
 /// fault, with `T` its session's negotiated timeout, when its client's

@@ -13,7 +13,7 @@ use crate::{free_ports, scratch_dir};
 /// One standalone ZooKeeper server on 127.0.0.1 with its own temporary directory.
 ///
 /// Starting and `restart` each take around a second, more on a loaded
-/// machine (bench/RESULTS.md has the figures).
+/// machine (bench/FIGURES.md has the figures).
 ///
 /// All methods take `&self` so a server can be stopped/restarted from one
 /// thread while others hold references to it.
