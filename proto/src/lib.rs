@@ -19,6 +19,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod client;
 pub mod deadline;
 pub mod lock;
 pub mod path;
@@ -26,4 +27,5 @@ mod random;
 pub mod session;
 mod spare_room;
 
+pub use client::{Client, Event};
 pub use random::random_seed;

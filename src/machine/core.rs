@@ -1,5 +1,5 @@
-//! The one typed sans-I/O core of a client: the session and the lock
-//! machine, and the routing between them and the API threads' channels.
+//! The one typed sans-I/O core of a client: the protocol crate's session
+//! and lock machine, routed to the API threads' channels.
 //!
 //! The mio I/O thread drives it, and so can anyone else (the deterministic
 //! simulator does): it is told the time, handed the bytes that arrived and
@@ -17,12 +17,16 @@ use crossbeam_channel::{Receiver, Sender, TryRecvError, TrySendError};
 use super::command::{Command, CommandSender, Wake};
 use super::locks::Locks;
 use super::observer::Observer;
-use super::recipient::{ReplyTo, WatchOutcome, WatchTo};
+use super::recipient::{ReplySender, WatchSender};
 use super::status::Status;
-use crate::oneshot;
 #[cfg(feature = "sasl")]
 use crate::session::SaslConfig;
-use crate::session::{DropReason, Session, SessionConfig, SessionEvent, SessionState};
+use crate::session::{DropReason, SessionConfig, SessionState};
+use zklock_proto::Event;
+
+/// The protocol crate's client, as this core runs it: replies go to a
+/// blocked caller's channel, watch events to a watcher's.
+type Protocol = zklock_proto::Client<ReplySender, WatchSender>;
 
 /// What the core's driver must act on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,7 +53,7 @@ pub(crate) struct CoreHandles {
 /// the time and the callers' commands), then drain [`Core::poll_event`],
 /// write [`Core::output`] and sleep until [`Core::poll_timeout`] or I/O.
 pub struct Core {
-    session: Session<ReplyTo, WatchTo>,
+    protocol: Protocol,
     locks: Locks,
     commands: Receiver<Command>,
     subscribers: Vec<(Sender<SessionState>, Option<Weak<()>>)>,
@@ -59,6 +63,9 @@ pub struct Core {
     commands_open: bool,
     events: VecDeque<CoreEvent>,
     observer: Option<Arc<dyn Observer>>,
+    /// A state change whose subscribers are told once the holders have
+    /// heard what it did to them.
+    unannounced: Vec<SessionState>,
 }
 
 impl std::fmt::Debug for Core {
@@ -66,9 +73,9 @@ impl std::fmt::Debug for Core {
         f.debug_struct("Core")
             .field(
                 "session_id",
-                &format_args!("{:#x}", self.session.session_id()),
+                &format_args!("{:#x}", self.protocol.session_id()),
             )
-            .field("state", &self.session.state())
+            .field("state", &self.protocol.state())
             .finish()
     }
 }
@@ -82,11 +89,11 @@ impl Core {
     ) -> (Core, CoreHandles) {
         let (tx, rx) = crossbeam_channel::unbounded();
         let sender = CommandSender::new(tx, wake);
-        let session = Session::new(config, now);
+        let protocol = Protocol::new(config, now);
         let status = Arc::new(Status::new(now));
         let watch_events = Arc::new(AtomicU64::new(0));
         let core = Core {
-            session,
+            protocol,
             locks: Locks::new(sender.clone(), observer.clone()),
             commands: rx,
             subscribers: Vec::new(),
@@ -95,6 +102,7 @@ impl Core {
             commands_open: true,
             events: VecDeque::new(),
             observer,
+            unannounced: Vec::new(),
         };
         core.publish();
         let handles = CoreHandles {
@@ -112,29 +120,28 @@ impl Core {
     /// out everything that follows.
     pub fn turn(&mut self, now: Instant) {
         self.drain_commands(now);
-        self.session.handle_timeout(now);
-        self.locks.handle_timeout(now);
+        self.protocol.handle_timeout(now);
         self.deliver(now);
         self.publish();
     }
 
     /// The connection is up (TCP, and TLS if any): the handshake goes out.
     pub fn handle_connected(&mut self, now: Instant) {
-        self.session.handle_connected(now);
+        self.protocol.handle_connected(now);
         self.deliver(now);
         self.publish();
     }
 
     /// The connection is gone.
     pub fn handle_disconnected(&mut self, now: Instant) {
-        self.session.handle_disconnected(now);
+        self.protocol.handle_disconnected(now);
         self.deliver(now);
         self.publish();
     }
 
     /// Bytes from the server.
     pub fn handle_input(&mut self, now: Instant, bytes: &[u8]) {
-        self.session.handle_input(now, bytes);
+        self.protocol.handle_input(now, bytes);
         self.deliver(now);
         self.publish();
     }
@@ -143,17 +150,12 @@ impl Core {
     /// call timed out, the watch was dropped, the lock attempt ended) are
     /// not re-armed on it.
     pub fn prepare_connection(&mut self) {
-        let locks = &self.locks;
-        self.session.retain_watches(|w| match w {
-            WatchTo::Caller(w) => w.is_wanted(),
-            WatchTo::Task(token) => locks.wants_watch(*token),
-        });
+        self.protocol.retain_watches(WatchSender::is_wanted);
     }
 
     /// The driver cannot go on (its poll failed): close the session now.
     pub fn abort(&mut self, now: Instant) {
-        self.session
-            .close(now, ReplyTo::Caller(oneshot::channel().0));
+        self.protocol.close(now, None);
         self.deliver(now);
         self.publish();
     }
@@ -162,12 +164,12 @@ impl Core {
 
     /// Bytes to send to the server.
     pub fn output(&self) -> &[u8] {
-        self.session.output()
+        self.protocol.output()
     }
 
     /// `n` bytes of [`Core::output`] were sent.
     pub fn consume_output(&mut self, n: usize) {
-        self.session.consume_output(n);
+        self.protocol.consume_output(n);
     }
 
     /// The next thing the driver must act on.
@@ -177,26 +179,23 @@ impl Core {
 
     /// When [`Core::turn`] is next due.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        match (self.session.poll_timeout(), self.locks.poll_timeout()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        self.protocol.poll_timeout()
     }
 
     /// Whether the core wants a connection (none is up, and the session
     /// has not ended).
     pub fn wants_connection(&self) -> bool {
-        self.session.wants_connection()
+        self.protocol.wants_connection()
     }
 
     /// The session ended and everything it owed was answered.
     pub fn is_finished(&self) -> bool {
-        self.session.is_finished()
+        self.protocol.is_finished()
     }
 
     /// Finished, and no Client is left to ask anything: the driver may end.
     pub fn is_done(&self) -> bool {
-        !self.commands_open && self.session.is_finished()
+        !self.commands_open && self.protocol.is_finished()
     }
 
     /// Whether callers queued commands that [`Core::turn`] has not run yet.
@@ -206,18 +205,18 @@ impl Core {
 
     /// The session's state.
     pub fn state(&self) -> SessionState {
-        self.session.state()
+        self.protocol.state()
     }
 
     /// The session's id (0 before the first session).
     pub fn session_id(&self) -> i64 {
-        self.session.session_id()
+        self.protocol.session_id()
     }
 
     /// Lock acquisitions not yet forgotten (waiting, held, or being
     /// cleaned up).
     pub fn lock_attempts(&self) -> usize {
-        self.locks.len()
+        self.protocol.lock_attempts()
     }
 
     /// Session-state listeners the core still keeps: a scoped one goes at
@@ -231,14 +230,14 @@ impl Core {
     /// lives (on by default; see
     /// [`Session::set_leader_check`](crate::session::Session::set_leader_check)).
     pub fn set_leader_check(&mut self, on: bool) {
-        self.session.set_leader_check(on);
+        self.protocol.set_leader_check(on);
     }
 
     /// Authenticate every connection with SASL (see
     /// [`Session::set_sasl`](crate::session::Session::set_sasl)).
     #[cfg(feature = "sasl")]
     pub(crate) fn set_sasl(&mut self, config: Option<SaslConfig>) {
-        self.session.set_sasl(config);
+        self.protocol.set_sasl(config);
     }
 
     // ---- routing ------------------------------------------------------
@@ -250,32 +249,22 @@ impl Core {
                     request,
                     reply,
                     watcher,
-                }) => self.session.submit(
-                    now,
-                    request,
-                    ReplyTo::Caller(reply),
-                    watcher.map(WatchTo::Caller),
-                ),
-                Ok(Command::Close { reply }) => self.session.close(now, ReplyTo::Caller(reply)),
-                Ok(Command::ReleasePersistent { path, reply }) => self.session.release_persistent(
-                    now,
-                    &path,
-                    |w| match w {
-                        WatchTo::Caller(w) => w.is_wanted(),
-                        WatchTo::Task(_) => true,
-                    },
-                    ReplyTo::Caller(reply),
-                ),
+                }) => self.protocol.submit(now, request, reply, watcher),
+                Ok(Command::Close { reply }) => self.protocol.close(now, Some(reply)),
+                Ok(Command::ReleasePersistent { path, reply }) => {
+                    self.protocol
+                        .release_persistent(now, &path, WatchSender::is_wanted, reply)
+                }
                 Ok(Command::Lock(command)) => {
-                    self.locks.handle_command(now, command);
-                    // Before any later command: a caller that hears back
-                    // and asks again must find these requests ahead.
-                    self.submit_lock_requests(now);
+                    // The machine's requests go out at once: a caller that
+                    // hears back and asks again finds them ahead.
+                    self.locks.handle_command(now, command, &mut self.protocol);
+                    self.deliver(now);
                 }
                 Ok(Command::Subscribe(tx, token)) => {
                     self.subscribers
                         .retain(|(_, t)| t.as_ref().is_none_or(|t| t.strong_count() > 0));
-                    let _ = tx.send(self.session.state());
+                    let _ = tx.send(self.protocol.state());
                     self.subscribers.push((tx, token));
                 }
                 Ok(Command::Shutdown) => self.shut_down(now),
@@ -291,97 +280,75 @@ impl Core {
     fn shut_down(&mut self, now: Instant) {
         if self.commands_open {
             self.commands_open = false;
-            self.session
-                .close(now, ReplyTo::Caller(oneshot::channel().0));
+            self.protocol.close(now, None);
         }
     }
 
-    /// Hands every session event to its caller, watcher or the lock
-    /// machine, and the machine's requests to the session, until both are
-    /// quiet.
+    /// Hands out what the protocol decided: replies and watch events to
+    /// the callers, lock events to the holders and waiters, state changes
+    /// to the subscribers and the driver.
     fn deliver(&mut self, now: Instant) {
-        loop {
-            self.deliver_session_events(now);
-            if !self.submit_lock_requests(now) {
-                return;
+        while let Some(event) = self.protocol.poll_event() {
+            if !matches!(event, Event::Lock(_)) {
+                self.announce();
             }
-        }
-    }
-
-    /// `true` if the lock machine had anything to send.
-    fn submit_lock_requests(&mut self, now: Instant) -> bool {
-        let mut any = false;
-        while let Some(r) = self.locks.poll_request() {
-            any = true;
-            let watch = r.watch.then_some(WatchTo::Task(r.token));
-            self.session
-                .submit(now, r.request, ReplyTo::Task(r.token), watch);
-        }
-        any
-    }
-
-    fn deliver_session_events(&mut self, now: Instant) {
-        while let Some(event) = self.session.poll_event() {
             match event {
-                SessionEvent::Reply { handle, result } => match handle {
-                    ReplyTo::Caller(tx) => {
-                        // A caller that reads the zxid after its reply
-                        // must see the reply's.
-                        self.status.set_last_zxid(self.session.last_zxid());
-                        let _ = tx.send(result);
-                    }
-                    ReplyTo::Task(token) => self.locks.handle_reply(now, token, result),
-                },
-                SessionEvent::Watch { watcher, event } => {
-                    self.watch_events.fetch_add(1, Ordering::Relaxed);
-                    self.deliver_watch(now, watcher, Ok(event));
+                Event::Reply { to, result } => {
+                    // A caller that reads the zxid after its reply must
+                    // see the reply's.
+                    self.status.set_last_zxid(self.protocol.last_zxid());
+                    let _ = to.send(result);
                 }
-                SessionEvent::WatchAbandoned { watcher, reason } => {
-                    self.deliver_watch(now, watcher, Err(reason));
+                Event::Watch { to, event } => {
+                    self.count_watch_events();
+                    to.deliver(Ok(event));
                 }
-                SessionEvent::State(state) => {
-                    log::info!("session {:#x}: {state:?}", self.session.session_id());
+                Event::WatchAbandoned { to, reason } => to.deliver(Err(reason)),
+                Event::State(state) => {
+                    log::info!("session {:#x}: {state:?}", self.protocol.session_id());
                     if let Some(o) = &self.observer {
                         o.session_state(state);
                     }
                     self.publish();
-                    self.locks
-                        .handle_session(now, state, self.session.session_id());
-                    // A listener that fell a whole channel behind misses
-                    // this change (`Client::state` stays current); one that
-                    // is gone is forgotten.
-                    self.subscribers.retain(|(s, _)| {
-                        !matches!(s.try_send(state), Err(TrySendError::Disconnected(_)))
-                    });
+                    self.unannounced.push(state);
                     self.events.push_back(CoreEvent::State(state));
                 }
-                SessionEvent::DropConnection(reason) => {
+                Event::DropConnection(reason) => {
                     if let Some(o) = &self.observer {
                         o.connection_dropped(&reason);
                     }
                     self.events.push_back(CoreEvent::DropConnection(reason));
                 }
-            }
-        }
-    }
-
-    fn deliver_watch(&mut self, now: Instant, watcher: WatchTo, event: WatchOutcome) {
-        match watcher {
-            WatchTo::Caller(w) => {
-                // A holder whose node this says is gone is told first, so
-                // no caller sees the deletion while the guard says Held.
-                if let Ok(e) = &event {
-                    if e.kind == jute::EventType::NodeDeleted {
-                        self.locks.handle_deletion(now, &e.path);
+                Event::Lock(event) => {
+                    if let Some(id) = self.locks.handle_event(now, event) {
+                        // A grant nobody waits for any more.
+                        self.protocol.release(now, id, false);
                     }
                 }
-                w.deliver(event)
+                // A kind this version of the core does not know yet.
+                _ => {}
             }
-            WatchTo::Task(token) => self.locks.handle_watch(now, token, event),
+        }
+        self.announce();
+    }
+
+    /// Tells the subscribers of the state changes whose holders have heard.
+    /// A listener that fell a whole channel behind misses a change
+    /// (`Client::state` stays current); one that is gone is forgotten.
+    fn announce(&mut self) {
+        for state in self.unannounced.drain(..) {
+            self.subscribers
+                .retain(|(s, _)| !matches!(s.try_send(state), Err(TrySendError::Disconnected(_))));
         }
     }
 
     fn publish(&self) {
-        self.status.store(&self.session);
+        self.status.store(&self.protocol);
+        self.count_watch_events();
+    }
+
+    fn count_watch_events(&self) {
+        self.watch_events
+            .store(self.protocol.watch_events(), Ordering::Relaxed);
     }
 }

@@ -1,4 +1,4 @@
-//! The lock machine inside the core: it turns the machine's events into
+//! The lock machine's side of the core: it turns the machine's events into
 //! grants, errors and holder states for the threads that wait, in the same
 //! turn as the session change or reply that causes them. It never blocks.
 
@@ -6,20 +6,20 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use jute::Response;
-
 use super::command::{CommandSender, LockCommand};
 use super::error::LockError;
 use super::grant::{Grant, GrantSink, ReleaseDoor};
 use super::held::{HolderState, LockState};
 use super::observer::Observer;
+use super::recipient::{ReplySender, WatchSender};
 use crate::oneshot;
-use crate::session::{RequestError, SessionState, WatchEvent};
 use crate::Error;
-use zklock_proto::lock::{AttemptId, LockEvent, LockMachine, Outgoing};
+
+/// The protocol crate's client the commands go to.
+type Protocol = zklock_proto::Client<ReplySender, WatchSender>;
+use zklock_proto::lock::{AttemptId, LockEvent};
 
 pub(crate) struct Locks {
-    machine: LockMachine,
     observer: Option<Arc<dyn Observer>>,
     /// With an observer: when each attempt started, and its lock path.
     started: HashMap<AttemptId, (Instant, String)>,
@@ -38,7 +38,6 @@ pub(crate) struct Locks {
 impl Locks {
     pub(crate) fn new(sender: CommandSender, observer: Option<Arc<dyn Observer>>) -> Self {
         Locks {
-            machine: LockMachine::new(),
             observer,
             started: HashMap::new(),
             granted: HashMap::new(),
@@ -50,12 +49,12 @@ impl Locks {
         }
     }
 
-    /// Acquisitions the machine still tracks.
-    pub(crate) fn len(&self) -> usize {
-        self.machine.len()
-    }
-
-    pub(crate) fn handle_command(&mut self, now: Instant, command: LockCommand) {
+    pub(crate) fn handle_command(
+        &mut self,
+        now: Instant,
+        command: LockCommand,
+        machine: &mut Protocol,
+    ) {
         match command {
             LockCommand::Acquire {
                 id,
@@ -69,7 +68,7 @@ impl Locks {
                 if self.observer.is_some() {
                     self.started.insert(id, (now, spec.parent.clone()));
                 }
-                self.machine.acquire(now, id, spec, uuid, deadline, no_wait);
+                machine.acquire(now, id, spec, uuid, deadline, no_wait);
             }
             LockCommand::Requeue {
                 old,
@@ -87,20 +86,20 @@ impl Locks {
                 if self.observer.is_some() {
                     self.started.insert(id, (now, spec.parent.clone()));
                 }
-                self.machine.requeue(now, old, id, spec, uuid, deadline);
+                machine.requeue(now, old, id, spec, uuid, deadline);
             }
             LockCommand::Cancel(id) => {
                 if self.waiting.remove(&id).is_some() {
-                    self.machine.cancel(now, id);
+                    machine.cancel(now, id);
                 }
             }
             LockCommand::Withdraw(id) => {
                 if self.waiting.remove(&id).is_some() {
-                    self.machine.cancel(now, id);
+                    machine.cancel(now, id);
                 } else if let Some(state) = self.held.remove(&id) {
                     state.mark_released();
                     self.releasing_states.insert(id, state);
-                    self.machine.release(now, id, true);
+                    machine.release(now, id, true);
                 }
             }
             LockCommand::Release { id, done } => {
@@ -111,154 +110,101 @@ impl Locks {
                     self.releasing.entry(id).or_default().push(done);
                 }
                 // Always told how it ends: a refused delete is reported.
-                self.machine.release(now, id, true);
+                machine.release(now, id, true);
             }
         }
-        self.dispatch(now);
     }
 
-    pub(crate) fn handle_reply(
-        &mut self,
-        now: Instant,
-        token: u64,
-        result: Result<Response, RequestError>,
-    ) {
-        self.machine.handle_reply(now, token, result);
-        self.dispatch(now);
-    }
-
-    pub(crate) fn handle_watch(
-        &mut self,
-        now: Instant,
-        token: u64,
-        event: Result<WatchEvent, RequestError>,
-    ) {
-        self.machine.handle_watch(now, token, event);
-        self.dispatch(now);
-    }
-
-    /// A deletion heard on a watch that is not the lock machine's.
-    pub(crate) fn handle_deletion(&mut self, now: Instant, path: &str) {
-        self.machine.handle_deletion(path);
-        self.dispatch(now);
-    }
-
-    pub(crate) fn handle_session(&mut self, now: Instant, state: SessionState, session_id: i64) {
-        self.machine.handle_session(now, state, session_id);
-        self.dispatch(now);
-    }
-
-    pub(crate) fn handle_timeout(&mut self, now: Instant) {
-        self.machine.handle_timeout(now);
-        self.dispatch(now);
-    }
-
-    pub(crate) fn poll_request(&mut self) -> Option<Outgoing> {
-        self.machine.poll_request()
-    }
-
-    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
-        self.machine.poll_timeout()
-    }
-
-    pub(crate) fn wants_watch(&self, token: u64) -> bool {
-        self.machine.wants_watch(token)
-    }
-
-    /// Hands out what the machine decided.
-    fn dispatch(&mut self, now: Instant) {
-        while let Some(event) = self.machine.poll_event() {
-            match event {
-                LockEvent::Acquired {
-                    id,
-                    path,
-                    stat,
-                    after_unclean_end,
-                } => {
-                    let Some(outcome) = self.waiting.remove(&id) else {
-                        // Nobody waits any more.
-                        self.machine.release(now, id, false);
-                        continue;
-                    };
-                    if let Some(o) = &self.observer {
-                        let waited = self
-                            .started
-                            .remove(&id)
-                            .map_or(Duration::ZERO, |(at, _)| now - at);
-                        o.lock_acquired(&path, waited);
-                        self.granted.insert(id, (now, path.clone()));
-                    }
-                    let state = Arc::new(HolderState::new());
-                    self.held.insert(id, state.clone());
-                    // If the waiter left meanwhile, the grant comes back and
-                    // releases itself as it drops.
-                    let grant = Grant::new(id, path, stat, state, self.door.clone());
-                    outcome(Ok(grant.after_unclean_end(after_unclean_end)));
+    /// Hands out what the machine decided. Returns an acquisition granted
+    /// that nobody waits for any more: its lock is to be released.
+    pub(crate) fn handle_event(&mut self, now: Instant, event: LockEvent) -> Option<AttemptId> {
+        match event {
+            LockEvent::Acquired {
+                id,
+                path,
+                stat,
+                after_unclean_end,
+            } => {
+                let Some(outcome) = self.waiting.remove(&id) else {
+                    return Some(id);
+                };
+                if let Some(o) = &self.observer {
+                    let waited = self
+                        .started
+                        .remove(&id)
+                        .map_or(Duration::ZERO, |(at, _)| now - at);
+                    o.lock_acquired(&path, waited);
+                    self.granted.insert(id, (now, path.clone()));
                 }
-                LockEvent::Failed { id, error } => {
-                    let error = LockError::from(error);
-                    if let (Some(o), Some((at, path))) = (&self.observer, self.started.remove(&id))
-                    {
-                        o.lock_failed(&path, &error, now - at);
-                    }
-                    if let Some(outcome) = self.waiting.remove(&id) {
-                        outcome(Err(error));
-                    }
-                }
-                LockEvent::State { id, state, reason } => {
-                    if let (Some(o), Some((_, node))) = (&self.observer, self.granted.get(&id)) {
-                        o.holder_state(node, state);
-                    }
-                    if let Some(holder) = self.held.get(&id) {
-                        match (state, reason) {
-                            (LockState::Lost, Some(r)) => holder.lose(r),
-                            (s, _) => holder.set(s),
-                        }
-                    }
-                    if state == LockState::Lost {
-                        self.held.remove(&id);
-                    }
-                }
-                LockEvent::RevocationRequested { id } => {
-                    if let Some(holder) = self.held.get(&id) {
-                        holder.request_revocation();
-                    }
-                }
-                LockEvent::Woken { node, blocker, .. } => {
-                    if let Some(o) = &self.observer {
-                        o.waiter_woken(&node, &blocker);
-                    }
-                }
-                LockEvent::NearSequenceEnd { node, sequence, .. } => {
-                    if let Some(o) = &self.observer {
-                        o.sequence_near_end(&node, sequence);
-                    }
-                }
-                LockEvent::Released { id, refused } => {
-                    if let (Some(o), Some((at, node))) = (&self.observer, self.granted.remove(&id))
-                    {
-                        o.lock_released(&node, now - at, refused.is_some());
-                    }
-                    // The caller of unlock names its node (path filled in
-                    // on its side, which knows the chroot).
-                    let result = match refused {
-                        Some(code) => Err(LockError::ReleaseRefused {
-                            path: String::new(),
-                            code,
-                        }),
-                        None => Ok(()),
-                    };
-                    for done in self.releasing.remove(&id).unwrap_or_default() {
-                        let _ = done.send(result.clone());
-                    }
-                    if let Some(state) = self.releasing_states.remove(&id) {
-                        state.finish_release(refused.is_some());
-                    }
-                }
-                // A kind this version of the core does not know yet.
-                _ => {}
+                let state = Arc::new(HolderState::new());
+                self.held.insert(id, state.clone());
+                // If the waiter left meanwhile, the grant comes back and
+                // releases itself as it drops.
+                let grant = Grant::new(id, path, stat, state, self.door.clone());
+                outcome(Ok(grant.after_unclean_end(after_unclean_end)));
             }
+            LockEvent::Failed { id, error } => {
+                let error = LockError::from(error);
+                if let (Some(o), Some((at, path))) = (&self.observer, self.started.remove(&id)) {
+                    o.lock_failed(&path, &error, now - at);
+                }
+                if let Some(outcome) = self.waiting.remove(&id) {
+                    outcome(Err(error));
+                }
+            }
+            LockEvent::State { id, state, reason } => {
+                if let (Some(o), Some((_, node))) = (&self.observer, self.granted.get(&id)) {
+                    o.holder_state(node, state);
+                }
+                if let Some(holder) = self.held.get(&id) {
+                    match (state, reason) {
+                        (LockState::Lost, Some(r)) => holder.lose(r),
+                        (s, _) => holder.set(s),
+                    }
+                }
+                if state == LockState::Lost {
+                    self.held.remove(&id);
+                }
+            }
+            LockEvent::RevocationRequested { id } => {
+                if let Some(holder) = self.held.get(&id) {
+                    holder.request_revocation();
+                }
+            }
+            LockEvent::Woken { node, blocker, .. } => {
+                if let Some(o) = &self.observer {
+                    o.waiter_woken(&node, &blocker);
+                }
+            }
+            LockEvent::NearSequenceEnd { node, sequence, .. } => {
+                if let Some(o) = &self.observer {
+                    o.sequence_near_end(&node, sequence);
+                }
+            }
+            LockEvent::Released { id, refused } => {
+                if let (Some(o), Some((at, node))) = (&self.observer, self.granted.remove(&id)) {
+                    o.lock_released(&node, now - at, refused.is_some());
+                }
+                // The caller of unlock names its node (path filled in
+                // on its side, which knows the chroot).
+                let result = match refused {
+                    Some(code) => Err(LockError::ReleaseRefused {
+                        path: String::new(),
+                        code,
+                    }),
+                    None => Ok(()),
+                };
+                for done in self.releasing.remove(&id).unwrap_or_default() {
+                    let _ = done.send(result.clone());
+                }
+                if let Some(state) = self.releasing_states.remove(&id) {
+                    state.finish_release(refused.is_some());
+                }
+            }
+            // A kind this version of the core does not know yet.
+            _ => {}
         }
+        None
     }
 }
 

@@ -1,5 +1,5 @@
 //! Who receives what the session core answers: a blocked caller's channel,
-//! a watcher, or the I/O task under a token.
+//! or a watcher.
 
 use std::sync::{Arc, Weak};
 
@@ -46,21 +46,4 @@ impl WatchSender {
     pub(crate) fn is_wanted(&self) -> bool {
         self.wanted.strong_count() > 0
     }
-}
-
-/// Where the session core's answer to a request goes.
-pub(crate) enum ReplyTo {
-    /// A caller blocked on a channel.
-    Caller(ReplySender),
-    /// The lock machine, under its token.
-    Task(u64),
-}
-
-/// Where a watch's event goes.
-#[derive(Clone)]
-pub(crate) enum WatchTo {
-    /// A watcher's channel.
-    Caller(WatchSender),
-    /// The lock machine, under the token of the request that set the watch.
-    Task(u64),
 }

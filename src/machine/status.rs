@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicI64, AtomicU64, AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::session::{Session, SessionState};
+use crate::session::SessionState;
 
 /// What the I/O thread publishes for API threads to read at any time.
 /// Atomics, not a lock: a reader never waits for the I/O thread, nor the
@@ -76,7 +76,7 @@ impl Status {
         self.last_zxid.store(zxid, Ordering::Release);
     }
 
-    pub(super) fn store<R, W: Clone>(&self, session: &Session<R, W>) {
+    pub(super) fn store<R, W: Clone>(&self, session: &zklock_proto::Client<R, W>) {
         let state = STATES
             .iter()
             .position(|s| *s == session.state())

@@ -163,6 +163,23 @@ pub struct LockSpec {
 }
 
 impl LockSpec {
+    /// A lock under `parent` (the server's path), nodes named
+    /// `_c_<uuid><marker><sequence>`, open ACLs, no holder data, no watch
+    /// on a held node, not revocable, no lock-delay.
+    pub fn new(parent: &str, marker: &'static str, rule: Rule) -> LockSpec {
+        LockSpec {
+            parent: parent.to_owned(),
+            marker,
+            data: Vec::new(),
+            acl: Acl::open_unsafe(),
+            parent_acl: Acl::open_unsafe(),
+            rule,
+            watch_node: false,
+            revocable: false,
+            lock_delay: None,
+        }
+    }
+
     pub(crate) fn child(&self, name: &str) -> String {
         crate::path::join(&self.parent, name)
     }
