@@ -4,7 +4,7 @@
 # (src/session/: mod.rs and the files split from it) against the
 # ZooKeeper-free suites only:
 #   tests/lock_machine/   (the machine fed by hand; one target, main.rs),
-#   tests/simulation.rs   (the deterministic simulator, SIM_SEEDS seeds),
+#   tests/simulation/     (the deterministic simulator, SIM_SEEDS seeds),
 #   the crate's unit tests (--lib).
 # No ZooKeeper server is started: none of these suites starts one, and this
 # script runs nothing else (it does not call scripts/setup.sh).
