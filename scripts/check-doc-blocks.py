@@ -241,7 +241,21 @@ def test_target_files(package_dir, name):
 
 
 def test_functions(path):
-    return set(re.findall(r"fn\s+([a-z0-9_]+)\s*\(", read(path)))
+    """The functions of `path`, each also with its module path as the test
+    harness names it (tests/NAME/a/b.rs: `a::b::f`; a/mod.rs: `a::f`), so
+    that a filter may name a module."""
+    names = set(re.findall(r"fn\s+([a-z0-9_]+)\s*\(", read(path)))
+    parts = os.path.normpath(path).split(os.sep)
+    if "tests" in parts:
+        # The module path below the target's folder, tests/NAME/.
+        inner = parts[len(parts) - parts[::-1].index("tests") + 1:]
+        if inner and inner[-1] in ("main.rs", "mod.rs"):
+            inner = inner[:-1]
+        elif inner:
+            inner[-1] = inner[-1][:-len(".rs")]
+        prefix = "".join(f"{m}::" for m in inner)
+        names |= {prefix + n for n in names}
+    return names
 
 
 def check_cargo(args, cwd, where, problems):

@@ -6,7 +6,7 @@
 # only:
 #   lock_machine          (proto/tests/lock_machine/: the machine fed by
 #                         hand; tests/lock_machine/: it inside the core),
-#   tests/simulation.rs   (the deterministic simulator, SIM_SEEDS seeds),
+#   tests/simulation/     (the deterministic simulator, SIM_SEEDS seeds),
 #   both crates' unit tests (--lib).
 # No ZooKeeper server is started: none of these suites starts one, and this
 # script runs nothing else (it does not call scripts/setup.sh).

@@ -8,7 +8,7 @@
 //! here), while the leader expires the holder's session after the session
 //! timeout and a second client, on the leader, is granted. Run with a
 //! session timeout below (2 s) and above (6 s) those 5 s, as
-//! tests/partition/cut_off.rs does for the library's recipes.
+//! tests/zookeeper/partition/cut_off.rs does for the library's recipes.
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};

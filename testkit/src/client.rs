@@ -81,3 +81,19 @@ pub fn admin_and_world_acl(world_perms: i32) -> Vec<Acl> {
     };
     [Acl::creator_all(), vec![world]].concat()
 }
+
+/// The number ZooKeeper appended to a node name (`%010d`): ten digits when
+/// non-negative; a minus sign and nine or ten digits when negative. The
+/// names the tests use end their prefix in `-lock-`, `-latch-`, `-lease-`,
+/// `__WRIT__` or kazoo's `__lock__`, so a `-` right after a `-` or `_` is
+/// the sign.
+pub fn sequence_of(node: &str) -> i32 {
+    let head = node.trim_end_matches(|c: char| c.is_ascii_digit());
+    let digits = node.len() - head.len();
+    let negative =
+        head.ends_with('-') && (digits == 9 || head.ends_with("--") || head.ends_with("_-"));
+    let start = if negative { head.len() - 1 } else { head.len() };
+    node[start..]
+        .parse()
+        .unwrap_or_else(|e| panic!("{node}: no sequence number: {e}"))
+}

@@ -42,7 +42,7 @@ pub use zklock_test::{
 };
 
 pub use client::{
-    admin_and_world_acl, children, read_after_reconnect, shared_client, wait_children,
+    admin_and_world_acl, children, read_after_reconnect, sequence_of, shared_client, wait_children,
     wait_no_children,
 };
 pub use procfs::{

@@ -14,6 +14,9 @@ mod mutex;
 mod revocation;
 mod rwlock;
 mod semaphore;
+mod sequence_end;
+#[cfg(feature = "tls")]
+mod tls;
 
 use std::cell::Cell;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};

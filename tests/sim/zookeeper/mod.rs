@@ -27,7 +27,7 @@
 //!
 //! # Semantics (read from ZooKeeper 3.8.0's PrepRequestProcessor,
 //! FinalRequestProcessor, DataTree, DataNode, WatchManager, ExpiryQueue, and
-//! checked against the real 3.8.0 server by `tests/sim_vs_real/`: a fixed
+//! checked against the real 3.8.0 server by `tests/zookeeper/sim_vs_real/`: a fixed
 //! script, the handshake and connection faults, and seeded random scripts
 //! of 400 ops over two sessions, all compared reply by reply and
 //! notification by notification after normalizing zxids, times and

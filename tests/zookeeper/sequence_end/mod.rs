@@ -11,7 +11,6 @@
 //! `LockError::SequenceExhausted { path }`, and nothing hangs (every call
 //! has a deadline; the rounds are bounded).
 
-mod peers;
 mod recipes;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -19,12 +18,12 @@ use std::sync::{Arc, Mutex as StdMutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use testkit::peers::{acquired_node, line_millis, Peer, PeerKind, REPLY_TIMEOUT};
+use testkit::sequence_of;
 use testkit::zk::ZkHarness;
 use zklock::recipes::{
     past_the_end, Election, LatchEvent, LockError, LockGuard, LockState, Mutex, RwLock, Semaphore,
 };
-use zklock::{Client, CreateMode};
+use zklock::Client;
 
 const TICK: Duration = Duration::from_millis(200);
 const SESSION: Duration = Duration::from_secs(4);
@@ -32,9 +31,6 @@ const SESSION: Duration = Duration::from_secs(4);
 /// clients; reaching it counts as a hang.
 const ACQUIRE: Duration = Duration::from_secs(10);
 const ROUNDS: usize = 30;
-/// Per peer acquisition (`acquire <ms>`): a deadlocked peer reports
-/// `timeout` after it.
-const PEER_ACQUIRE: Duration = Duration::from_secs(3);
 const CLIENTS: usize = 3;
 /// The counter is set this many creates before its end.
 const BEFORE_END: i32 = 3;
@@ -158,22 +154,6 @@ impl Record {
         );
         (held, exhausted, overlaps)
     }
-}
-
-/// The number ZooKeeper appended to a node name (`%010d`): ten digits when
-/// non-negative; a minus sign and nine or ten digits when negative. The
-/// names used here end their prefix in `-lock-`, `-latch-`, `-lease-`,
-/// `__WRIT__` or kazoo's `__lock__`, so a `-` right after a `-` or `_` is
-/// the sign.
-fn sequence_of(node: &str) -> i32 {
-    let head = node.trim_end_matches(|c: char| c.is_ascii_digit());
-    let digits = node.len() - head.len();
-    let negative =
-        head.ends_with('-') && (digits == 9 || head.ends_with("--") || head.ends_with("_-"));
-    let start = if negative { head.len() - 1 } else { head.len() };
-    node[start..]
-        .parse()
-        .unwrap_or_else(|e| panic!("{node}: no sequence number: {e}"))
 }
 
 fn client(server: &ZkHarness) -> Client {

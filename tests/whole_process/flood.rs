@@ -3,8 +3,8 @@
 //! notifications. The client's memory stays flat, the watch keeps at most
 //! its capacity, and what it discarded is counted and marked.
 //!
-//! Its own binary: the RSS measured is this process's, and no other test
-//! may allocate meanwhile.
+//! In whole_process, one test at a time: the RSS measured is this
+//! process's, and no other test may allocate meanwhile.
 
 use std::time::Duration;
 
@@ -18,6 +18,7 @@ const RSS_SLACK: u64 = 24 << 20;
 
 #[test]
 fn an_unread_persistent_watch_flooded_by_the_server_stays_bounded() {
+    let _turn = crate::one_at_a_time();
     let server = FloodServer::start("/flooded", EVENTS);
     let c = Client::builder(&server.addr().to_string())
         .session_timeout(Duration::from_secs(20))
@@ -74,6 +75,7 @@ fn an_unread_persistent_watch_flooded_by_the_server_stays_bounded() {
 /// count adds up, and the error that ends the watch is never discarded.
 #[test]
 fn an_overflowing_watch_still_reports_its_end() {
+    let _turn = crate::one_at_a_time();
     const SMALL: usize = 8;
     const SOME: u64 = 1000;
     let server = FloodServer::start("/small", SOME);

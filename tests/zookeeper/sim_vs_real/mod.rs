@@ -11,8 +11,9 @@
 //! Creates sent together race the server's pipeline, so their names are
 //! held to what its source allows rather than compared one by one.
 
-#[path = "../sim/mod.rs"]
-mod sim;
+/// The simulator's in-memory ZooKeeper, alone (not the world around it).
+#[path = "../../sim/zookeeper/mod.rs"]
+mod model;
 
 mod connections;
 mod counter_end;
@@ -30,7 +31,7 @@ use jute::{
     Decode, MultiOp, MultiResult, OpCode, PathVersion, PathWatch, Request, Response, ServerMessage,
     SetDataRequest, SetWatches, Stat,
 };
-use sim::zookeeper::{ConnId, SimZooKeeper};
+use model::{ConnId, SimZooKeeper};
 
 const TICK_MS: u64 = 200;
 

@@ -28,7 +28,11 @@
 //!   is a follower whose applied state lags the leader's for every
 //!   client on it (tests/sim/zookeeper/lagging.rs).
 
+#[path = "../sim/mod.rs"]
 mod sim;
+
+/// The in-memory ZooKeeper's own tests, on the session core.
+mod model;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -75,7 +79,7 @@ const REGRESSIONS: &[u64] = &[
     // waited with no node until the one ahead of it went: only a waiter
     // right behind the last blocker watched its own node (lock_machine/
     // grant.rs: a_waiter_deep_in_the_queue_whose_node_is_deleted_queues_
-    // again_at_once; tests/mutex/faults.rs, on a real server).
+    // again_at_once; tests/zookeeper/mutex/faults.rs, on a real server).
     127510,
     // A healthy link with a round trip above T/12 went Suspended: half of
     // the leader gap, rounded down to the nanosecond, made two probe
@@ -89,7 +93,7 @@ const REGRESSIONS: &[u64] = &[
     519173,
     // PendingSet::cancel of a key granted but not yet read left the guard
     // in the set's channel, its node blocking everyone until the set was
-    // dropped (issue 20; tests/mutex/pending.rs
+    // dropped (issue 20; tests/zookeeper/mutex/pending.rs
     // a_pending_set_cancel_after_the_grant_frees_the_lock_at_once).
     1716,
     // A node another client's session made with a waiter's attempt id was

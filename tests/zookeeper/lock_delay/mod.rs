@@ -11,6 +11,9 @@
 //! record plus the delay. Availability: tries, and timed waits that reach
 //! past record + delay, are granted.
 
+/// The semaphore under lock-delay.
+mod semaphore;
+
 use std::time::{Duration, Instant};
 
 use zklock::recipes::{

@@ -4,7 +4,7 @@
 
 use super::*;
 
-use crate::delay_line::DelayLine;
+use super::delay_line::DelayLine;
 
 /// T = 8 s on a follower, through a link that delays every chunk 750 ms
 /// each way: a round trip of 1.5 s and the servers' own time, about

@@ -18,6 +18,8 @@ const EXAMPLES: &[&str] = &[
     "observer_log",
     "observer_prometheus",
     "failover_service",
+    // zklock-proto's: a lock on a hand-written poll loop, no I/O thread.
+    "poll_loop",
 ];
 
 /// target/<profile>/examples, next to this test's deps/ directory.

@@ -3,9 +3,6 @@
 //! `SimZooKeeper::receive`, and between `SimZooKeeper::poll_output` and
 //! `Session::handle_input`. Every loop is bounded.
 
-#[path = "../sim/mod.rs"]
-mod sim;
-
 mod lagging;
 mod nodes;
 mod sequence_end;
@@ -15,13 +12,13 @@ mod wire;
 
 use std::time::{Duration, Instant};
 
+use crate::sim::zookeeper::{session_password, ConnId, SimZooKeeper, SESSION_ID_BASE};
 use bytes::BytesMut;
 use jute::{
     decode_server_message, encode_connect, encode_request, split_frame, Acl, ConnectRequest,
     ConnectResponse, CreateMode, CreateRequest, Decode, ErrorCode, EventType, MultiOp, MultiResult,
     PathVersion, PathWatch, Request, Response, ServerMessage, SetDataRequest,
 };
-use sim::zookeeper::{session_password, ConnId, SimZooKeeper, SESSION_ID_BASE};
 use zklock::session::{RequestError, Session, SessionConfig, SessionEvent, SessionState};
 
 const TICK: Duration = Duration::from_millis(200);

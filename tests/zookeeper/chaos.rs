@@ -118,7 +118,7 @@ struct Replay(u64);
 impl Replay {
     fn command(&self) -> String {
         format!(
-            "{SEED_VAR}={} cargo test --test chaos -- --nocapture",
+            "{SEED_VAR}={} cargo test --test zookeeper chaos:: -- --nocapture",
             self.0
         )
     }

@@ -5,8 +5,28 @@
 //! runs no lock-delay). Checked on the server's clock: the recorded end is
 //! the stale mark's mtime, a grant's time its new mark's ctime.
 
-use super::*;
-use zklock::recipes::MutexOptions;
+use std::time::Duration;
+
+use testkit::{children, wait_until};
+use zklock::recipes::{MutexOptions, Semaphore};
+use zklock::Client;
+
+const T: Duration = Duration::from_secs(10);
+const WAIT: Duration = Duration::from_secs(20);
+
+fn client() -> Client {
+    testkit::shared_client(T)
+}
+
+fn wait_children(c: &Client, p: &str, n: usize) {
+    testkit::wait_children(c, p, n, WAIT);
+}
+
+/// The recipes' own paths: this file was theirs before lock-delay had a
+/// place of its own.
+fn path(name: &str) -> String {
+    format!("/recipes-{name}-{}", std::process::id())
+}
 
 const DELAY: Duration = Duration::from_secs(2);
 
@@ -118,7 +138,7 @@ fn semaphore_timed_acquires_reaching_past_the_delay_are_granted() {
     let _lease = held.unwrap_or_else(|| panic!("5 acquires of 1 s, 0 granted: {refused:?}"));
     // `follows_unclean_end` is not asserted (a late grant to a wait that had
     // timed out on its own clock may have swept the record; see
-    // tests/lock_delay.rs).
+    // tests/zookeeper/lock_delay/mod.rs).
     let recorded = recorded.expect("the end recorded on the server");
     let granted = grant_stamps(&c, &leases);
     assert_eq!(granted.len(), 1, "{granted:?}");

@@ -1,6 +1,30 @@
-//! Curator's and kazoo's locks at the end, measured.
+//! Curator's and kazoo's locks at the end of ZooKeeper's sequence counter,
+//! measured on a real ZooKeeper 3.8 server (`testkit::zk::ZkHarness`, which
+//! sets a lock parent's stored cversion a few creates before 2147483647),
+//! beside zklock's recipes there (the zookeeper binary's `sequence_end`).
 
-use super::*;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use testkit::peers::{acquired_node, line_millis, Peer, PeerKind, REPLY_TIMEOUT};
+use testkit::sequence_of;
+use testkit::zk::ZkHarness;
+use zklock::recipes::past_the_end;
+use zklock::{Client, CreateMode};
+
+const TICK: Duration = Duration::from_millis(200);
+const SESSION: Duration = Duration::from_secs(4);
+const ROUNDS: usize = 30;
+/// Per peer acquisition (`acquire <ms>`): a deadlocked peer reports
+/// `timeout` after it.
+const PEER_ACQUIRE: Duration = Duration::from_secs(3);
+const CLIENTS: usize = 3;
+/// The counter is set this many creates before its end.
+const BEFORE_END: i32 = 3;
+
+fn client(server: &ZkHarness) -> Client {
+    Client::connect(&server.connect_string(), SESSION).expect("connect to the harness server")
+}
 
 // ---- the peers at the end, measured ---------------------------------------
 
@@ -37,7 +61,7 @@ fn peers_at_the_end(kind: PeerKind, lock_kind: &str, path: &str) -> Vec<Vec<Peer
                     let line = peer.next_line(PEER_ACQUIRE + REPLY_TIMEOUT);
                     match line {
                         Some(l) if l.starts_with("acquired ") => {
-                            // Some work under the lock, as for zklock above.
+                            // Some work under the lock, as zklock's contenders do.
                             thread::sleep(Duration::from_millis(5));
                             let released = peer.release();
                             outcomes.push(PeerOutcome::Held(

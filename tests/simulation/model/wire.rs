@@ -82,7 +82,7 @@ impl Drop for GarbageReplay {
     fn drop(&mut self) {
         if std::thread::panicking() {
             eprintln!(
-                "replay: GARBAGE_SEED={} cargo test --test sim_zookeeper garbage_never_panics",
+                "replay: GARBAGE_SEED={} cargo test --test simulation garbage_never_panics",
                 self.0
             );
         }

@@ -64,7 +64,7 @@ struct Replay {
 impl Replay {
     fn command(&self) -> String {
         format!(
-            "{SEED_VAR}={} cargo test --test partition fenced_writes_stay_in_order -- --nocapture",
+            "{SEED_VAR}={} cargo test --test zookeeper fenced_writes_stay_in_order -- --nocapture",
             self.seed
         )
     }

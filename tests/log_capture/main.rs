@@ -11,6 +11,12 @@
 //! spoils one server frame per armed fault, and `GarbageServer`.
 //!
 //! Set `RESILIENCE_LOG=1` to see the client's log on stderr.
+//!
+//! A binary of its own, though it needs only a real ZooKeeper: it installs
+//! the process's logger, whose lines the tests search for what their
+//! client logged, and a panic hook that counts panics on any I/O thread of
+//! the process. In a binary shared with other tests, their clients would
+//! log into the capture and their I/O threads' panics would be counted here.
 
 mod bad_servers;
 mod connect_errors;

@@ -539,7 +539,7 @@ fn random_scripts_match_real_zookeeper() {
         let diffs = compare(random_script(seed, 400));
         assert!(
             diffs.is_empty(),
-            "seed {seed}: {} differences, first ones:\n{}\nreplay: SIM_VS_REAL_SEEDS={seed}..{seed} cargo test --test sim_vs_real random_scripts -- --nocapture",
+            "seed {seed}: {} differences, first ones:\n{}\nreplay: SIM_VS_REAL_SEEDS={seed}..{seed} cargo test --test zookeeper random_scripts -- --nocapture",
             diffs.len(),
             diffs[..diffs.len().min(6)].join("\n")
         );

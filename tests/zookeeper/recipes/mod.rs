@@ -11,7 +11,6 @@ mod refusals;
 mod rwlock;
 mod semaphore;
 mod semaphore_checks;
-mod semaphore_delay;
 mod withdraw;
 
 use std::sync::atomic::{AtomicUsize, Ordering};

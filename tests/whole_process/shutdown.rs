@@ -1,5 +1,6 @@
 //! Dropping the last Client ends its I/O thread, whatever the thread was
-//! doing at that moment. (Its own binary: it counts this process's threads.)
+//! doing at that moment. (In whole_process, one test at a time: it counts
+//! this process's I/O threads.)
 
 use std::net::TcpListener;
 use std::time::Duration;
@@ -9,6 +10,7 @@ use zklock::Client;
 
 #[test]
 fn dropped_clients_leave_no_io_thread_behind() {
+    let _turn = crate::one_at_a_time();
     // A port nobody listens on: the thread keeps trying to connect.
     let dead = TcpListener::bind("127.0.0.1:0")
         .unwrap()
