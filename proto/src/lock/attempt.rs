@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use jute::{Acl, Names, Stat};
 
+use super::delay::{Delay, DelayPurpose};
 use super::queue::{past_the_end, sequence_order, Contender};
 use super::state::LockState;
 
@@ -234,25 +235,8 @@ pub(crate) enum Purpose {
     EndWatch,
     /// getChildren to find every node of this attempt before releasing.
     CleanupList,
-    /// getChildren of the lock path's tenure marks at the grant, with
-    /// lock-delay; sent just before [`Purpose::TenureList`].
-    TenureMarks,
-    /// getChildren of the lock path at the grant, with lock-delay: which
-    /// marks have no node any more (holders that ended uncleanly).
-    TenureList,
-    /// getData of a mark without a node: when its end was recorded.
-    TenureRead,
-    /// setData of a mark without a node at version 0: records its end,
-    /// stamped with the server's time.
-    TenureRecord,
-    /// createContainer of the lock path's tenure marks' parent.
-    TenureDir,
-    /// multi(check our node, create our tenure mark): the grant, with
-    /// lock-delay.
-    TenureMark,
-    /// delete of a tenure mark left by a holder that ended uncleanly, once
-    /// the delay has been served.
-    TenureSweep,
+    /// A step of lock-delay's sub-machine (see `lock::delay`).
+    Delay(DelayPurpose),
     /// multi(delete the node `name` of the holder `old`, create2 ours):
     /// release and queue again in one write.
     Requeue { old: u64, name: String },
@@ -271,9 +255,7 @@ impl Purpose {
                 | Purpose::EndWatch
                 | Purpose::WatchOwn
                 | Purpose::WatchScout
-                | Purpose::TenureSweep
-                | Purpose::TenureMarks
-        )
+        ) && !matches!(self, Purpose::Delay(p) if !p.is_main_line())
     }
 }
 
@@ -358,74 +340,8 @@ pub(crate) struct Attempt {
     pub report_release: bool,
     /// The server refused to delete our node (with this code).
     pub release_refused: Option<jute::ErrorCode>,
-    /// With lock-delay: what the grant found and did about tenure marks.
-    pub tenure: Option<Box<Tenure>>,
-    /// With lock-delay: the best sample of the server's clock seen (see
-    /// [`ServerClock`]).
-    pub server_clock: Option<ServerClock>,
-}
-
-/// One reading of the server's clock: a time the server stamped on a node
-/// (ms since the epoch, the leader's wall clock) and a local instant at
-/// which that time had already passed on the server (the reply carrying it
-/// had come in). From it, `local + (t - server_ms)` is an instant by which
-/// the server's time has reached `t`, whatever our own clock says the time
-/// of day is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct ServerClock {
-    pub server_ms: i64,
-    pub local: Instant,
-}
-
-impl ServerClock {
-    /// The local instant by which the server's clock reads `t` (ms) or
-    /// later.
-    pub(crate) fn reaches(&self, t: i64) -> Instant {
-        let ahead = u64::try_from(t.saturating_sub(self.server_ms)).unwrap_or(0);
-        crate::deadline::after(self.local, Duration::from_millis(ahead))
-    }
-
-    /// The better of two readings: the one that says the server's time
-    /// reaches a given time sooner.
-    pub(crate) fn best(self, other: Option<ServerClock>) -> ServerClock {
-        let Some(other) = other else {
-            return self;
-        };
-        let probe = self.server_ms.max(other.server_ms);
-        if other.reaches(probe) < self.reaches(probe) {
-            other
-        } else {
-            self
-        }
-    }
-}
-
-/// An attempt's passage through lock-delay, from the grant's listing to
-/// its own tenure mark (see `lock::tenure`).
-#[derive(Debug, Default)]
-pub(crate) struct Tenure {
-    /// A holder before us ended uncleanly.
-    pub unclean: bool,
-    /// The local instant by which the server's clock has passed the end of
-    /// the delay: the mark is made then.
-    pub until: Option<Instant>,
-    /// The listing of the marks, sent just before the grant's listing of
-    /// the queue, and its answer once in.
-    pub marks_token: Option<u64>,
-    pub marks: Option<Vec<String>>,
-    /// The server refused to list the marks (an ACL): the grant fails.
-    pub marks_refused: Option<jute::ErrorCode>,
-    /// Marks without a node still to read (or record), last first.
-    pub to_read: Vec<String>,
-    /// Marks left by unclean ends, with the server time their end was
-    /// recorded at (ms); deleted once the delay is served.
-    pub stale: Vec<(String, i64)>,
-    /// When we saw a mark without a node that the marks' ACL kept us from
-    /// reading or recording: its delay counts from then.
-    pub unrecorded: Option<Instant>,
-    /// Our mark is on the server, made for this node of ours: released
-    /// together with it.
-    pub marked: Option<String>,
+    /// With lock-delay (and only then): its sub-machine.
+    pub delay: Option<Box<Delay>>,
 }
 
 impl Attempt {
@@ -436,6 +352,7 @@ impl Attempt {
         no_wait: bool,
     ) -> Self {
         Attempt {
+            delay: spec.lock_delay.is_some().then(Box::default),
             spec,
             uuid,
             goal: Goal::Acquire { deadline, no_wait },
@@ -457,8 +374,6 @@ impl Attempt {
             state: LockState::Held,
             report_release: false,
             release_refused: None,
-            tenure: None,
-            server_clock: None,
         }
     }
 

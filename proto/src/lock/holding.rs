@@ -5,6 +5,7 @@ use jute::{ErrorCode, PathWatch, Request, Response};
 
 use super::{AttemptId, LockEvent, LockMachine, REVOKE};
 use crate::lock::attempt::{Goal, Purpose};
+use crate::lock::delay::DelayPurpose;
 use crate::lock::error::LockError;
 use crate::lock::state::{LockState, LossReason};
 use crate::session::{RequestError, SessionState};
@@ -110,10 +111,8 @@ impl LockMachine {
                 // The mark was gone (deleted by a third party): delete the
                 // node alone.
                 Some(_) => {
-                    if let Some(t) = a.tenure.as_mut() {
-                        t.marked = None;
-                    }
                     a.strays.push(name.to_owned());
+                    self.mark_gone(id);
                     return self.step(id);
                 }
             },
@@ -211,7 +210,7 @@ impl LockMachine {
                 self.pending.get(&t),
                 Some((
                     _,
-                    Purpose::Create | Purpose::TenureMark | Purpose::Requeue { .. }
+                    Purpose::Create | Purpose::Delay(DelayPurpose::Mark) | Purpose::Requeue { .. }
                 ))
             ) {
                 a.busy = None;

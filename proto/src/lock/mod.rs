@@ -22,6 +22,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 mod attempt;
+mod delay;
 mod error;
 mod holding;
 mod ids;

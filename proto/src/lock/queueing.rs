@@ -559,7 +559,7 @@ impl LockMachine {
                 _ => self.step(id),
             };
         };
-        if a.spec.lock_delay.is_some() && a.tenure.as_ref().is_none_or(|t| t.marked.is_none()) {
+        if a.delay.as_ref().is_some_and(|d| d.stage.marked().is_none()) {
             return self.begin_tenure(id, watch);
         }
         if let Goal::Acquire {
@@ -598,7 +598,7 @@ impl LockMachine {
         let confirm = (a.spec.watch_node && watch.is_none()) || a.spec.revocable;
         let near_end = Contender::classify(&name).is_some_and(|(seq, _)| seq > SEQUENCE_WARNING);
         self.held_nodes.insert(path.clone(), id);
-        let after_unclean_end = a.tenure.as_ref().is_some_and(|t| t.unclean);
+        let after_unclean_end = a.delay.as_ref().is_some_and(|d| d.unclean);
         self.events.push_back(LockEvent::Acquired {
             id,
             path,

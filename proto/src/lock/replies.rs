@@ -108,13 +108,7 @@ impl LockMachine {
             },
             Purpose::Delete(name) => self.on_deleted(id, &name, result),
             Purpose::StrayStat(name) => self.on_stray_stat(id, &name, result),
-            Purpose::TenureMarks => self.on_tenure_marks(id, token, result),
-            Purpose::TenureList => self.on_tenure_list(now, id, result),
-            Purpose::TenureRead => self.on_tenure_read(now, id, result),
-            Purpose::TenureRecord => self.on_tenure_record(now, id, result),
-            Purpose::TenureDir => self.on_tenure_dir(id, result),
-            Purpose::TenureMark => self.on_tenure_mark(now, id, result),
-            Purpose::TenureSweep => {}
+            Purpose::Delay(p) => self.on_delay_reply(now, id, token, p, result),
             Purpose::Requeue { old, name } => self.on_requeued(id, token, old, &name, result),
             Purpose::EndWatch => self.on_end_listing(id, token, result),
             Purpose::CleanupList => {

@@ -36,7 +36,7 @@ impl LockMachine {
                 a.goal == Goal::Hold
                     && a.spec.parent == spec.parent
                     && a.node_name().is_some()
-                    && a.tenure.is_none()
+                    && a.delay.is_none()
             });
         if !together {
             self.release(now, old, true);
