@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use jute::{Acl, Names, Stat};
 
 use super::delay::{Delay, DelayPurpose};
+use super::phase::Phase;
 use super::queue::{past_the_end, sequence_order, Contender};
-use super::state::LockState;
 
 /// Which contender a node waits for: the rule of a recipe.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -169,20 +169,6 @@ impl LockSpec {
     }
 }
 
-/// What an attempt is after.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Goal {
-    /// Queue and wait for our turn, until the deadline if any.
-    Acquire {
-        deadline: Option<Instant>,
-        no_wait: bool,
-    },
-    /// Granted: report the holder's state until released.
-    Hold,
-    /// Remove every node of this attempt, then forget it.
-    Release,
-}
-
 /// Our node, once known. Its Stat is unknown for a node found again after
 /// an ambiguous create, until read.
 #[derive(Debug, Clone)]
@@ -221,10 +207,10 @@ pub(crate) enum Purpose {
     /// getData (with a watch if asked) on our own held node.
     Confirm,
     /// getData with a watch on our own node, sent with the first watch on
-    /// a blocker: see [`OwnWatch`].
+    /// a blocker: see [`OwnWatch`](super::phase::OwnWatch).
     WatchOwn,
     /// getData on our node once the blocker went: it must still exist.
-    /// Only when [`OwnWatch`] cannot prove it.
+    /// Only when [`OwnWatch`](super::phase::OwnWatch) cannot prove it.
     GrantCheck,
     /// delete of a node of ours (the node itself or a stray duplicate).
     Delete(String),
@@ -259,52 +245,14 @@ impl Purpose {
     }
 }
 
-/// A data watch on our own node, kept while we wait in the queue: a
-/// waiter whose node a third party deletes hears of it and queues again
-/// (else it would wait, with no node, until its blocker goes), and a
-/// blocker's deletion alone can grant the lock:
-///
-/// ZooKeeper sends a connection its replies and watch events in the order
-/// it processed them, and fires watches in the order of the changes that
-/// trigger them. So once the reply that set this watch has come in on the
-/// current connection, a blocker's NodeDeleted arriving later on that same
-/// connection, with no event of this watch before it, proves our node still
-/// existed when the blocker went (its own deletion would have been
-/// reported first): the lock is ours without another read. After a
-/// reconnect that proof is gone: SetWatches fires what happened meanwhile in
-/// the order of its list, not of the changes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct OwnWatch {
-    /// The getData that sets it, and the watch's token.
-    pub token: u64,
-    pub seen: OwnSeen,
-}
-
-/// How far an [`OwnWatch`] is known to be set.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum OwnSeen {
-    /// The getData is in flight (or waits for a connection).
-    Asked,
-    /// Its reply came on the current connection: the proof holds.
-    Set,
-    /// Set on a connection since lost; SetWatches re-arms it (or fires it
-    /// at once). It still tells of our node's deletion, but proves nothing
-    /// about order.
-    Rearmed,
-}
-
 /// One acquisition, from queueing to the removal of its node.
 #[derive(Debug)]
 pub(crate) struct Attempt {
     pub spec: Arc<LockSpec>,
     /// The protected id in our node names, new per attempt.
     pub uuid: String,
-    pub goal: Goal,
+    pub phase: Phase,
     pub node: Option<Node>,
-    /// A create of ours may have been applied without us hearing of it.
-    pub maybe_created: bool,
-    /// Creating the lock path's ancestors, from this index on.
-    pub parents_from: Option<usize>,
     /// Duplicates of our node (late creates of this attempt) to delete.
     pub strays: Vec<String>,
     /// Nodes with our attempt id that a listing showed, whose owner is
@@ -313,34 +261,11 @@ pub(crate) struct Attempt {
     pub suspects: Vec<String>,
     /// Deletes in flight, by node name.
     pub deleting: Vec<String>,
-    /// The main-line request awaited.
-    pub busy: Option<u64>,
-    /// The listing sent behind our create (shared with other creates on
-    /// the same path sent in the same turn).
-    pub listing: Option<u64>,
-    /// The confirm in flight, for a holder.
-    pub confirming: Option<u64>,
-    /// The watch we act on (blocker, children, or our own node).
-    pub watch: Option<u64>,
-    /// A holder near the counter's end: the child watch on the queue.
-    pub end_watch: Option<u64>,
-    /// The watched blocker's deletion grants us the lock.
-    pub blocker_alone: bool,
-    /// The node `watch` is on (or the getData setting it asks about),
-    /// while waiting on a blocker.
-    pub watched: Option<String>,
-    /// While waiting on a blocker not alone: the watch on the node below
-    /// it (see [`Standing::scout`]).
-    pub scout: Option<u64>,
-    /// While waiting on a blocker: the watch on our own node.
-    pub own_watch: Option<OwnWatch>,
-    /// What the holder was last told.
-    pub state: LockState,
-    /// Someone waits to hear that the release finished.
-    pub report_release: bool,
-    /// The server refused to delete our node (with this code).
+    /// The server refused to delete a node of ours (with this code): told
+    /// when the release finishes.
     pub release_refused: Option<jute::ErrorCode>,
-    /// With lock-delay (and only then): its sub-machine.
+    /// With lock-delay (and only then): its sub-machine, from the first
+    /// reading of the server's clock to the release of our mark.
     pub delay: Option<Box<Delay>>,
 }
 
@@ -355,24 +280,11 @@ impl Attempt {
             delay: spec.lock_delay.is_some().then(Box::default),
             spec,
             uuid,
-            goal: Goal::Acquire { deadline, no_wait },
+            phase: Phase::queueing(deadline, no_wait),
             node: None,
-            maybe_created: false,
-            parents_from: None,
             strays: Vec::new(),
             suspects: Vec::new(),
             deleting: Vec::new(),
-            busy: None,
-            listing: None,
-            confirming: None,
-            watch: None,
-            end_watch: None,
-            blocker_alone: false,
-            watched: None,
-            scout: None,
-            own_watch: None,
-            state: LockState::Held,
-            report_release: false,
             release_refused: None,
         }
     }
@@ -405,12 +317,17 @@ impl Attempt {
 
     /// Nothing of this attempt can be left on the server.
     pub(crate) fn is_clean(&self) -> bool {
+        let (busy, maybe_created) = match &self.phase {
+            Phase::Queueing(q) => (q.busy, q.maybe_created),
+            Phase::Releasing(r) => (r.busy, r.maybe_created),
+            Phase::Held(h) => (h.late, false),
+        };
         self.node.is_none()
-            && !self.maybe_created
+            && !maybe_created
             && self.strays.is_empty()
             && self.suspects.is_empty()
             && self.deleting.is_empty()
-            && self.busy.is_none()
+            && busy.is_none()
     }
 }
 

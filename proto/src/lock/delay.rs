@@ -1,10 +1,14 @@
 //! Lock-delay as a sub-machine of an attempt: where its grant stands in the
-//! reading of the tenure marks, and why each of its requests was sent (the
-//! steps themselves are in `lock::tenure`).
+//! reading of the tenure marks, why each of its requests was sent, and what
+//! it is told from outside the grant (the time, the server's clock in any
+//! reply, the release). The grant's steps are in `lock::tenure`.
 
 use std::time::{Duration, Instant};
 
-use jute::ErrorCode;
+use jute::{ErrorCode, MultiOp, PathVersion, Request};
+
+use super::{AttemptId, LockMachine};
+use crate::lock::queue::tenure_path;
 
 /// Why a lock-delay request was sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -163,5 +167,69 @@ impl Delay {
     pub(crate) fn read_clock(&mut self, server_ms: i64, local: Instant) {
         let reading = ServerClock { server_ms, local };
         self.clock = Some(reading.best(self.clock));
+    }
+}
+
+impl LockMachine {
+    /// Delays served by `now`: those still waiting make their marks.
+    pub(super) fn serve_delays(&mut self, now: Instant) {
+        while let Some(&(at, id)) = self.delays.first() {
+            if at > now {
+                break;
+            }
+            self.delays.remove(&(at, id));
+            let Some(d) = self.attempts.get_mut(&id).and_then(|a| a.delay.as_mut()) else {
+                continue;
+            };
+            if let Stage::Serving { until, stale } = &mut d.stage {
+                if *until == at {
+                    let stale = std::mem::take(stale);
+                    d.stage = Stage::Marking { stale };
+                    self.mark(id);
+                }
+            }
+        }
+    }
+
+    /// Takes a reading of the server's clock from our node's ctime, with
+    /// `now`, the instant a reply about the attempt came in (the node's
+    /// Stat came in then or before).
+    pub(super) fn read_server_clock(&mut self, id: AttemptId, now: Instant) {
+        let Some(a) = self.attempts.get_mut(&id) else {
+            return;
+        };
+        let (Some(d), Some(stat)) = (a.delay.as_mut(), a.node.as_ref().and_then(|n| n.stat)) else {
+            return;
+        };
+        d.read_clock(stat.ctime, now);
+    }
+
+    /// The release of a marked holder: node and mark in one write, so an
+    /// unclean end is the only way a mark outlives its node.
+    pub(super) fn release_marked(&mut self, id: AttemptId, name: &str) -> Option<Request> {
+        let a = self.attempts.get(&id)?;
+        if a.delay.as_ref()?.stage.marked()? != name {
+            return None;
+        }
+        Some(Request::Multi(vec![
+            MultiOp::Delete(PathVersion {
+                path: a.spec.child(name),
+                version: -1,
+            }),
+            MultiOp::Delete(PathVersion {
+                path: crate::path::join(&tenure_path(&a.spec.parent), &a.uuid),
+                version: -1,
+            }),
+        ]))
+    }
+
+    /// Our mark was gone when we released (deleted by a third party): the
+    /// node is deleted alone.
+    pub(super) fn mark_gone(&mut self, id: AttemptId) {
+        if let Some(d) = self.attempts.get_mut(&id).and_then(|a| a.delay.as_mut()) {
+            if d.stage.marked().is_some() {
+                d.stage = Stage::Idle;
+            }
+        }
     }
 }

@@ -74,9 +74,10 @@ use jute::{
 };
 
 use super::{list, AttemptId, LockMachine};
-use crate::lock::attempt::{Goal, Purpose};
+use crate::lock::attempt::Purpose;
 use crate::lock::delay::{DelayPurpose, Stage};
 use crate::lock::error::LockError;
+use crate::lock::phase::Phase;
 use crate::lock::queue::{protected_id, tenure_path};
 use crate::session::RequestError;
 
@@ -116,7 +117,8 @@ impl LockMachine {
         let Some(a) = self.attempts.get_mut(&id) else {
             return;
         };
-        let own = a.own_watch.take().map(|o| o.token);
+        let own = a.phase.as_queueing().and_then(|q| q.own_watch.take());
+        let own = own.map(|o| o.token);
         for t in [watch, own].into_iter().flatten() {
             self.watches.remove(&t);
         }
@@ -262,7 +264,7 @@ impl LockMachine {
     /// (the caller steps the attempt on) when it no longer is.
     fn mark_in_hand(&self, id: AttemptId) -> Option<String> {
         let a = self.attempts.get(&id)?;
-        if !matches!(a.goal, Goal::Acquire { .. }) {
+        if !a.phase.is_queueing() {
             return None;
         }
         match &a.delay.as_ref()?.stage {
@@ -384,7 +386,7 @@ impl LockMachine {
             return;
         };
         let delay = a.spec.lock_delay.unwrap_or_default();
-        let no_wait = matches!(a.goal, Goal::Acquire { no_wait: true, .. });
+        let no_wait = matches!(&a.phase, Phase::Queueing(q) if q.no_wait);
         let Some(d) = a.delay.as_mut() else {
             return self.step(id);
         };
@@ -430,11 +432,11 @@ impl LockMachine {
 
     /// The delay is served (or none was due): make our mark, proving our
     /// node still exists in the same write.
-    fn mark(&mut self, id: AttemptId) {
+    pub(super) fn mark(&mut self, id: AttemptId) {
         let Some(a) = self.attempts.get_mut(&id) else {
             return;
         };
-        if a.busy.is_some() || !matches!(a.goal, Goal::Acquire { .. }) {
+        if !matches!(&a.phase, Phase::Queueing(q) if q.busy.is_none()) {
             return;
         }
         let Some(name) = a.node_name() else {
@@ -504,17 +506,14 @@ impl LockMachine {
                 };
             }
         }
-        if !matches!(a.goal, Goal::Acquire { .. }) {
+        let Phase::Queueing(q) = &a.phase else {
             // Given up meanwhile: the release removes the mark with the node.
             return self.step(id);
-        }
+        };
         match refused {
             // Made, or made before by a create whose reply was lost.
             None | Some((1, ErrorCode::NodeExists)) => {
-                if let Goal::Acquire {
-                    deadline: Some(d), ..
-                } = a.goal
-                {
+                if let Some(d) = q.deadline {
                     if d <= now {
                         // The caller has given up by now (its own clock
                         // says so too): a grant would go to no one, and
@@ -565,68 +564,6 @@ impl LockMachine {
             }
             // The lock path's parent went, or the connection dropped.
             _ => self.step(id),
-        }
-    }
-
-    /// Delays served by `now`: those still waiting make their marks.
-    pub(super) fn serve_delays(&mut self, now: Instant) {
-        while let Some(&(at, id)) = self.delays.first() {
-            if at > now {
-                break;
-            }
-            self.delays.remove(&(at, id));
-            let Some(d) = self.attempts.get_mut(&id).and_then(|a| a.delay.as_mut()) else {
-                continue;
-            };
-            if let Stage::Serving { until, stale } = &mut d.stage {
-                if *until == at {
-                    let stale = std::mem::take(stale);
-                    d.stage = Stage::Marking { stale };
-                    self.mark(id);
-                }
-            }
-        }
-    }
-
-    /// Takes a reading of the server's clock from our node's ctime, with
-    /// `now`, the instant a reply about the attempt came in (the node's
-    /// Stat came in then or before).
-    pub(super) fn read_server_clock(&mut self, id: AttemptId, now: Instant) {
-        let Some(a) = self.attempts.get_mut(&id) else {
-            return;
-        };
-        let (Some(d), Some(stat)) = (a.delay.as_mut(), a.node.as_ref().and_then(|n| n.stat)) else {
-            return;
-        };
-        d.read_clock(stat.ctime, now);
-    }
-
-    /// The release of a marked holder: node and mark in one write, so an
-    /// unclean end is the only way a mark outlives its node.
-    pub(super) fn release_marked(&mut self, id: AttemptId, name: &str) -> Option<Request> {
-        let a = self.attempts.get(&id)?;
-        if a.delay.as_ref()?.stage.marked()? != name {
-            return None;
-        }
-        Some(Request::Multi(vec![
-            MultiOp::Delete(PathVersion {
-                path: a.spec.child(name),
-                version: -1,
-            }),
-            MultiOp::Delete(PathVersion {
-                path: crate::path::join(&tenure_path(&a.spec.parent), &a.uuid),
-                version: -1,
-            }),
-        ]))
-    }
-
-    /// Our mark was gone when we released (deleted by a third party): the
-    /// node is deleted alone.
-    pub(super) fn mark_gone(&mut self, id: AttemptId) {
-        if let Some(d) = self.attempts.get_mut(&id).and_then(|a| a.delay.as_mut()) {
-            if d.stage.marked().is_some() {
-                d.stage = Stage::Idle;
-            }
         }
     }
 }
