@@ -46,8 +46,8 @@ BUGS = [
      "                    if stat.ephemeral_owner == session_id || session_id != 0 {\n                        node.stat = Some(stat);"),
     ("fail-emitted-twice",
      "proto/src/lock/holding.rs",
-     "        let Goal::Acquire { deadline, .. } = a.goal else {\n            return self.step(id);\n        };",
-     "        let Goal::Acquire { deadline, .. } = a.goal else {\n"
+     "        let Phase::Queueing(q) = &a.phase else {\n            return self.step(id);\n        };",
+     "        let Phase::Queueing(q) = &a.phase else {\n"
      "            self.events.push_back(LockEvent::Failed { id, error });\n"
      "            return self.step(id);\n        };"),
     ("past-the-end-granted",
@@ -131,19 +131,19 @@ BUGS = [
      "SessionState::Suspended | SessionState::Connecting if a.confirming.is_none() => {"),
     ("deadline-waits-for-the-reply",
      "proto/src/lock/mod.rs",
-     "                if let Goal::Acquire { .. } = a.goal {\n                    self.fail(id, LockError::Timeout);",
-     "                if let Goal::Acquire { .. } = a.goal {\n"
-     "                    if a.busy.is_some() {\n                        continue;\n                    }\n"
+     "                if let Phase::Queueing(_) = a.phase {\n                    self.fail(id, LockError::Timeout);",
+     "                if let Phase::Queueing(q) = &a.phase {\n"
+     "                    if q.busy.is_some() {\n                        continue;\n                    }\n"
      "                    self.fail(id, LockError::Timeout);"),
     ("cleanup-known-node-only",
      "proto/src/lock/queueing.rs",
-     "            Goal::Release => {\n                if let Some(node) = a.node.take() {",
-     "            Goal::Release => {\n                a.maybe_created = false;\n                a.strays.clear();\n"
+     "            Phase::Releasing(r) => {\n                if let Some(node) = a.node.take() {",
+     "            Phase::Releasing(r) => {\n                r.maybe_created = false;\n                a.strays.clear();\n"
      "                if let Some(node) = a.node.take() {"),
     # A holder told Lost at the counter's end keeps its node until it lets
     # go (docs/SEQUENCE_END.md).
     ("sequence-end-loss-deletes-at-once",
-     "proto/src/lock/queueing.rs",
+     "proto/src/lock/grant.rs",
      "self.lose_keeping_node(id, LossReason::SequenceExhausted);",
      "self.lose(id, LossReason::SequenceExhausted);"),
     # Nor does a holder told Lost for want of contact, while the session
@@ -191,8 +191,8 @@ BUGS = [
      "        let by_record = recorded.map(|_| crate::deadline::after(now, delay));"),
     ("holders-miss-session-end",
      "proto/src/lock/holding.rs",
-     "                Goal::Hold => {\n                    if a.state != LockState::Lost {",
-     "                Goal::Hold => {\n                    if false {"),
+     "                Phase::Held(h) => {\n                    if h.state != LockState::Lost {",
+     "                Phase::Held(h) => {\n                    let _ = h;\n                    if false {"),
     # BatchMutex's local waiters (PendingBatch), which the simulator drives
     # since session 8.
     ("batch-token-ignored",
@@ -284,15 +284,15 @@ BUGS = [
      "                if let Some((_id, _sender)) = attempt {"),
     ("cancelled-waiter-stays-queued",
      "proto/src/lock/holding.rs",
-     "        self.events.push_back(LockEvent::Failed { id, error });\n        self.begin_release(id);",
+     "        self.events.push_back(LockEvent::Failed { id, error });\n        self.begin_release(id, report);",
      "        let cancelled = error == LockError::Cancelled;\n"
      "        self.events.push_back(LockEvent::Failed { id, error });\n"
-     "        if !cancelled {\n            self.begin_release(id);\n        }"),
+     "        if !cancelled {\n            self.begin_release(id, report);\n        }"),
     ("timed-out-waiter-stays-queued",
      "proto/src/lock/mod.rs",
-     "                if let Goal::Acquire { .. } = a.goal {\n"
+     "                if let Phase::Queueing(_) = a.phase {\n"
      "                    self.fail(id, LockError::Timeout);",
-     "                if let Goal::Acquire { .. } = a.goal {\n"
+     "                if let Phase::Queueing(_) = a.phase {\n"
      "                    self.events.push_back(LockEvent::Failed { id, error: LockError::Timeout });"),
     # The handles' other methods (tests/sim/world/calls.rs and the files
     # it names). A fenced write that checks the wrong node is applied after
@@ -359,8 +359,8 @@ BUGS = [
      "                (None, true, _) => {\n"),
     ("recovery-listing-without-sync",
      "proto/src/lock/queueing.rs",
-     "                } else if a.maybe_created {\n                    self.catch_up(id, &spec.parent);\n",
-     "                } else if a.maybe_created {\n"),
+     "                } else if r.maybe_created {\n                    self.catch_up(id, &spec.parent);\n",
+     "                } else if r.maybe_created {\n"),
     # A node with our attempt id deleted whoever owns it: another client's
     # node goes (twins.rs; 30 of 2 000 seeds).
     ("foreign-twin-deleted",

@@ -6,8 +6,9 @@ use std::time::{Duration, Instant};
 
 use jute::{Acl, Names, Stat};
 
+use super::delay::{Delay, DelayPurpose};
+use super::phase::Phase;
 use super::queue::{past_the_end, sequence_order, Contender};
-use super::state::LockState;
 
 /// Which contender a node waits for: the rule of a recipe.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -185,20 +186,6 @@ impl LockSpec {
     }
 }
 
-/// What an attempt is after.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Goal {
-    /// Queue and wait for our turn, until the deadline if any.
-    Acquire {
-        deadline: Option<Instant>,
-        no_wait: bool,
-    },
-    /// Granted: report the holder's state until released.
-    Hold,
-    /// Remove every node of this attempt, then forget it.
-    Release,
-}
-
 /// Our node, once known. Its Stat is unknown for a node found again after
 /// an ambiguous create, until read.
 #[derive(Debug, Clone)]
@@ -237,10 +224,10 @@ pub(crate) enum Purpose {
     /// getData (with a watch if asked) on our own held node.
     Confirm,
     /// getData with a watch on our own node, sent with the first watch on
-    /// a blocker: see [`OwnWatch`].
+    /// a blocker: see [`OwnWatch`](super::phase::OwnWatch).
     WatchOwn,
     /// getData on our node once the blocker went: it must still exist.
-    /// Only when [`OwnWatch`] cannot prove it.
+    /// Only when [`OwnWatch`](super::phase::OwnWatch) cannot prove it.
     GrantCheck,
     /// delete of a node of ours (the node itself or a stray duplicate).
     Delete(String),
@@ -251,25 +238,8 @@ pub(crate) enum Purpose {
     EndWatch,
     /// getChildren to find every node of this attempt before releasing.
     CleanupList,
-    /// getChildren of the lock path's tenure marks at the grant, with
-    /// lock-delay; sent just before [`Purpose::TenureList`].
-    TenureMarks,
-    /// getChildren of the lock path at the grant, with lock-delay: which
-    /// marks have no node any more (holders that ended uncleanly).
-    TenureList,
-    /// getData of a mark without a node: when its end was recorded.
-    TenureRead,
-    /// setData of a mark without a node at version 0: records its end,
-    /// stamped with the server's time.
-    TenureRecord,
-    /// createContainer of the lock path's tenure marks' parent.
-    TenureDir,
-    /// multi(check our node, create our tenure mark): the grant, with
-    /// lock-delay.
-    TenureMark,
-    /// delete of a tenure mark left by a holder that ended uncleanly, once
-    /// the delay has been served.
-    TenureSweep,
+    /// A step of lock-delay's sub-machine (see `lock::delay`).
+    Delay(DelayPurpose),
     /// multi(delete the node `name` of the holder `old`, create2 ours):
     /// release and queue again in one write.
     Requeue { old: u64, name: String },
@@ -288,44 +258,8 @@ impl Purpose {
                 | Purpose::EndWatch
                 | Purpose::WatchOwn
                 | Purpose::WatchScout
-                | Purpose::TenureSweep
-                | Purpose::TenureMarks
-        )
+        ) && !matches!(self, Purpose::Delay(p) if !p.is_main_line())
     }
-}
-
-/// A data watch on our own node, kept while we wait in the queue: a
-/// waiter whose node a third party deletes hears of it and queues again
-/// (else it would wait, with no node, until its blocker goes), and a
-/// blocker's deletion alone can grant the lock:
-///
-/// ZooKeeper sends a connection its replies and watch events in the order
-/// it processed them, and fires watches in the order of the changes that
-/// trigger them. So once the reply that set this watch has come in on the
-/// current connection, a blocker's NodeDeleted arriving later on that same
-/// connection, with no event of this watch before it, proves our node still
-/// existed when the blocker went (its own deletion would have been
-/// reported first): the lock is ours without another read. After a
-/// reconnect that proof is gone: SetWatches fires what happened meanwhile in
-/// the order of its list, not of the changes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct OwnWatch {
-    /// The getData that sets it, and the watch's token.
-    pub token: u64,
-    pub seen: OwnSeen,
-}
-
-/// How far an [`OwnWatch`] is known to be set.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum OwnSeen {
-    /// The getData is in flight (or waits for a connection).
-    Asked,
-    /// Its reply came on the current connection: the proof holds.
-    Set,
-    /// Set on a connection since lost; SetWatches re-arms it (or fires it
-    /// at once). It still tells of our node's deletion, but proves nothing
-    /// about order.
-    Rearmed,
 }
 
 /// One acquisition, from queueing to the removal of its node.
@@ -334,12 +268,8 @@ pub(crate) struct Attempt {
     pub spec: Arc<LockSpec>,
     /// The protected id in our node names, new per attempt.
     pub uuid: String,
-    pub goal: Goal,
+    pub phase: Phase,
     pub node: Option<Node>,
-    /// A create of ours may have been applied without us hearing of it.
-    pub maybe_created: bool,
-    /// Creating the lock path's ancestors, from this index on.
-    pub parents_from: Option<usize>,
     /// Duplicates of our node (late creates of this attempt) to delete.
     pub strays: Vec<String>,
     /// Nodes with our attempt id that a listing showed, whose owner is
@@ -348,101 +278,12 @@ pub(crate) struct Attempt {
     pub suspects: Vec<String>,
     /// Deletes in flight, by node name.
     pub deleting: Vec<String>,
-    /// The main-line request awaited.
-    pub busy: Option<u64>,
-    /// The listing sent behind our create (shared with other creates on
-    /// the same path sent in the same turn).
-    pub listing: Option<u64>,
-    /// The confirm in flight, for a holder.
-    pub confirming: Option<u64>,
-    /// The watch we act on (blocker, children, or our own node).
-    pub watch: Option<u64>,
-    /// A holder near the counter's end: the child watch on the queue.
-    pub end_watch: Option<u64>,
-    /// The watched blocker's deletion grants us the lock.
-    pub blocker_alone: bool,
-    /// The node `watch` is on (or the getData setting it asks about),
-    /// while waiting on a blocker.
-    pub watched: Option<String>,
-    /// While waiting on a blocker not alone: the watch on the node below
-    /// it (see [`Standing::scout`]).
-    pub scout: Option<u64>,
-    /// While waiting on a blocker: the watch on our own node.
-    pub own_watch: Option<OwnWatch>,
-    /// What the holder was last told.
-    pub state: LockState,
-    /// Someone waits to hear that the release finished.
-    pub report_release: bool,
-    /// The server refused to delete our node (with this code).
+    /// The server refused to delete a node of ours (with this code): told
+    /// when the release finishes.
     pub release_refused: Option<jute::ErrorCode>,
-    /// With lock-delay: what the grant found and did about tenure marks.
-    pub tenure: Option<Box<Tenure>>,
-    /// With lock-delay: the best sample of the server's clock seen (see
-    /// [`ServerClock`]).
-    pub server_clock: Option<ServerClock>,
-}
-
-/// One reading of the server's clock: a time the server stamped on a node
-/// (ms since the epoch, the leader's wall clock) and a local instant at
-/// which that time had already passed on the server (the reply carrying it
-/// had come in). From it, `local + (t - server_ms)` is an instant by which
-/// the server's time has reached `t`, whatever our own clock says the time
-/// of day is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct ServerClock {
-    pub server_ms: i64,
-    pub local: Instant,
-}
-
-impl ServerClock {
-    /// The local instant by which the server's clock reads `t` (ms) or
-    /// later.
-    pub(crate) fn reaches(&self, t: i64) -> Instant {
-        let ahead = u64::try_from(t.saturating_sub(self.server_ms)).unwrap_or(0);
-        crate::deadline::after(self.local, Duration::from_millis(ahead))
-    }
-
-    /// The better of two readings: the one that says the server's time
-    /// reaches a given time sooner.
-    pub(crate) fn best(self, other: Option<ServerClock>) -> ServerClock {
-        let Some(other) = other else {
-            return self;
-        };
-        let probe = self.server_ms.max(other.server_ms);
-        if other.reaches(probe) < self.reaches(probe) {
-            other
-        } else {
-            self
-        }
-    }
-}
-
-/// An attempt's passage through lock-delay, from the grant's listing to
-/// its own tenure mark (see `lock::tenure`).
-#[derive(Debug, Default)]
-pub(crate) struct Tenure {
-    /// A holder before us ended uncleanly.
-    pub unclean: bool,
-    /// The local instant by which the server's clock has passed the end of
-    /// the delay: the mark is made then.
-    pub until: Option<Instant>,
-    /// The listing of the marks, sent just before the grant's listing of
-    /// the queue, and its answer once in.
-    pub marks_token: Option<u64>,
-    pub marks: Option<Vec<String>>,
-    /// The server refused to list the marks (an ACL): the grant fails.
-    pub marks_refused: Option<jute::ErrorCode>,
-    /// Marks without a node still to read (or record), last first.
-    pub to_read: Vec<String>,
-    /// Marks left by unclean ends, with the server time their end was
-    /// recorded at (ms); deleted once the delay is served.
-    pub stale: Vec<(String, i64)>,
-    /// When we saw a mark without a node that the marks' ACL kept us from
-    /// reading or recording: its delay counts from then.
-    pub unrecorded: Option<Instant>,
-    /// Our mark is on the server, made for this node of ours: released
-    /// together with it.
-    pub marked: Option<String>,
+    /// With lock-delay (and only then): its sub-machine, from the first
+    /// reading of the server's clock to the release of our mark.
+    pub delay: Option<Box<Delay>>,
 }
 
 impl Attempt {
@@ -453,29 +294,15 @@ impl Attempt {
         no_wait: bool,
     ) -> Self {
         Attempt {
+            delay: spec.lock_delay.is_some().then(Box::default),
             spec,
             uuid,
-            goal: Goal::Acquire { deadline, no_wait },
+            phase: Phase::queueing(deadline, no_wait),
             node: None,
-            maybe_created: false,
-            parents_from: None,
             strays: Vec::new(),
             suspects: Vec::new(),
             deleting: Vec::new(),
-            busy: None,
-            listing: None,
-            confirming: None,
-            watch: None,
-            end_watch: None,
-            blocker_alone: false,
-            watched: None,
-            scout: None,
-            own_watch: None,
-            state: LockState::Held,
-            report_release: false,
             release_refused: None,
-            tenure: None,
-            server_clock: None,
         }
     }
 
@@ -507,12 +334,17 @@ impl Attempt {
 
     /// Nothing of this attempt can be left on the server.
     pub(crate) fn is_clean(&self) -> bool {
+        let (busy, maybe_created) = match &self.phase {
+            Phase::Queueing(q) => (q.busy, q.maybe_created),
+            Phase::Releasing(r) => (r.busy, r.maybe_created),
+            Phase::Held(h) => (h.late, false),
+        };
         self.node.is_none()
-            && !self.maybe_created
+            && !maybe_created
             && self.strays.is_empty()
             && self.suspects.is_empty()
             && self.deleting.is_empty()
-            && self.busy.is_none()
+            && busy.is_none()
     }
 }
 

@@ -4,8 +4,10 @@
 use jute::{ErrorCode, PathWatch, Request, Response};
 
 use super::{AttemptId, LockEvent, LockMachine, REVOKE};
-use crate::lock::attempt::{Goal, Purpose};
+use crate::lock::attempt::Purpose;
+use crate::lock::delay::DelayPurpose;
 use crate::lock::error::LockError;
+use crate::lock::phase::{Phase, Releasing};
 use crate::lock::state::{LockState, LossReason};
 use crate::session::{RequestError, SessionState};
 
@@ -19,15 +21,18 @@ impl LockMachine {
         let Some(name) = a.node_name() else {
             return;
         };
-        if a.confirming.is_some() {
+        let Phase::Held(h) = &a.phase else {
+            return;
+        };
+        if h.confirming.is_some() {
             return;
         }
         let path = a.spec.child(name);
-        let watch = a.spec.watch_node && a.watch.is_none();
+        let watch = a.spec.watch_node && h.watch.is_none();
         let request = Request::GetData(PathWatch { path, watch });
         let token = self.send(id, Purpose::Confirm, request, watch);
-        if let Some(a) = self.attempts.get_mut(&id) {
-            a.confirming = Some(token);
+        if let Some(h) = self.attempts.get_mut(&id).and_then(|a| a.phase.as_held()) {
+            h.confirming = Some(token);
         }
     }
 
@@ -40,17 +45,17 @@ impl LockMachine {
         let Some(a) = self.attempts.get_mut(&id) else {
             return;
         };
-        if a.confirming == Some(token) {
-            a.confirming = None;
-        }
-        if a.goal != Goal::Hold {
+        let Phase::Held(h) = &mut a.phase else {
             self.watches.remove(&token);
             return;
+        };
+        if h.confirming == Some(token) {
+            h.confirming = None;
         }
         match result {
             Ok(response) => {
                 if self.watches.contains_key(&token) {
-                    a.watch = Some(token);
+                    h.watch = Some(token);
                 }
                 let revoke = matches!(&response, Response::Data { data, .. } if data == REVOKE);
                 if a.spec.revocable && revoke {
@@ -110,10 +115,8 @@ impl LockMachine {
                 // The mark was gone (deleted by a third party): delete the
                 // node alone.
                 Some(_) => {
-                    if let Some(t) = a.tenure.as_mut() {
-                        t.marked = None;
-                    }
                     a.strays.push(name.to_owned());
+                    self.mark_gone(id);
                     return self.step(id);
                 }
             },
@@ -139,9 +142,9 @@ impl LockMachine {
 
     /// Re-sends what a watch that was never set was waiting for.
     pub(super) fn resume(&mut self, id: AttemptId) {
-        match self.attempts.get(&id).map(|a| a.goal) {
-            Some(Goal::Acquire { .. }) => self.step(id),
-            Some(Goal::Hold) => self.confirm(id),
+        match self.attempts.get(&id).map(|a| &a.phase) {
+            Some(Phase::Queueing(_)) => self.step(id),
+            Some(Phase::Held(_)) => self.confirm(id),
             _ => {}
         }
     }
@@ -150,22 +153,27 @@ impl LockMachine {
     /// up (a timeout or cancel that raced a create that then failed) only
     /// goes on removing its nodes.
     pub(super) fn fail(&mut self, id: AttemptId, error: LockError) {
+        self.give_up(id, error, false)
+    }
+
+    /// [`LockMachine::fail`], `report`ing the end of the release.
+    pub(super) fn give_up(&mut self, id: AttemptId, error: LockError, report: bool) {
         let Some(a) = self.attempts.get_mut(&id) else {
             return;
         };
-        let Goal::Acquire { deadline, .. } = a.goal else {
+        let Phase::Queueing(q) = &a.phase else {
             return self.step(id);
         };
-        if let Some(d) = deadline {
+        if let Some(d) = q.deadline {
             self.deadlines.remove(&(d, id));
         }
         self.events.push_back(LockEvent::Failed { id, error });
-        self.begin_release(id);
+        self.begin_release(id, report);
     }
 
     /// A holder's node is gone: Lost, and nothing left to delete.
     pub(super) fn node_deleted_under(&mut self, id: AttemptId) {
-        if self.attempts.get(&id).map(|a| a.goal) != Some(Goal::Hold) {
+        if !self.attempts.get(&id).is_some_and(|a| a.phase.is_held()) {
             return;
         }
         self.unhold(id);
@@ -188,36 +196,52 @@ impl LockMachine {
         }
     }
 
-    pub(super) fn begin_release(&mut self, id: AttemptId) {
+    /// The attempt turns to removing its nodes, whatever phase it was in.
+    /// `report`: someone waits to hear when that is done.
+    pub(super) fn begin_release(&mut self, id: AttemptId, report: bool) {
         self.unhold(id);
         let Some(a) = self.attempts.get_mut(&id) else {
             return;
         };
-        a.goal = Goal::Release;
-        a.watched = None;
-        let own = a.own_watch.take().map(|o| o.token);
-        for t in [a.watch.take(), a.end_watch.take(), own, a.scout.take()]
-            .into_iter()
-            .flatten()
-        {
+        let releasing = Releasing {
+            busy: None,
+            maybe_created: false,
+            report,
+        };
+        let (mut busy, maybe_created, report, watches) =
+            match std::mem::replace(&mut a.phase, Phase::Releasing(releasing)) {
+                Phase::Queueing(q) => {
+                    let own = q.own_watch.map(|o| o.token);
+                    let watches = [q.wait.watch(), None, own, q.scout];
+                    (q.busy, q.maybe_created, report, watches)
+                }
+                Phase::Held(h) => (h.late, false, report, [h.watch, h.end_watch, None, None]),
+                Phase::Releasing(r) => (r.busy, r.maybe_created, r.report || report, [None; 4]),
+            };
+        for t in watches.into_iter().flatten() {
             self.watches.remove(&t);
         }
         // A main-line request in flight other than a create is moot (and
         // so is the watch it may set); a create's reply still tells us the
         // node to delete.
-        if let Some(t) = a.busy {
+        if let Some(t) = busy {
             // Nor is a tenure mark's: a mark made must go with the node.
             if !matches!(
                 self.pending.get(&t),
                 Some((
                     _,
-                    Purpose::Create | Purpose::TenureMark | Purpose::Requeue { .. }
+                    Purpose::Create | Purpose::Delay(DelayPurpose::Mark) | Purpose::Requeue { .. }
                 ))
             ) {
-                a.busy = None;
+                busy = None;
                 self.watches.remove(&t);
             }
         }
+        a.phase = Phase::Releasing(Releasing {
+            busy,
+            maybe_created,
+            report,
+        });
         self.step(id)
     }
 
@@ -227,13 +251,13 @@ impl LockMachine {
         state: LockState,
         reason: Option<LossReason>,
     ) {
-        let Some(a) = self.attempts.get_mut(&id) else {
+        let Some(h) = self.attempts.get_mut(&id).and_then(|a| a.phase.as_held()) else {
             return;
         };
-        if a.goal != Goal::Hold || a.state == state || a.state == LockState::Lost {
+        if h.state == state || h.state == LockState::Lost {
             return;
         }
-        a.state = state;
+        h.state = state;
         self.events
             .push_back(LockEvent::State { id, state, reason });
     }
@@ -242,7 +266,7 @@ impl LockMachine {
     /// remove what is left of the node.
     pub(super) fn lose(&mut self, id: AttemptId, reason: LossReason) {
         self.set_state(id, LockState::Lost, Some(reason));
-        self.begin_release(id);
+        self.begin_release(id, false);
     }
 
     /// The holder can no longer rely on the lock, by our own judgement
@@ -263,13 +287,13 @@ impl LockMachine {
     pub(super) fn end_all(&mut self, error: LockError, reason: LossReason) {
         let attempts = std::mem::take(&mut self.attempts);
         for (id, a) in attempts {
-            match a.goal {
-                Goal::Acquire { .. } => self.events.push_back(LockEvent::Failed {
+            match &a.phase {
+                Phase::Queueing(_) => self.events.push_back(LockEvent::Failed {
                     id,
                     error: error.clone(),
                 }),
-                Goal::Hold => {
-                    if a.state != LockState::Lost {
+                Phase::Held(h) => {
+                    if h.state != LockState::Lost {
                         self.events.push_back(LockEvent::State {
                             id,
                             state: LockState::Lost,
@@ -277,9 +301,9 @@ impl LockMachine {
                         });
                     }
                 }
-                Goal::Release => {}
+                Phase::Releasing(_) => {}
             }
-            if a.report_release {
+            if matches!(a.phase, Phase::Releasing(Releasing { report: true, .. })) {
                 self.events.push_back(LockEvent::Released {
                     id,
                     refused: a.release_refused,
@@ -298,7 +322,7 @@ impl LockMachine {
 
     pub(super) fn forget(&mut self, id: AttemptId) {
         if let Some(a) = self.attempts.remove(&id) {
-            if a.report_release {
+            if matches!(a.phase, Phase::Releasing(Releasing { report: true, .. })) {
                 self.events.push_back(LockEvent::Released {
                     id,
                     refused: a.release_refused,

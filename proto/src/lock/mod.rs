@@ -22,9 +22,12 @@ use std::sync::Arc;
 use std::time::Instant;
 
 mod attempt;
+mod delay;
 mod error;
+mod grant;
 mod holding;
 mod ids;
+mod phase;
 mod queue;
 mod queueing;
 mod recovery;
@@ -35,7 +38,8 @@ mod tenure;
 
 use jute::{ErrorCode, PathWatch, Request, Stat};
 
-use attempt::{Attempt, Goal, OwnSeen, Purpose};
+use attempt::{Attempt, Purpose};
+use phase::{OwnSeen, Phase};
 
 use crate::session::SessionState;
 pub use attempt::{LockSpec, Rule};
@@ -226,7 +230,7 @@ impl LockMachine {
         let Some(a) = self.attempts.get(&id) else {
             return;
         };
-        if let Goal::Acquire { .. } = a.goal {
+        if a.phase.is_queueing() {
             self.fail(id, LockError::Cancelled);
         }
         // A granted lock's guard exists (sent, or dropped unread): it
@@ -243,11 +247,10 @@ impl LockMachine {
             }
             return;
         };
-        a.report_release |= report;
-        match a.goal {
-            Goal::Acquire { .. } => self.fail(id, LockError::Cancelled),
-            Goal::Hold => self.begin_release(id),
-            Goal::Release => {}
+        match &mut a.phase {
+            Phase::Queueing(_) => self.give_up(id, LockError::Cancelled, report),
+            Phase::Held(_) => self.begin_release(id, report),
+            Phase::Releasing(r) => r.report |= report,
         }
     }
 
@@ -261,7 +264,8 @@ impl LockMachine {
             // The connection that set our own-node watches is gone: what
             // comes on the next one is no longer in order with them.
             for a in self.attempts.values_mut() {
-                if let Some(own) = a.own_watch.as_mut() {
+                let own = a.phase.as_queueing().and_then(|q| q.own_watch.as_mut());
+                if let Some(own) = own {
                     if own.seen == OwnSeen::Set {
                         own.seen = OwnSeen::Rearmed;
                     }
@@ -280,12 +284,9 @@ impl LockMachine {
         }
         let ids: Vec<AttemptId> = self.attempts.keys().copied().collect();
         for id in ids {
-            let Some(a) = self.attempts.get_mut(&id) else {
+            let Some(a) = self.attempts.get_mut(&id).and_then(|a| a.phase.as_held()) else {
                 continue;
             };
-            if a.goal != Goal::Hold {
-                continue;
-            }
             match state {
                 // Back from a disconnect: confirm the node before saying
                 // Held again. All holders' checks leave in this one turn.
@@ -311,7 +312,7 @@ impl LockMachine {
             }
             self.deadlines.remove(&(at, id));
             if let Some(a) = self.attempts.get(&id) {
-                if let Goal::Acquire { .. } = a.goal {
+                if let Phase::Queueing(_) = a.phase {
                     self.fail(id, LockError::Timeout);
                 }
             }
@@ -363,7 +364,7 @@ impl LockMachine {
     fn send_main(&mut self, id: AttemptId, purpose: Purpose, request: Request) {
         let token = self.send(id, purpose, request, false);
         if let Some(a) = self.attempts.get_mut(&id) {
-            a.busy = Some(token);
+            *a.phase.busy_mut() = Some(token);
         }
     }
 
@@ -380,8 +381,12 @@ impl LockMachine {
             }
         };
         self.shared_listings.entry(token).or_default().push(id);
-        if let Some(a) = self.attempts.get_mut(&id) {
-            a.listing = Some(token);
+        if let Some(q) = self
+            .attempts
+            .get_mut(&id)
+            .and_then(|a| a.phase.as_queueing())
+        {
+            q.listing = Some(token);
         }
     }
 

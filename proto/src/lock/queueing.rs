@@ -8,12 +8,11 @@ use jute::{
 };
 
 use super::{list, AttemptId, LockEvent, LockMachine};
-use crate::lock::attempt::{Blocker, Goal, Node, OwnSeen, OwnWatch, Purpose};
+use crate::lock::attempt::{Blocker, Node, Purpose};
 use crate::lock::error::LockError;
-use crate::lock::queue::{past_the_end, protected_id, Contender, SEQUENCE_WARNING};
-use crate::lock::state::LockState;
-use crate::lock::state::LossReason;
-use crate::session::{RequestError, SessionState};
+use crate::lock::phase::{OwnSeen, OwnWatch, Phase, Wait};
+use crate::lock::queue::{protected_id, Contender, SEQUENCE_WARNING};
+use crate::session::RequestError;
 
 impl LockMachine {
     /// Sends whatever the attempt needs next, unless a main-line request is
@@ -29,12 +28,12 @@ impl LockMachine {
         let Some(a) = self.attempts.get_mut(&id) else {
             return;
         };
-        if a.busy.is_some() {
+        if a.phase.busy().is_some() {
             return;
         }
         let spec = a.spec.clone();
-        match a.goal {
-            Goal::Acquire { .. } => match (&a.node, a.maybe_created, a.parents_from) {
+        match &mut a.phase {
+            Phase::Queueing(q) => match (&a.node, q.maybe_created, q.parents_from) {
                 (None, true, _) => {
                     self.catch_up(id, &spec.parent);
                     let list = list(&spec.parent, false);
@@ -43,7 +42,7 @@ impl LockMachine {
                 (None, false, Some(n)) => {
                     let ancestors = crate::path::ancestors(&spec.parent);
                     let Some(path) = ancestors.get(n) else {
-                        a.parents_from = None;
+                        q.parents_from = None;
                         return self.step(id);
                     };
                     let request = Request::CreateContainer(CreateRequest {
@@ -63,7 +62,7 @@ impl LockMachine {
                         mode: CreateMode::EphemeralSequential,
                     });
                     // Assume it may be applied from the moment it leaves.
-                    a.maybe_created = true;
+                    q.maybe_created = true;
                     self.send_main(id, Purpose::Create, create);
                     self.want_listing(&spec.parent, id);
                 }
@@ -85,12 +84,12 @@ impl LockMachine {
                     let watch = spec.rule.is_first_n();
                     let token = self.send(id, Purpose::List, list(&spec.parent, watch), watch);
                     if let Some(a) = self.attempts.get_mut(&id) {
-                        a.busy = Some(token);
+                        *a.phase.busy_mut() = Some(token);
                     }
                 }
             },
-            Goal::Hold => {}
-            Goal::Release => {
+            Phase::Held(_) => {}
+            Phase::Releasing(r) => {
                 if let Some(node) = a.node.take() {
                     if node.found && node.stat.is_none() {
                         // Ours only if our session owns it: read that first.
@@ -98,7 +97,7 @@ impl LockMachine {
                         return self.send_strays(id);
                     }
                     self.delete(id, node.name);
-                } else if a.maybe_created {
+                } else if r.maybe_created {
                     self.catch_up(id, &spec.parent);
                     self.send_main(id, Purpose::CleanupList, list(&spec.parent, false));
                 } else if a.is_clean() {
@@ -127,7 +126,7 @@ impl LockMachine {
         let Some(a) = self.attempts.get_mut(&id) else {
             return;
         };
-        let listing = a.listing.take();
+        let listing = a.phase.as_queueing().and_then(|q| q.listing.take());
         match result {
             Ok(Response::Created { path, stat }) => {
                 let name = path.rsplit('/').next().unwrap_or_default().to_owned();
@@ -135,16 +134,18 @@ impl LockMachine {
                 let Some(a) = self.attempts.get_mut(&id) else {
                     return;
                 };
-                a.maybe_created = false;
                 a.node = Some(Node {
                     name,
                     stat: Some(stat),
                     found: false,
                 });
-                if matches!(a.goal, Goal::Acquire { .. }) {
+                if let Some(m) = a.phase.maybe_created_mut() {
+                    *m = false;
+                }
+                if let Some(q) = a.phase.as_queueing() {
                     if let Some(t) = listing.filter(|t| self.shared_listings.contains_key(t)) {
                         // The listing sent with the create answers next.
-                        a.busy = Some(t);
+                        q.busy = Some(t);
                         return;
                     }
                 }
@@ -159,34 +160,42 @@ impl LockMachine {
                 let Some(a) = self.attempts.get_mut(&id) else {
                     return;
                 };
-                a.maybe_created = false;
                 a.node = Some(Node {
                     name,
                     stat: None,
                     found: false,
                 });
-                if matches!(a.goal, Goal::Acquire { .. }) {
+                if let Some(m) = a.phase.maybe_created_mut() {
+                    *m = false;
+                }
+                if let Some(q) = a.phase.as_queueing() {
                     if let Some(t) = listing.filter(|t| self.shared_listings.contains_key(t)) {
-                        a.busy = Some(t);
+                        q.busy = Some(t);
                         return;
                     }
                 }
                 self.step(id)
             }
             Err(RequestError::Server(ErrorCode::NoNode)) => {
-                a.maybe_created = false;
-                if matches!(a.goal, Goal::Acquire { .. }) {
-                    a.parents_from = Some(0);
+                if let Some(m) = a.phase.maybe_created_mut() {
+                    *m = false;
+                }
+                if let Some(q) = a.phase.as_queueing() {
+                    q.parents_from = Some(0);
                 }
                 self.step(id)
             }
             Err(RequestError::ConnectionLoss) => self.step(id),
             Ok(_) => {
-                a.maybe_created = true;
+                if let Some(m) = a.phase.maybe_created_mut() {
+                    *m = true;
+                }
                 self.fail(id, LockError::UnexpectedReply)
             }
             Err(e) => {
-                a.maybe_created = false;
+                if let Some(m) = a.phase.maybe_created_mut() {
+                    *m = false;
+                }
                 // Named as the caller would read it: the create, under the
                 // lock path (the sink maps it out of the chroot).
                 let path = a.spec.parent.clone();
@@ -224,12 +233,19 @@ impl LockMachine {
         let Some(a) = self.attempts.get_mut(&id) else {
             return;
         };
+        let parents = a.phase.as_queueing().map(|q| &mut q.parents_from);
         match result {
             Ok(_) | Err(RequestError::Server(ErrorCode::NodeExists)) => {
-                a.parents_from = Some(n + 1);
+                if let Some(p) = parents {
+                    *p = Some(n + 1);
+                }
             }
             // An ancestor vanished (an emptied container): from the top.
-            Err(RequestError::Server(ErrorCode::NoNode)) => a.parents_from = Some(0),
+            Err(RequestError::Server(ErrorCode::NoNode)) => {
+                if let Some(p) = parents {
+                    *p = Some(0);
+                }
+            }
             Err(RequestError::ConnectionLoss) => {}
             Err(e) => {
                 let path = crate::path::ancestors(&a.spec.parent).get(n).cloned();
@@ -244,11 +260,11 @@ impl LockMachine {
     /// at once: whatever we waited for (a blocker's watch, a reply) is moot.
     pub(super) fn node_vanished(&mut self, id: AttemptId) {
         if let Some(a) = self.attempts.get_mut(&id) {
-            if matches!(a.goal, Goal::Acquire { .. }) {
+            if let Phase::Queueing(q) = &mut a.phase {
                 a.node = None;
-                let own = a.own_watch.take().map(|o| o.token);
-                a.watched = None;
-                let watches = [a.watch.take(), a.busy.take(), own, a.scout.take()];
+                let own = q.own_watch.take().map(|o| o.token);
+                let wait = std::mem::replace(&mut q.wait, Wait::Nothing).watch();
+                let watches = [wait, q.busy.take(), own, q.scout.take()];
                 for t in watches.into_iter().flatten() {
                     self.watches.remove(&t);
                 }
@@ -261,10 +277,14 @@ impl LockMachine {
     /// (see [`OwnWatch`]). Sent before the blocker's watch, so its reply
     /// comes first.
     pub(super) fn watch_own_node(&mut self, id: AttemptId) {
-        let Some(a) = self.attempts.get_mut(&id) else {
+        let Some(q) = self
+            .attempts
+            .get_mut(&id)
+            .and_then(|a| a.phase.as_queueing())
+        else {
             return;
         };
-        match a.own_watch {
+        match q.own_watch {
             Some(OwnWatch {
                 seen: OwnSeen::Asked | OwnSeen::Set,
                 ..
@@ -273,7 +293,7 @@ impl LockMachine {
                 // Re-armed by SetWatches: it proves nothing about order
                 // any more. A fresh read sets it again on this connection
                 // (the server keeps one watch per node and connection).
-                a.own_watch = None;
+                q.own_watch = None;
                 self.watches.remove(&token);
             }
             None => {}
@@ -287,8 +307,12 @@ impl LockMachine {
         let path = a.spec.child(name);
         let request = Request::GetData(PathWatch { path, watch: true });
         let token = self.send(id, Purpose::WatchOwn, request, true);
-        if let Some(a) = self.attempts.get_mut(&id) {
-            a.own_watch = Some(OwnWatch {
+        if let Some(q) = self
+            .attempts
+            .get_mut(&id)
+            .and_then(|a| a.phase.as_queueing())
+        {
+            q.own_watch = Some(OwnWatch {
                 token,
                 seen: OwnSeen::Asked,
             });
@@ -302,20 +326,19 @@ impl LockMachine {
         result: Result<Response, RequestError>,
     ) {
         self.learn_stat(id, &result);
-        let Some(a) = self.attempts.get_mut(&id) else {
-            self.watches.remove(&token);
-            return;
-        };
-        let current = a.own_watch.is_some_and(|o| o.token == token);
-        if !current || !matches!(a.goal, Goal::Acquire { .. }) {
+        let q = self
+            .attempts
+            .get_mut(&id)
+            .and_then(|a| a.phase.as_queueing());
+        let Some(q) = q.filter(|q| q.own_watch.is_some_and(|o| o.token == token)) else {
             // Superseded, granted from a listing, or given up: if it was
             // set, it goes when our node does.
             self.watches.remove(&token);
             return;
-        }
+        };
         match result {
             Ok(_) => {
-                a.own_watch = Some(OwnWatch {
+                q.own_watch = Some(OwnWatch {
                     token,
                     seen: OwnSeen::Set,
                 })
@@ -325,7 +348,7 @@ impl LockMachine {
             // Not set (the connection dropped): the grant falls back to a
             // read, unless it is set again first.
             Err(_) => {
-                a.own_watch = None;
+                q.own_watch = None;
                 self.watches.remove(&token);
             }
         }
@@ -348,11 +371,11 @@ impl LockMachine {
             let Some(a) = self.attempts.get_mut(&id) else {
                 continue;
             };
-            if a.busy != Some(token) {
+            if a.phase.busy() != Some(token) {
                 // Its create failed, or the attempt moved on.
                 continue;
             }
-            a.busy = None;
+            *a.phase.busy_mut() = None;
             match children {
                 Some(children) => self.evaluate(now, id, children, None),
                 None => self.step(id),
@@ -372,7 +395,7 @@ impl LockMachine {
         let Some(a) = self.attempts.get_mut(&id) else {
             return;
         };
-        if !matches!(a.goal, Goal::Acquire { .. }) {
+        if !a.phase.is_queueing() {
             return self.step(id);
         }
         let Some(our_name) = a.node_name().map(str::to_owned) else {
@@ -385,6 +408,9 @@ impl LockMachine {
                 a.add_suspect(name);
             }
         }
+        let Phase::Queueing(q) = &mut a.phase else {
+            return;
+        };
         let rule = a.spec.rule;
         let Some(standing) = rule.standing(children, &our_name) else {
             // Our node is gone: deleted by someone. Queue again.
@@ -401,7 +427,7 @@ impl LockMachine {
             return self.fail(id, LockError::SequenceExhausted { path });
         }
         let (blocker, scout) = (standing.blocker, standing.scout);
-        if blocker.is_some() && matches!(a.goal, Goal::Acquire { no_wait: true, .. }) {
+        if blocker.is_some() && q.no_wait {
             if let Some(t) = watch {
                 self.watches.remove(&t);
             }
@@ -410,21 +436,30 @@ impl LockMachine {
         if let Some(t) = watch {
             if blocker.is_some() {
                 // Not among the first n: the child watch wakes us.
-                a.watch = Some(t);
+                q.wait = Wait::Queue { watch: t };
                 return self.send_strays(id);
             }
             self.watches.remove(&t);
         }
         // A blocker's watch kept from an earlier listing stands only if
         // that node still blocks us; a scout's is set anew each time.
-        let kept = matches!(blocker, Some(Blocker::Node { name, .. })
-            if a.watch.is_some() && a.watched.as_deref() == Some(name));
-        if !kept && a.watched.take().is_some() {
-            if let Some(t) = a.watch.take() {
+        let kept = match (&blocker, &q.wait) {
+            (
+                Some(Blocker::Node { name, .. }),
+                Wait::Blocker {
+                    name: watched,
+                    watch: Some(_),
+                    ..
+                },
+            ) => watched == name,
+            _ => false,
+        };
+        if !kept && matches!(q.wait, Wait::Blocker { .. }) {
+            if let Some(t) = std::mem::replace(&mut q.wait, Wait::Nothing).watch() {
                 self.watches.remove(&t);
             }
         }
-        if let Some(t) = a.scout.take() {
+        if let Some(t) = q.scout.take() {
             self.watches.remove(&t);
         }
         match blocker {
@@ -433,14 +468,19 @@ impl LockMachine {
             Some(Blocker::Queue) => self.step(id),
             Some(Blocker::Node { alone, .. }) if kept => {
                 // Listed again on the scout's word, the blocker unchanged.
-                a.blocker_alone = alone;
+                if let Wait::Blocker { alone: a, .. } = &mut q.wait {
+                    *a = alone;
+                }
                 self.watch_own_node(id);
                 self.watch_scout(id, scout);
                 self.send_strays(id);
             }
             Some(Blocker::Node { name, alone }) => {
-                a.blocker_alone = alone;
-                a.watched = Some(name.to_owned());
+                q.wait = Wait::Blocker {
+                    name: name.to_owned(),
+                    alone,
+                    watch: None,
+                };
                 let path = a.spec.child(name);
                 // Watch our own node too, in the same turn (no round trip
                 // added on the way to the grant): when the blocker is alone
@@ -455,7 +495,7 @@ impl LockMachine {
                 let request = Request::GetData(read);
                 let token = self.send(id, Purpose::WatchBlocker, request, true);
                 if let Some(a) = self.attempts.get_mut(&id) {
-                    a.busy = Some(token);
+                    *a.phase.busy_mut() = Some(token);
                 }
                 self.watch_scout(id, scout);
                 // Strays go out alongside.
@@ -479,8 +519,12 @@ impl LockMachine {
         let path = a.spec.child(name);
         let request = Request::GetData(PathWatch { path, watch: true });
         let token = self.send(id, Purpose::WatchScout, request, true);
-        if let Some(a) = self.attempts.get_mut(&id) {
-            a.scout = Some(token);
+        if let Some(q) = self
+            .attempts
+            .get_mut(&id)
+            .and_then(|a| a.phase.as_queueing())
+        {
+            q.scout = Some(token);
         }
     }
 
@@ -491,8 +535,10 @@ impl LockMachine {
         let Some(a) = self.attempts.get(&id) else {
             return;
         };
-        if matches!(a.goal, Goal::Acquire { .. }) && a.busy.is_none() && a.watch.is_some() {
-            self.step(id);
+        if let Phase::Queueing(q) = &a.phase {
+            if q.busy.is_none() && q.wait.watch().is_some() {
+                self.step(id);
+            }
         }
     }
 
@@ -530,147 +576,5 @@ impl LockMachine {
         };
         let request = Request::Exists(PathWatch { path, watch: false });
         self.send(id, Purpose::StrayStat(name), request, false);
-    }
-
-    /// The lock is ours. `watch`: a watch on our node already left by the
-    /// read that proved it exists.
-    pub(super) fn grant(&mut self, _now: Instant, id: AttemptId, watch: Option<u64>) {
-        let Some(a) = self.attempts.get_mut(&id) else {
-            return;
-        };
-        let Some(Node {
-            name,
-            stat: Some(stat),
-            ..
-        }) = a.node.clone()
-        else {
-            // Our Stat untold (created inside a multi): one read of our
-            // node tells it and proves the node is there; it grants then.
-            return match (&a.node, a.goal) {
-                (Some(node), Goal::Acquire { .. }) if a.busy.is_none() => {
-                    let path = a.spec.child(&node.name);
-                    let watch = a.spec.watch_node && a.own_watch.is_none();
-                    let request = Request::GetData(PathWatch { path, watch });
-                    let token = self.send(id, Purpose::GrantCheck, request, watch);
-                    if let Some(a) = self.attempts.get_mut(&id) {
-                        a.busy = Some(token);
-                    }
-                }
-                _ => self.step(id),
-            };
-        };
-        if a.spec.lock_delay.is_some() && a.tenure.as_ref().is_none_or(|t| t.marked.is_none()) {
-            return self.begin_tenure(id, watch);
-        }
-        if let Goal::Acquire {
-            deadline: Some(d), ..
-        } = a.goal
-        {
-            self.deadlines.remove(&(d, id));
-        }
-        a.goal = Goal::Hold;
-        a.state = LockState::Held;
-        // A blocker's or scout's watch left from the queue (granted from a
-        // listing) is no holder's watch.
-        let stale = [
-            a.watched.take().and_then(|_| a.watch.take()),
-            a.scout.take(),
-        ];
-        for t in stale.into_iter().flatten() {
-            self.watches.remove(&t);
-        }
-        // The watch on our own node kept while waiting is the holder's
-        // watch, if it wants one and it is known to be set (its reply came
-        // before whatever granted us); else it is forgotten here, and the
-        // server's copy ends when our node is deleted at release.
-        let own = a.own_watch.take();
-        let watch = watch.or_else(|| {
-            own.filter(|o| a.spec.watch_node && o.seen != OwnSeen::Asked)
-                .map(|o| o.token)
-        });
-        if let Some(o) = own.filter(|o| Some(o.token) != watch) {
-            self.watches.remove(&o.token);
-        }
-        a.watch = watch;
-        let path = a.spec.child(&name);
-        // A revocable holder reads its node once granted: a request written
-        // while it waited is heeded too.
-        let confirm = (a.spec.watch_node && watch.is_none()) || a.spec.revocable;
-        let near_end = Contender::classify(&name).is_some_and(|(seq, _)| seq > SEQUENCE_WARNING);
-        self.held_nodes.insert(path.clone(), id);
-        let after_unclean_end = a.tenure.as_ref().is_some_and(|t| t.unclean);
-        self.events.push_back(LockEvent::Acquired {
-            id,
-            path,
-            stat,
-            after_unclean_end,
-        });
-        if confirm {
-            self.confirm(id);
-        }
-        if near_end {
-            self.watch_queue_end(id);
-        }
-        self.send_strays(id);
-    }
-
-    /// A holder near the end of the counter lists the queue with a child
-    /// watch: once a node past the end shows up, peers that sort suffixes
-    /// as text (Curator, kazoo) may take it for the first in line, so this
-    /// holder can no longer be sure it is the only one.
-    pub(super) fn watch_queue_end(&mut self, id: AttemptId) {
-        let Some(a) = self.attempts.get(&id) else {
-            return;
-        };
-        if a.goal != Goal::Hold || a.end_watch.is_some() {
-            return;
-        }
-        let request = list(&a.spec.parent, true);
-        let token = self.send(id, Purpose::EndWatch, request, true);
-        if let Some(a) = self.attempts.get_mut(&id) {
-            a.end_watch = Some(token);
-        }
-    }
-
-    /// The holder's listing near the counter's end.
-    pub(super) fn on_end_listing(
-        &mut self,
-        id: AttemptId,
-        token: u64,
-        result: Result<Response, RequestError>,
-    ) {
-        let Some(a) = self.attempts.get_mut(&id) else {
-            self.watches.remove(&token);
-            return;
-        };
-        if a.end_watch != Some(token) {
-            self.watches.remove(&token);
-            return;
-        }
-        match result {
-            Ok(Response::Children(children)) => {
-                let beyond = children
-                    .iter()
-                    .any(|n| Contender::classify(n).is_some_and(|(seq, _)| past_the_end(seq)));
-                if beyond && a.goal == Goal::Hold {
-                    a.end_watch = None;
-                    self.watches.remove(&token);
-                    let path = a.spec.parent.clone();
-                    log::error!(
-                        "{path}: nodes past the sequence counter's end; the holder is told the \
-                         lock is lost, and its node stays until it lets go"
-                    );
-                    self.lose_keeping_node(id, LossReason::SequenceExhausted);
-                }
-            }
-            Err(_) | Ok(_) => {
-                // Not set (the connection dropped): set again once back.
-                a.end_watch = None;
-                self.watches.remove(&token);
-                if self.session == Some(SessionState::Connected) {
-                    self.watch_queue_end(id);
-                }
-            }
-        }
     }
 }

@@ -32,7 +32,9 @@ impl LockMachine {
                     .into_iter()
                     .filter(|c| c.protected_id() == Some(a.uuid.as_str()))
                     .collect();
-                a.maybe_created = false;
+                if let Some(m) = a.phase.maybe_created_mut() {
+                    *m = false;
+                }
                 if !ours.is_empty() {
                     let first = ours.remove(0);
                     a.node = Some(Node {
@@ -45,7 +47,11 @@ impl LockMachine {
                     }
                 }
             }
-            Err(RequestError::Server(ErrorCode::NoNode)) => a.maybe_created = false,
+            Err(RequestError::Server(ErrorCode::NoNode)) => {
+                if let Some(m) = a.phase.maybe_created_mut() {
+                    *m = false;
+                }
+            }
             _ => {}
         }
         self.step(id)

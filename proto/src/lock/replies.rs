@@ -5,8 +5,9 @@ use std::time::Instant;
 
 use jute::{ErrorCode, EventType, PathWatch, Request, Response};
 
-use super::{LockEvent, LockMachine};
-use crate::lock::attempt::{Goal, OwnSeen, Purpose};
+use super::{AttemptId, LockEvent, LockMachine};
+use crate::lock::attempt::Purpose;
+use crate::lock::phase::{OwnSeen, Phase, Wait};
 use crate::lock::queue::protected_id;
 use crate::session::{RequestError, SessionState, WatchEvent};
 
@@ -39,11 +40,11 @@ impl LockMachine {
             return;
         };
         if purpose.is_main_line() {
-            if a.busy != Some(token) {
+            if a.phase.busy() != Some(token) {
                 // Superseded (a create that failed leaves its listing stale).
                 return;
             }
-            a.busy = None;
+            *a.phase.busy_mut() = None;
         }
         if result.as_ref().is_err_and(ends_session) {
             // The session is over, and its nodes with it: the state change
@@ -64,26 +65,32 @@ impl LockMachine {
                 Err(RequestError::Server(ErrorCode::NoNode)) => self.node_vanished(id),
                 Ok(_) | Err(_) => self.step(id),
             },
-            Purpose::WatchBlocker => match result {
-                Ok(_) => {
-                    a.watch = Some(token);
-                }
+            Purpose::WatchBlocker => match (a.phase.as_queueing(), result) {
+                (Some(q), Ok(_)) => match &mut q.wait {
+                    Wait::Blocker { watch, .. } => *watch = Some(token),
+                    wait => *wait = Wait::Queue { watch: token },
+                },
+                (None, Ok(_)) => {}
                 // Gone between the listing and the watch: look again now.
-                Err(_) => {
-                    a.watched = None;
+                (q, Err(_)) => {
+                    if let Some(q) = q.filter(|q| matches!(q.wait, Wait::Blocker { .. })) {
+                        q.wait = Wait::Nothing;
+                    }
                     self.watches.remove(&token);
                     self.step(id)
                 }
             },
             Purpose::WatchScout => {
-                if a.scout != Some(token) || result.is_ok() {
-                    // Set (or superseded: its event, if any, is ignored).
-                    if a.scout != Some(token) {
-                        self.watches.remove(&token);
-                    }
+                let Some(q) = a.phase.as_queueing().filter(|q| q.scout == Some(token)) else {
+                    // Superseded: its event, if any, is ignored.
+                    self.watches.remove(&token);
+                    return;
+                };
+                if result.is_ok() {
+                    // Set.
                     return;
                 }
-                a.scout = None;
+                q.scout = None;
                 self.watches.remove(&token);
                 if matches!(result, Err(RequestError::Server(ErrorCode::NoNode))) {
                     self.scout_gone(id);
@@ -108,13 +115,7 @@ impl LockMachine {
             },
             Purpose::Delete(name) => self.on_deleted(id, &name, result),
             Purpose::StrayStat(name) => self.on_stray_stat(id, &name, result),
-            Purpose::TenureMarks => self.on_tenure_marks(id, token, result),
-            Purpose::TenureList => self.on_tenure_list(now, id, result),
-            Purpose::TenureRead => self.on_tenure_read(now, id, result),
-            Purpose::TenureRecord => self.on_tenure_record(now, id, result),
-            Purpose::TenureDir => self.on_tenure_dir(id, result),
-            Purpose::TenureMark => self.on_tenure_mark(now, id, result),
-            Purpose::TenureSweep => {}
+            Purpose::Delay(p) => self.on_delay_reply(now, id, token, p, result),
             Purpose::Requeue { old, name } => self.on_requeued(id, token, old, &name, result),
             Purpose::EndWatch => self.on_end_listing(id, token, result),
             Purpose::CleanupList => {
@@ -125,9 +126,15 @@ impl LockMachine {
                                 a.add_suspect(name);
                             }
                         }
-                        a.maybe_created = false;
+                        if let Some(m) = a.phase.maybe_created_mut() {
+                            *m = false;
+                        }
                     }
-                    Err(RequestError::Server(ErrorCode::NoNode)) => a.maybe_created = false,
+                    Err(RequestError::Server(ErrorCode::NoNode)) => {
+                        if let Some(m) = a.phase.maybe_created_mut() {
+                            *m = false;
+                        }
+                    }
                     _ => {}
                 }
                 self.step(id)
@@ -156,102 +163,104 @@ impl LockMachine {
         let Some(a) = self.attempts.get_mut(&id) else {
             return;
         };
-        if a.end_watch == Some(token) {
-            a.end_watch = None;
-            // Fired: list again. Never set: again, once connected.
-            if a.goal == Goal::Hold
-                && (event.is_ok() || self.session == Some(SessionState::Connected))
-            {
-                self.watch_queue_end(id);
-            }
-            return;
-        }
-        if a.own_watch.is_some_and(|o| o.token == token) {
-            a.own_watch = None;
-            return match event {
-                // Our node went while we waited: queue again now.
-                Ok(e)
-                    if e.kind == EventType::NodeDeleted
-                        && matches!(a.goal, Goal::Acquire { .. }) =>
-                {
-                    self.node_vanished(id)
+        let now_connected = self.session == Some(SessionState::Connected);
+        match &mut a.phase {
+            Phase::Held(h) if h.end_watch == Some(token) => {
+                h.end_watch = None;
+                // Fired: list again. Never set: again, once connected.
+                if event.is_ok() || now_connected {
+                    self.watch_queue_end(id);
                 }
-                // Fired otherwise (one-shot: gone now), or never set: it
-                // proves nothing any more; the grant falls back to a read.
-                _ => {}
-            };
-        }
-        if a.scout == Some(token) {
-            a.scout = None;
-            if event.is_ok() {
-                self.scout_gone(id);
             }
-            return;
-        }
-        if a.watch != Some(token) {
+            Phase::Held(h) if h.watch == Some(token) => {
+                h.watch = None;
+                match event {
+                    // Never set, or the session ended (handled through the
+                    // state).
+                    Err(_) if now_connected => self.resume(id),
+                    Err(_) => {}
+                    Ok(e) if e.kind == EventType::NodeDeleted => self.node_deleted_under(id),
+                    Ok(_) => self.confirm(id),
+                }
+            }
+            Phase::Queueing(q) if q.own_watch.is_some_and(|o| o.token == token) => {
+                q.own_watch = None;
+                match event {
+                    // Our node went while we waited: queue again now.
+                    Ok(e) if e.kind == EventType::NodeDeleted => self.node_vanished(id),
+                    // Fired otherwise (one-shot: gone now), or never set: it
+                    // proves nothing any more; the grant falls back to a read.
+                    _ => {}
+                }
+            }
+            Phase::Queueing(q) if q.scout == Some(token) => {
+                q.scout = None;
+                if event.is_ok() {
+                    self.scout_gone(id);
+                }
+            }
+            Phase::Queueing(q) if q.wait.watch() == Some(token) => {
+                let alone = matches!(q.wait, Wait::Blocker { alone: true, .. });
+                q.wait = Wait::Nothing;
+                match event {
+                    Err(_) if now_connected => self.resume(id),
+                    Err(_) => {}
+                    Ok(e) => self.blocker_changed(now, id, &e, alone),
+                }
+            }
             // A watch we stopped caring about (its reply, if an error, says
             // what to do next).
-            return;
+            _ => {}
         }
-        a.watch = None;
-        a.watched = None;
-        match (a.goal, event) {
-            (_, Err(_)) => {
-                // Never set, or the session ended (handled through the state).
-                if self.session == Some(SessionState::Connected) {
-                    self.resume(id);
-                }
-            }
-            (Goal::Acquire { .. }, Ok(e)) => {
-                if let (EventType::NodeDeleted, Some(name)) = (e.kind, a.node_name()) {
-                    let node = a.spec.child(name);
-                    self.events.push_back(LockEvent::Woken {
-                        id,
-                        node,
-                        blocker: e.path.clone(),
-                    });
-                }
-                let Some(a) = self.attempts.get_mut(&id) else {
-                    return;
-                };
-                if e.kind == EventType::NodeDeleted && a.blocker_alone {
-                    // Nothing else was below us (later nodes sort after
-                    // ours): the lock is ours if our node still is.
-                    let proven = a.own_watch.is_some_and(|o| o.seen == OwnSeen::Set);
-                    if proven && self.session == Some(SessionState::Connected) {
-                        // Our own watch was set before this event was sent
-                        // and has not fired: our node outlived the blocker
-                        // (see OwnWatch). Held on the event alone.
-                        return self.grant(now, id, None);
-                    }
-                    // Not proven: one read, not a listing; it leaves the
-                    // holder's watch unless our own watch will serve.
-                    let Some(name) = a.node_name() else {
-                        return self.step(id);
-                    };
-                    let path = a.spec.child(name);
-                    let watch = a.spec.watch_node && a.own_watch.is_none();
-                    let token = self.send(
-                        id,
-                        Purpose::GrantCheck,
-                        Request::GetData(PathWatch { path, watch }),
-                        watch,
-                    );
-                    if let Some(a) = self.attempts.get_mut(&id) {
-                        a.busy = Some(token);
-                    }
-                } else {
-                    self.step(id);
-                }
-            }
-            (Goal::Hold, Ok(e)) => {
-                if e.kind == EventType::NodeDeleted {
-                    self.node_deleted_under(id);
-                } else {
-                    self.confirm(id);
-                }
-            }
-            (Goal::Release, Ok(_)) => {}
+    }
+
+    /// The watch a queueing attempt waited on fired. `alone`: it was on a
+    /// blocker with nothing else below us.
+    fn blocker_changed(&mut self, now: Instant, id: AttemptId, e: &WatchEvent, alone: bool) {
+        let Some(a) = self.attempts.get(&id) else {
+            return;
+        };
+        if let (EventType::NodeDeleted, Some(name)) = (e.kind, a.node_name()) {
+            let node = a.spec.child(name);
+            self.events.push_back(LockEvent::Woken {
+                id,
+                node,
+                blocker: e.path.clone(),
+            });
+        }
+        let Some(a) = self.attempts.get_mut(&id) else {
+            return;
+        };
+        let Phase::Queueing(q) = &a.phase else {
+            return;
+        };
+        if e.kind != EventType::NodeDeleted || !alone {
+            return self.step(id);
+        }
+        // Nothing else was below us (later nodes sort after ours): the lock
+        // is ours if our node still is.
+        let proven = q.own_watch.is_some_and(|o| o.seen == OwnSeen::Set);
+        if proven && self.session == Some(SessionState::Connected) {
+            // Our own watch was set before this event was sent and has not
+            // fired: our node outlived the blocker (see OwnWatch). Held on
+            // the event alone.
+            return self.grant(now, id, None);
+        }
+        // Not proven: one read, not a listing; it leaves the holder's watch
+        // unless our own watch will serve.
+        let Some(name) = a.node_name() else {
+            return self.step(id);
+        };
+        let path = a.spec.child(name);
+        let watch = a.spec.watch_node && q.own_watch.is_none();
+        let token = self.send(
+            id,
+            Purpose::GrantCheck,
+            Request::GetData(PathWatch { path, watch }),
+            watch,
+        );
+        if let Some(a) = self.attempts.get_mut(&id) {
+            *a.phase.busy_mut() = Some(token);
         }
     }
 

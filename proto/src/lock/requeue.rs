@@ -14,7 +14,8 @@ use std::time::Instant;
 use jute::{CreateMode, CreateRequest, MultiOp, MultiResult, PathVersion, Request, Response};
 
 use super::{AttemptId, LockMachine};
-use crate::lock::attempt::{Attempt, Goal, LockSpec, Purpose};
+use crate::lock::attempt::{Attempt, LockSpec, Purpose};
+use crate::lock::phase::{Phase, Releasing};
 use crate::session::{RequestError, SessionState};
 
 impl LockMachine {
@@ -33,10 +34,10 @@ impl LockMachine {
     ) {
         let together = self.session == Some(SessionState::Connected)
             && self.attempts.get(&old).is_some_and(|a| {
-                a.goal == Goal::Hold
+                a.phase.is_held()
                     && a.spec.parent == spec.parent
                     && a.node_name().is_some()
-                    && a.tenure.is_none()
+                    && a.delay.is_none()
             });
         if !together {
             self.release(now, old, true);
@@ -47,15 +48,20 @@ impl LockMachine {
         let Some(a) = self.attempts.get_mut(&old) else {
             return;
         };
-        a.goal = Goal::Release;
-        a.report_release = true;
-        let own = a.own_watch.take().map(|o| o.token);
-        for t in [a.watch.take(), a.end_watch.take(), own]
-            .into_iter()
-            .flatten()
-        {
+        let Phase::Held(h) = &a.phase else {
+            return;
+        };
+        // Its listing still out from the queue, if any, is awaited as
+        // before; the delete in the multi is its node's.
+        let releasing = Releasing {
+            busy: h.late,
+            maybe_created: false,
+            report: true,
+        };
+        for t in [h.watch, h.end_watch].into_iter().flatten() {
             self.watches.remove(&t);
         }
+        a.phase = Phase::Releasing(releasing);
         let Some(name) = a.node.take().map(|n| n.name) else {
             return;
         };
@@ -67,7 +73,9 @@ impl LockMachine {
             self.deadlines.insert((d, id));
         }
         let mut attempt = Attempt::new(spec.clone(), uuid, deadline, false);
-        attempt.maybe_created = true;
+        if let Some(q) = attempt.phase.as_queueing() {
+            q.maybe_created = true;
+        }
         let prefix = spec.child(&format!("_c_{}{}", attempt.uuid, spec.marker));
         self.attempts.insert(id, Box::new(attempt));
         let request = Request::Multi(vec![
@@ -142,8 +150,12 @@ impl LockMachine {
                 // Create it the usual way; the listing sent behind the
                 // multi is stale.
                 if let Some(a) = self.attempts.get_mut(&id) {
-                    a.maybe_created = false;
-                    a.listing = None;
+                    if let Some(m) = a.phase.maybe_created_mut() {
+                        *m = false;
+                    }
+                    if let Some(q) = a.phase.as_queueing() {
+                        q.listing = None;
+                    }
                 }
                 self.step(id)
             }

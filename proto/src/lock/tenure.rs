@@ -74,8 +74,10 @@ use jute::{
 };
 
 use super::{list, AttemptId, LockMachine};
-use crate::lock::attempt::{Goal, Purpose, ServerClock};
+use crate::lock::attempt::Purpose;
+use crate::lock::delay::{DelayPurpose, Stage};
 use crate::lock::error::LockError;
+use crate::lock::phase::Phase;
 use crate::lock::queue::{protected_id, tenure_path};
 use crate::session::RequestError;
 
@@ -84,6 +86,30 @@ use crate::session::RequestError;
 const ENDED: &[u8] = b"ended";
 
 impl LockMachine {
+    /// The reply to a lock-delay request, routed to its step.
+    pub(super) fn on_delay_reply(
+        &mut self,
+        now: Instant,
+        id: AttemptId,
+        token: u64,
+        purpose: DelayPurpose,
+        result: Result<Response, RequestError>,
+    ) {
+        match purpose {
+            DelayPurpose::Marks => self.on_tenure_marks(id, token, result),
+            DelayPurpose::List => self.on_tenure_list(now, id, result),
+            DelayPurpose::Read => self.on_tenure_read(now, id, result),
+            DelayPurpose::Record => self.on_tenure_record(now, id, result),
+            DelayPurpose::Dir => self.on_tenure_dir(id, result),
+            DelayPurpose::Mark => self.on_tenure_mark(now, id, result),
+            DelayPurpose::Sweep => {}
+        }
+    }
+
+    fn send_delay(&mut self, id: AttemptId, purpose: DelayPurpose, request: Request) {
+        self.send_main(id, Purpose::Delay(purpose), request);
+    }
+
     /// The grant, with lock-delay: list the marks, then the queue, and look
     /// for marks of unclean ends. Watches handed to the grant are dropped;
     /// the holder's own check after the grant sets what it needs.
@@ -91,45 +117,58 @@ impl LockMachine {
         let Some(a) = self.attempts.get_mut(&id) else {
             return;
         };
-        let own = a.own_watch.take().map(|o| o.token);
+        let own = a.phase.as_queueing().and_then(|q| q.own_watch.take());
+        let own = own.map(|o| o.token);
         for t in [watch, own].into_iter().flatten() {
             self.watches.remove(&t);
         }
         let marks = list(&tenure_path(&a.spec.parent), false);
         let queue = list(&a.spec.parent, false);
-        let token = self.send(id, Purpose::TenureMarks, marks, false);
-        if let Some(a) = self.attempts.get_mut(&id) {
-            let t = a.tenure.get_or_insert_with(Box::default);
-            t.marks_token = Some(token);
-            t.marks = None;
+        let purpose = Purpose::Delay(DelayPurpose::Marks);
+        let token = self.send(id, purpose, marks, false);
+        if let Some(d) = self.attempts.get_mut(&id).and_then(|a| a.delay.as_mut()) {
+            let left = d.stage.leftover();
+            d.stage = Stage::Listing {
+                marks_token: Some(token),
+                marks: None,
+                left,
+            };
         }
-        self.send_main(id, Purpose::TenureList, queue);
+        self.send_delay(id, DelayPurpose::List, queue);
         // Duplicates of our node go now, not after the delay.
         self.send_strays(id);
     }
 
     /// The marks, listed just before the queue (whose reply comes next).
-    pub(super) fn on_tenure_marks(
+    fn on_tenure_marks(
         &mut self,
         id: AttemptId,
         token: u64,
         result: Result<Response, RequestError>,
     ) {
-        let Some(t) = self.attempts.get_mut(&id).and_then(|a| a.tenure.as_mut()) else {
+        let Some(d) = self.attempts.get_mut(&id).and_then(|a| a.delay.as_mut()) else {
             return;
         };
-        if t.marks_token != Some(token) {
+        let Stage::Listing {
+            marks_token,
+            marks,
+            left,
+        } = &mut d.stage
+        else {
+            return;
+        };
+        if *marks_token != Some(token) {
             return;
         }
-        t.marks_token = None;
-        t.marks = match result {
+        *marks_token = None;
+        *marks = match result {
             Ok(Response::Children(names)) => Some(names.iter().map(str::to_owned).collect()),
             // No mark was ever made, or every one is gone (reaped).
             Err(RequestError::Server(ErrorCode::NoNode)) => Some(Vec::new()),
             // Refused (an ACL): it would be refused again at once, and
             // without the marks no grant can be safe.
             Err(RequestError::Server(code)) => {
-                t.marks_refused = Some(code);
+                left.refused = Some(code);
                 None
             }
             // The connection dropped: the queue's listing fails too, and
@@ -138,7 +177,7 @@ impl LockMachine {
         };
     }
 
-    pub(super) fn on_tenure_list(
+    fn on_tenure_list(
         &mut self,
         now: Instant,
         id: AttemptId,
@@ -159,17 +198,22 @@ impl LockMachine {
         if !children.iter().any(|n| n == our_name) {
             return self.node_vanished(id);
         }
-        if let Some(code) = a.tenure.as_mut().and_then(|t| t.marks_refused.take()) {
+        let Some(Stage::Listing { marks, left, .. }) = a.delay.as_mut().map(|d| &mut d.stage)
+        else {
+            return self.step(id);
+        };
+        if let Some(code) = left.refused.take() {
             let path = tenure_path(&a.spec.parent);
             let error =
                 LockError::request(OpCode::GetChildren, Some(path), RequestError::Server(code));
             return self.fail(id, error);
         }
-        let Some(marks) = a.tenure.as_mut().and_then(|t| t.marks.take()) else {
+        let Some(marks) = marks.take() else {
             // The marks' listing was lost with the connection: list both
             // again.
             return self.step(id);
         };
+        let left = *left;
         let live: std::collections::HashSet<&str> =
             children.iter().filter_map(protected_id).collect();
         let mut ours = false;
@@ -181,14 +225,19 @@ impl LockMachine {
                 to_read.push(owner);
             }
         }
-        let tenure = a.tenure.get_or_insert_with(Box::default);
+        let Some(d) = a.delay.as_mut() else {
+            return;
+        };
         if ours {
             // Our mark was made (its reply lost), and only after the delay.
-            tenure.marked = Some(our_name);
+            d.stage = Stage::Marked { name: our_name };
             return self.grant(now, id, None);
         }
-        tenure.to_read = to_read;
-        tenure.stale.clear();
+        d.stage = Stage::Reading {
+            to_read,
+            stale: Vec::new(),
+            left,
+        };
         self.read_next_mark(now, id);
     }
 
@@ -197,12 +246,15 @@ impl LockMachine {
         let Some(a) = self.attempts.get(&id) else {
             return;
         };
-        let next = a.tenure.as_ref().and_then(|t| t.to_read.last());
+        let next = match a.delay.as_ref().map(|d| &d.stage) {
+            Some(Stage::Reading { to_read, .. }) => to_read.last(),
+            _ => None,
+        };
         match next {
             Some(owner) => {
                 let path = crate::path::join(&tenure_path(&a.spec.parent), owner);
                 let read = Request::GetData(PathWatch { path, watch: false });
-                self.send_main(id, Purpose::TenureRead, read);
+                self.send_delay(id, DelayPurpose::Read, read);
             }
             None => self.decide(now, id),
         }
@@ -212,14 +264,46 @@ impl LockMachine {
     /// (the caller steps the attempt on) when it no longer is.
     fn mark_in_hand(&self, id: AttemptId) -> Option<String> {
         let a = self.attempts.get(&id)?;
-        if !matches!(a.goal, Goal::Acquire { .. }) {
+        if !a.phase.is_queueing() {
             return None;
         }
-        a.tenure.as_ref()?.to_read.last().cloned()
+        match &a.delay.as_ref()?.stage {
+            Stage::Reading { to_read, .. } => to_read.last().cloned(),
+            _ => None,
+        }
+    }
+
+    /// The mark in hand is done with: `recorded`, the server time its end
+    /// was recorded at, if known; `unrecorded`, an end we could neither
+    /// read nor record (its delay counts from `now`).
+    fn mark_done(&mut self, now: Instant, id: AttemptId, recorded: Option<i64>, unrecorded: bool) {
+        let Some(d) = self.attempts.get_mut(&id).and_then(|a| a.delay.as_mut()) else {
+            return;
+        };
+        if let Some(at) = recorded {
+            // The server's clock had reached the record by this reply.
+            d.read_clock(at, now);
+        }
+        if let Stage::Reading {
+            to_read,
+            stale,
+            left,
+        } = &mut d.stage
+        {
+            if let Some(owner) = to_read.pop() {
+                if let Some(at) = recorded {
+                    stale.push((owner, at));
+                }
+            }
+            if unrecorded {
+                left.unrecorded.get_or_insert(now);
+            }
+        }
+        self.read_next_mark(now, id)
     }
 
     /// A mark without a node, read: recorded already, or to record now.
-    pub(super) fn on_tenure_read(
+    fn on_tenure_read(
         &mut self,
         now: Instant,
         id: AttemptId,
@@ -228,24 +312,13 @@ impl LockMachine {
         let Some(owner) = self.mark_in_hand(id) else {
             return self.step(id);
         };
-        let Some(a) = self.attempts.get_mut(&id) else {
-            return;
-        };
-        let Some(t) = a.tenure.as_mut() else {
+        let Some(a) = self.attempts.get(&id) else {
             return;
         };
         let path = crate::path::join(&tenure_path(&a.spec.parent), &owner);
         match result {
             Ok(Response::Data { stat, .. }) if stat.version > 0 => {
-                t.to_read.pop();
-                t.stale.push((owner, stat.mtime));
-                // The server's clock had reached the record by this reply.
-                let reading = ServerClock {
-                    server_ms: stat.mtime,
-                    local: now,
-                };
-                a.server_clock = Some(reading.best(a.server_clock));
-                self.read_next_mark(now, id)
+                self.mark_done(now, id, Some(stat.mtime), false)
             }
             // Not recorded yet: we are the first to see this end.
             Ok(Response::Data { .. }) => {
@@ -254,21 +327,14 @@ impl LockMachine {
                     data: ENDED.to_vec(),
                     version: 0,
                 });
-                self.send_main(id, Purpose::TenureRecord, write);
+                self.send_delay(id, DelayPurpose::Record, write);
             }
             // Released cleanly since the listing (or swept by a holder
             // granted after the delay): no delay is due for it.
-            Err(RequestError::Server(ErrorCode::NoNode)) => {
-                t.to_read.pop();
-                self.read_next_mark(now, id)
-            }
+            Err(RequestError::Server(ErrorCode::NoNode)) => self.mark_done(now, id, None, false),
             // The marks' ACL keeps us from reading it: count the delay
             // from now, as if we recorded it now.
-            Err(RequestError::Server(ErrorCode::NoAuth)) => {
-                t.to_read.pop();
-                t.unrecorded.get_or_insert(now);
-                self.read_next_mark(now, id)
-            }
+            Err(RequestError::Server(ErrorCode::NoAuth)) => self.mark_done(now, id, None, true),
             Err(RequestError::Server(code)) => {
                 let error =
                     LockError::request(OpCode::GetData, Some(path), RequestError::Server(code));
@@ -281,7 +347,7 @@ impl LockMachine {
 
     /// Our recording write: its mtime is the recorded end, and a fresh
     /// reading of the server's clock.
-    pub(super) fn on_tenure_record(
+    fn on_tenure_record(
         &mut self,
         now: Instant,
         id: AttemptId,
@@ -290,37 +356,17 @@ impl LockMachine {
         let Some(owner) = self.mark_in_hand(id) else {
             return self.step(id);
         };
-        let Some(a) = self.attempts.get_mut(&id) else {
-            return;
-        };
-        let Some(t) = a.tenure.as_mut() else {
+        let Some(a) = self.attempts.get(&id) else {
             return;
         };
         match result {
-            Ok(Response::Stat(stat)) => {
-                t.to_read.pop();
-                t.stale.push((owner, stat.mtime));
-                let reading = ServerClock {
-                    server_ms: stat.mtime,
-                    local: now,
-                };
-                a.server_clock = Some(reading.best(a.server_clock));
-                self.read_next_mark(now, id)
-            }
-            // Recorded by another meanwhile: read its time. Gone: as a read
-            // that finds it gone.
-            Err(RequestError::Server(ErrorCode::BadVersion | ErrorCode::NoNode)) => {
-                if matches!(result, Err(RequestError::Server(ErrorCode::NoNode))) {
-                    t.to_read.pop();
-                }
-                self.read_next_mark(now, id)
-            }
+            Ok(Response::Stat(stat)) => self.mark_done(now, id, Some(stat.mtime), false),
+            // Recorded by another meanwhile: read its time.
+            Err(RequestError::Server(ErrorCode::BadVersion)) => self.read_next_mark(now, id),
+            // Gone: as a read that finds it gone.
+            Err(RequestError::Server(ErrorCode::NoNode)) => self.mark_done(now, id, None, false),
             // The marks' ACL keeps us from writing: as a read refused.
-            Err(RequestError::Server(ErrorCode::NoAuth)) => {
-                t.to_read.pop();
-                t.unrecorded.get_or_insert(now);
-                self.read_next_mark(now, id)
-            }
+            Err(RequestError::Server(ErrorCode::NoAuth)) => self.mark_done(now, id, None, true),
             Err(RequestError::Server(code)) => {
                 let path = crate::path::join(&tenure_path(&a.spec.parent), &owner);
                 let error =
@@ -340,20 +386,25 @@ impl LockMachine {
             return;
         };
         let delay = a.spec.lock_delay.unwrap_or_default();
-        let no_wait = matches!(a.goal, Goal::Acquire { no_wait: true, .. });
-        let clock = a.server_clock;
-        let Some(t) = a.tenure.as_mut() else {
+        let no_wait = matches!(&a.phase, Phase::Queueing(q) if q.no_wait);
+        let Some(d) = a.delay.as_mut() else {
             return self.step(id);
         };
-        if let Some(old) = t.until.take() {
+        let clock = d.clock;
+        let (stale, left) = match std::mem::take(&mut d.stage) {
+            Stage::Reading { stale, left, .. } => (stale, left),
+            other => (Vec::new(), other.leftover()),
+        };
+        if let Some(old) = left.timer {
             self.delays.remove(&(old, id));
         }
-        let recorded = t.stale.iter().map(|(_, at)| *at).max();
-        let unrecorded = t.unrecorded.take();
+        let recorded = stale.iter().map(|(_, at)| *at).max();
+        let unrecorded = left.unrecorded;
         if recorded.is_none() && unrecorded.is_none() {
+            d.stage = Stage::Marking { stale };
             return self.mark(id);
         }
-        t.unclean = true;
+        d.unclean = true;
         let delay_ms = i64::try_from(delay.as_nanos().div_ceil(1_000_000)).unwrap_or(i64::MAX);
         // The server's time has reached `recorded` before the read that
         // told it came in: with no reading of our own, wait the whole delay.
@@ -366,14 +417,16 @@ impl LockMachine {
         let by_sight = unrecorded.map(|seen| crate::deadline::after(seen, delay));
         let until = by_record.max(by_sight).unwrap_or(now);
         if until <= now {
+            d.stage = Stage::Marking { stale };
             return self.mark(id);
         }
         if no_wait {
             // A try does not wait out a delay; the record stays for the
             // next one.
+            d.stage = Stage::Idle;
             return self.fail(id, LockError::Timeout);
         }
-        t.until = Some(until);
+        d.stage = Stage::Serving { until, stale };
         self.delays.insert((until, id));
     }
 
@@ -383,7 +436,7 @@ impl LockMachine {
         let Some(a) = self.attempts.get_mut(&id) else {
             return;
         };
-        if a.busy.is_some() || !matches!(a.goal, Goal::Acquire { .. }) {
+        if !matches!(&a.phase, Phase::Queueing(q) if q.busy.is_none()) {
             return;
         }
         let Some(name) = a.node_name() else {
@@ -407,30 +460,25 @@ impl LockMachine {
                 mode: CreateMode::Persistent,
             }),
         ]);
-        self.send_main(id, Purpose::TenureMark, request);
+        self.send_delay(id, DelayPurpose::Mark, request);
     }
 
     /// Deletes the marks of the unclean ends this grant waited out. Only
     /// once granted: an attempt that gives up with its mark in flight
     /// leaves the record, and whoever is granted next is told of the end.
-    fn sweep(&mut self, id: AttemptId) {
-        let Some(a) = self.attempts.get_mut(&id) else {
+    fn sweep(&mut self, id: AttemptId, stale: Vec<(String, i64)>) {
+        let Some(a) = self.attempts.get(&id) else {
             return;
         };
         let dir = tenure_path(&a.spec.parent);
-        let stale = a
-            .tenure
-            .as_mut()
-            .map(|t| std::mem::take(&mut t.stale))
-            .unwrap_or_default();
         for (owner, _) in stale {
             let path = crate::path::join(&dir, &owner);
             let delete = Request::Delete(PathVersion { path, version: -1 });
-            self.send(id, Purpose::TenureSweep, delete, false);
+            self.send(id, Purpose::Delay(DelayPurpose::Sweep), delete, false);
         }
     }
 
-    pub(super) fn on_tenure_mark(
+    fn on_tenure_mark(
         &mut self,
         now: Instant,
         id: AttemptId,
@@ -445,23 +493,27 @@ impl LockMachine {
             _ => return self.step(id),
         };
         let made = matches!(refused, None | Some((1, ErrorCode::NodeExists)));
+        let mut stale = Vec::new();
         if made {
             let name = a.node_name().map(str::to_owned);
-            if let Some(t) = a.tenure.as_mut() {
-                t.marked = name;
+            if let Some(d) = a.delay.as_mut() {
+                if let Stage::Marking { stale: s } = &mut d.stage {
+                    stale = std::mem::take(s);
+                }
+                d.stage = match name {
+                    Some(name) => Stage::Marked { name },
+                    None => Stage::Idle,
+                };
             }
         }
-        if !matches!(a.goal, Goal::Acquire { .. }) {
+        let Phase::Queueing(q) = &a.phase else {
             // Given up meanwhile: the release removes the mark with the node.
             return self.step(id);
-        }
+        };
         match refused {
             // Made, or made before by a create whose reply was lost.
             None | Some((1, ErrorCode::NodeExists)) => {
-                if let Goal::Acquire {
-                    deadline: Some(d), ..
-                } = a.goal
-                {
+                if let Some(d) = q.deadline {
                     if d <= now {
                         // The caller has given up by now (its own clock
                         // says so too): a grant would go to no one, and
@@ -470,7 +522,7 @@ impl LockMachine {
                         return self.fail(id, LockError::Timeout);
                     }
                 }
-                self.sweep(id);
+                self.sweep(id, stale);
                 self.grant(now, id, None)
             }
             Some((0, _)) => self.node_vanished(id),
@@ -483,7 +535,7 @@ impl LockMachine {
                     acl: a.spec.parent_acl.clone(),
                     mode: CreateMode::Container,
                 });
-                self.send_main(id, Purpose::TenureDir, create);
+                self.send_delay(id, DelayPurpose::Dir, create);
             }
             Some((_, code)) => {
                 let path = crate::path::join(&tenure_path(&a.spec.parent), &a.uuid);
@@ -495,7 +547,7 @@ impl LockMachine {
     }
 
     /// The marks' parent, created (or found made by another).
-    pub(super) fn on_tenure_dir(&mut self, id: AttemptId, result: Result<Response, RequestError>) {
+    fn on_tenure_dir(&mut self, id: AttemptId, result: Result<Response, RequestError>) {
         let Some(a) = self.attempts.get(&id) else {
             return;
         };
@@ -513,64 +565,5 @@ impl LockMachine {
             // The lock path's parent went, or the connection dropped.
             _ => self.step(id),
         }
-    }
-
-    /// Delays served by `now`: those still waiting make their marks.
-    pub(super) fn serve_delays(&mut self, now: Instant) {
-        while let Some(&(at, id)) = self.delays.first() {
-            if at > now {
-                break;
-            }
-            self.delays.remove(&(at, id));
-            let current = self
-                .attempts
-                .get_mut(&id)
-                .and_then(|a| a.tenure.as_mut())
-                .filter(|t| t.until == Some(at));
-            if let Some(t) = current {
-                t.until = None;
-                self.mark(id);
-            }
-        }
-    }
-
-    /// Takes a reading of the server's clock from our node's ctime, with
-    /// `now`, the instant a reply about the attempt came in (the node's
-    /// Stat came in then or before).
-    pub(super) fn read_server_clock(&mut self, id: AttemptId, now: Instant) {
-        let Some(a) = self.attempts.get_mut(&id) else {
-            return;
-        };
-        if a.spec.lock_delay.is_none() {
-            return;
-        }
-        let Some(stat) = a.node.as_ref().and_then(|n| n.stat) else {
-            return;
-        };
-        let reading = ServerClock {
-            server_ms: stat.ctime,
-            local: now,
-        };
-        a.server_clock = Some(reading.best(a.server_clock));
-    }
-
-    /// The release of a marked holder: node and mark in one write, so an
-    /// unclean end is the only way a mark outlives its node.
-    pub(super) fn release_marked(&mut self, id: AttemptId, name: &str) -> Option<Request> {
-        let a = self.attempts.get(&id)?;
-        let marked = a.tenure.as_ref()?.marked.as_deref()?;
-        if marked != name {
-            return None;
-        }
-        Some(Request::Multi(vec![
-            MultiOp::Delete(PathVersion {
-                path: a.spec.child(name),
-                version: -1,
-            }),
-            MultiOp::Delete(PathVersion {
-                path: crate::path::join(&tenure_path(&a.spec.parent), &a.uuid),
-                version: -1,
-            }),
-        ]))
     }
 }
