@@ -152,7 +152,7 @@ BUGS = [
      "proto/src/lock/mod.rs",
      "SessionState::Lost => self.lose_keeping_node(id, LossReason::NoContact),",
      "SessionState::Lost => self.lose(id, LossReason::NoContact),"),
-    # Availability (the simulator's A1 to A4, tests/sim/world/available.rs).
+    # Availability (the simulator's A1 to A4, sim/src/world/available.rs).
     # A refusal the leader ordered (NodeExists, BadVersion, NoNode...) not
     # counted as the leader's word, while the application's writes put the
     # leader check's own sync off (two replacements under one name): a
@@ -258,7 +258,7 @@ BUGS = [
      "                drop(c);\n                Shared::campaign(shared);\n",
      "                drop(c);\n"),
     # Given-up waiters must withdraw at once, not when granted
-    # (tests/sim/world/withdrawn.rs).
+    # (sim/src/world/withdrawn.rs).
     ("dropped-pending-lock-stays-queued",
      "src/recipes/pending.rs",
      "            sender.lock(LockCommand::Cancel(self.id));",
@@ -294,7 +294,7 @@ BUGS = [
      "                    self.fail(id, LockError::Timeout);",
      "                if let Phase::Queueing(_) = a.phase {\n"
      "                    self.events.push_back(LockEvent::Failed { id, error: LockError::Timeout });"),
-    # The handles' other methods (tests/sim/world/calls.rs and the files
+    # The handles' other methods (sim/src/world/calls.rs and the files
     # it names). A fenced write that checks the wrong node is applied after
     # its holder's node is gone (F1).
     ("fenced-write-checks-the-wrong-node",

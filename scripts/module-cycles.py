@@ -16,7 +16,8 @@ import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ROOTS = ["src", "proto/src", "jute/src", "cli/src", "testkit/src", "zklock-test/src", "bench/src", "bench/minimal/src"]
+ROOTS = ["src", "proto/src", "jute/src", "cli/src", "testkit/src", "zklock-test/src", "bench/src",
+         "bench/minimal/src", "sim/src"]
 
 PATH = re.compile(r"\b(crate|super|self)((?:::[A-Za-z_][A-Za-z0-9_]*)+|::\{)")
 USE_GROUP = re.compile(r"\buse\s+(crate|super|self)::\{([^;]*)\};", re.S)

@@ -24,6 +24,7 @@ mod pieces;
 pub mod primitives;
 mod records;
 
+#[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzz;
 

@@ -10,7 +10,7 @@ use zklock::recipes::{LockError, LockGuard, LockState, Mutex, PendingLock, Pendi
 use zklock::session::{DropReason, SessionState};
 use zklock::Client;
 
-use crate::sim_zookeeper;
+use zklock_sim::zookeeper as sim_zookeeper;
 
 /// One client: its handle, the core its driver runs, and its connection.
 struct Peer {

@@ -26,10 +26,7 @@
 //!   with its name.
 //! - Clients connect to three servers in turn; in half of the seeds one
 //!   is a follower whose applied state lags the leader's for every
-//!   client on it (tests/sim/zookeeper/lagging.rs).
-
-#[path = "../sim/mod.rs"]
-mod sim;
+//!   client on it (sim/src/zookeeper/lagging.rs).
 
 /// The in-memory ZooKeeper's own tests, on the session core.
 mod model;
@@ -38,8 +35,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use sim::rng::Rng;
-use sim::world::{Options, Plan, Stats, Violation, World};
+use zklock_sim::rng::Rng;
+use zklock_sim::world::{Options, Plan, Stats, Violation, World};
 
 /// Seeds that found bugs; each stays as a regression test. A seed names a
 /// run of the world's generator as it is: a change to the generator draws

@@ -12,7 +12,6 @@ mod wire;
 
 use std::time::{Duration, Instant};
 
-use crate::sim::zookeeper::{session_password, ConnId, SimZooKeeper, SESSION_ID_BASE};
 use bytes::BytesMut;
 use jute::{
     decode_server_message, encode_connect, encode_request, split_frame, Acl, ConnectRequest,
@@ -20,6 +19,7 @@ use jute::{
     PathVersion, PathWatch, Request, Response, ServerMessage, SetDataRequest,
 };
 use zklock::session::{RequestError, Session, SessionConfig, SessionEvent, SessionState};
+use zklock_sim::zookeeper::{session_password, ConnId, SimZooKeeper, SESSION_ID_BASE};
 
 const TICK: Duration = Duration::from_millis(200);
 const TIMEOUT: Duration = Duration::from_millis(3000);

@@ -1,5 +1,5 @@
 //! A follower that has not applied what the leader committed, compared
-//! with the model's lagging follower (`tests/sim/zookeeper/lagging.rs`).
+//! with the model's lagging follower (`sim/src/zookeeper/lagging.rs`).
 //!
 //! The real side is a 3-member ensemble whose member links go through
 //! fault proxies: the link between the leader and one follower F is

@@ -11,10 +11,6 @@
 //! Creates sent together race the server's pipeline, so their names are
 //! held to what its source allows rather than compared one by one.
 
-/// The simulator's in-memory ZooKeeper, alone (not the world around it).
-#[path = "../../sim/zookeeper/mod.rs"]
-mod model;
-
 mod connections;
 mod counter_end;
 mod lagging;
@@ -31,7 +27,7 @@ use jute::{
     Decode, MultiOp, MultiResult, OpCode, PathVersion, PathWatch, Request, Response, ServerMessage,
     SetDataRequest, SetWatches, Stat,
 };
-use model::{ConnId, SimZooKeeper};
+use zklock_sim::zookeeper::{ConnId, SimZooKeeper};
 
 const TICK_MS: u64 = 200;
 

@@ -15,8 +15,8 @@ use zklock::recipes::{
 use zklock::Client;
 
 use super::super::zookeeper::ConnId;
-use super::herd::Wakes;
 use super::plan::Options;
+use super::wakes::Wakes;
 use super::AttemptId;
 
 /// What the harness knows of one acquisition, to check the core by.

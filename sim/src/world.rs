@@ -36,6 +36,7 @@ mod reconnect;
 mod revocation;
 mod threads;
 mod twins;
+mod wakes;
 mod wire;
 mod withdrawn;
 mod writes;

@@ -1,6 +1,0 @@
-//! The deterministic simulator's parts.
-#![allow(dead_code)]
-
-pub mod rng;
-pub mod world;
-pub mod zookeeper;
