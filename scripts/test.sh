@@ -87,9 +87,9 @@ step examples cargo build --workspace --examples --all-features
 # --all-features: the TLS tests need the `tls` feature.
 step tests cargo test --workspace --all-targets --all-features --no-fail-fast "$@"
 step doc-tests cargo test --workspace --doc --all-features --no-fail-fast
-# The library as a minimal deployment builds it (no SASL, no TLS): the
-# session's unit tests run without the feature's code too.
-step lib-minimal cargo test -p zklock --lib --no-default-features
+# The libraries as a minimal deployment builds them (no SASL, no TLS): the
+# session's unit tests (in zklock-proto) run without the feature's code too.
+step lib-minimal cargo test -p zklock-proto -p zklock --lib --no-default-features
 # Every cargo-fuzz target for 30 s from its seeds, so that a decoder change
 # cannot land with its fuzzers red (installs cargo-fuzz when missing).
 step fuzz ./fuzz/ci.sh 30

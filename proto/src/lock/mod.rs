@@ -75,7 +75,7 @@ pub struct Outgoing {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum LockEvent {
-    /// Our node's sequence is past [`SEQUENCE_WARNING`](crate::lock::SEQUENCE_WARNING):
+    /// Our node's sequence is past [`SEQUENCE_WARNING`]:
     /// the lock path's counter is near its end, where acquisitions fail
     /// closed. Recreate the path (or move to a new one) before then.
     NearSequenceEnd {
@@ -116,7 +116,7 @@ pub enum LockEvent {
         reason: Option<LossReason>,
     },
     /// Someone asked a revocable holder to let go (wrote
-    /// [`REVOKE`](crate::lock::REVOKE) into its node).
+    /// [`REVOKE`] into its node).
     RevocationRequested {
         /// The acquisition.
         id: AttemptId,

@@ -30,9 +30,9 @@ pub enum LossReason {
     NodeDeleted,
     /// The client was closed, or its I/O thread ended.
     ClientClosed,
-    /// The holder let go, but the server refused to delete the node (see
-    /// [`LockError::ReleaseRefused`](super::LockError::ReleaseRefused)):
-    /// others stay blocked until the session ends.
+    /// The holder let go, but the server refused to delete the node (an
+    /// ACL without DELETE on the lock path; [`LockEvent::Released`](super::LockEvent::Released)
+    /// says so with the code): others stay blocked until the session ends.
     ReleaseRefused,
     /// Nodes past the end of the lock path's sequence counter appeared:
     /// the queue can no longer be ordered, so peers that sort suffixes as

@@ -49,7 +49,7 @@ pub struct Options {
     /// `MutexOptions::revocable` on every mutex, read/write and lease lock.
     pub revocable: bool,
     /// The links' steady one-way latency (jitter comes on top), up to
-    /// [`MAX_STEADY_LATENCY`] of the client's session timeout.
+    /// `MAX_STEADY_LATENCY` of the client's session timeout.
     pub steady_latency_per_mille: u32,
     /// Clients send writes of their own that the server refuses (and some
     /// it accepts) while they hold and wait for locks.
