@@ -5,6 +5,7 @@ use std::time::Instant;
 
 use jute::{
     CreateMode, CreateRequest, ErrorCode, Names, OpCode, PathVersion, PathWatch, Request, Response,
+    Stat,
 };
 
 use super::{list, AttemptId, LockEvent, LockMachine};
@@ -128,54 +129,11 @@ impl LockMachine {
         };
         let listing = a.phase.as_queueing().and_then(|q| q.listing.take());
         match result {
-            Ok(Response::Created { path, stat }) => {
-                let name = path.rsplit('/').next().unwrap_or_default().to_owned();
-                self.announce_near_end(id, &path, &name);
-                let Some(a) = self.attempts.get_mut(&id) else {
-                    return;
-                };
-                a.node = Some(Node {
-                    name,
-                    stat: Some(stat),
-                    found: false,
-                });
-                if let Some(m) = a.phase.maybe_created_mut() {
-                    *m = false;
-                }
-                if let Some(q) = a.phase.as_queueing() {
-                    if let Some(t) = listing.filter(|t| self.shared_listings.contains_key(t)) {
-                        // The listing sent with the create answers next.
-                        q.busy = Some(t);
-                        return;
-                    }
-                }
-                self.step(id)
-            }
+            Ok(Response::Created { path, stat }) => self.created(id, &path, Some(stat), listing),
             // Created, its Stat untold (a create inside a multi): the
             // listing behind it stands, and a read of our node will tell
             // the Stat (`learn_stat`), or `step` asks for it before a grant.
-            Ok(Response::Path(path)) => {
-                let name = path.rsplit('/').next().unwrap_or_default().to_owned();
-                self.announce_near_end(id, &path, &name);
-                let Some(a) = self.attempts.get_mut(&id) else {
-                    return;
-                };
-                a.node = Some(Node {
-                    name,
-                    stat: None,
-                    found: false,
-                });
-                if let Some(m) = a.phase.maybe_created_mut() {
-                    *m = false;
-                }
-                if let Some(q) = a.phase.as_queueing() {
-                    if let Some(t) = listing.filter(|t| self.shared_listings.contains_key(t)) {
-                        q.busy = Some(t);
-                        return;
-                    }
-                }
-                self.step(id)
-            }
+            Ok(Response::Path(path)) => self.created(id, &path, None, listing),
             Err(RequestError::Server(ErrorCode::NoNode)) => {
                 if let Some(m) = a.phase.maybe_created_mut() {
                     *m = false;
@@ -202,6 +160,31 @@ impl LockMachine {
                 self.fail(id, LockError::request(OpCode::Create, Some(path), e))
             }
         }
+    }
+
+    /// Our create was applied: our node is known. The listing sent with
+    /// the create, if it is still to come, answers next; else the next step.
+    fn created(&mut self, id: AttemptId, path: &str, stat: Option<Stat>, listing: Option<u64>) {
+        let name = path.rsplit('/').next().unwrap_or_default().to_owned();
+        self.announce_near_end(id, path, &name);
+        let Some(a) = self.attempts.get_mut(&id) else {
+            return;
+        };
+        a.node = Some(Node {
+            name,
+            stat,
+            found: false,
+        });
+        if let Some(m) = a.phase.maybe_created_mut() {
+            *m = false;
+        }
+        if let Some(q) = a.phase.as_queueing() {
+            if let Some(t) = listing.filter(|t| self.shared_listings.contains_key(t)) {
+                q.busy = Some(t);
+                return;
+            }
+        }
+        self.step(id)
     }
 
     /// A node of ours was issued past [`SEQUENCE_WARNING`]: log it and
