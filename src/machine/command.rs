@@ -6,7 +6,7 @@ use std::time::Instant;
 use crossbeam_channel::Sender;
 use jute::Request;
 
-use super::grant::{GrantSink, ReleaseDoor};
+use super::holding::{GrantSink, ReleaseDoor};
 use super::recipient::{ReplySender, WatchSender};
 use crate::oneshot;
 use crate::session::SessionState;

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use super::command::{CommandSender, LockCommand};
 use super::error::LockError;
-use super::grant::{Grant, GrantSink, ReleaseDoor};
 use super::held::{HolderState, LockState};
+use super::holding::{GrantSink, Holding, ReleaseDoor};
 use super::observer::Observer;
 use super::recipient::{ReplySender, WatchSender};
 use crate::oneshot;
@@ -138,10 +138,10 @@ impl Locks {
                 }
                 let state = Arc::new(HolderState::new());
                 self.held.insert(id, state.clone());
-                // If the waiter left meanwhile, the grant comes back and
+                // If the waiter left meanwhile, the holding comes back and
                 // releases itself as it drops.
-                let grant = Grant::new(id, path, stat, state, self.door.clone());
-                outcome(Ok(grant.after_unclean_end(after_unclean_end)));
+                let holding = Holding::new(id, path, stat, state, self.door.clone());
+                outcome(Ok(holding.after_unclean_end(after_unclean_end)));
             }
             LockEvent::Failed { id, error } => {
                 let error = LockError::from(error);

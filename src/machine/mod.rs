@@ -15,8 +15,8 @@
 mod command;
 mod core;
 pub(crate) mod error;
-mod grant;
 pub(crate) mod held;
+mod holding;
 mod locks;
 mod observer;
 pub(crate) mod recipient;
@@ -26,8 +26,10 @@ pub(crate) use self::core::CoreHandles;
 pub use self::core::{Core, CoreEvent};
 pub(crate) use command::{Command, CommandSender, LockCommand, NoWake, Wake};
 pub use error::LockError;
-pub(crate) use grant::{Grant, GrantSink};
 pub use held::STATE_CHANNEL_CAPACITY;
+#[cfg(test)]
+pub(crate) use holding::ReleaseDoor;
+pub(crate) use holding::{GrantSink, Holding};
 pub use observer::Observer;
 pub use zklock_proto::lock::{
     past_the_end, sequence_order, sorted_contenders, tenure_path, AttemptId, Contender, LockEvent,

@@ -12,7 +12,7 @@ use super::mutex::lock_calls;
 use super::options::MutexOptions;
 use super::pending::PendingLock;
 use super::queue::sorted_contenders;
-use super::queue_lock::QueueLock;
+use super::queue_lock::{QueueLock, Start};
 use super::registry::Side;
 use crate::{Client, Watch};
 
@@ -107,7 +107,7 @@ impl Election {
     /// # Ok::<(), zklock::recipes::LockError>(())
     /// ```
     pub fn start_campaign(&self, deadline: Option<Instant>) -> PendingLock {
-        self.inner.start(deadline)
+        self.inner.pending(Start::by(deadline))
     }
 
     /// Campaigns until leader, `deadline` or cancellation. The guard reports

@@ -12,72 +12,9 @@ use crossbeam_channel::Receiver;
 
 use super::registry::{self, Key};
 use crate::client::PendingReply;
-use crate::machine::{AttemptId, Grant, LockError, LockState, LossReason};
+use crate::machine::{AttemptId, Holding, LockError, LockState, LossReason};
 use crate::oneshot;
 use crate::{Client, Error, Op, OpResult};
-
-/// One acquisition, shared by re-entrant guards.
-#[derive(Debug)]
-pub(crate) struct Holding {
-    grant: Grant,
-    /// Our node as the caller names it.
-    path: String,
-    client: Client,
-    /// The thread that took it through a blocking call, for re-entrancy and
-    /// deadlock checks.
-    owner: Option<(Key, ThreadId)>,
-}
-
-impl Holding {
-    /// Reads our node on the server, by `deadline`: still there and ours,
-    /// or (then the holding turns Lost) gone.
-    pub(crate) fn confirm(&self, deadline: Option<Instant>) -> Result<bool, LockError> {
-        match self.client.call_by(self.confirm_request(), deadline) {
-            Err(Error::Timeout) => Err(unanswered(Instant::now(), deadline)),
-            reply => self.confirmed(reply),
-        }
-    }
-
-    /// Sends the read [`Holding::confirm`] makes and returns at once; hand
-    /// its reply to [`Holding::confirmed`].
-    pub(crate) fn start_confirm(&self) -> Result<PendingReply, LockError> {
-        Ok(self.client.submit(self.confirm_request())?)
-    }
-
-    fn confirm_request(&self) -> Request {
-        let path = self.grant.server_path().to_owned();
-        Request::Exists(PathWatch { path, watch: false })
-    }
-
-    /// What the reply to the confirming read says: our node still there
-    /// (true), or gone (false, and the holding is Lost from now on).
-    pub(crate) fn confirmed(&self, reply: crate::Result<Response>) -> Result<bool, LockError> {
-        let there = match reply {
-            Ok(Response::Stat(stat)) => stat.ephemeral_owner == self.grant.stat().ephemeral_owner,
-            Err(Error::Server {
-                code: ErrorCode::NoNode,
-                ..
-            }) => false,
-            Ok(_) => {
-                return Err(LockError::Client(Error::Protocol(
-                    "exists answered otherwise".into(),
-                )))
-            }
-            Err(e) => return Err(e.into()),
-        };
-        if !there {
-            self.grant.state().lose(LossReason::NodeDeleted);
-        }
-        // Lost meanwhile (the session's time ran out while the read was
-        // away): not ours to share any more.
-        Ok(there && self.state() != LockState::Lost)
-    }
-
-    /// What the holder can rely on now.
-    pub(crate) fn state(&self) -> LockState {
-        self.grant.state().current()
-    }
-}
 
 /// A release under way: the core says when the node is gone.
 pub(crate) struct Releasing {
@@ -149,15 +86,6 @@ pub(crate) fn unanswered(now: Instant, deadline: Option<Instant>) -> LockError {
     }
 }
 
-impl Drop for Holding {
-    fn drop(&mut self) {
-        // The grant releases as it drops (unless released or abandoned).
-        if let Some((key, thread)) = self.owner.take() {
-            registry::remove(&key, thread, self.grant.state());
-        }
-    }
-}
-
 /// Proof that a lock (or read lock, lease, or leadership) is held; releases
 /// on drop, without blocking (the node is deleted by the I/O thread, and
 /// again after reconnects, for as long as the session lives).
@@ -169,48 +97,86 @@ impl Drop for Holding {
 #[derive(Debug)]
 #[must_use = "the lock is released as soon as the guard is dropped"]
 pub struct LockGuard {
+    /// Shared by re-entrant guards: the last one to go releases it.
     holding: Arc<Holding>,
+    client: Client,
 }
 
 impl LockGuard {
-    /// The guard of a grant the core handed out, on `client`'s paths.
-    pub(crate) fn from_grant(grant: Grant, client: Client) -> LockGuard {
+    /// The guard of a holding the core handed out, on `client`'s paths.
+    pub(crate) fn new(holding: Holding, client: Client) -> LockGuard {
+        let path = client.to_client_path(holding.server_path());
         LockGuard {
-            holding: Arc::new(Holding {
-                path: client.to_client_path(grant.server_path()),
-                grant,
-                client,
-                owner: None,
-            }),
+            holding: Arc::new(holding.named(path)),
+            client,
         }
     }
 
-    /// Records the thread that took the guard, for re-entrancy checks.
-    pub(crate) fn register_owner(&mut self, key: Key, thread: ThreadId) {
-        if let Some(h) = Arc::get_mut(&mut self.holding) {
-            registry::insert(key.clone(), thread, h.grant.state());
-            h.owner = Some((key, thread));
+    /// Another guard on `holding`, which `thread` took before (re-entry).
+    pub(crate) fn share(holding: Arc<Holding>, client: Client) -> LockGuard {
+        LockGuard { holding, client }
+    }
+
+    /// Records that `thread` took this guard through lock object `object`,
+    /// for re-entry and deadlock checks.
+    pub(crate) fn record(&self, key: Key, thread: ThreadId, object: u64) {
+        registry::insert(key, thread, object, &self.holding);
+    }
+
+    /// Reads our node on the server, by `deadline`: still there and ours,
+    /// or (then the holding turns Lost) gone.
+    pub(crate) fn confirm(&self, deadline: Option<Instant>) -> Result<bool, LockError> {
+        match self.client.call_by(self.confirm_request(), deadline) {
+            Err(Error::Timeout) => Err(unanswered(Instant::now(), deadline)),
+            reply => self.confirmed(reply),
         }
     }
 
-    pub(crate) fn from_holding(holding: Arc<Holding>) -> LockGuard {
-        LockGuard { holding }
+    /// Sends the read [`LockGuard::confirm`] makes and returns at once;
+    /// hand its reply to [`LockGuard::confirmed`].
+    pub(crate) fn start_confirm(&self) -> Result<PendingReply, LockError> {
+        Ok(self.client.submit(self.confirm_request())?)
     }
 
-    pub(crate) fn holding(&self) -> &Arc<Holding> {
-        &self.holding
+    fn confirm_request(&self) -> Request {
+        let path = self.holding.server_path().to_owned();
+        Request::Exists(PathWatch { path, watch: false })
+    }
+
+    /// What the reply to the confirming read says: our node still there
+    /// (true), or gone (false, and the holding is Lost from now on).
+    pub(crate) fn confirmed(&self, reply: crate::Result<Response>) -> Result<bool, LockError> {
+        let there = match reply {
+            Ok(Response::Stat(stat)) => stat.ephemeral_owner == self.owner_session(),
+            Err(Error::Server {
+                code: ErrorCode::NoNode,
+                ..
+            }) => false,
+            Ok(_) => {
+                return Err(LockError::Client(Error::Protocol(
+                    "exists answered otherwise".into(),
+                )))
+            }
+            Err(e) => return Err(e.into()),
+        };
+        if !there {
+            self.holding.state().lose(LossReason::NodeDeleted);
+        }
+        // Lost meanwhile (the session's time ran out while the read was
+        // away): not ours to share any more.
+        Ok(there && self.state() != LockState::Lost)
     }
 
     /// Our lock node's path.
     pub fn node_path(&self) -> &str {
-        &self.holding.path
+        self.holding.client_path()
     }
 
     /// The lock node's creation zxid: strictly increasing across holders of
     /// every lock in the ensemble. Pass it to the resources you protect and
     /// let them refuse a token lower than one they have seen.
     pub fn fencing_token(&self) -> i64 {
-        self.holding.grant.stat().czxid
+        self.holding.stat().czxid
     }
 
     /// Whether a holder before this one ended uncleanly (its session ended
@@ -219,28 +185,28 @@ impl LockGuard {
     /// holder left half done may need repair. Always `false` without
     /// lock-delay.
     pub fn follows_unclean_end(&self) -> bool {
-        self.holding.grant.follows_unclean_end()
+        self.holding.follows_unclean_end()
     }
 
     /// The session that owns our node.
     pub fn owner_session(&self) -> i64 {
-        self.holding.grant.stat().ephemeral_owner
+        self.holding.stat().ephemeral_owner
     }
 
     /// What the holder can rely on now (see [`LockState`]). Reads memory
     /// only: the I/O thread keeps it current.
     pub fn state(&self) -> LockState {
-        self.holding.grant.state().current()
+        self.holding.state().current()
     }
 
     /// Why the lock was lost, once [`LockGuard::state`] is `Lost`.
     pub fn lost_reason(&self) -> Option<LossReason> {
-        self.holding.grant.state().reason()
+        self.holding.state().reason()
     }
 
     /// Calls `f` on the core's thread with each later state change.
     pub(crate) fn on_state_change(&self, f: crate::machine::held::StateCallback) {
-        self.holding.grant.state().on_change(f);
+        self.holding.state().on_change(f);
     }
 
     /// The latest instant up to which this holder can be sure that no one
@@ -255,20 +221,20 @@ impl LockGuard {
         if self.state() == LockState::Lost {
             return None;
         }
-        self.holding.client.valid_until()
+        self.client.valid_until()
     }
 
     /// Whether someone asked this holder to let go (a
     /// [revocable](super::MutexOptions::revocable) lock). Letting go stays
     /// the holder's decision.
     pub fn revocation_requested(&self) -> bool {
-        self.holding.grant.state().revocation_requested()
+        self.holding.state().revocation_requested()
     }
 
     /// A channel that yields once per revocation request (at once if one
     /// came already), for `select!` beside the holder's work.
     pub fn revocation_requests(&self) -> Receiver<()> {
-        self.holding.grant.state().revocations()
+        self.holding.state().revocations()
     }
 
     /// A channel that yields the current state, then every change. It keeps
@@ -276,7 +242,7 @@ impl LockGuard {
     /// unread changes: a reader that far behind misses later ones until it
     /// reads ([`LockGuard::state`] is always current).
     pub fn state_changes(&self) -> Receiver<LockState> {
-        self.holding.grant.state().changes()
+        self.holding.state().changes()
     }
 
     /// Applies `ops` atomically, only while our lock node exists: a write
@@ -287,15 +253,15 @@ impl LockGuard {
     /// `Lost`); the client's error if the multi could not be applied.
     pub fn fenced(&self, ops: &[Op]) -> Result<Vec<OpResult>, LockError> {
         let mut all = Vec::with_capacity(ops.len() + 1);
-        all.push(Op::check(&self.holding.path, None));
+        all.push(Op::check(self.node_path(), None));
         all.extend_from_slice(ops);
-        match self.holding.client.multi(&all) {
+        match self.client.multi(&all) {
             Ok(mut results) => {
                 results.remove(0);
                 Ok(results)
             }
             Err(Error::MultiFailed { index: 0, .. }) => {
-                self.holding.grant.state().lose(LossReason::NodeDeleted);
+                self.holding.state().lose(LossReason::NodeDeleted);
                 Err(LockError::Lost)
             }
             Err(e) => Err(e.into()),
@@ -322,13 +288,13 @@ impl LockGuard {
     pub(crate) fn start_release(self) -> Option<Releasing> {
         let holding = Arc::try_unwrap(self.holding).ok()?;
         let (done, rx) = oneshot::channel();
-        if !holding.grant.release(Some(done)) {
+        if !holding.release(Some(done)) {
             return None;
         }
         Some(Releasing {
             done: rx,
-            path: holding.path.clone(),
-            timeout: holding.client.request_timeout(),
+            path: holding.client_path().to_owned(),
+            timeout: self.client.request_timeout(),
         })
     }
 
@@ -350,7 +316,7 @@ impl LockGuard {
     /// deletes the node when it drops. [`LockGuard::state_changes`] channels
     /// taken before go on reporting.
     pub fn abandon(self) {
-        self.holding.grant.abandon();
+        self.holding.abandon();
     }
 
     /// Hands the acquisition over to a requeue, which releases it in the
@@ -358,7 +324,7 @@ impl LockGuard {
     /// dropped as usual) while re-entrant guards share it.
     pub(crate) fn into_requeue(self) -> Option<AttemptId> {
         let holding = Arc::try_unwrap(self.holding).ok()?;
-        holding.grant.abandon();
-        Some(holding.grant.id())
+        holding.abandon();
+        Some(holding.id())
     }
 }

@@ -13,7 +13,8 @@ use super::election::Election;
 use super::error::LockError;
 use super::guard::{LockGuard, Releasing};
 use super::held::{LockState, LossReason};
-use super::service::Call;
+use super::outcome::Call;
+use super::queue_lock::Start;
 use crate::machine::{AttemptId, LockCommand};
 use crate::oneshot;
 
@@ -285,20 +286,20 @@ impl Shared {
     /// thread. The attempt is recorded before its outcome can be handled.
     fn campaign(shared: &Arc<Shared>) {
         let queue = shared.election.queue_lock();
-        let reserved = queue.reserve();
-        let id = reserved.id();
         let weak = Arc::downgrade(shared);
-        let outcome = Call(Arc::new(move |result| {
-            if let Some(shared) = weak.upgrade() {
-                Shared::decided(&shared, id, result);
-            }
-        }));
+        let outcome = |id| {
+            Call(Arc::new(move |result| {
+                if let Some(shared) = weak.upgrade() {
+                    Shared::decided(&shared, id, result);
+                }
+            }))
+        };
         let mut c = shared.lock_current();
         if shared.stopped.load(Ordering::SeqCst) {
             return;
         }
-        match queue.start_reserved(reserved, None, outcome) {
-            Ok(()) => c.attempt = Some(id),
+        match queue.start(Start::default(), outcome) {
+            Ok(id) => c.attempt = Some(id),
             Err(e) => shared.stop(&c, e),
         }
     }

@@ -5,10 +5,11 @@ use std::time::{Duration, Instant};
 
 use super::cancel::CancelToken;
 use super::error::LockError;
+use super::multi_chain::{self, add_part};
 use super::multi_guard::MultiGuard;
 use super::mutex::{lock_calls, Mutex};
 use super::options::MutexOptions;
-use super::pending_multi::{add_part, PendingMulti};
+use super::pending::PendingMulti;
 use crate::Client;
 
 /// Locks every path or none. Paths are taken in sorted order, so two
@@ -87,7 +88,7 @@ impl MultiLock {
     /// # Ok::<(), zklock::recipes::LockError>(())
     /// ```
     pub fn start_lock(&self, deadline: Option<Instant>) -> PendingMulti {
-        PendingMulti::start(self.locks.clone(), deadline)
+        multi_chain::start(self.locks.clone(), deadline)
     }
 
     /// Takes every lock before `deadline`; on any failure releases those

@@ -13,7 +13,7 @@ use super::inspect::QueueEntry;
 use super::options::MutexOptions;
 use super::pending::PendingLock;
 use super::pending_thread::{PendingThreadLock, Target};
-use super::queue_lock::QueueLock;
+use super::queue_lock::{QueueLock, Start};
 use super::registry::Side;
 use crate::Client;
 
@@ -149,7 +149,7 @@ impl Mutex {
     /// `deadline`: when to give up with [`LockError::Timeout`]. Not
     /// re-entrant: each call queues a node of its own.
     pub fn start_lock(&self, deadline: Option<Instant>) -> PendingLock {
-        self.inner.start(deadline)
+        self.inner.pending(Start::by(deadline))
     }
 
     /// Starts taking the lock for `thread` and returns at once; see

@@ -1,5 +1,7 @@
 //! An acquisition under way, for callers that do not want to block: one
-//! thread can wait on any number of them together with other channels.
+//! thread can wait on any number of them together with other channels,
+//! and async code can await it. One type for whatever it yields: a lock's
+//! guard, or a multi-lock's.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -10,13 +12,24 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError, TryRecvError};
 
 use super::guard::LockGuard;
+use super::multi_guard::MultiGuard;
 use super::wake::WakeSlot;
 use crate::machine::{AttemptId, CommandSender, LockCommand, LockError};
 use crate::Error;
 
+/// A lock's acquisition under way (see [`Pending`]).
+pub type PendingLock = Pending<LockGuard>;
+
+/// A [`MultiLock`](super::MultiLock) acquisition under way, started with
+/// [`MultiLock::start_lock`](super::MultiLock::start_lock): every lock, or
+/// the first failure, the locks taken so far released as it is sent
+/// (whether or not the handle is kept). Dropping it before then withdraws
+/// the part awaited and releases the parts taken.
+pub type PendingMulti = Pending<MultiGuard>;
+
 /// An acquisition started with a `start_*` call (e.g.
 /// [`Mutex::start_lock`](super::Mutex::start_lock)). Its outcome arrives
-/// once on [`PendingLock::receiver`], which can be selected together with
+/// once on [`Pending::receiver`], which can be selected together with
 /// other handles and channels. Dropping it before the outcome gives the
 /// attempt up and removes its node.
 ///
@@ -52,46 +65,89 @@ use crate::Error;
 /// ```
 #[derive(Debug)]
 #[must_use = "dropping the handle gives the acquisition up"]
-pub struct PendingLock {
-    id: AttemptId,
-    outcome: Receiver<Result<LockGuard, LockError>>,
-    /// `None` for an acquisition that failed before it started.
-    sender: Option<CommandSender>,
+pub struct Pending<T> {
+    outcome: Receiver<Result<T, LockError>>,
     /// The outcome was taken: nothing to give up on drop (and no message
     /// to wake the core's driver for).
     taken: AtomicBool,
     /// The task polling this as a future.
     wake: WakeSlot,
+    /// What dropping it before the outcome does.
+    give_up: Option<GiveUp>,
 }
 
-impl PendingLock {
+/// How an acquisition is given up.
+pub(crate) enum GiveUp {
+    /// One attempt of the core's: cancelled (a guard already on its way
+    /// releases itself).
+    Attempt(AttemptId, CommandSender),
+    /// Steps of the layer that started it (a multi-lock's chain).
+    Steps(Box<dyn FnOnce() + Send + Sync>),
+}
+
+impl std::fmt::Debug for GiveUp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            GiveUp::Attempt(id, _) => write!(f, "Attempt({id})"),
+            GiveUp::Steps(_) => f.write_str("Steps"),
+        }
+    }
+}
+
+impl<T> Pending<T> {
+    /// A handle on `outcome`, which the sender wakes `wake` for.
     pub(crate) fn new(
-        id: AttemptId,
-        outcome: Receiver<Result<LockGuard, LockError>>,
-        sender: CommandSender,
+        outcome: Receiver<Result<T, LockError>>,
         wake: WakeSlot,
+        give_up: GiveUp,
     ) -> Self {
-        PendingLock {
-            id,
+        Pending {
             outcome,
-            sender: Some(sender),
             taken: AtomicBool::new(false),
             wake,
+            give_up: Some(give_up),
+        }
+    }
+
+    /// A handle on attempt `id` of the core's.
+    pub(crate) fn of_attempt(
+        id: AttemptId,
+        sender: CommandSender,
+        outcome: Receiver<Result<T, LockError>>,
+        wake: WakeSlot,
+    ) -> Self {
+        Pending::new(outcome, wake, GiveUp::Attempt(id, sender))
+    }
+
+    /// An acquisition that failed before it started.
+    pub(crate) fn failed(error: LockError) -> Self {
+        let (tx, outcome) = crossbeam_channel::bounded(1);
+        let _ = tx.send(Err(error));
+        Pending {
+            outcome,
+            taken: AtomicBool::new(false),
+            wake: WakeSlot::default(),
+            give_up: None,
         }
     }
 
     /// Yields the outcome once: the guard, or why there is none. For
     /// `crossbeam_channel::select!` and `Select`.
-    pub fn receiver(&self) -> &Receiver<Result<LockGuard, LockError>> {
+    pub fn receiver(&self) -> &Receiver<Result<T, LockError>> {
         &self.outcome
     }
 
-    /// The outcome if it has come.
+    /// The outcome if it has come; `None` before, and after it was taken.
     ///
     /// # Errors
     /// Whatever the acquisition failed with ([`LockError::Timeout`] at its
-    /// deadline, [`LockError::SessionExpired`], ...).
-    pub fn try_take(&self) -> Option<Result<LockGuard, LockError>> {
+    /// deadline, [`LockError::SessionExpired`], ...; for a multi-lock,
+    /// [`LockError::Lost`] if a lock taken earlier was lost while a later
+    /// one was awaited).
+    pub fn try_take(&self) -> Option<Result<T, LockError>> {
+        if self.taken.load(Ordering::Relaxed) {
+            return None;
+        }
         match self.outcome.try_recv() {
             Ok(r) => {
                 self.mark_taken();
@@ -106,7 +162,7 @@ impl PendingLock {
     ///
     /// # Errors
     /// Whatever the acquisition failed with.
-    pub fn wait(self) -> Result<LockGuard, LockError> {
+    pub fn wait(self) -> Result<T, LockError> {
         let outcome = self.outcome.recv();
         self.mark_taken();
         outcome.unwrap_or(Err(LockError::Client(Error::Closed)))
@@ -117,11 +173,11 @@ impl PendingLock {
     /// # Errors
     /// [`LockError::Timeout`] if no outcome came in time; else whatever the
     /// acquisition failed with.
-    pub fn wait_timeout(self, timeout: Duration) -> Result<LockGuard, LockError> {
+    pub fn wait_timeout(self, timeout: Duration) -> Result<T, LockError> {
         self.wait_deadline(crate::deadline::from_now(timeout))
     }
 
-    pub(crate) fn wait_deadline(self, deadline: Instant) -> Result<LockGuard, LockError> {
+    pub(crate) fn wait_deadline(self, deadline: Instant) -> Result<T, LockError> {
         match self.outcome.recv_deadline(deadline) {
             Ok(r) => {
                 self.mark_taken();
@@ -133,19 +189,19 @@ impl PendingLock {
     }
 }
 
-impl PendingLock {
-    /// The outcome was received (also through [`PendingLock::receiver`] by
+impl<T> Pending<T> {
+    /// The outcome was received (also through [`Pending::receiver`] by
     /// a caller in this crate): dropping the handle gives nothing up.
     pub(crate) fn mark_taken(&self) {
         self.taken.store(true, Ordering::Relaxed);
     }
 }
 
-/// Resolves to the outcome, as [`PendingLock::wait`] would return it,
+/// Resolves to the outcome, as [`Pending::wait`] would return it,
 /// without blocking a thread. Dropping the future before it resolves gives
 /// the acquisition up, as dropping the handle does.
-impl Future for PendingLock {
-    type Output = Result<LockGuard, LockError>;
+impl<T> Future for Pending<T> {
+    type Output = Result<T, LockError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         if let Some(outcome) = self.try_take() {
@@ -160,14 +216,18 @@ impl Future for PendingLock {
     }
 }
 
-impl Drop for PendingLock {
+impl<T> Drop for Pending<T> {
     fn drop(&mut self) {
         if self.taken.load(Ordering::Relaxed) {
             return;
         }
         // Also harmless if the outcome came unseen: a guard releases itself.
-        if let Some(sender) = &self.sender {
-            sender.lock(LockCommand::Cancel(self.id));
+        match self.give_up.take() {
+            Some(GiveUp::Attempt(id, sender)) => {
+                sender.lock(LockCommand::Cancel(id));
+            }
+            Some(GiveUp::Steps(steps)) => steps(),
+            None => {}
         }
     }
 }

@@ -165,7 +165,11 @@ impl PendingBatch {
                 // A hold lost while idle goes back (its guard's drop does
                 // not block) before the process queues again.
                 drop(local.zk.take());
-                let (pending, trying) = self.shared.mutex.queue_lock().start_at(now, self.deadline);
+                let (pending, trying) = self
+                    .shared
+                    .mutex
+                    .queue_lock()
+                    .pending_at(now, self.deadline);
                 self.acquiring = Some(pending);
                 self.trying = trying;
                 Step::Wait

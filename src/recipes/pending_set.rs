@@ -10,9 +10,9 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use super::guard::LockGuard;
 use super::mutex::Mutex;
-use super::queue_lock::QueueLock;
+use super::outcome::InSet;
+use super::queue_lock::{QueueLock, Start};
 use super::rwlock::RwLock;
-use super::service::InSet;
 use super::wake::WakeSlot;
 use crate::machine::{AttemptId, CommandSender, LockCommand, LockError};
 
@@ -105,9 +105,10 @@ impl PendingSet {
     fn start(&mut self, lock: &QueueLock, deadline: Option<Instant>) -> u64 {
         let key = self.next_key;
         self.next_key += 1;
-        match lock.start_to(deadline, InSet(self.tx.clone(), key, self.wake.clone())) {
-            Ok(attempt) => {
-                self.open.insert(key, Some(attempt));
+        let outcome = |_| InSet(self.tx.clone(), key, self.wake.clone());
+        match lock.start(Start::by(deadline), outcome) {
+            Ok(id) => {
+                self.open.insert(key, Some((id, lock.command_sender())));
             }
             Err(e) => {
                 // Could not start: the outcome says so, in order.

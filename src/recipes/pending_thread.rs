@@ -7,9 +7,9 @@ use std::thread::ThreadId;
 use std::time::Instant;
 
 use super::error::LockError;
-use super::guard::{unanswered, Holding, LockGuard};
+use super::guard::{unanswered, LockGuard};
 use super::pending::PendingLock;
-use super::queue_lock::{read_entry, write_entry, Entry, QueueLock};
+use super::queue_lock::{read_entry, write_entry, Entry, QueueLock, Start};
 use crate::client::PendingReply;
 
 /// The lock a call is for. A read/write lock's two sides decide together
@@ -103,7 +103,7 @@ enum Step {
 /// whether it is a try) for the look that follows if the node is gone.
 #[derive(Debug)]
 struct Confirm {
-    holding: Arc<Holding>,
+    guard: LockGuard,
     reply: PendingReply,
     /// When the read gives up, as the blocking read would.
     until: Instant,
@@ -144,8 +144,8 @@ impl PendingThreadLock {
                 self.look(now, deadline, no_wait, true)
             }
             Step::Confirming(c) => match c.reply.try_take() {
-                Some(read) => match c.holding.confirmed(read) {
-                    Ok(true) => Some(Ok(LockGuard::from_holding(c.holding))),
+                Some(read) => match c.guard.confirmed(read) {
+                    Ok(true) => Some(Ok(c.guard)),
                     Ok(false) => self.look(now, c.deadline, c.no_wait, false),
                     Err(e) => Some(Err(e)),
                 },
@@ -156,8 +156,8 @@ impl PendingThreadLock {
                 }
             },
             Step::Queued(pending) => match pending.try_take() {
-                Some(Ok(mut guard)) => {
-                    self.target.queue().record(&mut guard, self.thread);
+                Some(Ok(guard)) => {
+                    self.target.queue().record(&guard, self.thread);
                     Some(Ok(guard))
                 }
                 Some(Err(e)) => Some(Err(e)),
@@ -181,12 +181,12 @@ impl PendingThreadLock {
         first: bool,
     ) -> Option<Result<LockGuard, LockError>> {
         match self.target.entry(self.thread) {
-            Entry::Share(holding) => Some(Ok(LockGuard::from_holding(holding))),
-            Entry::Confirm(holding) if first => match holding.start_confirm() {
+            Entry::Share(guard) => Some(Ok(guard)),
+            Entry::Confirm(guard) if first => match guard.start_confirm() {
                 Ok(reply) => {
                     let until = self.target.queue().client.reply_deadline(now, deadline);
                     self.step = Step::Confirming(Confirm {
-                        holding,
+                        guard,
                         reply,
                         until,
                         deadline,
@@ -198,7 +198,12 @@ impl PendingThreadLock {
             },
             Entry::Refuse(e) => Some(Err(e)),
             Entry::Confirm(_) | Entry::Queue => {
-                self.step = Step::Queued(self.target.queue().start_call(deadline, no_wait));
+                let how = Start {
+                    deadline,
+                    no_wait,
+                    replacing: None,
+                };
+                self.step = Step::Queued(self.target.queue().pending(how));
                 self.try_take_at(now)
             }
         }

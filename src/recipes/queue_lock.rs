@@ -2,7 +2,7 @@
 //! and what a lock call from one thread does before it queues.
 
 use std::sync::mpsc::RecvTimeoutError;
-use std::sync::{Arc, Mutex as StdMutex, Weak};
+use std::sync::Arc;
 use std::thread::ThreadId;
 use std::time::Instant;
 
@@ -11,16 +11,15 @@ use crossbeam_channel::Select;
 use super::attempt::{LockSpec, Rule};
 use super::cancel::CancelToken;
 use super::error::LockError;
-use super::guard::{Holding, LockGuard};
-use super::held::LockState;
+use super::guard::LockGuard;
 use super::inspect::{inspect, QueueEntry};
 use super::options::MutexOptions;
+use super::outcome::{into_sink, Alone, Blocked, Outcome};
 use super::pending::PendingLock;
 use super::registry::{self, Key, Side};
-use super::service::{self, Outcome};
-use crate::machine::AttemptId;
-use crate::machine::CommandSender;
-use crate::{Acl, Client, Error};
+use super::wake::WakeSlot;
+use crate::machine::{AttemptId, CommandSender, LockCommand};
+use crate::{oneshot, Acl, Client, Error};
 
 /// A queue lock of one side: the machinery behind Mutex, both halves of
 /// RwLock, the semaphore and Election.
@@ -32,9 +31,29 @@ pub(crate) struct QueueLock {
     spec: Arc<LockSpec>,
     side: Side,
     reentrant: bool,
-    /// Per thread, the holding it last took here (for re-entry: readers
-    /// of one process hold at once, each re-enters its own).
-    taken: StdMutex<Vec<(ThreadId, Weak<Holding>)>>,
+    /// This lock object among the process's (see [`registry`]): re-entry
+    /// shares what was taken through this object only.
+    object: u64,
+}
+
+/// How an acquisition starts.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Start {
+    /// When to give up with a timeout.
+    pub(crate) deadline: Option<Instant>,
+    /// A try: its outcome alone ends it (see [`QueueLock::call_deadline`]).
+    pub(crate) no_wait: bool,
+    /// A holding of this lock let go in the same write (a requeue).
+    pub(crate) replacing: Option<AttemptId>,
+}
+
+impl Start {
+    pub(crate) fn by(deadline: Option<Instant>) -> Start {
+        Start {
+            deadline,
+            ..Start::default()
+        }
+    }
 }
 
 /// What a lock call from one thread does before (or instead of) queueing.
@@ -42,10 +61,10 @@ pub(crate) struct QueueLock {
 pub(crate) enum Entry {
     /// Shares a live holding of that thread: re-entry, or a write holder's
     /// read.
-    Share(Arc<Holding>),
+    Share(LockGuard),
     /// Shares it once a read shows its node still ours: a holder that does
     /// not watch its node cannot know it was deleted.
-    Confirm(Arc<Holding>),
+    Confirm(LockGuard),
     /// Refused: waiting would be waiting for ourselves.
     Refuse(LockError),
     Queue,
@@ -77,7 +96,7 @@ impl QueueLock {
             }),
             side,
             reentrant: options.reentrant,
-            taken: StdMutex::new(Vec::new()),
+            object: registry::new_object(),
         })
     }
 
@@ -85,21 +104,20 @@ impl QueueLock {
         (self.client.session_id(), self.path.clone(), side)
     }
 
-    /// `thread`'s live holding of this lock object, if any. One already
-    /// Lost is not shared: the lock is no longer ours to re-enter.
-    pub(crate) fn held_by(&self, thread: ThreadId) -> Option<Arc<Holding>> {
-        let taken = self.taken.lock().ok()?;
-        let (_, weak) = taken.iter().find(|(t, _)| *t == thread)?;
-        let holding = weak.upgrade()?;
-        (holding.state() != LockState::Lost).then_some(holding)
+    /// A guard on `thread`'s live holding taken through this lock object,
+    /// if any. One already Lost is not shared: the lock is no longer ours
+    /// to re-enter.
+    pub(crate) fn held_by(&self, thread: ThreadId) -> Option<LockGuard> {
+        let holding = registry::taken_through(&self.key(self.side), thread, self.object)?;
+        Some(LockGuard::share(holding, self.client.clone()))
     }
 
-    /// How a call shares `holding`: at once if the holder watches its node.
-    pub(crate) fn share(&self, holding: Arc<Holding>) -> Entry {
+    /// How a call shares `guard`: at once if the holder watches its node.
+    pub(crate) fn share(&self, guard: LockGuard) -> Entry {
         if self.spec.watch_node {
-            Entry::Share(holding)
+            Entry::Share(guard)
         } else {
-            Entry::Confirm(holding)
+            Entry::Confirm(guard)
         }
     }
 
@@ -127,11 +145,8 @@ impl QueueLock {
     }
 
     /// Records that `thread` took `guard` from the queue.
-    pub(crate) fn record(&self, guard: &mut LockGuard, thread: ThreadId) {
-        guard.register_owner(self.key(self.side), thread);
-        if let Ok(mut taken) = self.taken.lock() {
-            record_taker(&mut taken, thread, Arc::downgrade(guard.holding()));
-        }
+    pub(crate) fn record(&self, guard: &LockGuard, thread: ThreadId) {
+        guard.record(self.key(self.side), thread, self.object);
     }
 
     /// The deadline a call made at `now` runs to, and whether it is a try:
@@ -151,24 +166,68 @@ impl QueueLock {
         }
     }
 
-    /// Starts an acquisition and returns at once.
-    pub(crate) fn start(&self, deadline: Option<Instant>) -> PendingLock {
-        service::start(&self.client, self.spec.clone(), deadline, false)
+    /// Starts an acquisition whose outcome goes where `outcome` says for
+    /// its id, and says which attempt it is (to give it up with). If the
+    /// core is gone, nothing hears: the caller is told here, and may hold a
+    /// lock of its own across the call that the outcome takes.
+    pub(crate) fn start<O: Outcome>(
+        &self,
+        how: Start,
+        outcome: impl FnOnce(AttemptId) -> O,
+    ) -> Result<AttemptId, LockError> {
+        let (id, uuid) = self.client.next_attempt();
+        let spec = self.spec.clone();
+        let outcome = into_sink(outcome(id), self.client.downgrade());
+        let command = match how.replacing {
+            None => LockCommand::Acquire {
+                id,
+                spec,
+                uuid,
+                deadline: how.deadline,
+                no_wait: how.no_wait,
+                outcome,
+            },
+            Some(old) => LockCommand::Requeue {
+                old,
+                id,
+                spec,
+                uuid,
+                deadline: how.deadline,
+                outcome,
+            },
+        };
+        match self.command_sender().lock(command) {
+            true => Ok(id),
+            false => Err(LockError::Client(Error::Closed)),
+        }
     }
 
-    /// Starts an acquisition as `lock_with` would at `now`: a deadline
-    /// already past makes it a try (one round trip, bounded by the request
-    /// timeout) rather than an attempt that times out before it is sent.
-    /// The second value says it is a try: its outcome alone ends it.
-    pub(crate) fn start_at(&self, now: Instant, deadline: Option<Instant>) -> (PendingLock, bool) {
+    /// [`QueueLock::start`], its outcome on a handle of its own.
+    pub(crate) fn pending(&self, how: Start) -> PendingLock {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let wake = WakeSlot::default();
+        match self.start(how, |_| Alone(tx, wake.clone())) {
+            Ok(id) => PendingLock::of_attempt(id, self.command_sender(), rx, wake),
+            Err(e) => PendingLock::failed(e),
+        }
+    }
+
+    /// [`QueueLock::pending`] as `lock_with` would start it at `now`: a
+    /// deadline already past makes it a try (one round trip, bounded by
+    /// the request timeout) rather than an attempt that times out before it
+    /// is sent. The second value says it is a try: its outcome alone ends it.
+    pub(crate) fn pending_at(
+        &self,
+        now: Instant,
+        deadline: Option<Instant>,
+    ) -> (PendingLock, bool) {
         let (deadline, no_wait) = self.call_deadline(now, deadline);
-        (self.start_call(deadline, no_wait), no_wait)
-    }
-
-    /// Starts an acquisition to `deadline`, as a try if `no_wait` (see
-    /// [`QueueLock::call_deadline`]).
-    pub(crate) fn start_call(&self, deadline: Option<Instant>, no_wait: bool) -> PendingLock {
-        service::start(&self.client, self.spec.clone(), deadline, no_wait)
+        let how = Start {
+            deadline,
+            no_wait,
+            replacing: None,
+        };
+        (self.pending(how), no_wait)
     }
 
     /// Releases `guard` and queues again, in one write when `guard` holds
@@ -178,44 +237,11 @@ impl QueueLock {
         let parent = guard.node_path().rsplit_once('/').map(|(p, _)| p);
         let ours = parent == Some(self.path.trim_end_matches('/'))
             && guard.owner_session() == self.client.session_id();
-        match ours.then(|| guard.into_requeue()).flatten() {
-            Some(old) => service::requeue(&self.client, old, self.spec.clone(), deadline),
-            None => self.start(deadline),
-        }
-    }
-
-    /// Starts an acquisition whose outcome goes to `outcome`; what it
-    /// takes to give it up, or the error that stopped it from starting.
-    pub(crate) fn start_to<O: Outcome>(
-        &self,
-        deadline: Option<Instant>,
-        outcome: O,
-    ) -> Result<(AttemptId, CommandSender), LockError> {
-        let id = service::start_to(&self.client, self.spec.clone(), deadline, false, outcome);
-        Ok((id, self.client.command_sender()))
-    }
-
-    /// An attempt's id (and node GUID) taken ahead of its start, so that
-    /// whoever must be able to give it up can know it before any outcome
-    /// can come; start it with [`QueueLock::start_reserved`].
-    pub(crate) fn reserve(&self) -> Reserved {
-        Reserved(self.client.next_attempt())
-    }
-
-    /// [`QueueLock::start_to`] for an attempt [reserved](QueueLock::reserve)
-    /// on this lock. If it cannot start, `outcome` hears nothing: the
-    /// caller is told here, and may hold its own lock across the call.
-    pub(crate) fn start_reserved<O: Outcome>(
-        &self,
-        reserved: Reserved,
-        deadline: Option<Instant>,
-        outcome: O,
-    ) -> Result<(), LockError> {
-        let spec = self.spec.clone();
-        match service::send_start(&self.client, reserved.0, spec, deadline, false, outcome) {
-            true => Ok(()),
-            false => Err(LockError::Client(Error::Closed)),
-        }
+        let replacing = ours.then(|| guard.into_requeue()).flatten();
+        self.pending(Start {
+            replacing,
+            ..Start::by(deadline)
+        })
     }
 
     /// Where commands for this lock's attempts go (a withdrawal).
@@ -278,18 +304,18 @@ impl QueueLock {
         // Lost: the second look does not see it.
         for first in [true, false] {
             match entry(me) {
-                Entry::Share(holding) => return Ok(LockGuard::from_holding(holding)),
-                Entry::Confirm(holding) if first => {
-                    if holding.confirm(deadline)? {
-                        return Ok(LockGuard::from_holding(holding));
+                Entry::Share(guard) => return Ok(guard),
+                Entry::Confirm(guard) if first => {
+                    if guard.confirm(deadline)? {
+                        return Ok(guard);
                     }
                 }
                 Entry::Refuse(e) => return Err(e),
                 Entry::Confirm(_) | Entry::Queue => break,
             }
         }
-        let mut guard = wait(self, deadline, no_wait)?;
-        self.record(&mut guard, me);
+        let guard = wait(self, deadline, no_wait)?;
+        self.record(&guard, me);
         Ok(guard)
     }
 
@@ -300,8 +326,13 @@ impl QueueLock {
         deadline: Option<Instant>,
         no_wait: bool,
     ) -> Result<LockGuard, LockError> {
-        let (id, outcome) =
-            service::start_blocking(&self.client, self.spec.clone(), deadline, no_wait);
+        let (tx, outcome) = oneshot::channel();
+        let how = Start {
+            deadline,
+            no_wait,
+            replacing: None,
+        };
+        let id = self.start(how, |_| Blocked(tx))?;
         let received = match deadline {
             None => outcome.recv().map_err(|_| RecvTimeoutError::Disconnected),
             Some(d) => outcome.recv_deadline(d),
@@ -312,7 +343,7 @@ impl QueueLock {
                 // Refuse a late guard (it releases itself), then give the
                 // attempt up.
                 drop(outcome);
-                service::cancel(&self.client, id);
+                self.command_sender().lock(LockCommand::Cancel(id));
                 Err(LockError::Timeout)
             }
             Err(RecvTimeoutError::Disconnected) => Err(LockError::Client(Error::Closed)),
@@ -326,7 +357,11 @@ impl QueueLock {
         no_wait: bool,
         cancel: &CancelToken,
     ) -> Result<LockGuard, LockError> {
-        let pending = service::start(&self.client, self.spec.clone(), deadline, no_wait);
+        let pending = self.pending(Start {
+            deadline,
+            no_wait,
+            replacing: None,
+        });
         let mut select = Select::new();
         let outcome = select.recv(pending.receiver());
         select.recv(cancel.receiver());
@@ -374,47 +409,4 @@ pub(crate) fn write_entry(read: &QueueLock, write: &QueueLock, thread: ThreadId)
         return Entry::Refuse(LockError::UpgradeRefused);
     }
     write.entry(thread)
-}
-
-/// An attempt's id and node GUID, taken before its start.
-#[derive(Debug)]
-pub(crate) struct Reserved((AttemptId, String));
-
-impl Reserved {
-    pub(crate) fn id(&self) -> AttemptId {
-        self.0 .0
-    }
-}
-
-/// Makes `holding` `thread`'s entry among `taken`, dropping entries whose
-/// holding is gone: threads that locked once and ended leave nothing behind.
-fn record_taker<T>(taken: &mut Vec<(ThreadId, Weak<T>)>, thread: ThreadId, holding: Weak<T>) {
-    taken.retain(|(t, weak)| *t != thread && weak.strong_count() > 0);
-    taken.push((thread, holding));
-}
-
-#[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-
-    use super::record_taker;
-
-    #[test]
-    fn a_taker_whose_holding_is_gone_is_forgotten() {
-        let here = std::thread::current().id();
-        let there = std::thread::spawn(|| std::thread::current().id())
-            .join()
-            .unwrap();
-        let (kept, ended) = (Arc::new(1), Arc::new(2));
-        let mut taken = Vec::new();
-        record_taker(&mut taken, there, Arc::downgrade(&ended));
-        record_taker(&mut taken, here, Arc::downgrade(&kept));
-        assert_eq!(taken.len(), 2, "both holdings live");
-        drop(ended);
-        let again = Arc::new(3);
-        record_taker(&mut taken, here, Arc::downgrade(&again));
-        assert_eq!(taken.len(), 1, "the ended holding and our old entry go");
-        assert_eq!(taken[0].0, here);
-        assert_eq!(taken[0].1.upgrade().as_deref(), Some(&3));
-    }
 }

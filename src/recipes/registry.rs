@@ -4,10 +4,12 @@
 
 use std::collections::HashMap;
 use std::hash::Hash;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::thread::ThreadId;
 
-use crate::machine::held::HolderState;
+use crate::machine::held::LockState;
+use crate::machine::Holding;
 use crate::sync::Mutex;
 
 /// Exclusive (mutex, write lock, election), shared (read lock), or a
@@ -22,28 +24,34 @@ pub(crate) enum Side {
 /// A lock as this process knows it: session, lock path and side.
 pub(crate) type Key = (i64, String, Side);
 
-/// Per lock and thread, the states of the holdings taken there: a holding
-/// already Lost does not count as held (a thread may take the lock again),
-/// unless zklock decided the loss itself and the node may still stand for
-/// it (it goes only with the guard: asking again would queue behind it).
-type Holders<T> = HashMap<(Key, T), Vec<Weak<HolderState>>>;
+/// One holding a thread took, through the lock object `object`: re-entry
+/// shares only what was taken through the same object, as Curator's.
+#[derive(Debug)]
+struct Taken {
+    object: u64,
+    holding: Weak<Holding>,
+}
+
+/// Per lock and thread, the holdings taken there. A holding counts while
+/// it lives: it goes with its last guard.
+type Holders<T> = HashMap<(Key, T), Vec<Taken>>;
 
 /// The holdings of a process's threads. A thread is named by `T`: std's
 /// `ThreadId` in the process's one registry (below), any distinct ids in a
 /// model check (loom runs its threads on one OS thread, so std's id cannot
 /// tell them apart).
 pub(crate) struct Registry<T> {
-    map: Mutex<Holders<T>>,
+    map: Mutex<(Holders<T>, usize)>,
 }
 
 impl<T: Copy + Eq + Hash> Registry<T> {
     pub(crate) fn new() -> Self {
         Registry {
-            map: Mutex::new(HashMap::new()),
+            map: Mutex::new((HashMap::new(), 0)),
         }
     }
 
-    fn with<R>(&self, f: impl FnOnce(&mut Holders<T>) -> R) -> R {
+    fn with<R>(&self, f: impl FnOnce(&mut (Holders<T>, usize)) -> R) -> R {
         match self.map.lock() {
             Ok(mut m) => f(&mut m),
             Err(poisoned) => f(&mut poisoned.into_inner()),
@@ -51,40 +59,49 @@ impl<T: Copy + Eq + Hash> Registry<T> {
     }
 
     /// Whether `thread` holds `key` by a holding whose node may still
-    /// stand (see [`HolderState::may_keep_node`]).
+    /// stand: not Lost, or Lost by zklock's own judgement while the
+    /// session may live (its node stays until the guard goes, so asking
+    /// again would queue behind it).
     pub(crate) fn held_by(&self, key: &Key, thread: T) -> bool {
-        self.with(|m| {
-            m.get(&(key.clone(), thread)).is_some_and(|states| {
-                states
+        self.with(|(m, _)| {
+            m.get(&(key.clone(), thread)).is_some_and(|taken| {
+                taken
                     .iter()
-                    .filter_map(Weak::upgrade)
-                    .any(|s| s.may_keep_node())
+                    .filter_map(|t| t.holding.upgrade())
+                    .any(|h| h.state().may_keep_node())
             })
         })
     }
 
-    /// Records that `thread` holds `key` by the holding whose state is `state`.
-    pub(crate) fn insert(&self, key: Key, thread: T, state: &Arc<HolderState>) {
-        self.with(|m| {
-            m.entry((key, thread))
-                .or_default()
-                .push(Arc::downgrade(state))
-        });
+    /// The holding `thread` took last through `object`, unless it is Lost
+    /// (the lock is no longer ours to re-enter).
+    pub(crate) fn taken_through(&self, key: &Key, thread: T, object: u64) -> Option<Arc<Holding>> {
+        self.with(|(m, _)| {
+            let taken = m.get(&(key.clone(), thread))?;
+            let last = taken.iter().rev().find(|t| t.object == object)?;
+            let holding = last.holding.upgrade()?;
+            (holding.state().current() != LockState::Lost).then_some(holding)
+        })
     }
 
-    /// Forgets the holding whose state is `state` (from any thread: a guard
-    /// may be dropped on another thread than the one that took it).
-    pub(crate) fn remove(&self, key: &Key, thread: T, state: &Arc<HolderState>) {
-        self.with(|m| {
-            let k = (key.clone(), thread);
-            if let Some(states) = m.get_mut(&k) {
-                let target = Arc::downgrade(state);
-                if let Some(i) = states.iter().position(|s| s.ptr_eq(&target)) {
-                    states.swap_remove(i);
-                }
-                if states.is_empty() {
-                    m.remove(&k);
-                }
+    /// Records that `thread` holds `key` by `holding`, taken through
+    /// `object`. Holdings gone are forgotten here: those of this key and
+    /// thread at once, every other once the table has doubled since the
+    /// last sweep, so threads that locked once and ended leave nothing.
+    pub(crate) fn insert(&self, key: Key, thread: T, object: u64, holding: &Arc<Holding>) {
+        self.with(|(m, swept)| {
+            let taken = m.entry((key, thread)).or_default();
+            taken.retain(|t| t.holding.strong_count() > 0);
+            taken.push(Taken {
+                object,
+                holding: Arc::downgrade(holding),
+            });
+            if m.len() > 2 * *swept + 8 {
+                m.retain(|_, taken| {
+                    taken.retain(|t| t.holding.strong_count() > 0);
+                    !taken.is_empty()
+                });
+                *swept = m.len();
             }
         });
     }
@@ -101,14 +118,92 @@ pub(crate) fn held_by(key: &Key, thread: ThreadId) -> bool {
     process().held_by(key, thread)
 }
 
-/// Records that `thread` holds `key` by the holding whose state is `state`.
-pub(crate) fn insert(key: Key, thread: ThreadId, state: &Arc<HolderState>) {
-    process().insert(key, thread, state);
+/// The holding `thread` took last through `object`, unless it is Lost.
+pub(crate) fn taken_through(key: &Key, thread: ThreadId, object: u64) -> Option<Arc<Holding>> {
+    process().taken_through(key, thread, object)
 }
 
-/// Forgets the holding whose state is `state`.
-pub(crate) fn remove(key: &Key, thread: ThreadId, state: &Arc<HolderState>) {
-    process().remove(key, thread, state);
+/// Records that `thread` holds `key` by `holding`, taken through `object`.
+pub(crate) fn insert(key: Key, thread: ThreadId, object: u64, holding: &Arc<Holding>) {
+    process().insert(key, thread, object, holding);
+}
+
+/// A new lock object's id, for [`insert`] and [`taken_through`].
+pub(crate) fn new_object() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::{Registry, Side};
+    use crate::machine::held::HolderState;
+    use crate::machine::{Holding, ReleaseDoor};
+
+    /// A release asked of nobody.
+    #[derive(Debug)]
+    struct Nowhere;
+
+    impl ReleaseDoor for Nowhere {
+        fn release(
+            &self,
+            _: u64,
+            _: Option<crate::oneshot::Sender<Result<(), crate::machine::LockError>>>,
+        ) -> bool {
+            true
+        }
+    }
+
+    pub(super) fn holding() -> Arc<Holding> {
+        let state = Arc::new(HolderState::new());
+        let stat = jute::Stat::default();
+        Arc::new(Holding::new(
+            0,
+            "/lock/n".into(),
+            stat,
+            state,
+            Arc::new(Nowhere),
+        ))
+    }
+
+    #[test]
+    fn a_taker_whose_holding_is_gone_is_forgotten() {
+        let here = std::thread::current().id();
+        let there = std::thread::spawn(|| std::thread::current().id())
+            .join()
+            .unwrap();
+        let key = (1, "/lock".to_owned(), Side::Exclusive);
+        let registry = Registry::new();
+        let (kept, ended) = (holding(), holding());
+        registry.insert(key.clone(), there, 0, &ended);
+        registry.insert(key.clone(), here, 0, &kept);
+        assert!(registry.held_by(&key, there) && registry.held_by(&key, here));
+        drop(ended);
+        assert!(!registry.held_by(&key, there), "its holding went");
+        let again = holding();
+        registry.insert(key.clone(), here, 0, &again);
+        let entries = registry.with(|(m, _)| m.values().map(Vec::len).sum::<usize>());
+        assert_eq!(entries, 3, "the ended holding is swept only with the table");
+        let through = registry.taken_through(&key, here, 0).unwrap();
+        assert!(
+            Arc::ptr_eq(&through, &again),
+            "the last taken is re-entered"
+        );
+        assert!(
+            registry.taken_through(&key, here, 1).is_none(),
+            "not through another object"
+        );
+        // Enough keys to make the table sweep: the ended holdings go.
+        drop((kept, again, through));
+        for i in 0..64 {
+            let h = holding();
+            registry.insert((1, format!("/other/{i}"), Side::Lease), here, 0, &h);
+        }
+        let live = registry.with(|(m, _)| m.len());
+        assert!(live < 64, "holdings gone are swept: {live} keys left");
+    }
 }
 
 /// The registry as threads use it, under every interleaving loom finds
@@ -118,6 +213,7 @@ pub(crate) fn remove(key: &Key, thread: ThreadId, state: &Arc<HolderState>) {
 /// wrappers above (the process's registry, std's ids) are not covered.
 #[cfg(all(test, zklock_loom))]
 mod loom_tests {
+    use super::tests::holding;
     use super::*;
     use crate::machine::LossReason;
     use loom::sync::Arc as LoomArc;
@@ -136,11 +232,13 @@ mod loom_tests {
             let take_and_let_go = |registry: &Registry<thread::ThreadId>| {
                 let me = thread::current().id();
                 let k = key(Side::Exclusive);
-                let state = Arc::new(HolderState::new());
+                let h = holding();
                 assert!(!registry.held_by(&k, me));
-                registry.insert(k.clone(), me, &state);
+                registry.insert(k.clone(), me, 7, &h);
                 assert!(registry.held_by(&k, me));
-                registry.remove(&k, me, &state);
+                assert!(registry.taken_through(&k, me, 7).is_some());
+                assert!(registry.taken_through(&k, me, 8).is_none());
+                drop(h);
                 assert!(!registry.held_by(&k, me));
             };
             let other = registry.clone();
@@ -152,27 +250,22 @@ mod loom_tests {
 
     /// A guard taken here is dropped on another thread while this thread
     /// takes a second lease of the same semaphore: the drop forgets its own
-    /// holding (under this thread's id) and no other.
+    /// holding and no other.
     #[test]
     fn a_guard_dropped_on_another_thread_forgets_only_its_holding() {
         loom::model(|| {
             let registry = LoomArc::new(Registry::new());
             let me = thread::current().id();
             let k = key(Side::Lease);
-            let first = Arc::new(HolderState::new());
-            registry.insert(k.clone(), me, &first);
-            let (other, k2) = (registry.clone(), k.clone());
-            let t = thread::spawn(move || {
-                // The guard's drop: the owner's id, not the dropping thread's.
-                other.remove(&k2, me, &first);
-                drop(first);
-            });
-            let second = Arc::new(HolderState::new());
-            registry.insert(k.clone(), me, &second);
+            let first = holding();
+            registry.insert(k.clone(), me, 0, &first);
+            let t = thread::spawn(move || drop(first));
+            let second = holding();
+            registry.insert(k.clone(), me, 0, &second);
             assert!(registry.held_by(&k, me));
             t.join().unwrap();
             assert!(registry.held_by(&k, me), "the second lease still counts");
-            registry.remove(&k, me, &second);
+            drop(second);
             assert!(!registry.held_by(&k, me));
         });
     }
@@ -186,17 +279,21 @@ mod loom_tests {
             let registry = Registry::new();
             let me = thread::current().id();
             let k = key(Side::Exclusive);
-            let state = Arc::new(HolderState::new());
-            registry.insert(k.clone(), me, &state);
-            let core = state.clone();
+            let h = holding();
+            registry.insert(k.clone(), me, 0, &h);
+            let core = h.state().clone();
             let t = thread::spawn(move || core.lose(LossReason::SessionExpired));
             let first = registry.held_by(&k, me);
             let second = registry.held_by(&k, me);
             assert!(first || !second, "Lost, then held again");
             t.join().unwrap();
             assert!(!registry.held_by(&k, me), "a Lost holding counts");
-            let again = Arc::new(HolderState::new());
-            registry.insert(k.clone(), me, &again);
+            assert!(
+                registry.taken_through(&k, me, 0).is_none(),
+                "nor is it re-entered"
+            );
+            let again = holding();
+            registry.insert(k.clone(), me, 0, &again);
             assert!(registry.held_by(&k, me));
         });
     }

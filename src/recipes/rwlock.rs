@@ -15,7 +15,7 @@ use super::mutex::lock_calls;
 use super::options::MutexOptions;
 use super::pending::PendingLock;
 use super::pending_thread::{PendingThreadLock, Target};
-use super::queue_lock::{read_entry, write_entry, QueueLock};
+use super::queue_lock::{read_entry, write_entry, QueueLock, Start};
 use super::registry::Side;
 use crate::Client;
 
@@ -149,12 +149,12 @@ impl RwLock {
     /// Starts taking a read lock and returns at once; see [`PendingLock`].
     /// No downgrade: each call queues a read node of its own.
     pub fn start_read(&self, deadline: Option<Instant>) -> PendingLock {
-        self.read.start(deadline)
+        self.read.pending(Start::by(deadline))
     }
 
     /// Starts taking the write lock and returns at once; see [`PendingLock`].
     pub fn start_write(&self, deadline: Option<Instant>) -> PendingLock {
-        self.write.start(deadline)
+        self.write.pending(Start::by(deadline))
     }
 
     /// Starts taking a read lock for `thread` and returns at once; see

@@ -12,7 +12,7 @@ use super::guard::LockGuard;
 use super::mutex::lock_calls;
 use super::options::MutexOptions;
 use super::pending::PendingLock;
-use super::queue_lock::QueueLock;
+use super::queue_lock::{QueueLock, Start};
 use super::registry::Side;
 use jute::{CreateRequest, PathWatch, Request, Response, SetDataRequest};
 
@@ -102,7 +102,7 @@ impl Semaphore {
     /// leases stored on the path: both would block. Use it for a few
     /// waiters per process, or once [`Semaphore::acquire`] has run.
     pub fn start_acquire(&self, deadline: Option<Instant>) -> PendingLock {
-        self.leases.start(deadline)
+        self.leases.pending(Start::by(deadline))
     }
 
     lock_calls!(

@@ -1,5 +1,6 @@
-//! A granted lock as the core hands it out: the node, its Stat, the state
-//! the core keeps current, and the release that happens however it ends.
+//! A held lock, one acquisition: the node, its Stat, the state the core
+//! keeps current, and the release that happens however it ends. The core
+//! hands it out; re-entrant guards share it.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -12,11 +13,11 @@ use crate::oneshot;
 use zklock_proto::lock::AttemptId;
 
 /// Where an acquisition's outcome goes: a function of the layer above,
-/// called once on the core's thread, that turns the grant into its own
-/// guard and hands it to whoever waits (or drops it, which releases).
-pub(crate) type GrantSink = Box<dyn FnOnce(Result<Grant, LockError>) + Send>;
+/// called once on the core's thread, that hands the holding to whoever
+/// waits (or drops it, which releases).
+pub(crate) type GrantSink = Box<dyn FnOnce(Result<Holding, LockError>) + Send>;
 
-/// Where a grant asks the core to remove its node: the core's command
+/// Where a holding asks the core to remove its node: the core's command
 /// channel, seen from below so that this file does not name it.
 pub(crate) trait ReleaseDoor: Send + Sync + std::fmt::Debug {
     /// Asks for the release of `id`; `false` if the core is gone.
@@ -27,10 +28,12 @@ pub(crate) trait ReleaseDoor: Send + Sync + std::fmt::Debug {
 /// and again after reconnects while the session lives), unless it was
 /// released or abandoned first.
 #[derive(Debug)]
-pub(crate) struct Grant {
+pub(crate) struct Holding {
     id: AttemptId,
     /// Our node as the server names it.
     path: String,
+    /// Our node as the caller names it (under a chroot, without it).
+    client_path: String,
     stat: Stat,
     state: Arc<HolderState>,
     door: Arc<dyn ReleaseDoor>,
@@ -40,16 +43,17 @@ pub(crate) struct Grant {
     after_unclean_end: bool,
 }
 
-impl Grant {
+impl Holding {
     pub(crate) fn new(
         id: AttemptId,
         path: String,
         stat: Stat,
         state: Arc<HolderState>,
         door: Arc<dyn ReleaseDoor>,
-    ) -> Grant {
-        Grant {
+    ) -> Holding {
+        Holding {
             id,
+            client_path: path.clone(),
             path,
             stat,
             state,
@@ -60,8 +64,14 @@ impl Grant {
     }
 
     /// Says that a holder before this one ended uncleanly (lock-delay).
-    pub(crate) fn after_unclean_end(mut self, yes: bool) -> Grant {
+    pub(crate) fn after_unclean_end(mut self, yes: bool) -> Holding {
         self.after_unclean_end = yes;
+        self
+    }
+
+    /// Names our node as the caller does (see [`Holding::client_path`]).
+    pub(crate) fn named(mut self, client_path: String) -> Holding {
+        self.client_path = client_path;
         self
     }
 
@@ -69,7 +79,7 @@ impl Grant {
         self.after_unclean_end
     }
 
-    /// The acquisition this grant ended.
+    /// The acquisition that took it.
     pub(crate) fn id(&self) -> AttemptId {
         self.id
     }
@@ -77,6 +87,11 @@ impl Grant {
     /// Our node's server path.
     pub(crate) fn server_path(&self) -> &str {
         &self.path
+    }
+
+    /// Our node as the caller names it.
+    pub(crate) fn client_path(&self) -> &str {
+        &self.client_path
     }
 
     pub(crate) fn stat(&self) -> &Stat {
@@ -103,7 +118,7 @@ impl Grant {
     }
 }
 
-impl Drop for Grant {
+impl Drop for Holding {
     fn drop(&mut self) {
         self.release(None);
     }
