@@ -181,7 +181,10 @@ fn work(
         return Ok(interrupted(signal, "taking the lock"));
     }
     if let Some(helper) = helper.as_deref_mut() {
-        helper.holding(client.session_id(), guard.node_path());
+        let timeout = client
+            .negotiated_timeout()
+            .unwrap_or(global.session_timeout);
+        helper.holding(client.session_id(), timeout, guard.node_path());
     }
     Ok(run_command(&client, h, guard, signals, helper))
 }

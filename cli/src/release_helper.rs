@@ -15,6 +15,13 @@
 //! opens a session of its own and deletes the lock node if it still belongs
 //! to zklock's session. The next waiter is woken by that delete.
 //!
+//! Nothing keeps zklock's session alive meanwhile: the server expires it,
+//! and frees the lock, a session timeout after zklock last reached it, at
+//! most a third of that timeout (its ping interval) before it died. So the
+//! grace period is `--kill-after` or a third of the negotiated session
+//! timeout, whichever is shorter: CMD has ended before the session can
+//! expire.
+//!
 //! That session is made as zklock's was: the same TLS files and names and
 //! the same SASL and digest credentials. They reach the helper over the same
 //! pipe, first thing, hex-encoded one per line; never on its command line
@@ -85,8 +92,10 @@ impl ReleaseHelper {
         }
     }
 
-    /// The lock node that session `session_id` holds.
-    pub fn holding(&mut self, session_id: i64, node: &str) {
+    /// The lock node that session `session_id`, of the negotiated
+    /// `timeout`, holds.
+    pub fn holding(&mut self, session_id: i64, timeout: Duration, node: &str) {
+        self.say(&format!("timeout {}", timeout.as_millis()));
         self.say(&format!("hold {session_id} {node}"));
     }
 
@@ -153,6 +162,8 @@ fn unhex(text: &str) -> Option<Vec<u8>> {
 #[derive(Default)]
 struct Told {
     hold: Option<(i64, String)>,
+    /// The negotiated session timeout.
+    timeout: Option<Duration>,
     cmd: Option<(Pid, bool, Option<OwnedFd>)>,
     done: bool,
     security: Security,
@@ -206,6 +217,9 @@ pub fn run(args: &[String]) -> u8 {
         let mut words = line.splitn(3, ' ');
         match (words.next(), words.next(), words.next()) {
             (Some(key), Some(value), None) if told.security(key, value) => {}
+            (Some("timeout"), Some(ms), None) => {
+                told.timeout = ms.parse().ok().map(Duration::from_millis);
+            }
             (Some("hold"), Some(session), Some(node)) => {
                 if let Ok(session) = session.parse() {
                     told.hold = Some((session, node.to_owned()));
@@ -229,7 +243,8 @@ pub fn run(args: &[String]) -> u8 {
     }
     log::warn!("zklock died: stopping CMD and freeing its lock");
     if let Some((pid, own_group, pidfd)) = &told.cmd {
-        stop_orphaned(*pid, *own_group, pidfd.as_ref(), kill_after);
+        let grace = kill_after.min(told.timeout.unwrap_or(session_timeout) / 3);
+        stop_orphaned(*pid, *own_group, pidfd.as_ref(), grace);
     }
     if let Some((session, node)) = &told.hold {
         let global = Global {

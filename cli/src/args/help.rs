@@ -89,10 +89,12 @@ place in the queue (exit 128+N). zklock is one process, CMD its child: stop
 zklock (SIGSTOP) past the session timeout and it stops CMD and exits 75 when
 resumed. If zklock is killed with SIGKILL, the kernel sends CMD SIGTERM and
 zklock's release helper (a copy of zklock in a process group of its own,
-'zklock --release-helper' in ps) waits for CMD to end, then deletes the lock
-node (connecting with zklock's TLS files and credentials, handed over a
-pipe), which frees the lock at once; if the whole machine dies, the server
-frees it when the session times out.
+'zklock --release-helper' in ps) waits for CMD to end (SIGKILL after
+--kill-after or a third of the session timeout, whichever is shorter, so
+that CMD has ended before the server can expire zklock's session), then
+deletes the lock node (connecting with zklock's TLS files and credentials,
+handed over a pipe), which frees the lock at once; if the whole machine
+dies, the server frees it when the session times out.
 
 Nodes are named like Apache Curator's (_c_<uuid>-lock-<seq>, and
 _c_<uuid>-__READ__<seq> with -s), so Curator's InterProcessMutex and kazoo
