@@ -1,5 +1,6 @@
 //! The `zklock` command line against a real ZooKeeper: exclusion, waiting
-//! options, exit codes, environment, signals, SIGKILL, lock loss, status
+//! options, exit codes, environment, signals, SIGKILL, the release path
+//! (no second command before the first has ended), lock loss, status
 //! (with a kazoo holder in the queue), bad input, and the sequence
 //! counter's end.
 //!
@@ -15,6 +16,7 @@ mod support;
 mod bad_input;
 mod exec;
 mod lock_loss;
+mod release_path;
 mod security;
 mod sequence_end;
 mod signals;
