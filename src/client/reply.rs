@@ -1,7 +1,8 @@
 //! A request sent without waiting for its reply: for the recipes' polled
 //! handles, which must not block the thread that polls them.
 
-use std::sync::mpsc::TryRecvError;
+use std::sync::mpsc::{RecvTimeoutError, TryRecvError};
+use std::time::Instant;
 
 use jute::{OpCode, Response};
 
@@ -23,6 +24,16 @@ impl PendingReply {
             Ok(reply) => Some(self.answer(reply)),
             Err(TryRecvError::Empty) => None,
             Err(TryRecvError::Disconnected) => Some(Err(Error::Closed)),
+        }
+    }
+
+    /// The reply, waiting for it until `until`; `None` if it has not come
+    /// by then.
+    pub(crate) fn wait_until(&self, until: Instant) -> Option<Result<Response>> {
+        match self.reply.recv_deadline(until) {
+            Ok(reply) => Some(self.answer(reply)),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => Some(Err(Error::Closed)),
         }
     }
 

@@ -11,8 +11,6 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::Select;
-
 use super::batch_guard::{BatchGuard, Shared};
 use super::cancel::CancelToken;
 use super::error::LockError;
@@ -21,8 +19,6 @@ use super::options::MutexOptions;
 use super::pending_batch::PendingBatch;
 use crate::Client;
 
-/// How often a local waiter looks at its cancel token.
-const CANCEL_POLL: Duration = Duration::from_millis(20);
 /// A lock shared by the threads of one process through a single queue node.
 ///
 /// ```no_run
@@ -122,9 +118,8 @@ impl BatchMutex {
     }
 
     /// Waits until `deadline` (if any) or cancellation: for a local hand-off,
-    /// or, if none is coming, for the process's turn in the queue. The
-    /// waiter's decisions are [`PendingBatch`]'s; this only waits between
-    /// its polls.
+    /// or, if none is coming, for the process's turn in the queue. It runs
+    /// a [`PendingBatch`] on this thread, waiting between its polls.
     ///
     /// # Errors
     /// [`LockError::WouldDeadlock`] if this thread holds the lock already;
@@ -141,48 +136,7 @@ impl BatchMutex {
                 return Err(LockError::WouldDeadlock);
             }
         }
-        let mut waiter = PendingBatch::new(s.clone(), deadline, cancel.cloned());
-        let mut local = s.local();
-        loop {
-            if let Some(outcome) = waiter.poll(&mut local, Instant::now()) {
-                if outcome.is_ok() {
-                    local.owner = Some(std::thread::current().id());
-                }
-                return outcome;
-            }
-            if let Some((acquiring, trying)) = waiter.acquiring() {
-                // This thread queues for the process: its outcome (or the
-                // token, or the deadline) is the next change to look at.
-                drop(local);
-                let mut select = Select::new();
-                select.recv(acquiring.receiver());
-                if let Some(c) = cancel {
-                    select.recv(c.receiver());
-                }
-                let _ = match deadline.filter(|_| !trying) {
-                    Some(d) => select.ready_deadline(d).ok(),
-                    None => Some(select.ready()),
-                };
-                local = s.local();
-                continue;
-            }
-            let wait = match (deadline, cancel) {
-                (Some(d), _) => {
-                    let left = d.saturating_duration_since(Instant::now());
-                    if cancel.is_some() {
-                        left.min(CANCEL_POLL)
-                    } else {
-                        left
-                    }
-                }
-                (None, Some(_)) => CANCEL_POLL,
-                (None, None) => Duration::from_secs(3600),
-            };
-            local = match s.changed.wait_timeout(local, wait) {
-                Ok((l, _)) => l,
-                Err(p) => p.into_inner().0,
-            };
-        }
+        PendingBatch::new(s.clone(), deadline, cancel.cloned()).run(None)
     }
 
     /// Threads of this process waiting for the lock (diagnostics).

@@ -123,17 +123,8 @@ impl LockGuard {
         registry::insert(key, thread, object, &self.holding);
     }
 
-    /// Reads our node on the server, by `deadline`: still there and ours,
-    /// or (then the holding turns Lost) gone.
-    pub(crate) fn confirm(&self, deadline: Option<Instant>) -> Result<bool, LockError> {
-        match self.client.call_by(self.confirm_request(), deadline) {
-            Err(Error::Timeout) => Err(unanswered(Instant::now(), deadline)),
-            reply => self.confirmed(reply),
-        }
-    }
-
-    /// Sends the read [`LockGuard::confirm`] makes and returns at once;
-    /// hand its reply to [`LockGuard::confirmed`].
+    /// Sends a read of our node and returns at once; hand its reply to
+    /// [`LockGuard::confirmed`].
     pub(crate) fn start_confirm(&self) -> Result<PendingReply, LockError> {
         Ok(self.client.submit(self.confirm_request())?)
     }

@@ -5,7 +5,9 @@
 //! run the same code.
 
 use std::sync::{Arc, MutexGuard};
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::Select;
 
 use super::batch_guard::{BatchGuard, Local, Shared};
 use super::cancel::CancelToken;
@@ -13,6 +15,9 @@ use super::error::LockError;
 use super::handoff::Turn;
 use super::held::LockState;
 use super::pending::PendingLock;
+
+/// How often a waiter that blocks looks at its cancel token.
+const CANCEL_POLL: Duration = Duration::from_millis(20);
 
 /// A local waiter for a [`BatchMutex`](super::BatchMutex), started with
 /// [`BatchMutex::start_lock`](super::BatchMutex::start_lock). Poll it with
@@ -85,6 +90,84 @@ impl PendingBatch {
         let r = self.poll(&mut local, now);
         drop(local);
         r
+    }
+
+    /// Blocks until the outcome.
+    ///
+    /// # Errors
+    /// As [`PendingBatch::try_take`].
+    pub fn wait(self) -> Result<BatchGuard, LockError> {
+        self.run(None)
+    }
+
+    /// Blocks at most `timeout`; then gives the wait up.
+    ///
+    /// # Errors
+    /// [`LockError::Timeout`] if no outcome came in time; else as
+    /// [`PendingBatch::try_take`].
+    pub fn wait_timeout(self, timeout: Duration) -> Result<BatchGuard, LockError> {
+        self.run(Some(crate::deadline::from_now(timeout)))
+    }
+
+    /// Polls on this thread, waiting between polls for what can change the
+    /// outcome (a local hand-off, the process's acquisition, the token),
+    /// until the outcome or `bound` (then [`LockError::Timeout`]). The
+    /// thread that waited owns the guard, for the deadlock check.
+    pub(super) fn run(mut self, bound: Option<Instant>) -> Result<BatchGuard, LockError> {
+        let shared = self.shared.clone();
+        let cancel = self.cancel.clone();
+        let until = match (self.deadline, bound) {
+            (Some(d), Some(b)) => Some(d.min(b)),
+            (d, b) => d.or(b),
+        };
+        let mut local = shared.local();
+        loop {
+            let now = Instant::now();
+            if let Some(outcome) = self.poll(&mut local, now) {
+                if outcome.is_ok() {
+                    local.owner = Some(std::thread::current().id());
+                }
+                return outcome;
+            }
+            if bound.is_some_and(|b| now >= b) {
+                // Leaving takes the local state's lock.
+                drop(local);
+                drop(self);
+                return Err(LockError::Timeout);
+            }
+            if let Some((acquiring, trying)) = self.acquiring() {
+                // This thread queues for the process: its outcome (or the
+                // token, or the deadline) is the next change to look at.
+                drop(local);
+                let mut select = Select::new();
+                select.recv(acquiring.receiver());
+                if let Some(c) = &cancel {
+                    select.recv(c.receiver());
+                }
+                let _ = match if trying { bound } else { until } {
+                    Some(d) => select.ready_deadline(d).ok(),
+                    None => Some(select.ready()),
+                };
+                local = shared.local();
+                continue;
+            }
+            let wait = match (until, &cancel) {
+                (Some(d), _) => {
+                    let left = d.saturating_duration_since(Instant::now());
+                    if cancel.is_some() {
+                        left.min(CANCEL_POLL)
+                    } else {
+                        left
+                    }
+                }
+                (None, Some(_)) => CANCEL_POLL,
+                (None, None) => Duration::from_secs(3600),
+            };
+            local = match shared.changed.wait_timeout(local, wait) {
+                Ok((l, _)) => l,
+                Err(p) => p.into_inner().0,
+            };
+        }
     }
 
     /// The process's acquisition in ZooKeeper, when this waiter runs it: a

@@ -1,34 +1,38 @@
-//! A lock call made for one thread and polled instead of blocking: the
-//! decisions of that thread's blocking call (re-enter, confirm, refuse,
-//! queue), taken one poll at a time.
+//! A lock call made for one thread: what that thread's call decides before
+//! it queues (re-enter, confirm, refuse, queue), then its outcome. The
+//! blocking calls (`lock_with` and the calls built on it) run it on their
+//! thread, waiting between its steps; a [`PendingThreadLock`] runs it
+//! polled. One set of steps, so the two cannot decide differently.
 
+use std::ops::Deref;
+use std::sync::mpsc::{RecvTimeoutError, TryRecvError};
 use std::sync::Arc;
 use std::thread::ThreadId;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
+use crossbeam_channel::Select;
+
+use super::cancel::CancelToken;
 use super::error::LockError;
 use super::guard::{unanswered, LockGuard};
+use super::outcome::Blocked;
 use super::pending::PendingLock;
 use super::queue_lock::{read_entry, write_entry, Entry, QueueLock, Start};
 use crate::client::PendingReply;
+use crate::machine::{AttemptId, LockCommand};
+use crate::{oneshot, Error};
 
 /// The lock a call is for. A read/write lock's two sides decide together
 /// (a write holder reads under its write node; a reader is refused the
 /// write lock).
 #[derive(Debug)]
-pub(crate) enum Target {
-    One(Arc<QueueLock>),
-    Read {
-        read: Arc<QueueLock>,
-        write: Arc<QueueLock>,
-    },
-    Write {
-        read: Arc<QueueLock>,
-        write: Arc<QueueLock>,
-    },
+pub(crate) enum Target<Q> {
+    One(Q),
+    Read { read: Q, write: Q },
+    Write { read: Q, write: Q },
 }
 
-impl Target {
+impl<Q: Deref<Target = QueueLock>> Target<Q> {
     fn entry(&self, thread: ThreadId) -> Entry {
         match self {
             Target::One(lock) => lock.entry(thread),
@@ -47,42 +51,10 @@ impl Target {
     }
 }
 
-/// A lock call made for `thread` (e.g. by
-/// [`Mutex::start_lock_for`](super::Mutex::start_lock_for)), read by polling
-/// instead of blocking: for an event loop that acts for several threads.
-/// It decides as that thread's blocking call would: a
-/// [re-entrant](super::MutexOptions::reentrant) lock the thread holds is
-/// shared (after a read of its node, for a holder that does not
-/// [watch](super::MutexOptions::watch_node) it), a lock it holds otherwise
-/// is refused with [`LockError::WouldDeadlock`], and the guard it hands out
-/// counts as the thread's.
-///
-/// Nothing is decided or sent until the first poll: a deadline already
-/// past then makes it a try (one round trip), as `try_lock` is. Dropping it
-/// before the outcome gives the acquisition up.
-///
-/// ```no_run
-/// use std::time::Duration;
-/// use zklock::{Client, recipes::{Mutex, MutexOptions}};
-///
-/// let client = Client::connect("127.0.0.1:2181", Duration::from_secs(10))?;
-/// let mutex = Mutex::with_options(&client, "/locks/job", MutexOptions::default().reentrant(true))?;
-/// let me = std::thread::current().id();
-/// let outer = mutex.lock()?;
-/// let mut again = mutex.start_lock_for(me, None);
-/// let inner = loop {
-///     if let Some(outcome) = again.try_take() {
-///         break outcome?;
-///     }
-///     std::thread::sleep(Duration::from_millis(1));
-/// };
-/// assert_eq!(inner.node_path(), outer.node_path());
-/// # Ok::<(), zklock::recipes::LockError>(())
-/// ```
+/// One lock call for `thread`, step by step.
 #[derive(Debug)]
-#[must_use = "dropping the handle gives the acquisition up"]
-pub struct PendingThreadLock {
-    target: Target,
+pub(crate) struct ThreadCall<Q> {
+    target: Target<Q>,
     thread: ThreadId,
     deadline: Option<Instant>,
     step: Step,
@@ -90,11 +62,11 @@ pub struct PendingThreadLock {
 
 #[derive(Debug)]
 enum Step {
-    /// Not polled yet: nothing decided, nothing sent.
+    /// Not looked at yet: nothing decided, nothing sent.
     Unstarted,
     /// Reading the shared holding's node before handing it out again.
     Confirming(Confirm),
-    Queued(PendingLock),
+    Queued(Queued),
     /// The outcome was handed out.
     Done,
 }
@@ -105,15 +77,49 @@ enum Step {
 struct Confirm {
     guard: LockGuard,
     reply: PendingReply,
-    /// When the read gives up, as the blocking read would.
+    /// When the read gives up.
     until: Instant,
     deadline: Option<Instant>,
     no_wait: bool,
 }
 
-impl PendingThreadLock {
-    pub(crate) fn new(target: Target, thread: ThreadId, deadline: Option<Instant>) -> Self {
-        PendingThreadLock {
+/// The acquisition the call queued, and the deadline it runs to.
+enum Queued {
+    /// Polled, or waited on beside a cancel token.
+    Handle(PendingLock, Option<Instant>),
+    /// A thread that only waits parks on a oneshot, which parks at once
+    /// (see `crate::oneshot`).
+    Parked {
+        id: AttemptId,
+        outcome: oneshot::Receiver<Result<LockGuard, LockError>>,
+        deadline: Option<Instant>,
+    },
+}
+
+impl std::fmt::Debug for Queued {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Queued::Handle(pending, _) => f.debug_tuple("Handle").field(pending).finish(),
+            Queued::Parked { id, .. } => f.debug_struct("Parked").field("id", id).finish(),
+        }
+    }
+}
+
+/// How a step waits for what it awaits: not at all (polled), or blocking
+/// this thread until it comes, `bound` passes (then the call times out) or
+/// the token is cancelled.
+#[derive(Debug, Clone, Copy)]
+enum Wait<'a> {
+    No,
+    Block {
+        cancel: Option<&'a CancelToken>,
+        bound: Option<Instant>,
+    },
+}
+
+impl<Q: Deref<Target = QueueLock>> ThreadCall<Q> {
+    pub(crate) fn new(target: Target<Q>, thread: ThreadId, deadline: Option<Instant>) -> Self {
+        ThreadCall {
             target,
             thread,
             deadline,
@@ -121,56 +127,80 @@ impl PendingThreadLock {
         }
     }
 
-    /// The outcome if it has come, once; [`PendingThreadLock::try_take_at`]
-    /// on the wall clock.
-    ///
-    /// # Errors
-    /// As [`Mutex::lock_with`](super::Mutex::lock_with).
-    pub fn try_take(&mut self) -> Option<Result<LockGuard, LockError>> {
-        self.try_take_at(Instant::now())
+    /// Runs the call to its end on this thread, waiting between steps until
+    /// the call's deadline, `bound` (a timeout, then) or `cancel`.
+    pub(crate) fn run(
+        mut self,
+        cancel: Option<&CancelToken>,
+        bound: Option<Instant>,
+    ) -> Result<LockGuard, LockError> {
+        let wait = Wait::Block { cancel, bound };
+        loop {
+            if let Some(outcome) = self.advance(Instant::now(), wait) {
+                return outcome;
+            }
+        }
     }
 
-    /// The outcome if it has come, once, with `now` the caller's clock: it
-    /// decides whether the deadline has passed, for the first poll (a try)
-    /// and for the read that confirms a shared holding. A queued
-    /// acquisition's deadline is kept by the client's I/O thread.
-    ///
-    /// # Errors
-    /// As [`Mutex::lock_with`](super::Mutex::lock_with).
-    pub fn try_take_at(&mut self, now: Instant) -> Option<Result<LockGuard, LockError>> {
+    /// The next step that needs no waiting, with `now` the caller's clock.
+    pub(crate) fn poll(&mut self, now: Instant) -> Option<Result<LockGuard, LockError>> {
+        self.advance(now, Wait::No)
+    }
+
+    fn advance(&mut self, now: Instant, wait: Wait<'_>) -> Option<Result<LockGuard, LockError>> {
         match std::mem::replace(&mut self.step, Step::Done) {
             Step::Unstarted => {
                 let (deadline, no_wait) = self.target.queue().call_deadline(now, self.deadline);
-                self.look(now, deadline, no_wait, true)
+                self.look(now, deadline, no_wait, true, wait)
             }
-            Step::Confirming(c) => match c.reply.try_take() {
-                Some(read) => match c.guard.confirmed(read) {
-                    Ok(true) => Some(Ok(c.guard)),
-                    Ok(false) => self.look(now, c.deadline, c.no_wait, false),
-                    Err(e) => Some(Err(e)),
-                },
-                None if now >= c.until => Some(Err(unanswered(now, c.deadline))),
-                None => {
-                    self.step = Step::Confirming(c);
-                    None
+            Step::Confirming(c) => {
+                let (read, now) = match wait {
+                    Wait::No => (c.reply.try_take(), now),
+                    Wait::Block { bound, .. } => {
+                        let until = bound.map_or(c.until, |b| b.min(c.until));
+                        (c.reply.wait_until(until), Instant::now())
+                    }
+                };
+                match read {
+                    Some(read) => match c.guard.confirmed(read) {
+                        Ok(true) => Some(Ok(c.guard)),
+                        Ok(false) => self.look(now, c.deadline, c.no_wait, false, wait),
+                        Err(e) => Some(Err(e)),
+                    },
+                    None if now >= c.until => Some(Err(unanswered(now, c.deadline))),
+                    None if past(wait, now) => Some(Err(LockError::Timeout)),
+                    None => {
+                        self.step = Step::Confirming(c);
+                        None
+                    }
                 }
-            },
-            Step::Queued(pending) => match pending.try_take() {
-                Some(Ok(guard)) => {
+            }
+            Step::Queued(queued) => match queued.take(wait) {
+                Ok(Some(Ok(guard))) => {
                     self.target.queue().record(&guard, self.thread);
                     Some(Ok(guard))
                 }
-                Some(Err(e)) => Some(Err(e)),
-                None => {
-                    self.step = Step::Queued(pending);
+                Ok(Some(Err(e))) => Some(Err(e)),
+                Ok(None) => {
+                    self.step = Step::Queued(queued);
                     None
+                }
+                Err(()) => {
+                    // Given up by this wait: dropping it withdraws it.
+                    queued.give_up(self.target.queue());
+                    Some(Err(match wait {
+                        Wait::Block {
+                            cancel: Some(c), ..
+                        } if c.is_cancelled() => LockError::Cancelled,
+                        _ => LockError::Timeout,
+                    }))
                 }
             },
             Step::Done => None,
         }
     }
 
-    /// One look, as the blocking call takes it: share, confirm (on the
+    /// One look, as the thread's call takes it: share, confirm (on the
     /// first look only: a confirm that failed made that holding Lost),
     /// refuse, or queue.
     fn look(
@@ -179,6 +209,7 @@ impl PendingThreadLock {
         deadline: Option<Instant>,
         no_wait: bool,
         first: bool,
+        wait: Wait<'_>,
     ) -> Option<Result<LockGuard, LockError>> {
         match self.target.entry(self.thread) {
             Entry::Share(guard) => Some(Ok(guard)),
@@ -203,9 +234,194 @@ impl PendingThreadLock {
                     no_wait,
                     replacing: None,
                 };
-                self.step = Step::Queued(self.target.queue().pending(how));
-                self.try_take_at(now)
+                let queue = self.target.queue();
+                let queued = match wait {
+                    Wait::Block {
+                        cancel: Some(c), ..
+                    } if c.is_cancelled() => return Some(Err(LockError::Cancelled)),
+                    Wait::Block { cancel: None, .. } => {
+                        let (tx, outcome) = oneshot::channel();
+                        match queue.start(how, |_| Blocked(tx)) {
+                            Ok(id) => Queued::Parked {
+                                id,
+                                outcome,
+                                deadline,
+                            },
+                            Err(e) => return Some(Err(e)),
+                        }
+                    }
+                    _ => Queued::Handle(queue.pending(how), deadline),
+                };
+                self.step = Step::Queued(queued);
+                self.advance(now, wait)
             }
         }
+    }
+}
+
+/// Whether a blocking wait's bound has passed at `now`.
+fn past(wait: Wait<'_>, now: Instant) -> bool {
+    matches!(wait, Wait::Block { bound: Some(b), .. } if now >= b)
+}
+
+impl Queued {
+    /// The outcome if it has come (`Ok(None)`: not yet, waiting on); with
+    /// [`Wait::Block`], waits for it. `Err` if this wait gives the
+    /// acquisition up (cancelled, or past its bound or deadline).
+    fn take(&self, wait: Wait<'_>) -> Result<Option<Result<LockGuard, LockError>>, ()> {
+        let Wait::Block { cancel, bound } = wait else {
+            return Ok(match self {
+                Queued::Handle(pending, _) => pending.try_take(),
+                Queued::Parked { outcome, .. } => match outcome.try_recv() {
+                    Ok(r) => Some(r),
+                    Err(TryRecvError::Empty) => None,
+                    Err(TryRecvError::Disconnected) => Some(Err(LockError::Client(Error::Closed))),
+                },
+            });
+        };
+        let until = |deadline: Option<Instant>| match (deadline, bound) {
+            (Some(d), Some(b)) => Some(d.min(b)),
+            (d, b) => d.or(b),
+        };
+        match self {
+            Queued::Parked {
+                outcome, deadline, ..
+            } => {
+                let received = match until(*deadline) {
+                    None => outcome.recv().map_err(|_| RecvTimeoutError::Disconnected),
+                    Some(d) => outcome.recv_deadline(d),
+                };
+                match received {
+                    Ok(r) => Ok(Some(r)),
+                    Err(RecvTimeoutError::Timeout) => Err(()),
+                    Err(RecvTimeoutError::Disconnected) => {
+                        Ok(Some(Err(LockError::Client(Error::Closed))))
+                    }
+                }
+            }
+            Queued::Handle(pending, deadline) => {
+                let mut select = Select::new();
+                let outcome = select.recv(pending.receiver());
+                if let Some(c) = cancel {
+                    select.recv(c.receiver());
+                }
+                let chosen = match until(*deadline) {
+                    Some(d) => select.select_deadline(d),
+                    None => Ok(select.select()),
+                };
+                match chosen {
+                    Ok(op) if op.index() == outcome => {
+                        let r = op.recv(pending.receiver());
+                        pending.mark_taken();
+                        Ok(Some(r.unwrap_or(Err(LockError::Client(Error::Closed)))))
+                    }
+                    Ok(op) => {
+                        if let Some(c) = cancel {
+                            let _ = op.recv(c.receiver());
+                        }
+                        Err(())
+                    }
+                    Err(_) => Err(()),
+                }
+            }
+        }
+    }
+
+    /// Gives the acquisition up: a late guard releases itself.
+    fn give_up(self, queue: &QueueLock) {
+        match self {
+            // Dropping the handle without an outcome taken gives it up.
+            Queued::Handle(pending, _) => drop(pending),
+            Queued::Parked { id, outcome, .. } => {
+                // Refuse a late guard (it releases itself), then withdraw.
+                drop(outcome);
+                queue.command_sender().lock(LockCommand::Cancel(id));
+            }
+        }
+    }
+}
+
+/// A lock call made for `thread` (e.g. by
+/// [`Mutex::start_lock_for`](super::Mutex::start_lock_for)), read by polling
+/// instead of blocking: for an event loop that acts for several threads.
+/// It decides as that thread's blocking call would (the blocking call runs
+/// the same steps): a [re-entrant](super::MutexOptions::reentrant) lock the
+/// thread holds is shared (after a read of its node, for a holder that does
+/// not [watch](super::MutexOptions::watch_node) it), a lock it holds
+/// otherwise is refused with [`LockError::WouldDeadlock`], and the guard it
+/// hands out counts as the thread's.
+///
+/// Nothing is decided or sent until the first poll (or wait): a deadline
+/// already past then makes it a try (one round trip), as `try_lock` is.
+/// Dropping it before the outcome gives the acquisition up. It is no
+/// `Future`: the read that confirms a shared holding has no task to wake;
+/// for async code, [`Mutex::start_lock`](super::Mutex::start_lock) is one.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use zklock::{Client, recipes::{Mutex, MutexOptions}};
+///
+/// let client = Client::connect("127.0.0.1:2181", Duration::from_secs(10))?;
+/// let mutex = Mutex::with_options(&client, "/locks/job", MutexOptions::default().reentrant(true))?;
+/// let me = std::thread::current().id();
+/// let outer = mutex.lock()?;
+/// let mut again = mutex.start_lock_for(me, None);
+/// let inner = loop {
+///     if let Some(outcome) = again.try_take() {
+///         break outcome?;
+///     }
+///     std::thread::sleep(Duration::from_millis(1));
+/// };
+/// assert_eq!(inner.node_path(), outer.node_path());
+/// # Ok::<(), zklock::recipes::LockError>(())
+/// ```
+#[derive(Debug)]
+#[must_use = "dropping the handle gives the acquisition up"]
+pub struct PendingThreadLock(ThreadCall<Arc<QueueLock>>);
+
+impl PendingThreadLock {
+    pub(crate) fn new(
+        target: Target<Arc<QueueLock>>,
+        thread: ThreadId,
+        deadline: Option<Instant>,
+    ) -> Self {
+        PendingThreadLock(ThreadCall::new(target, thread, deadline))
+    }
+
+    /// The outcome if it has come, once; [`PendingThreadLock::try_take_at`]
+    /// on the wall clock.
+    ///
+    /// # Errors
+    /// As [`Mutex::lock_with`](super::Mutex::lock_with).
+    pub fn try_take(&mut self) -> Option<Result<LockGuard, LockError>> {
+        self.try_take_at(Instant::now())
+    }
+
+    /// The outcome if it has come, once, with `now` the caller's clock: it
+    /// decides whether the deadline has passed, for the first poll (a try)
+    /// and for the read that confirms a shared holding. A queued
+    /// acquisition's deadline is kept by the client's I/O thread.
+    ///
+    /// # Errors
+    /// As [`Mutex::lock_with`](super::Mutex::lock_with).
+    pub fn try_take_at(&mut self, now: Instant) -> Option<Result<LockGuard, LockError>> {
+        self.0.poll(now)
+    }
+
+    /// Blocks until the outcome.
+    ///
+    /// # Errors
+    /// As [`Mutex::lock_with`](super::Mutex::lock_with).
+    pub fn wait(self) -> Result<LockGuard, LockError> {
+        self.0.run(None, None)
+    }
+
+    /// Blocks at most `timeout`; then gives the acquisition up.
+    ///
+    /// # Errors
+    /// [`LockError::Timeout`] if no outcome came in time; else as
+    /// [`Mutex::lock_with`](super::Mutex::lock_with).
+    pub fn wait_timeout(self, timeout: Duration) -> Result<LockGuard, LockError> {
+        self.0.run(None, Some(crate::deadline::from_now(timeout)))
     }
 }

@@ -1,12 +1,9 @@
 //! The queue lock of one side (the machinery behind every queue recipe),
 //! and what a lock call from one thread does before it queues.
 
-use std::sync::mpsc::RecvTimeoutError;
 use std::sync::Arc;
 use std::thread::ThreadId;
 use std::time::Instant;
-
-use crossbeam_channel::Select;
 
 use super::attempt::{LockSpec, Rule};
 use super::cancel::CancelToken;
@@ -14,12 +11,13 @@ use super::error::LockError;
 use super::guard::LockGuard;
 use super::inspect::{inspect, QueueEntry};
 use super::options::MutexOptions;
-use super::outcome::{into_sink, Alone, Blocked, Outcome};
+use super::outcome::{into_sink, Alone, Outcome};
 use super::pending::PendingLock;
+use super::pending_thread::{Target, ThreadCall};
 use super::registry::{self, Key, Side};
 use super::wake::WakeSlot;
 use crate::machine::{AttemptId, CommandSender, LockCommand};
-use crate::{oneshot, Acl, Client, Error};
+use crate::{Acl, Client, Error};
 
 /// A queue lock of one side: the machinery behind Mutex, both halves of
 /// RwLock, the semaphore and Election.
@@ -252,136 +250,13 @@ impl QueueLock {
     /// Blocks until held, `deadline` (a deadline already past: one round
     /// trip, as a try-lock) or cancellation. The wait is bounded here, by
     /// the caller's clock, whatever the network does.
-    ///
-    /// Inlined, so that a call without a token (`lock()`, `try_lock()`,
-    /// `lock_timeout()`) links only the wait without one.
-    #[inline]
     pub(crate) fn lock_with(
         &self,
         deadline: Option<Instant>,
         cancel: Option<&CancelToken>,
     ) -> Result<LockGuard, LockError> {
-        self.lock_entered(|thread| self.entry(thread), deadline, cancel)
-    }
-
-    /// [`QueueLock::lock_with`], with `entry` deciding what the calling
-    /// thread does before it queues (a read/write lock's sides decide
-    /// with each other).
-    #[inline]
-    pub(crate) fn lock_entered(
-        &self,
-        entry: impl Fn(ThreadId) -> Entry,
-        deadline: Option<Instant>,
-        cancel: Option<&CancelToken>,
-    ) -> Result<LockGuard, LockError> {
-        match cancel {
-            None => self.lock_waiting(entry, deadline, |q, deadline, no_wait| {
-                q.wait_blocked(deadline, no_wait)
-            }),
-            Some(c) => self.lock_waiting(entry, deadline, |q, deadline, no_wait| {
-                if c.is_cancelled() {
-                    return Err(LockError::Cancelled);
-                }
-                q.wait_cancellable(deadline, no_wait, c)
-            }),
-        }
-    }
-
-    /// [`QueueLock::lock_entered`], waiting with `wait` (called with the
-    /// deadline and whether this is a try-lock) once the lock is neither
-    /// shared nor refused. The polled form, the same steps without
-    /// blocking, is [`PendingThreadLock`](super::PendingThreadLock).
-    fn lock_waiting(
-        &self,
-        entry: impl Fn(ThreadId) -> Entry,
-        deadline: Option<Instant>,
-        wait: impl FnOnce(&QueueLock, Option<Instant>, bool) -> Result<LockGuard, LockError>,
-    ) -> Result<LockGuard, LockError> {
         let me = std::thread::current().id();
-        // A try still gets its round trip (the confirming read's too).
-        let (deadline, no_wait) = self.call_deadline(Instant::now(), deadline);
-        // A confirming read that finds our node gone makes that holding
-        // Lost: the second look does not see it.
-        for first in [true, false] {
-            match entry(me) {
-                Entry::Share(guard) => return Ok(guard),
-                Entry::Confirm(guard) if first => {
-                    if guard.confirm(deadline)? {
-                        return Ok(guard);
-                    }
-                }
-                Entry::Refuse(e) => return Err(e),
-                Entry::Confirm(_) | Entry::Queue => break,
-            }
-        }
-        let guard = wait(self, deadline, no_wait)?;
-        self.record(&guard, me);
-        Ok(guard)
-    }
-
-    /// The outcome for a thread that only waits: on a oneshot, which parks
-    /// at once (see `crate::oneshot`).
-    fn wait_blocked(
-        &self,
-        deadline: Option<Instant>,
-        no_wait: bool,
-    ) -> Result<LockGuard, LockError> {
-        let (tx, outcome) = oneshot::channel();
-        let how = Start {
-            deadline,
-            no_wait,
-            replacing: None,
-        };
-        let id = self.start(how, |_| Blocked(tx))?;
-        let received = match deadline {
-            None => outcome.recv().map_err(|_| RecvTimeoutError::Disconnected),
-            Some(d) => outcome.recv_deadline(d),
-        };
-        match received {
-            Ok(r) => r,
-            Err(RecvTimeoutError::Timeout) => {
-                // Refuse a late guard (it releases itself), then give the
-                // attempt up.
-                drop(outcome);
-                self.command_sender().lock(LockCommand::Cancel(id));
-                Err(LockError::Timeout)
-            }
-            Err(RecvTimeoutError::Disconnected) => Err(LockError::Client(Error::Closed)),
-        }
-    }
-
-    /// The outcome, or `cancel`, or the deadline, whichever comes first.
-    fn wait_cancellable(
-        &self,
-        deadline: Option<Instant>,
-        no_wait: bool,
-        cancel: &CancelToken,
-    ) -> Result<LockGuard, LockError> {
-        let pending = self.pending(Start {
-            deadline,
-            no_wait,
-            replacing: None,
-        });
-        let mut select = Select::new();
-        let outcome = select.recv(pending.receiver());
-        select.recv(cancel.receiver());
-        let chosen = match deadline {
-            Some(d) => select.select_deadline(d),
-            None => Ok(select.select()),
-        };
-        // Dropping `pending` without an outcome taken gives the attempt up.
-        match chosen {
-            Ok(op) if op.index() == outcome => {
-                let r = op.recv(pending.receiver());
-                pending.mark_taken();
-                r.unwrap_or(Err(LockError::Client(Error::Closed)))
-            }
-            Ok(op) => {
-                let _ = op.recv(cancel.receiver());
-                Err(LockError::Cancelled)
-            }
-            Err(_) => Err(LockError::Timeout),
-        }
+        ThreadCall::new(Target::One(self), me, deadline).run(cancel, None)
     }
 
     pub(crate) fn queue(&self) -> Result<Vec<QueueEntry>, LockError> {

@@ -14,8 +14,8 @@ use super::inspect::QueueEntry;
 use super::mutex::lock_calls;
 use super::options::MutexOptions;
 use super::pending::PendingLock;
-use super::pending_thread::{PendingThreadLock, Target};
-use super::queue_lock::{read_entry, write_entry, QueueLock, Start};
+use super::pending_thread::{PendingThreadLock, Target, ThreadCall};
+use super::queue_lock::{QueueLock, Start};
 use super::registry::Side;
 use crate::Client;
 
@@ -115,8 +115,9 @@ impl RwLock {
         deadline: Option<Instant>,
         cancel: Option<&CancelToken>,
     ) -> Result<LockGuard, LockError> {
-        self.read
-            .lock_entered(|t| read_entry(&self.read, &self.write, t), deadline, cancel)
+        let (read, write) = (&*self.read, &*self.write);
+        let me = std::thread::current().id();
+        ThreadCall::new(Target::Read { read, write }, me, deadline).run(cancel, None)
     }
 
     /// The write lock, waiting until `deadline` or cancellation for every
@@ -131,11 +132,9 @@ impl RwLock {
         deadline: Option<Instant>,
         cancel: Option<&CancelToken>,
     ) -> Result<LockGuard, LockError> {
-        self.write.lock_entered(
-            |t| write_entry(&self.read, &self.write, t),
-            deadline,
-            cancel,
-        )
+        let (read, write) = (&*self.read, &*self.write);
+        let me = std::thread::current().id();
+        ThreadCall::new(Target::Write { read, write }, me, deadline).run(cancel, None)
     }
 
     pub(crate) fn read_side(&self) -> &QueueLock {
