@@ -21,7 +21,7 @@ use crate::proxy::{Direction, Handshake, Proxy};
 /// | [`drop_connections`](ClientLink::drop_connections) | `Suspended` at once, `Held` again once the client has reconnected and read its node (well within `T`) |
 /// | [`expire_session`](ClientLink::expire_session) | `Suspended` at once, `Lost` (`LossReason::SessionExpired`) when the client reconnects and hears it |
 /// | [`stall`](ClientLink::stall), [`blackhole`](ClientLink::blackhole) | `Held` until `3T/4` after the last answer the leader must have seen, then `Suspended`; `Lost` (`NoContact`) at `T`. [`heal`](ClientLink::heal) before then: `Held` again; healed after `Lost` while the server still keeps the session, the node stays until the guard is dropped |
-/// | [`delay`](ClientLink::delay) `d` | `Held` while the round trip it adds (`2d`, plus the link's own) stays within `5T/24` (zklock's docs/GUARANTEES.md); a longer delay is a stall |
+/// | [`delay`](ClientLink::delay) `d` | `Held` while a round trip, `2d` plus the link's own, stays within `5T/24` (zklock's docs/GUARANTEES.md); a longer delay is a stall. The `2d` holds for concurrent requests too: each chunk waits `d`, not for the chunks before it |
 /// | [`refuse`](ClientLink::refuse) | nothing while connected; a client that must reconnect cannot |
 ///
 /// Dropping the link closes every connection through it.
@@ -129,7 +129,20 @@ impl ClientLink {
         }
     }
 
-    /// Delays every chunk of bytes by `delay`, both ways (zero: none).
+    /// Adds `delay` to the way of every chunk of bytes, in each direction
+    /// (zero: none): a latency, as of a long wire, not a queue. Each chunk
+    /// leaves `delay` after it arrived, however many others are on their
+    /// way (their delays overlap), so every request's round trip takes
+    /// `2 * delay` more than the link's own, for one caller or many at
+    /// once; throughput is not limited below 1 MiB per `delay` in each
+    /// direction (beyond that the sender is held back and waits longer).
+    ///
+    /// Chunks leave in the order they came. A new delay applies to the
+    /// chunks that arrive after it is set (after a shorter one, they still
+    /// leave after the older ones); zero, or [`ClientLink::heal`], delivers
+    /// what is on its way at once, in order. A [stall](ClientLink::stall)
+    /// holds, and a [black hole](ClientLink::blackhole) drops, the bytes on
+    /// their way too.
     pub fn delay(&self, delay: Duration) {
         for proxy in &self.proxies {
             proxy.set_delay(delay);
@@ -144,7 +157,8 @@ impl ClientLink {
         }
     }
 
-    /// Ends every fault: stalled bytes are delivered, and connections that
+    /// Ends every fault: stalled and delayed bytes are delivered at once, in
+    /// order, and connections that
     /// lost bytes to [`ClientLink::blackhole`] are closed (TCP would have
     /// reset them by now), so the client reconnects cleanly.
     pub fn heal(&self) {

@@ -1,5 +1,7 @@
-//! Proxied connections: accepting them, connecting upstream, and the two
-//! pumps per connection that move bytes through the current faults.
+//! Proxied connections: accepting them, connecting upstream, and the four
+//! pumps per connection that move bytes through the current faults: per
+//! direction, a reader that puts what it reads on the direction's line and
+//! a writer that delivers it from there.
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -10,7 +12,8 @@ use std::time::Duration;
 
 use super::frames::{ElectionHello, FrameEvent, FrameScanner};
 use super::handshake::HandshakeReader;
-use super::{lock, Gate, Shared, Way};
+use super::line::{Item, Line};
+use super::{lock, Shared, Way};
 
 /// How long the proxy waits to connect to the upstream before giving up on a connection.
 const UPSTREAM_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -31,6 +34,8 @@ pub(super) struct Conn {
     hold_xid: Mutex<Option<i32>>,
     /// Pumps still running; the last one out deregisters the connection.
     live_pumps: AtomicUsize,
+    /// Per direction (indexed by `Way`), what is on its way.
+    lines: [Line; 2],
     /// The server this connection goes to.
     upstream: SocketAddr,
     /// The server's first frame, read for the session it grants.
@@ -42,12 +47,22 @@ impl Conn {
         self.closed.load(Ordering::SeqCst)
     }
 
-    /// Shuts both sockets down, which also unblocks both pumps' reads.
+    /// Shuts both sockets down, which also unblocks the pumps' reads and
+    /// writes, and wakes the pumps waiting on the lines.
     pub(super) fn close(&self) {
         self.closed.store(true, Ordering::SeqCst);
         let _ = self.client.shutdown(Shutdown::Both);
         if let Some(server) = lock(&self.server).as_ref() {
             let _ = server.shutdown(Shutdown::Both);
+        }
+        self.wake();
+    }
+
+    /// Wakes the pumps waiting on the lines, to look at the faults and the
+    /// connection again.
+    pub(super) fn wake(&self) {
+        for line in &self.lines {
+            line.wake();
         }
     }
 
@@ -94,8 +109,8 @@ pub(super) fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     }
 }
 
-/// Connects upstream, starts the server-to-client pump, and runs the
-/// client-to-server pump on this thread.
+/// Connects upstream, starts three pumps (the server-to-client reader and
+/// both writers), and runs the client-to-server reader on this thread.
 fn run_connection(id: u64, client: TcpStream, shared: Arc<Shared>) {
     let Ok(client_for_conn) = client.try_clone() else {
         return;
@@ -108,7 +123,8 @@ fn run_connection(id: u64, client: TcpStream, shared: Arc<Shared>) {
         closed: AtomicBool::new(false),
         doomed_xid: Mutex::new(None),
         hold_xid: Mutex::new(None),
-        live_pumps: AtomicUsize::new(2),
+        live_pumps: AtomicUsize::new(4),
+        lines: [Line::new(), Line::new()],
         upstream,
         handshake: Mutex::new(HandshakeReader::new()),
     });
@@ -139,56 +155,45 @@ fn run_connection(id: u64, client: TcpStream, shared: Arc<Shared>) {
             return;
         }
     };
-    {
-        let shared = Arc::clone(&shared);
-        let conn = Arc::clone(&conn);
-        let name = format!("proxy-conn-{id}-s2c");
-        Arc::clone(&shared).spawn(name, move || {
-            pump(
-                &shared,
-                &conn,
-                Way::ServerToClient,
-                server_read,
-                client_write,
-            )
-        });
-    }
-    pump(&shared, &conn, Way::ClientToServer, client, server);
+    spawn_pump(&shared, &conn, "s2c-in", move |shared, conn| {
+        read_in(shared, conn, Way::ServerToClient, server_read)
+    });
+    spawn_pump(&shared, &conn, "s2c-out", move |shared, conn| {
+        write_out(shared, conn, Way::ServerToClient, client_write)
+    });
+    spawn_pump(&shared, &conn, "c2s-out", move |shared, conn| {
+        write_out(shared, conn, Way::ClientToServer, server)
+    });
+    read_in(&shared, &conn, Way::ClientToServer, client);
 }
 
-/// Moves bytes one way until EOF, an error, or the connection is closed.
-fn pump(shared: &Shared, conn: &Conn, way: Way, mut src: TcpStream, mut dst: TcpStream) {
+/// Runs one of `conn`'s pumps on a thread of its own.
+fn spawn_pump(
+    shared: &Arc<Shared>,
+    conn: &Arc<Conn>,
+    name: &str,
+    body: impl FnOnce(&Shared, &Conn) + Send + 'static,
+) {
+    let (worker, conn) = (Arc::clone(shared), Arc::clone(conn));
+    let name = format!("proxy-conn-{}-{name}", conn.id);
+    shared.spawn(name, move || body(&worker, &conn));
+}
+
+/// Whether `conn`'s pumps are to stop.
+fn ended(shared: &Shared, conn: &Conn) -> bool {
+    conn.is_closed() || shared.shutting_down.load(Ordering::SeqCst)
+}
+
+/// Reads what comes one way, as it comes, and puts it on that way's line,
+/// until EOF, an error, or the connection is closed. Follows the server's
+/// framing for the faults that act on one reply.
+fn read_in(shared: &Shared, conn: &Conn, way: Way, mut src: TcpStream) {
+    let line = &conn.lines[way as usize];
     let mut buf = vec![0u8; CHUNK_SIZE];
     let mut frames = FrameScanner::default();
     let mut hello =
         (way == Way::ClientToServer && shared.rewrite_election_hello).then(ElectionHello::default);
     loop {
-        if let Some(h) = hello.as_mut() {
-            // Collect the whole hello first, then send it rewritten.
-            match src.read(&mut buf) {
-                Ok(0) | Err(_) => {
-                    conn.close();
-                    break;
-                }
-                Ok(n) => h.bytes.extend_from_slice(&buf[..n]),
-            }
-            let Some(rewritten) = h.rewrite() else {
-                continue;
-            };
-            hello = None;
-            shared.hellos_rewritten.fetch_add(1, Ordering::SeqCst);
-            match shared.gate(way, conn) {
-                Gate::Closed => break,
-                Gate::Discard => continue,
-                Gate::Forward => {}
-            }
-            shared.bytes[way as usize].fetch_add(rewritten.len() as u64, Ordering::SeqCst);
-            if dst.write_all(&rewritten).is_err() {
-                conn.close();
-                break;
-            }
-            continue;
-        }
         let n = match src.read(&mut buf) {
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -198,18 +203,28 @@ fn pump(shared: &Shared, conn: &Conn, way: Way, mut src: TcpStream, mut dst: Tcp
             }
         };
         if n == 0 {
-            // EOF: pass the half-close on, subject to the same faults as data.
-            if conn.doomed_xid_is_set() && way == Way::ServerToClient {
+            if hello.is_some() || (conn.doomed_xid_is_set() && way == Way::ServerToClient) {
                 conn.close();
-            } else if let Gate::Forward = shared.gate(way, conn) {
-                let _ = dst.shutdown(Shutdown::Write);
+            } else if let Some(admitted) = shared.admit(way, conn) {
+                // The half-close travels like data; the writer passes it on.
+                line.put(Item::Eof, admitted.stamp, || ended(shared, conn));
             }
             break;
         }
-        let chunk = &buf[..n];
+        let mut chunk = buf[..n].to_vec();
+        if let Some(h) = hello.as_mut() {
+            // Collect the whole hello first, then send it rewritten.
+            h.bytes.extend_from_slice(&chunk);
+            let Some(rewritten) = h.rewrite() else {
+                continue;
+            };
+            hello = None;
+            shared.hellos_rewritten.fetch_add(1, Ordering::SeqCst);
+            chunk = rewritten;
+        }
 
         if way == Way::ServerToClient {
-            if let Some(session) = lock(&conn.handshake).feed(chunk, conn.upstream) {
+            if let Some(session) = lock(&conn.handshake).feed(&chunk, conn.upstream) {
                 shared.saw_handshake(session);
             }
             // Scan everything the server sends so reply boundaries stay known.
@@ -217,38 +232,71 @@ fn pump(shared: &Shared, conn: &Conn, way: Way, mut src: TcpStream, mut dst: Tcp
             let held = *lock(&conn.hold_xid);
             let mut doomed_reply_done = false;
             let mut held_reply_done = false;
-            frames.feed(chunk, |event| {
+            frames.feed(&chunk, |event| {
                 if let FrameEvent::End { xid: Some(xid) } = event {
                     doomed_reply_done |= Some(xid) == doomed;
                     held_reply_done |= Some(xid) == held;
                 }
             });
             if held_reply_done {
-                // Before the reply is forwarded: the client's next request
+                // Before the reply is on its way: the client's next request
                 // cannot slip through.
                 *lock(&conn.hold_xid) = None;
                 shared.hold_requests();
             }
             if doomed.is_some() {
                 if doomed_reply_done {
-                    conn.close();
-                    shared.reply_dropped();
+                    // What the server said before still reaches the client;
+                    // then the connection closes.
+                    line.put(Item::Close, shared.stamp_now(), || ended(shared, conn));
                     break;
                 }
                 continue;
             }
         }
 
-        match shared.gate(way, conn) {
-            Gate::Closed => break,
-            Gate::Discard => continue,
-            Gate::Forward => {}
+        let Some(admitted) = shared.admit(way, conn) else {
+            break;
+        };
+        if admitted.discard {
+            continue;
+        }
+        if !line.put(Item::Data(chunk), admitted.stamp, || ended(shared, conn)) {
+            break;
+        }
+    }
+    pump_done(shared, conn);
+}
+
+/// Delivers what falls due on one way's line, in order, until its EOF, an
+/// error, or the connection is closed. Follows the client's framing (what
+/// the server receives) to arm the faults that act on one reply.
+fn write_out(shared: &Shared, conn: &Conn, way: Way, mut dst: TcpStream) {
+    let line = &conn.lines[way as usize];
+    let mut frames = FrameScanner::default();
+    while let Some(item) = line.take(|| ended(shared, conn), || shared.view(way)) {
+        let chunk = match item {
+            Item::Close => {
+                conn.close();
+                shared.reply_dropped();
+                break;
+            }
+            Item::Eof => {
+                if !shared.blackholed(way) {
+                    let _ = dst.shutdown(Shutdown::Write);
+                }
+                break;
+            }
+            Item::Data(chunk) => chunk,
+        };
+        if shared.blackholed(way) {
+            continue;
         }
 
         if way == Way::ClientToServer {
             // Scan only what the server receives, so framing matches its view.
             let (mut doomed, mut held) = (None, None);
-            frames.feed(chunk, |event| {
+            frames.feed(&chunk, |event| {
                 if let FrameEvent::Header { xid, op } = event {
                     if doomed.is_none() && shared.take_drop_target(op) {
                         doomed = Some(xid);
@@ -268,12 +316,17 @@ fn pump(shared: &Shared, conn: &Conn, way: Way, mut src: TcpStream, mut dst: Tcp
         }
 
         // Counted before writing so that a peer that has seen the bytes also sees the count.
-        shared.bytes[way as usize].fetch_add(n as u64, Ordering::SeqCst);
-        if dst.write_all(chunk).is_err() {
+        shared.bytes[way as usize].fetch_add(chunk.len() as u64, Ordering::SeqCst);
+        if dst.write_all(&chunk).is_err() {
             conn.close();
             break;
         }
     }
+    pump_done(shared, conn);
+}
+
+/// One pump less; the last one out deregisters the connection.
+fn pump_done(shared: &Shared, conn: &Conn) {
     if conn.live_pumps.fetch_sub(1, Ordering::SeqCst) == 1 {
         lock(&shared.conns).remove(&conn.id);
     }

@@ -1,13 +1,21 @@
 //! A fault-injecting TCP proxy for ZooKeeper client tests (std threads and
 //! sockets only, 127.0.0.1 only).
 //!
-//! Every accepted connection gets two pump threads, one per direction, that
-//! read a chunk with a blocking read, pass it through the current faults
-//! (stall, blackhole, delay) and write it on. Faults live in one mutex with a
-//! condvar, so changing them takes effect at once on live connections, and
-//! stalled or delayed pumps wake up when faults are cleared or the connection
-//! is cut. Threads stop because their sockets are shut down (which makes a
-//! blocked `read` return), never by polling.
+//! Every accepted connection gets two threads per direction, around a
+//! delay line (`line.rs`): a reader that reads chunks with blocking reads as
+//! they come, passes each through the faults on reading (stall: wait;
+//! blackhole: drop) and puts it on the line stamped with its arrival plus
+//! the current delay; and a writer that takes the chunks off in order as
+//! they fall due, passes each through the faults on delivery (stall: wait;
+//! blackhole: drop) and writes it on. Chunks on their way overlap: a delay
+//! `d` adds `d` to each chunk's way, whatever else is on the line.
+//!
+//! Faults live in one mutex with a condvar; changing them also wakes every
+//! line, so a change takes effect at once on live connections, and waiting
+//! threads wake up when faults are cleared or the connection is cut.
+//! Threads stop because their sockets are shut down (which makes a blocked
+//! `read` or `write` return) or their connection is closed (which wakes its
+//! lines), never by polling.
 
 use std::collections::HashMap;
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -19,9 +27,11 @@ use std::time::{Duration, Instant};
 mod conn;
 mod frames;
 mod handshake;
+mod line;
 
 use conn::{accept_loop, Conn};
 pub use handshake::Handshake;
+use line::{Stamp, View};
 
 /// Which way bytes travel through the proxy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -143,7 +153,9 @@ impl Proxy {
     }
 
     /// Silently drops bytes travelling in `direction` (adds to any blackhole
-    /// already set). Connections stay open. Undo with [`Proxy::clear`].
+    /// already set), those on their way through a
+    /// [delay](Proxy::set_delay) too. Connections stay open. Undo with
+    /// [`Proxy::clear`].
     pub fn blackhole(&self, direction: Direction) {
         self.shared.update(|faults| {
             for &way in direction.ways() {
@@ -153,7 +165,8 @@ impl Proxy {
     }
 
     /// Holds bytes in both directions, neither forwarding nor dropping them,
-    /// until [`Proxy::clear`]; then they are delivered in order.
+    /// until [`Proxy::clear`]; then they are delivered in order. Bytes on
+    /// their way through a [delay](Proxy::set_delay) are held too.
     pub fn stall(&self) {
         self.stall_direction(Direction::Both);
     }
@@ -167,9 +180,26 @@ impl Proxy {
         });
     }
 
-    /// Delays every forwarded chunk by `delay` (in both directions); zero disables.
+    /// Delays every chunk by `delay` on its way through the proxy, in both
+    /// directions: a latency, not a queue. Each chunk is stamped as it
+    /// arrives and leaves `delay` later, however many others are on their
+    /// way (they overlap, as on a long wire), so a request and its reply
+    /// take `2 * delay` more for every caller at once. Chunks leave in the
+    /// order they came, and a new delay applies to the chunks that arrive
+    /// after it is set: after a shorter one, they wait for the older ones
+    /// to leave first. Zero clears the delay, and so does [`Proxy::clear`]:
+    /// what is on its way is delivered at once, in order.
+    ///
+    /// Each direction of a connection holds at most 1 MiB on its way; a
+    /// sender that outruns that (1 MiB per `delay`) is held back as by a
+    /// full TCP window, and its bytes wait longer than `delay`.
     pub fn set_delay(&self, delay: Duration) {
-        self.shared.update(|faults| faults.delay = delay);
+        self.shared.update(|faults| {
+            if delay.is_zero() {
+                faults.flushes += 1;
+            }
+            faults.delay = delay;
+        });
     }
 
     /// While true, new connections are accepted and immediately closed.
@@ -179,8 +209,8 @@ impl Proxy {
 
     /// Back to a transparent proxy: no blackhole, stall, delay or refusal, and
     /// no pending [`Proxy::drop_reply_of_next`] or
-    /// [`Proxy::hold_requests_after_reply_of_next`]. Stalled bytes are
-    /// delivered.
+    /// [`Proxy::hold_requests_after_reply_of_next`]. Stalled and delayed
+    /// bytes are delivered at once, in order.
     pub fn clear(&self) {
         self.shared.update(|faults| {
             let requested = faults.drops_requested;
@@ -191,6 +221,7 @@ impl Proxy {
                 drops_done: faults.drops_done,
                 holds_requested: faults.holds_requested - u64::from(holds_pending),
                 holds_done: faults.holds_done,
+                flushes: faults.flushes + 1,
                 ..Faults::default()
             };
         });
@@ -357,6 +388,9 @@ struct Faults {
     blackhole: [bool; 2],
     stall: [bool; 2],
     delay: Duration,
+    /// How many times the delay was cleared: what was on its way before
+    /// is due at once.
+    flushes: u64,
     refuse: bool,
     /// Op type whose reply the next matching request will lose.
     drop_reply_op: Option<i32>,
@@ -368,11 +402,11 @@ struct Faults {
     holds_done: u64,
 }
 
-/// What a pump should do with a chunk (or an EOF) it has read.
-enum Gate {
-    Forward,
-    Discard,
-    Closed,
+/// How a chunk (or an EOF) a reader has read goes on its line.
+struct Admission {
+    /// A blackhole drops it.
+    discard: bool,
+    stamp: Stamp,
 }
 
 impl Shared {
@@ -385,6 +419,15 @@ impl Shared {
     fn update(&self, change: impl FnOnce(&mut Faults)) {
         change(&mut lock(&self.faults));
         self.changed.notify_all();
+        self.wake_lines();
+    }
+
+    /// Wakes every connection's lines, to look at the faults again.
+    fn wake_lines(&self) {
+        let conns: Vec<Arc<Conn>> = lock(&self.conns).values().cloned().collect();
+        for conn in conns {
+            conn.wake();
+        }
     }
 
     /// Wakes every waiter; taking the lock first means no waiter can miss a
@@ -394,35 +437,43 @@ impl Shared {
         self.changed.notify_all();
     }
 
-    /// Applies stall (wait), blackhole (discard) and delay (wait) to one chunk.
-    fn gate(&self, way: Way, conn: &Conn) -> Gate {
+    /// A chunk a reader has read, on reading: waits while its direction
+    /// is stalled, then stamps it with the delay set now. None once the
+    /// connection is closed.
+    fn admit(&self, way: Way, conn: &Conn) -> Option<Admission> {
         let mut faults = lock(&self.faults);
         loop {
             if conn.is_closed() || self.shutting_down.load(Ordering::SeqCst) {
-                return Gate::Closed;
+                return None;
             }
             if !faults.stall[way as usize] {
                 break;
             }
-            faults = self
-                .changed
-                .wait(faults)
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            faults = wait(&self.changed, faults);
         }
-        if faults.blackhole[way as usize] {
-            return Gate::Discard;
+        Some(Admission {
+            discard: faults.blackhole[way as usize],
+            stamp: stamp(&faults),
+        })
+    }
+
+    /// The stamp of what arrives now, stalled or not.
+    fn stamp_now(&self) -> Stamp {
+        stamp(&lock(&self.faults))
+    }
+
+    /// What the writer of `way` needs to let its head item go.
+    fn view(&self, way: Way) -> View {
+        let faults = lock(&self.faults);
+        View {
+            stalled: faults.stall[way as usize],
+            flushes: faults.flushes,
         }
-        let deadline = Instant::now() + faults.delay;
-        loop {
-            if conn.is_closed() || self.shutting_down.load(Ordering::SeqCst) {
-                return Gate::Closed;
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return Gate::Forward;
-            }
-            faults = wait_timeout(&self.changed, faults, deadline - now);
-        }
+    }
+
+    /// Whether what leaves a line in `way` now is dropped.
+    fn blackholed(&self, way: Way) -> bool {
+        lock(&self.faults).blackhole[way as usize]
     }
 
     /// Consumes the armed drop if `op` is the awaited op type.
@@ -483,6 +534,20 @@ impl Shared {
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex
         .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Arrival now, plus the delay set now.
+fn stamp(faults: &Faults) -> Stamp {
+    Stamp {
+        due: Instant::now().checked_add(faults.delay),
+        flushes: faults.flushes,
+    }
+}
+
+fn wait<'a, T>(condvar: &Condvar, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
+    condvar
+        .wait(guard)
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 

@@ -8,6 +8,7 @@ use zklock::crossbeam_channel::{Receiver, RecvTimeoutError};
 use zklock::recipes::{LockGuard, LockState, LossReason, Mutex};
 use zklock::Client;
 
+mod delay;
 mod ensemble;
 mod serve;
 mod servers;
