@@ -1,8 +1,6 @@
 //! A slow but steady link: a TCP relay on 127.0.0.1 that hands every chunk
 //! on a fixed delay after it arrived, each direction on its own, without
-//! waiting for the chunks before it to leave (the test kit's proxy delays
-//! one chunk at a time, so chunks sent close together wait up to twice
-//! its delay).
+//! waiting for the chunks before it to leave.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
