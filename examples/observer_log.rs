@@ -6,8 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use zklock::recipes::{LockError, LockState, Mutex};
-use zklock::session::{DropReason, SessionState};
-use zklock::{Client, Observer};
+use zklock::{Client, DropReason, Observer, SessionState};
 
 /// Hands each event to `log` at a level that fits it.
 struct LogObserver;

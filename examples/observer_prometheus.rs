@@ -9,8 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use zklock::recipes::{LockError, LockState, Mutex};
-use zklock::session::{DropReason, SessionState};
-use zklock::{Client, Observer};
+use zklock::{Client, DropReason, Observer, SessionState};
 
 /// Counters only: the I/O thread adds, a scrape reads.
 #[derive(Default)]

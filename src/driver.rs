@@ -8,7 +8,9 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+#[cfg(feature = "testing")]
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -17,7 +19,9 @@ use mio::net::TcpStream;
 use mio::{Events, Poll, Token, Waker};
 
 use crate::machine::status::Status;
-use crate::machine::{Command, CommandSender, Core, CoreEvent, CoreHandles, Observer, Wake};
+#[cfg(feature = "testing")]
+use crate::machine::CoreHandles;
+use crate::machine::{Command, CommandSender, Core, CoreEvent, Observer, Wake};
 #[cfg(feature = "sasl")]
 use crate::session::SaslConfig;
 use crate::session::{DropReason, SessionConfig, SessionState};
@@ -53,6 +57,8 @@ pub(crate) struct DriverConfig {
 pub(crate) struct DriverHandle {
     pub sender: CommandSender,
     pub status: Arc<Status>,
+    /// What `Client::watch_events_received` reads (feature `testing`).
+    #[cfg(feature = "testing")]
     pub watch_events: Arc<AtomicU64>,
     /// The I/O thread; `None` for a core driven by hand.
     pub thread: Option<std::thread::JoinHandle<()>>,
@@ -62,6 +68,7 @@ pub(crate) struct DriverHandle {
 
 impl DriverHandle {
     /// For a core someone else drives: no thread, no connections of ours.
+    #[cfg(feature = "testing")]
     pub(crate) fn manual(core: CoreHandles) -> DriverHandle {
         DriverHandle {
             sender: core.sender,
@@ -130,6 +137,7 @@ pub(crate) fn spawn(config: DriverConfig) -> io::Result<DriverHandle> {
     Ok(DriverHandle {
         sender: handles.sender,
         status: handles.status,
+        #[cfg(feature = "testing")]
         watch_events: handles.watch_events,
         thread: Some(thread),
         failures,

@@ -2,8 +2,9 @@
 //! its own and no async runtime.
 //!
 //! Layers, each depending only on the ones before it: the [`jute`] wire
-//! codec, the sans-I/O [`session`] core, a mio I/O thread, the blocking
-//! [`Client`], and the lock recipes.
+//! codec, the sans-I/O session and lock machine of the protocol crate
+//! ([`zklock_proto`], whose documentation states their contract), a mio
+//! I/O thread, the blocking [`Client`], and the lock [`recipes`].
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -35,6 +36,12 @@
 //! * `tls`: TLS to ZooKeeper's secure client port (rustls, `ring`).
 //! * `kerberos`: SASL GSSAPI (Kerberos v5) through the system's GSSAPI
 //!   library; implies `sasl`.
+//! * `testing`: **unstable**, for this project's own simulator and tests,
+//!   with no semver promise (any release may change or remove what it
+//!   adds): the `testing` module (the sans-I/O `Core` a caller drives
+//!   itself), `ClientBuilder::build_manual` that hands one out, and
+//!   diagnostic counters (`Client::watch_events_received`,
+//!   `BatchMutex::local_waiters`). Off by default; leave it off.
 //!
 //! # Channels
 //!
@@ -56,12 +63,15 @@ mod error;
 #[cfg(any(fuzzing, test))]
 #[doc(hidden)]
 pub mod fuzz;
-pub mod machine;
+mod machine;
 mod oneshot;
 mod path;
 pub mod recipes;
-pub use zklock_proto::session;
+// The protocol crate's session, under the path the crate's code names it by.
+use zklock_proto::session;
 mod sync;
+#[cfg(feature = "testing")]
+pub mod testing;
 #[cfg(feature = "tls")]
 mod tls;
 
@@ -74,8 +84,8 @@ pub use error::{ConnectError, Error, NoSession, Result};
 pub use jute::{perms, Acl, AddWatchMode, CreateMode, ErrorCode, EventType, Id, OpCode, Stat};
 pub use machine::Observer;
 pub use path::validate_path;
+pub use session::{DropReason, SessionState, WatchEvent};
 #[cfg(feature = "sasl")]
-pub use session::{SaslConfig, SaslError, SaslMechanism};
-pub use session::{SessionState, WatchEvent};
+pub use session::{SaslConfig, SaslMechanism};
 #[cfg(feature = "tls")]
 pub use tls::{TlsError, TlsOptions};

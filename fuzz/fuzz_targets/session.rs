@@ -4,4 +4,4 @@
 
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| zklock::session::fuzz::run(data));
+fuzz_target!(|data: &[u8]| zklock_proto::session::fuzz::run(data));

@@ -10,8 +10,8 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
-use zklock::machine::CoreEvent;
 use zklock::recipes::{CancelToken, Election, LeaderLatch, LockError, LockState};
+use zklock::testing::CoreEvent;
 
 type AttemptId = u64;
 

@@ -2,11 +2,11 @@
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::{Client, Inner};
 use crate::deadline;
-use crate::driver::{self, DriverConfig, DriverHandle};
+use crate::driver::{self, DriverConfig};
 use crate::error::{Error, Result};
 use crate::machine::Observer;
 use crate::path::Chroot;
@@ -244,12 +244,15 @@ impl ClientBuilder {
     }
 }
 
+#[cfg(feature = "testing")]
 impl ClientBuilder {
-    /// A client whose core the caller drives instead of an I/O thread: the
-    /// deterministic simulator runs every recipe this way, on virtual time.
+    /// **Unstable** (feature `testing`, for this project's simulator and
+    /// tests; no semver promise). A client whose core the caller drives
+    /// instead of an I/O thread: the deterministic simulator runs every
+    /// recipe this way, on virtual time.
     /// Nothing connects by itself; the caller moves bytes between
-    /// [`Core::output`](crate::machine::Core::output) and its own
-    /// transport and calls [`Core::turn`](crate::machine::Core::turn) after
+    /// [`Core::output`](crate::testing::Core::output) and its own
+    /// transport and calls [`Core::turn`](crate::testing::Core::turn) after
     /// anything a client handle did. Blocking calls on such a client wait
     /// on the real clock for a core that only moves when driven: use the
     /// non-blocking ones (`start_*`, [`PendingLock`](crate::recipes::PendingLock),
@@ -261,7 +264,11 @@ impl ClientBuilder {
     /// # Errors
     /// As [`ClientBuilder::connect`] for the settings and the connect
     /// string (its hosts are only checked; the chroot applies).
-    pub fn build_manual(self, now: Instant, seed: u128) -> Result<(Client, crate::machine::Core)> {
+    pub fn build_manual(
+        self,
+        now: std::time::Instant,
+        seed: u128,
+    ) -> Result<(Client, crate::testing::Core)> {
         self.check_settings()?;
         let (named, chroot) = parse_connect_string(&self.connect_string)?;
         let hosts: Vec<SocketAddr> = named.iter().map(|(_, a)| *a).collect();
@@ -282,7 +289,7 @@ impl ClientBuilder {
         core.set_sasl(self.sasl.clone());
         let client = Client {
             inner: Arc::new(Inner {
-                driver: DriverHandle::manual(handles),
+                driver: crate::driver::DriverHandle::manual(handles),
                 chroot,
                 request_timeout: self.capped_request_timeout(),
                 max_frame: self.max_frame,

@@ -193,7 +193,7 @@ impl Client {
 
     /// A channel of session state changes, starting with the current state.
     /// The I/O thread forgets it at the first change after it is dropped.
-    /// It keeps at most [`STATE_CHANNEL_CAPACITY`](crate::machine::STATE_CHANNEL_CAPACITY)
+    /// It keeps at most [`STATE_CHANNEL_CAPACITY`](crate::recipes::STATE_CHANNEL_CAPACITY)
     /// unread changes: a reader that far behind misses later ones until it
     /// reads ([`Client::state`] is always current).
     pub fn subscribe(&self) -> Receiver<SessionState> {
@@ -210,7 +210,7 @@ impl Client {
     fn subscribe_with(&self, token: Option<std::sync::Weak<()>>) -> Receiver<SessionState> {
         // Bounded: a listener that stops reading costs at most this much
         // (see `Client::subscribe`).
-        let (tx, rx) = crossbeam_channel::bounded(crate::machine::STATE_CHANNEL_CAPACITY);
+        let (tx, rx) = crossbeam_channel::bounded(crate::recipes::STATE_CHANNEL_CAPACITY);
         if !self
             .inner
             .driver
@@ -420,6 +420,10 @@ impl Client {
 
     /// Watch events this client has received since it started (diagnostics:
     /// herd-free recipes wake one waiter per release).
+    ///
+    /// **Unstable** (feature `testing`, for this project's tests; no semver
+    /// promise).
+    #[cfg(feature = "testing")]
     pub fn watch_events_received(&self) -> u64 {
         self.inner
             .driver

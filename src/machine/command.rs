@@ -77,8 +77,10 @@ pub(crate) trait Wake: Send + Sync {
 }
 
 /// For a core driven by hand: it looks at its queue every turn anyway.
+#[cfg(feature = "testing")]
 pub(crate) struct NoWake;
 
+#[cfg(feature = "testing")]
 impl Wake for NoWake {
     fn wake(&self) -> bool {
         true

@@ -8,6 +8,7 @@
 //! code whoever drives it; only sockets and the clock stay outside.
 
 use std::collections::VecDeque;
+#[cfg(feature = "testing")]
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Instant;
@@ -44,10 +45,16 @@ pub enum CoreEvent {
 pub(crate) struct CoreHandles {
     pub sender: CommandSender,
     pub status: Arc<Status>,
+    #[cfg(feature = "testing")]
     pub watch_events: Arc<AtomicU64>,
 }
 
-/// The client's sans-I/O core: see the module docs.
+/// The client's sans-I/O core: told the time, handed the bytes that
+/// arrived and the connection's changes, asked for the bytes to send, the
+/// events its driver must act on and its next deadline. Every client's I/O
+/// thread drives one; with the unstable feature `testing`,
+/// `ClientBuilder::build_manual` hands one to a caller that drives it
+/// itself (the project's deterministic simulator).
 ///
 /// A driver loops: feed what happened (`handle_*`, and [`Core::turn`] for
 /// the time and the callers' commands), then drain [`Core::poll_event`],
@@ -58,6 +65,8 @@ pub struct Core {
     commands: Receiver<Command>,
     subscribers: Vec<(Sender<SessionState>, Option<Weak<()>>)>,
     status: Arc<Status>,
+    /// Watch events received, for `Client::watch_events_received`.
+    #[cfg(feature = "testing")]
     watch_events: Arc<AtomicU64>,
     /// A Client remains (no shutdown asked for yet).
     commands_open: bool,
@@ -91,6 +100,7 @@ impl Core {
         let sender = CommandSender::new(tx, wake);
         let protocol = Protocol::new(config, now);
         let status = Arc::new(Status::new(now));
+        #[cfg(feature = "testing")]
         let watch_events = Arc::new(AtomicU64::new(0));
         let core = Core {
             protocol,
@@ -98,6 +108,7 @@ impl Core {
             commands: rx,
             subscribers: Vec::new(),
             status: status.clone(),
+            #[cfg(feature = "testing")]
             watch_events: watch_events.clone(),
             commands_open: true,
             events: VecDeque::new(),
@@ -108,6 +119,7 @@ impl Core {
         let handles = CoreHandles {
             sender,
             status,
+            #[cfg(feature = "testing")]
             watch_events,
         };
         (core, handles)
@@ -204,17 +216,20 @@ impl Core {
     }
 
     /// The session's state.
+    #[cfg(feature = "testing")]
     pub fn state(&self) -> SessionState {
         self.protocol.state()
     }
 
     /// The session's id (0 before the first session).
+    #[cfg(feature = "testing")]
     pub fn session_id(&self) -> i64 {
         self.protocol.session_id()
     }
 
     /// Lock acquisitions not yet forgotten (waiting, held, or being
     /// cleaned up).
+    #[cfg(feature = "testing")]
     pub fn lock_attempts(&self) -> usize {
         self.protocol.lock_attempts()
     }
@@ -222,19 +237,20 @@ impl Core {
     /// Session-state listeners the core still keeps: a scoped one goes at
     /// the next subscription after its token drops, any other at the first
     /// state change it can no longer receive.
+    #[cfg(feature = "testing")]
     pub fn state_listeners(&self) -> usize {
         self.subscribers.len()
     }
 
     /// Whether only the leader's answers count as proof that the session
     /// lives (on by default; see
-    /// [`Session::set_leader_check`](crate::session::Session::set_leader_check)).
+    /// [`Session::set_leader_check`](zklock_proto::session::Session::set_leader_check)).
     pub fn set_leader_check(&mut self, on: bool) {
         self.protocol.set_leader_check(on);
     }
 
     /// Authenticate every connection with SASL (see
-    /// [`Session::set_sasl`](crate::session::Session::set_sasl)).
+    /// [`Session::set_sasl`](zklock_proto::session::Session::set_sasl)).
     #[cfg(feature = "sasl")]
     pub(crate) fn set_sasl(&mut self, config: Option<SaslConfig>) {
         self.protocol.set_sasl(config);
@@ -300,6 +316,7 @@ impl Core {
                     let _ = to.send(result);
                 }
                 Event::Watch { to, event } => {
+                    #[cfg(feature = "testing")]
                     self.count_watch_events();
                     to.deliver(Ok(event));
                 }
@@ -344,9 +361,11 @@ impl Core {
 
     fn publish(&self) {
         self.status.store(&self.protocol);
+        #[cfg(feature = "testing")]
         self.count_watch_events();
     }
 
+    #[cfg(feature = "testing")]
     fn count_watch_events(&self) {
         self.watch_events
             .store(self.protocol.watch_events(), Ordering::Relaxed);

@@ -17,8 +17,8 @@ pub enum LockError {
     SessionExpired,
     /// This thread already holds the lock and the lock is not re-entrant,
     /// or keeps a guard of it told `Lost` by zklock's own judgement
-    /// ([`LossReason::NoContact`](crate::machine::LossReason::NoContact),
-    /// [`LossReason::SequenceExhausted`](crate::machine::LossReason::SequenceExhausted)),
+    /// ([`LossReason::NoContact`](crate::recipes::LossReason::NoContact),
+    /// [`LossReason::SequenceExhausted`](crate::recipes::LossReason::SequenceExhausted)),
     /// whose node stays until that guard goes: drop it first.
     #[error("this thread already holds the lock")]
     WouldDeadlock,

@@ -22,9 +22,12 @@ mod observer;
 pub(crate) mod recipient;
 pub(crate) mod status;
 
+#[cfg(feature = "testing")]
 pub(crate) use self::core::CoreHandles;
 pub use self::core::{Core, CoreEvent};
-pub(crate) use command::{Command, CommandSender, LockCommand, NoWake, Wake};
+#[cfg(feature = "testing")]
+pub(crate) use command::NoWake;
+pub(crate) use command::{Command, CommandSender, LockCommand, Wake};
 pub use error::LockError;
 pub use held::STATE_CHANNEL_CAPACITY;
 #[cfg(test)]
@@ -32,7 +35,5 @@ pub(crate) use holding::ReleaseDoor;
 pub(crate) use holding::{GrantSink, Holding};
 pub use observer::Observer;
 pub use zklock_proto::lock::{
-    past_the_end, sequence_order, sorted_contenders, tenure_path, AttemptId, Contender, LockEvent,
-    LockMachine, LockSpec, LockState, LossReason, NodeKind, NodeOrigin, Outgoing, Rule, REVOKE,
-    SEQUENCE_WARNING, TENURE_MARK,
+    AttemptId, LockSpec, LockState, LossReason, NodeKind, NodeOrigin, REVOKE, SEQUENCE_WARNING,
 };

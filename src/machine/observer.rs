@@ -57,7 +57,7 @@ pub trait Observer: Send + Sync {
     }
 
     /// A node of ours was issued near the end of its lock path's sequence
-    /// counter (past [`SEQUENCE_WARNING`](crate::machine::SEQUENCE_WARNING)):
+    /// counter (past [`SEQUENCE_WARNING`](crate::recipes::SEQUENCE_WARNING)):
     /// recreate the path, or move to a new one, before acquisitions there
     /// fail closed with [`LockError::SequenceExhausted`].
     fn sequence_near_end(&self, node: &str, sequence: i32) {

@@ -140,6 +140,10 @@ impl BatchMutex {
     }
 
     /// Threads of this process waiting for the lock (diagnostics).
+    ///
+    /// **Unstable** (feature `testing`, for this project's tests; no semver
+    /// promise).
+    #[cfg(feature = "testing")]
     pub fn local_waiters(&self) -> usize {
         self.shared.local().hand.waiting
     }

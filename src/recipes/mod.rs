@@ -35,12 +35,8 @@ pub(crate) use zklock_proto::lock as attempt;
 pub(crate) use zklock_proto::lock as queue;
 
 pub use crate::machine::LockError;
-pub use crate::machine::{
-    past_the_end, sequence_order, sorted_contenders, Contender, NodeKind, NodeOrigin,
-    SEQUENCE_WARNING,
-};
-pub use crate::machine::{LockSpec, Rule};
-pub use crate::machine::{LockState, LossReason};
+pub use crate::machine::{LockState, LossReason, STATE_CHANNEL_CAPACITY};
+pub use crate::machine::{NodeKind, NodeOrigin, SEQUENCE_WARNING};
 pub use batch::BatchMutex;
 pub use batch_guard::BatchGuard;
 pub use cancel::CancelToken;

@@ -60,7 +60,7 @@ impl MutexOptions {
     /// soon as it has passed. A clean release adds no delay.
     ///
     /// Each holder keeps a tenure mark, a persistent node
-    /// `<lock path>~tenure/<uuid>` ([`tenure_path`](crate::machine::tenure_path)),
+    /// `<lock path>~tenure/<uuid>` ([`tenure_path`](zklock_proto::lock::tenure_path)),
     /// outside the lock path so that no peer lists it (Curator's
     /// participants and semaphore leases, kazoo, [`inspect`](super::inspect)),
     /// deleted with the holder's node on release in one write; a mark

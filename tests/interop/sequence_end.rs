@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use testkit::peers::{acquired_node, line_millis, Peer, PeerKind, REPLY_TIMEOUT};
 use testkit::sequence_of;
 use testkit::zk::ZkHarness;
-use zklock::recipes::past_the_end;
 use zklock::{Client, CreateMode};
+use zklock_proto::lock::past_the_end;
 
 const TICK: Duration = Duration::from_millis(200);
 const SESSION: Duration = Duration::from_secs(4);

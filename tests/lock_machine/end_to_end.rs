@@ -5,10 +5,9 @@
 
 use std::time::{Duration, Instant};
 
-use zklock::machine::{Core, CoreEvent};
 use zklock::recipes::{LockError, LockGuard, LockState, Mutex, PendingLock, PendingSet};
-use zklock::session::{DropReason, SessionState};
-use zklock::Client;
+use zklock::testing::{Core, CoreEvent};
+use zklock::{Client, DropReason, SessionState};
 
 use zklock_sim::zookeeper as sim_zookeeper;
 
@@ -165,8 +164,8 @@ fn end_to_end_setwatches_firing_the_blocker_first_grants_nothing_stale() {
 /// still work afterwards: no growth the server can drive.
 #[test]
 fn unread_state_channels_stay_bounded_across_many_reconnects() {
-    use zklock::machine::STATE_CHANNEL_CAPACITY;
     use zklock::recipes::Mutex;
+    use zklock::recipes::STATE_CHANNEL_CAPACITY;
     let now = Instant::now();
     let mut zk = sim_zookeeper::SimZooKeeper::new(now, Duration::from_millis(2000));
     let mut p = Peer::new(now, 7);

@@ -188,7 +188,7 @@ impl World {
         for l in 0..self.locks {
             let path = queue_path(l);
             let children = self.server.children(&path);
-            let marks = zklock::machine::tenure_path(&path);
+            let marks = zklock_proto::lock::tenure_path(&path);
             for uuid in self.server.children(&marks) {
                 let live = children
                     .iter()
@@ -215,7 +215,7 @@ impl World {
     /// (`None`), or recorded at an end `E` with `E + d` still to come.
     fn delay_pending(&self, l: usize) -> Vec<Option<Duration>> {
         let d = self.options.lock_delay.unwrap_or_default();
-        let prefix = format!("{}/", zklock::machine::tenure_path(&queue_path(l)));
+        let prefix = format!("{}/", zklock_proto::lock::tenure_path(&queue_path(l)));
         self.stale_marks
             .iter()
             .filter(|(p, end)| p.starts_with(&prefix) && end.is_none_or(|e| e + d > self.now))
@@ -224,7 +224,7 @@ impl World {
     }
 
     fn history(&self, l: usize) -> String {
-        let prefix = format!("{}/", zklock::machine::tenure_path(&queue_path(l)));
+        let prefix = format!("{}/", zklock_proto::lock::tenure_path(&queue_path(l)));
         let ends: Vec<String> = self
             .stale_marks
             .iter()

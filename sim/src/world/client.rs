@@ -6,12 +6,12 @@ use std::sync::Arc;
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
-use zklock::machine::Core;
 use zklock::recipes::{
     BatchGuard, BatchMutex, CancelToken, Election, LeaderLatch, LockError, LockGuard, LockState,
     LossReason, MultiGuard, MultiLock, Mutex, MutexOptions, PendingBatch, PendingLock,
     PendingMulti, PendingSet, PendingThreadLock, RwLock, Semaphore,
 };
+use zklock::testing::Core;
 use zklock::Client;
 
 use super::super::zookeeper::ConnId;

@@ -134,7 +134,7 @@ impl World {
             Fault::AdminDelete { lock, head } => {
                 let parent = queue_path(lock);
                 let names: Vec<String> =
-                    zklock::recipes::sorted_contenders(self.server.children(&parent))
+                    zklock_proto::lock::sorted_contenders(self.server.children(&parent))
                         .into_iter()
                         .map(|c| c.name)
                         .collect();

@@ -207,7 +207,7 @@ impl World {
         }
         let closed_at = heard.iter().position(|e| *e == LatchEvent::Closed);
         // (A channel left full drops the close's events.)
-        let full = heard.len() + 2 >= zklock::machine::STATE_CHANNEL_CAPACITY;
+        let full = heard.len() + 2 >= zklock::recipes::STATE_CHANNEL_CAPACITY;
         let wrong = match (mode, closed_at) {
             _ if full => None,
             (CloseMode::Silent, Some(_)) => Some("Closed in the silent mode"),

@@ -9,8 +9,8 @@
 //! it within [`World::revoke_bound`] on a healthy link. That it let go
 //! lets the next contender in is A3's (available.rs).
 
-use zklock::machine::REVOKE;
 use zklock::recipes::{revoke, revoke_holder};
+use zklock_proto::lock::REVOKE;
 
 use super::calls::{Outcome, Purpose};
 use super::*;

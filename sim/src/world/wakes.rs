@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use zklock::machine::Observer;
+use zklock::Observer;
 
 /// Wake-ups a client's core reported: (the waiter's node, the deleted
 /// blocker).

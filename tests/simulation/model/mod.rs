@@ -1,4 +1,4 @@
-//! SimZooKeeper driven by the real session core (`zklock::session::Session`)
+//! SimZooKeeper driven by the real session core (`zklock_proto::session::Session`)
 //! on virtual time: bytes move between `Session::output` and
 //! `SimZooKeeper::receive`, and between `SimZooKeeper::poll_output` and
 //! `Session::handle_input`. Every loop is bounded.
@@ -18,7 +18,7 @@ use jute::{
     ConnectResponse, CreateMode, CreateRequest, Decode, ErrorCode, EventType, MultiOp, MultiResult,
     PathVersion, PathWatch, Request, Response, ServerMessage, SetDataRequest,
 };
-use zklock::session::{RequestError, Session, SessionConfig, SessionEvent, SessionState};
+use zklock_proto::session::{RequestError, Session, SessionConfig, SessionEvent, SessionState};
 use zklock_sim::zookeeper::{session_password, ConnId, SimZooKeeper, SESSION_ID_BASE};
 
 const TICK: Duration = Duration::from_millis(200);

@@ -46,7 +46,7 @@ fn children(client: &Client, path: &str) -> Vec<String> {
 }
 
 /// Where the tenure marks of the lock path `path` live
-/// (`zklock::machine::tenure_path`).
+/// (`zklock_proto::lock::tenure_path`).
 fn marks_dir(path: &str) -> String {
     format!("{path}~tenure")
 }

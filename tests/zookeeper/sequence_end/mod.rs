@@ -21,9 +21,10 @@ use std::time::{Duration, Instant};
 use testkit::sequence_of;
 use testkit::zk::ZkHarness;
 use zklock::recipes::{
-    past_the_end, Election, LatchEvent, LockError, LockGuard, LockState, Mutex, RwLock, Semaphore,
+    Election, LatchEvent, LockError, LockGuard, LockState, Mutex, RwLock, Semaphore,
 };
 use zklock::Client;
+use zklock_proto::lock::past_the_end;
 
 const TICK: Duration = Duration::from_millis(200);
 const SESSION: Duration = Duration::from_secs(4);
