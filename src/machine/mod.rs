@@ -1,16 +1,13 @@
 //! The sans-I/O core a client runs on: the session and the lock machine,
 //! typed end to end, with no socket, thread or clock of their own.
 //!
-//! Most users never see this module: [`Client`](crate::Client) starts an
-//! I/O thread that drives a [`Core`]. It is public for those who drive the
-//! core themselves — the deterministic simulator in this crate's tests
-//! does, through [`ClientBuilder::build_manual`](crate::ClientBuilder::build_manual) —
-//! and for the lock protocol on its own ([`LockMachine`]), which is handed
-//! replies, watch events, session changes and the time, and says which
-//! requests to send.
+//! Users never see this module: [`Client`](crate::Client) starts an I/O
+//! thread that drives a [`Core`]. The project's simulator drives one by
+//! hand (feature `testing`); a program with its own event loop drives the
+//! protocol crate's `zklock_proto::Client` instead.
 //!
-//! Layers: `jute` (the wire) ← [`session`](crate::session) ← this core ←
-//! the I/O thread ← [`Client`](crate::Client) ← [`recipes`](crate::recipes).
+//! Layers: `jute` (the wire) ← `zklock_proto` ← this core ← the I/O
+//! thread ← [`Client`](crate::Client) ← [`recipes`](crate::recipes).
 
 mod command;
 mod core;
@@ -35,5 +32,5 @@ pub(crate) use holding::ReleaseDoor;
 pub(crate) use holding::{GrantSink, Holding};
 pub use observer::Observer;
 pub use zklock_proto::lock::{
-    AttemptId, LockSpec, LockState, LossReason, NodeKind, NodeOrigin, REVOKE, SEQUENCE_WARNING,
+    AttemptId, LockState, LossReason, NodeKind, NodeOrigin, REVOKE, SEQUENCE_WARNING,
 };

@@ -11,6 +11,7 @@ use super::inspect::inspect;
 use super::mutex::lock_calls;
 use super::options::MutexOptions;
 use super::pending::PendingLock;
+use super::pending_thread;
 use super::queue::sorted_contenders;
 use super::queue_lock::{QueueLock, Start};
 use super::registry::Side;
@@ -123,7 +124,7 @@ impl Election {
         deadline: Option<Instant>,
         cancel: Option<&CancelToken>,
     ) -> Result<LockGuard, LockError> {
-        let guard = self.inner.lock_with(deadline, cancel)?;
+        let guard = pending_thread::lock_with(&self.inner, deadline, cancel)?;
         // Leadership belongs to our session, not just to the first position.
         if !self.is_ours(&guard) {
             return Err(LockError::Lost);

@@ -229,7 +229,7 @@ impl LockGuard {
     }
 
     /// A channel that yields the current state, then every change. It keeps
-    /// at most [`STATE_CHANNEL_CAPACITY`](crate::machine::STATE_CHANNEL_CAPACITY)
+    /// at most [`STATE_CHANNEL_CAPACITY`](crate::recipes::STATE_CHANNEL_CAPACITY)
     /// unread changes: a reader that far behind misses later ones until it
     /// reads ([`LockGuard::state`] is always current).
     pub fn state_changes(&self) -> Receiver<LockState> {

@@ -12,7 +12,7 @@ use super::guard::LockGuard;
 use super::inspect::QueueEntry;
 use super::options::MutexOptions;
 use super::pending::PendingLock;
-use super::pending_thread::{PendingThreadLock, Target};
+use super::pending_thread::{self, PendingThreadLock, Target};
 use super::queue_lock::{QueueLock, Start};
 use super::registry::Side;
 use crate::Client;
@@ -191,7 +191,7 @@ impl Mutex {
         deadline: Option<Instant>,
         cancel: Option<&CancelToken>,
     ) -> Result<LockGuard, LockError> {
-        self.inner.lock_with(deadline, cancel)
+        pending_thread::lock_with(&self.inner, deadline, cancel)
     }
 
     /// The queue as it stands: holder first, then waiters in order.

@@ -51,6 +51,19 @@ impl<Q: Deref<Target = QueueLock>> Target<Q> {
     }
 }
 
+/// A blocking call on `lock` from this thread: until held, `deadline` (a
+/// deadline already past: one round trip, as a try-lock) or cancellation.
+/// The wait is bounded here, by the caller's clock, whatever the network
+/// does.
+pub(crate) fn lock_with(
+    lock: &QueueLock,
+    deadline: Option<Instant>,
+    cancel: Option<&CancelToken>,
+) -> Result<LockGuard, LockError> {
+    let me = std::thread::current().id();
+    ThreadCall::new(Target::One(lock), me, deadline).run(cancel, None)
+}
+
 /// One lock call for `thread`, step by step.
 #[derive(Debug)]
 pub(crate) struct ThreadCall<Q> {

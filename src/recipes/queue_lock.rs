@@ -6,14 +6,12 @@ use std::thread::ThreadId;
 use std::time::Instant;
 
 use super::attempt::{LockSpec, Rule};
-use super::cancel::CancelToken;
 use super::error::LockError;
 use super::guard::LockGuard;
 use super::inspect::{inspect, QueueEntry};
 use super::options::MutexOptions;
 use super::outcome::{into_sink, Alone, Outcome};
 use super::pending::PendingLock;
-use super::pending_thread::{Target, ThreadCall};
 use super::registry::{self, Key, Side};
 use super::wake::WakeSlot;
 use crate::machine::{AttemptId, CommandSender, LockCommand};
@@ -245,18 +243,6 @@ impl QueueLock {
     /// Where commands for this lock's attempts go (a withdrawal).
     pub(crate) fn command_sender(&self) -> CommandSender {
         self.client.command_sender()
-    }
-
-    /// Blocks until held, `deadline` (a deadline already past: one round
-    /// trip, as a try-lock) or cancellation. The wait is bounded here, by
-    /// the caller's clock, whatever the network does.
-    pub(crate) fn lock_with(
-        &self,
-        deadline: Option<Instant>,
-        cancel: Option<&CancelToken>,
-    ) -> Result<LockGuard, LockError> {
-        let me = std::thread::current().id();
-        ThreadCall::new(Target::One(self), me, deadline).run(cancel, None)
     }
 
     pub(crate) fn queue(&self) -> Result<Vec<QueueEntry>, LockError> {

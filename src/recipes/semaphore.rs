@@ -12,6 +12,7 @@ use super::guard::LockGuard;
 use super::mutex::lock_calls;
 use super::options::MutexOptions;
 use super::pending::PendingLock;
+use super::pending_thread;
 use super::queue_lock::{QueueLock, Start};
 use super::registry::Side;
 use jute::{CreateRequest, PathWatch, Request, Response, SetDataRequest};
@@ -137,8 +138,8 @@ impl Semaphore {
             }
             other => other?,
         }
-        let gate = self.gate.lock_with(deadline, cancel)?;
-        let lease = self.leases.lock_with(deadline, cancel);
+        let gate = pending_thread::lock_with(&self.gate, deadline, cancel)?;
+        let lease = pending_thread::lock_with(&self.leases, deadline, cancel);
         drop(gate);
         lease
     }
