@@ -133,7 +133,7 @@ BUGS = [
      "proto/src/lock/mod.rs",
      "                if let Phase::Queueing(_) = a.phase {\n                    self.fail(id, LockError::Timeout);",
      "                if let Phase::Queueing(q) = &a.phase {\n"
-     "                    if q.busy.is_some() {\n                        continue;\n                    }\n"
+     "                    if q.step.awaits().is_some() {\n                        continue;\n                    }\n"
      "                    self.fail(id, LockError::Timeout);"),
     ("cleanup-known-node-only",
      "proto/src/lock/queueing.rs",

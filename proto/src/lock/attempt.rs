@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use jute::{Acl, Names, Stat};
 
 use super::delay::{Delay, DelayPurpose};
-use super::phase::Phase;
+use super::phase::{Phase, Step};
 use super::queue::{past_the_end, sequence_order, Contender};
 
 /// Which contender a node waits for: the rule of a recipe.
@@ -334,17 +334,17 @@ impl Attempt {
 
     /// Nothing of this attempt can be left on the server.
     pub(crate) fn is_clean(&self) -> bool {
-        let (busy, maybe_created) = match &self.phase {
-            Phase::Queueing(q) => (q.busy, q.maybe_created),
-            Phase::Releasing(r) => (r.busy, r.maybe_created),
-            Phase::Held(h) => (h.late, false),
+        let maybe_created = match &self.phase {
+            Phase::Queueing(q) => matches!(&q.step, Step::Creating(c) if c.maybe_created),
+            Phase::Releasing(r) => r.maybe_created,
+            Phase::Held(_) => false,
         };
         self.node.is_none()
             && !maybe_created
             && self.strays.is_empty()
             && self.suspects.is_empty()
             && self.deleting.is_empty()
-            && busy.is_none()
+            && self.phase.awaited().is_none()
     }
 }
 

@@ -28,7 +28,7 @@ impl LockMachine {
             // Our Stat untold (created inside a multi): one read of our
             // node tells it and proves the node is there; it grants then.
             let own = match &a.phase {
-                Phase::Queueing(q) if q.busy.is_none() => Some(q.own_watch),
+                Phase::Queueing(q) if q.step.awaits().is_none() => Some(q.own_watch),
                 _ => None,
             };
             return match (&a.node, own) {
@@ -36,9 +36,12 @@ impl LockMachine {
                     let path = a.spec.child(&node.name);
                     let watch = a.spec.watch_node && own.is_none();
                     let request = Request::GetData(PathWatch { path, watch });
+                    if let Some(q) = a.phase.as_queueing() {
+                        q.begin_granting();
+                    }
                     let token = self.send(id, Purpose::GrantCheck, request, watch);
                     if let Some(a) = self.attempts.get_mut(&id) {
-                        *a.phase.busy_mut() = Some(token);
+                        *a.phase.awaited_mut() = Some(token);
                     }
                 }
                 _ => self.step(id),
@@ -55,8 +58,8 @@ impl LockMachine {
         }
         // A blocker's or scout's watch left from the queue (granted from a
         // listing) is no holder's watch.
-        let blocker = match q.wait {
-            Wait::Blocker { watch, .. } => watch,
+        let blocker = match q.step.wait() {
+            Some(Wait::Blocker { watch, .. }) => *watch,
             _ => None,
         };
         for t in [blocker, q.scout.take()].into_iter().flatten() {
@@ -79,7 +82,7 @@ impl LockMachine {
             watch,
             confirming: None,
             end_watch: None,
-            late: q.busy,
+            late: q.step.awaits(),
         });
         let path = a.spec.child(&name);
         // A revocable holder reads its node once granted: a request written

@@ -204,19 +204,20 @@ impl LockMachine {
             return;
         };
         let releasing = Releasing {
-            busy: None,
+            awaits: None,
             maybe_created: false,
             report,
         };
-        let (mut busy, maybe_created, report, watches) =
+        let (mut awaits, maybe_created, report, watches) =
             match std::mem::replace(&mut a.phase, Phase::Releasing(releasing)) {
-                Phase::Queueing(q) => {
+                Phase::Queueing(mut q) => {
                     let own = q.own_watch.map(|o| o.token);
-                    let watches = [q.wait.watch(), None, own, q.scout];
-                    (q.busy, q.maybe_created, report, watches)
+                    let watches = [q.step.wait_watch(), None, own, q.scout];
+                    let maybe_created = q.step.creating().is_some_and(|c| c.maybe_created);
+                    (q.step.awaits(), maybe_created, report, watches)
                 }
                 Phase::Held(h) => (h.late, false, report, [h.watch, h.end_watch, None, None]),
-                Phase::Releasing(r) => (r.busy, r.maybe_created, r.report || report, [None; 4]),
+                Phase::Releasing(r) => (r.awaits, r.maybe_created, r.report || report, [None; 4]),
             };
         for t in watches.into_iter().flatten() {
             self.watches.remove(&t);
@@ -224,7 +225,7 @@ impl LockMachine {
         // A main-line request in flight other than a create is moot (and
         // so is the watch it may set); a create's reply still tells us the
         // node to delete.
-        if let Some(t) = busy {
+        if let Some(t) = awaits {
             // Nor is a tenure mark's: a mark made must go with the node.
             if !matches!(
                 self.pending.get(&t),
@@ -233,12 +234,12 @@ impl LockMachine {
                     Purpose::Create | Purpose::Delay(DelayPurpose::Mark) | Purpose::Requeue { .. }
                 ))
             ) {
-                busy = None;
+                awaits = None;
                 self.watches.remove(&t);
             }
         }
         a.phase = Phase::Releasing(Releasing {
-            busy,
+            awaits,
             maybe_created,
             report,
         });

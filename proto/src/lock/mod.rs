@@ -364,7 +364,7 @@ impl LockMachine {
     fn send_main(&mut self, id: AttemptId, purpose: Purpose, request: Request) {
         let token = self.send(id, purpose, request, false);
         if let Some(a) = self.attempts.get_mut(&id) {
-            *a.phase.busy_mut() = Some(token);
+            *a.phase.awaited_mut() = Some(token);
         }
     }
 
@@ -381,12 +381,12 @@ impl LockMachine {
             }
         };
         self.shared_listings.entry(token).or_default().push(id);
-        if let Some(q) = self
+        let q = self
             .attempts
             .get_mut(&id)
-            .and_then(|a| a.phase.as_queueing())
-        {
-            q.listing = Some(token);
+            .and_then(|a| a.phase.as_queueing());
+        if let Some(c) = q.and_then(|q| q.step.creating()) {
+            c.listing = Some(token);
         }
     }
 

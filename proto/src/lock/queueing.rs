@@ -11,7 +11,7 @@ use jute::{
 use super::{list, AttemptId, LockEvent, LockMachine};
 use crate::lock::attempt::{Blocker, Node, Purpose};
 use crate::lock::error::LockError;
-use crate::lock::phase::{OwnSeen, OwnWatch, Phase, Wait};
+use crate::lock::phase::{Creating, OwnSeen, OwnWatch, Phase, Queueing, Step, Wait};
 use crate::lock::queue::{protected_id, Contender, SEQUENCE_WARNING};
 use crate::session::RequestError;
 
@@ -29,12 +29,19 @@ impl LockMachine {
         let Some(a) = self.attempts.get_mut(&id) else {
             return;
         };
-        if a.phase.busy().is_some() {
+        if a.phase.awaited().is_some() {
             return;
         }
         let spec = a.spec.clone();
+        let (maybe_created, parents_from) = match &a.phase {
+            Phase::Queueing(Queueing {
+                step: Step::Creating(c),
+                ..
+            }) => (c.maybe_created, c.parents_from),
+            _ => (false, None),
+        };
         match &mut a.phase {
-            Phase::Queueing(q) => match (&a.node, q.maybe_created, q.parents_from) {
+            Phase::Queueing(q) => match (&a.node, maybe_created, parents_from) {
                 (None, true, _) => {
                     self.catch_up(id, &spec.parent);
                     let list = list(&spec.parent, false);
@@ -43,7 +50,9 @@ impl LockMachine {
                 (None, false, Some(n)) => {
                     let ancestors = crate::path::ancestors(&spec.parent);
                     let Some(path) = ancestors.get(n) else {
-                        q.parents_from = None;
+                        if let Some(c) = q.step.creating() {
+                            c.parents_from = None;
+                        }
                         return self.step(id);
                     };
                     let request = Request::CreateContainer(CreateRequest {
@@ -63,7 +72,9 @@ impl LockMachine {
                         mode: CreateMode::EphemeralSequential,
                     });
                     // Assume it may be applied from the moment it leaves.
-                    q.maybe_created = true;
+                    if let Some(t) = q.create() {
+                        self.watches.remove(&t);
+                    }
                     self.send_main(id, Purpose::Create, create);
                     self.want_listing(&spec.parent, id);
                 }
@@ -75,6 +86,7 @@ impl LockMachine {
                     _,
                 ) => {
                     let path = spec.child(name);
+                    q.begin_listing();
                     self.send_main(
                         id,
                         Purpose::Stat,
@@ -82,10 +94,11 @@ impl LockMachine {
                     );
                 }
                 (Some(_), _, _) => {
+                    q.begin_listing();
                     let watch = spec.rule.is_first_n();
                     let token = self.send(id, Purpose::List, list(&spec.parent, watch), watch);
                     if let Some(a) = self.attempts.get_mut(&id) {
-                        *a.phase.busy_mut() = Some(token);
+                        *a.phase.awaited_mut() = Some(token);
                     }
                 }
             },
@@ -127,7 +140,8 @@ impl LockMachine {
         let Some(a) = self.attempts.get_mut(&id) else {
             return;
         };
-        let listing = a.phase.as_queueing().and_then(|q| q.listing.take());
+        let creating = a.phase.as_queueing().and_then(|q| q.step.creating());
+        let listing = creating.and_then(|c| c.listing.take());
         match result {
             Ok(Response::Created { path, stat }) => self.created(id, &path, Some(stat), listing),
             // Created, its Stat untold (a create inside a multi): the
@@ -138,8 +152,8 @@ impl LockMachine {
                 if let Some(m) = a.phase.maybe_created_mut() {
                     *m = false;
                 }
-                if let Some(q) = a.phase.as_queueing() {
-                    q.parents_from = Some(0);
+                if let Some(c) = a.phase.as_queueing().and_then(|q| q.step.creating()) {
+                    c.parents_from = Some(0);
                 }
                 self.step(id)
             }
@@ -180,7 +194,7 @@ impl LockMachine {
         }
         if let Some(q) = a.phase.as_queueing() {
             if let Some(t) = listing.filter(|t| self.shared_listings.contains_key(t)) {
-                q.busy = Some(t);
+                q.step = Step::Listing { awaits: Some(t) };
                 return;
             }
         }
@@ -216,7 +230,8 @@ impl LockMachine {
         let Some(a) = self.attempts.get_mut(&id) else {
             return;
         };
-        let parents = a.phase.as_queueing().map(|q| &mut q.parents_from);
+        let creating = a.phase.as_queueing().and_then(|q| q.step.creating());
+        let parents = creating.map(|c: &mut Creating| &mut c.parents_from);
         match result {
             Ok(_) | Err(RequestError::Server(ErrorCode::NodeExists)) => {
                 if let Some(p) = parents {
@@ -246,8 +261,8 @@ impl LockMachine {
             if let Phase::Queueing(q) = &mut a.phase {
                 a.node = None;
                 let own = q.own_watch.take().map(|o| o.token);
-                let wait = std::mem::replace(&mut q.wait, Wait::Nothing).watch();
-                let watches = [wait, q.busy.take(), own, q.scout.take()];
+                let (wait, awaited) = q.start_over();
+                let watches = [wait, awaited, own, q.scout.take()];
                 for t in watches.into_iter().flatten() {
                     self.watches.remove(&t);
                 }
@@ -354,11 +369,11 @@ impl LockMachine {
             let Some(a) = self.attempts.get_mut(&id) else {
                 continue;
             };
-            if a.phase.busy() != Some(token) {
+            if a.phase.awaited() != Some(token) {
                 // Its create failed, or the attempt moved on.
                 continue;
             }
-            *a.phase.busy_mut() = None;
+            *a.phase.awaited_mut() = None;
             match children {
                 Some(children) => self.evaluate(now, id, children, None),
                 None => self.step(id),
@@ -419,26 +434,26 @@ impl LockMachine {
         if let Some(t) = watch {
             if blocker.is_some() {
                 // Not among the first n: the child watch wakes us.
-                q.wait = Wait::Queue { watch: t };
+                q.wait_on(Wait::Queue { watch: t });
                 return self.send_strays(id);
             }
             self.watches.remove(&t);
         }
         // A blocker's watch kept from an earlier listing stands only if
         // that node still blocks us; a scout's is set anew each time.
-        let kept = match (&blocker, &q.wait) {
+        let kept = match (&blocker, q.step.wait()) {
             (
                 Some(Blocker::Node { name, .. }),
-                Wait::Blocker {
+                Some(Wait::Blocker {
                     name: watched,
                     watch: Some(_),
                     ..
-                },
+                }),
             ) => watched == name,
             _ => false,
         };
-        if !kept && matches!(q.wait, Wait::Blocker { .. }) {
-            if let Some(t) = std::mem::replace(&mut q.wait, Wait::Nothing).watch() {
+        if !kept && matches!(q.step.wait(), Some(Wait::Blocker { .. })) {
+            if let Some(t) = q.end_wait(&self.pending) {
                 self.watches.remove(&t);
             }
         }
@@ -451,7 +466,7 @@ impl LockMachine {
             Some(Blocker::Queue) => self.step(id),
             Some(Blocker::Node { alone, .. }) if kept => {
                 // Listed again on the scout's word, the blocker unchanged.
-                if let Wait::Blocker { alone: a, .. } = &mut q.wait {
+                if let Some(Wait::Blocker { alone: a, .. }) = q.step.wait_mut() {
                     *a = alone;
                 }
                 self.watch_own_node(id);
@@ -459,11 +474,11 @@ impl LockMachine {
                 self.send_strays(id);
             }
             Some(Blocker::Node { name, alone }) => {
-                q.wait = Wait::Blocker {
+                q.wait_on(Wait::Blocker {
                     name: name.to_owned(),
                     alone,
                     watch: None,
-                };
+                });
                 let path = a.spec.child(name);
                 // Watch our own node too, in the same turn (no round trip
                 // added on the way to the grant): when the blocker is alone
@@ -478,7 +493,7 @@ impl LockMachine {
                 let request = Request::GetData(read);
                 let token = self.send(id, Purpose::WatchBlocker, request, true);
                 if let Some(a) = self.attempts.get_mut(&id) {
-                    *a.phase.busy_mut() = Some(token);
+                    *a.phase.awaited_mut() = Some(token);
                 }
                 self.watch_scout(id, scout);
                 // Strays go out alongside.
@@ -519,7 +534,7 @@ impl LockMachine {
             return;
         };
         if let Phase::Queueing(q) = &a.phase {
-            if q.busy.is_none() && q.wait.watch().is_some() {
+            if q.step.awaits().is_none() && q.step.wait_watch().is_some() {
                 self.step(id);
             }
         }

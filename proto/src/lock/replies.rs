@@ -40,11 +40,11 @@ impl LockMachine {
             return;
         };
         if purpose.is_main_line() {
-            if a.phase.busy() != Some(token) {
+            if a.phase.awaited() != Some(token) {
                 // Superseded (a create that failed leaves its listing stale).
                 return;
             }
-            *a.phase.busy_mut() = None;
+            *a.phase.awaited_mut() = None;
         }
         if result.as_ref().is_err_and(ends_session) {
             // The session is over, and its nodes with it: the state change
@@ -66,15 +66,17 @@ impl LockMachine {
                 Ok(_) | Err(_) => self.step(id),
             },
             Purpose::WatchBlocker => match (a.phase.as_queueing(), result) {
-                (Some(q), Ok(_)) => match &mut q.wait {
-                    Wait::Blocker { watch, .. } => *watch = Some(token),
-                    wait => *wait = Wait::Queue { watch: token },
+                (Some(q), Ok(_)) => match q.step.wait_mut() {
+                    Some(Wait::Blocker { watch, .. }) => *watch = Some(token),
+                    _ => q.wait_on(Wait::Queue { watch: token }),
                 },
                 (None, Ok(_)) => {}
                 // Gone between the listing and the watch: look again now.
                 (q, Err(_)) => {
-                    if let Some(q) = q.filter(|q| matches!(q.wait, Wait::Blocker { .. })) {
-                        q.wait = Wait::Nothing;
+                    if let Some(q) =
+                        q.filter(|q| matches!(q.step.wait(), Some(Wait::Blocker { .. })))
+                    {
+                        q.end_wait(&self.pending);
                     }
                     self.watches.remove(&token);
                     self.step(id)
@@ -199,9 +201,9 @@ impl LockMachine {
                     self.scout_gone(id);
                 }
             }
-            Phase::Queueing(q) if q.wait.watch() == Some(token) => {
-                let alone = matches!(q.wait, Wait::Blocker { alone: true, .. });
-                q.wait = Wait::Nothing;
+            Phase::Queueing(q) if q.step.wait_watch() == Some(token) => {
+                let alone = matches!(q.step.wait(), Some(Wait::Blocker { alone: true, .. }));
+                q.end_wait(&self.pending);
                 match event {
                     Err(_) if now_connected => self.resume(id),
                     Err(_) => {}
@@ -253,6 +255,9 @@ impl LockMachine {
         };
         let path = a.spec.child(name);
         let watch = a.spec.watch_node && q.own_watch.is_none();
+        if let Some(q) = a.phase.as_queueing() {
+            q.begin_granting();
+        }
         let token = self.send(
             id,
             Purpose::GrantCheck,
@@ -260,7 +265,7 @@ impl LockMachine {
             watch,
         );
         if let Some(a) = self.attempts.get_mut(&id) {
-            *a.phase.busy_mut() = Some(token);
+            *a.phase.awaited_mut() = Some(token);
         }
     }
 

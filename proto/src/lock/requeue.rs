@@ -54,7 +54,7 @@ impl LockMachine {
         // Its listing still out from the queue, if any, is awaited as
         // before; the delete in the multi is its node's.
         let releasing = Releasing {
-            busy: h.late,
+            awaits: h.late,
             maybe_created: false,
             report: true,
         };
@@ -74,7 +74,7 @@ impl LockMachine {
         }
         let mut attempt = Attempt::new(spec.clone(), uuid, deadline, false);
         if let Some(q) = attempt.phase.as_queueing() {
-            q.maybe_created = true;
+            q.create();
         }
         let prefix = spec.child(&format!("_c_{}{}", attempt.uuid, spec.marker));
         self.attempts.insert(id, Box::new(attempt));
@@ -153,8 +153,8 @@ impl LockMachine {
                     if let Some(m) = a.phase.maybe_created_mut() {
                         *m = false;
                     }
-                    if let Some(q) = a.phase.as_queueing() {
-                        q.listing = None;
+                    if let Some(c) = a.phase.as_queueing().and_then(|q| q.step.creating()) {
+                        c.listing = None;
                     }
                 }
                 self.step(id)

@@ -107,6 +107,13 @@ impl LockMachine {
     }
 
     fn send_delay(&mut self, id: AttemptId, purpose: DelayPurpose, request: Request) {
+        let q = self
+            .attempts
+            .get_mut(&id)
+            .and_then(|a| a.phase.as_queueing());
+        if let Some(q) = q {
+            q.begin_granting();
+        }
         self.send_main(id, Purpose::Delay(purpose), request);
     }
 
@@ -436,7 +443,7 @@ impl LockMachine {
         let Some(a) = self.attempts.get_mut(&id) else {
             return;
         };
-        if !matches!(&a.phase, Phase::Queueing(q) if q.busy.is_none()) {
+        if !matches!(&a.phase, Phase::Queueing(q) if q.step.awaits().is_none()) {
             return;
         }
         let Some(name) = a.node_name() else {
