@@ -7,11 +7,11 @@ use super::*;
 
 /// Long enough that a holder moves to another member, or waits out an
 /// election, before it must give up on its session, even on a loaded
-/// machine (with 8 s and a 500 ms tick, a wait here once ran out under load).
+/// machine.
 const T: Duration = Duration::from_secs(15);
 
 /// Three members whose member links can be cut; a follower gives up on a
-/// silent leader after 2 ticks (2 s).
+/// silent leader after 2 ticks.
 fn ensemble() -> ZkEnsemble {
     ZkEnsemble::start_with_links(3, &ZkOptions::new().tick_ms(1000), 2)
 }

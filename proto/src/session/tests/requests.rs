@@ -143,8 +143,7 @@ fn frames_in_any_pieces_are_each_answered() {
     h.s.handle_input(h.now, &wire[..cut]);
     // The long reply went through its pieces, not the input buffer: a
     // waiter's session may hear nothing more for hours, and a buffer grown
-    // to a listing's size would stay (issue 26's 10 000 waiters kept about
-    // 12 MiB that way).
+    // to a listing's size would stay, for every such waiter.
     assert!(h.s.long_frame.is_none());
     assert!(
         h.s.input.capacity() <= 64 * 1024,
