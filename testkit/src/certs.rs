@@ -10,7 +10,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 use crate::scratch::{subsec_nanos, target_dir};
-use crate::zk::ZkOptions;
+use crate::zk::{ZkOptions, ZkServer};
 
 /// Password of both PKCS12 stores.
 pub const STORE_PASSWORD: &str = "zklock-test";
@@ -87,6 +87,18 @@ pub const JAVA_CLIENT_NETTY_JARS: &[&str] = &[
 pub fn shared() -> &'static Certs {
     static CERTS: OnceLock<Certs> = OnceLock::new();
     CERTS.get_or_init(generate)
+}
+
+/// The binary's TLS server (client certificates required), started by the
+/// first test that asks: one JVM for every TLS test of a binary.
+pub fn tls_server() -> &'static ZkServer {
+    static SERVER: OnceLock<ZkServer> = OnceLock::new();
+    SERVER.get_or_init(|| ZkServer::start_with_options(&shared().server_options(true)))
+}
+
+/// `host` with [`tls_server`]'s secure port.
+pub fn secure(host: &str) -> String {
+    format!("{host}:{}", tls_server().secure_addr().port())
 }
 
 fn run(dir: &Path, program: &str, args: &[&str]) {

@@ -1,29 +1,17 @@
 //! Curator over TLS against zklock over TLS, on one TLS server (Netty,
 //! `ssl.clientAuth=need`) with certificates made at test time.
 
-use std::sync::OnceLock;
 use std::time::Duration;
 
-use testkit::certs;
-use testkit::zk::ZkServer;
+use testkit::certs::{self, secure};
 use zklock::{Client, Error, TlsOptions};
 
 const T: Duration = Duration::from_secs(6);
-
-/// This binary's TLS server, started by the first test that needs it.
-fn server() -> &'static ZkServer {
-    static SERVER: OnceLock<ZkServer> = OnceLock::new();
-    SERVER.get_or_init(|| ZkServer::start_with_options(&certs::shared().server_options(true)))
-}
 
 /// CA and client certificate: what the server requires.
 fn mtls() -> TlsOptions {
     let c = certs::shared();
     TlsOptions::new(&c.ca_pem).client_cert(&c.client_pem, &c.client_key)
-}
-
-fn secure(host: &str) -> String {
-    format!("{host}:{}", server().secure_addr().port())
 }
 
 fn connect(connect_string: &str, tls: TlsOptions) -> Result<Client, Error> {

@@ -4,12 +4,11 @@
 //! gives, reconnects, and a 3-node TLS ensemble losing its leader.
 #![cfg(feature = "tls")]
 
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use testkit::certs;
+use testkit::certs::{self, secure, tls_server as server};
 use testkit::proxy::Proxy;
-use testkit::zk::{ZkEnsemble, ZkServer};
+use testkit::zk::ZkEnsemble;
 use zklock::{
     Client, ConnectError, CreateMode, Error, EventType, Op, SessionState, TlsError, TlsOptions,
 };
@@ -20,20 +19,10 @@ const PROMPT: Duration = Duration::from_secs(4);
 /// ...of a client that would wait this long.
 const PATIENT: Duration = Duration::from_secs(12);
 
-/// The binary's TLS server: one JVM for every test here.
-fn server() -> &'static ZkServer {
-    static SERVER: OnceLock<ZkServer> = OnceLock::new();
-    SERVER.get_or_init(|| ZkServer::start_with_options(&certs::shared().server_options(true)))
-}
-
 /// CA and client certificate: what the server requires.
 fn mtls() -> TlsOptions {
     let c = certs::shared();
     TlsOptions::new(&c.ca_pem).client_cert(&c.client_pem, &c.client_key)
-}
-
-fn secure(host: &str) -> String {
-    format!("{host}:{}", server().secure_addr().port())
 }
 
 fn connect(connect_string: &str, tls: TlsOptions) -> Result<Client, Error> {
