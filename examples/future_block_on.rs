@@ -39,6 +39,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         guard.node_path(),
         guard.fencing_token()
     );
-    guard.unlock()?;
+    block_on(guard.unlock_async())?;
+    block_on(client.close_async());
     Ok(())
 }

@@ -24,7 +24,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         guard.node_path(),
         guard.fencing_token()
     );
-    drop(guard);
+    // The guard's state changes and the release, awaited beside other work.
+    tokio::select! {
+        state = guard.next_state_change() => println!("the lock is now {state:?}"),
+        _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+    }
+    guard.unlock_async().await?;
 
     // Many locks at once, outcomes as they come.
     let jobs: Vec<Mutex> = (0..5)
@@ -37,5 +42,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     while let Some((key, outcome)) = set.next_outcome().await {
         println!("job {key}: {}", outcome?.node_path());
     }
+    client.close_async().await;
     Ok(())
 }

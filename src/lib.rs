@@ -74,6 +74,7 @@ mod sync;
 pub mod testing;
 #[cfg(feature = "tls")]
 mod tls;
+mod wakers;
 
 pub use client::{
     Client, ClientBuilder, CreateOptions, Op, OpResult, PersistentWatch, Watch,

@@ -3,10 +3,12 @@
 //! before they park a receiver. An answer that needs a round trip to the
 //! server never comes that soon, so each of those yields is a context switch
 //! for nothing (on two cores, about one in six of a contended lock's). Here
-//! the receiver parks at once.
+//! the receiver parks at once. A task can await it instead
+//! ([`Receiver::poll_recv`]): the sender wakes whichever waits.
 
 use std::sync::mpsc::{RecvError, RecvTimeoutError, TryRecvError};
 use std::sync::PoisonError;
+use std::task::{Context, Poll, Waker};
 
 use crate::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -34,6 +36,8 @@ struct Slot<T> {
     answered: bool,
     senders: usize,
     receiver: bool,
+    /// The task awaiting the answer, if one does.
+    waker: Option<Waker>,
 }
 
 pub(crate) fn channel<T>() -> (Sender<T>, Receiver<T>) {
@@ -43,6 +47,7 @@ pub(crate) fn channel<T>() -> (Sender<T>, Receiver<T>) {
             answered: false,
             senders: 1,
             receiver: true,
+            waker: None,
         }),
         ready: Condvar::new(),
     });
@@ -74,8 +79,12 @@ impl<T> Sender<T> {
         }
         slot.value = Some(value);
         slot.answered = true;
+        let waker = slot.waker.take();
         drop(slot);
         self.shared.ready.notify_one();
+        if let Some(w) = waker {
+            w.wake();
+        }
         Ok(())
     }
 }
@@ -94,9 +103,13 @@ impl<T> Drop for Sender<T> {
         let mut slot = self.shared.slot();
         slot.senders -= 1;
         let last = slot.senders == 0 && !slot.answered;
+        let waker = if last { slot.waker.take() } else { None };
         drop(slot);
         if last {
             self.shared.ready.notify_one();
+        }
+        if let Some(w) = waker {
+            w.wake();
         }
     }
 }
@@ -134,6 +147,23 @@ impl<T> Receiver<T> {
             None if slot.answered || slot.senders == 0 => Err(TryRecvError::Disconnected),
             None => Err(TryRecvError::Empty),
         }
+    }
+
+    /// The answer for a task: ready once it has come (or cannot come any
+    /// more); else the task is woken when it does.
+    pub(crate) fn poll_recv(&self, cx: &mut Context<'_>) -> Poll<Result<T, RecvError>> {
+        let mut slot = self.shared.slot();
+        if let Some(value) = slot.value.take() {
+            return Poll::Ready(Ok(value));
+        }
+        if slot.answered || slot.senders == 0 {
+            return Poll::Ready(Err(RecvError));
+        }
+        match &slot.waker {
+            Some(w) if w.will_wake(cx.waker()) => {}
+            _ => slot.waker = Some(cx.waker().clone()),
+        }
+        Poll::Pending
     }
 
     /// As [`Receiver::recv`], for `timeout` at most.
@@ -258,6 +288,39 @@ mod tests {
         assert_eq!(Arc::strong_count(&seen), 2);
         drop(rx);
         assert_eq!(Arc::strong_count(&seen), 1);
+    }
+
+    /// A waker that counts how often it was woken.
+    struct Count(std::sync::atomic::AtomicUsize);
+
+    impl std::task::Wake for Count {
+        fn wake(self: std::sync::Arc<Self>) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn a_task_awaiting_the_answer_is_woken_by_it_and_by_the_last_sender_gone() {
+        let count = std::sync::Arc::new(Count(Default::default()));
+        let waker = Waker::from(count.clone());
+        let mut cx = Context::from_waker(&waker);
+        let woken = || count.0.load(std::sync::atomic::Ordering::SeqCst);
+
+        let (tx, rx) = channel();
+        assert!(rx.poll_recv(&mut cx).is_pending());
+        assert_eq!(woken(), 0);
+        assert_eq!(tx.send(5), Ok(()));
+        assert_eq!(woken(), 1, "the answer wakes the task");
+        assert_eq!(rx.poll_recv(&mut cx), Poll::Ready(Ok(5)));
+
+        let (tx, rx) = channel::<u8>();
+        let other = tx.clone();
+        assert!(rx.poll_recv(&mut cx).is_pending());
+        drop(tx);
+        assert_eq!(woken(), 1, "a sender is left");
+        drop(other);
+        assert_eq!(woken(), 2, "the last sender gone wakes the task");
+        assert_eq!(rx.poll_recv(&mut cx), Poll::Ready(Err(RecvError)));
     }
 }
 

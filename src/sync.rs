@@ -6,11 +6,11 @@
 
 #[cfg(zklock_loom)]
 pub(crate) use loom::sync::{
-    atomic::{AtomicBool, AtomicU8},
+    atomic::{AtomicBool, AtomicU64, AtomicU8},
     Arc, Condvar, Mutex, MutexGuard,
 };
 #[cfg(not(zklock_loom))]
 pub(crate) use std::sync::{
-    atomic::{AtomicBool, AtomicU8},
+    atomic::{AtomicBool, AtomicU64, AtomicU8},
     Arc, Condvar, Mutex, MutexGuard,
 };

@@ -418,6 +418,19 @@ impl Client {
         }
     }
 
+    /// [`Client::close`] for async code: resolves once the server has
+    /// answered the close (or the I/O thread has given up on it and ended
+    /// the session), woken by the I/O thread; no runtime is needed. The
+    /// client is `Closed` as soon as this is called.
+    pub fn close_async(&self) -> impl std::future::Future<Output = ()> + Send {
+        let (tx, rx) = oneshot::channel();
+        let sent = self.inner.driver.send(Command::Close { reply: tx });
+        std::future::poll_fn(move |cx| match sent {
+            true => rx.poll_recv(cx).map(drop),
+            false => std::task::Poll::Ready(()),
+        })
+    }
+
     /// Watch events this client has received since it started (diagnostics:
     /// herd-free recipes wake one waiter per release).
     ///

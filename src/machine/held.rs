@@ -5,8 +5,10 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
-use crate::sync::{AtomicBool, AtomicU8, Mutex};
+use crate::sync::{AtomicBool, AtomicU64, AtomicU8, Mutex};
+use crate::wakers::WakeList;
 
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 
@@ -36,6 +38,10 @@ pub(crate) struct HolderState {
     /// Someone asked the holder to let go (revocable locks).
     revocation: AtomicBool,
     revocation_listeners: Mutex<Vec<Sender<()>>>,
+    /// State changes so far: a task awaiting the next one knows it came.
+    changes: AtomicU64,
+    /// Tasks awaiting a change or a revocation request.
+    tasks: WakeList,
 }
 
 impl std::fmt::Debug for HolderState {
@@ -66,7 +72,31 @@ impl HolderState {
             callbacks: Mutex::new(Vec::new()),
             revocation: AtomicBool::new(false),
             revocation_listeners: Mutex::new(Vec::new()),
+            changes: AtomicU64::new(0),
+            tasks: WakeList::default(),
         }
+    }
+
+    /// How many state changes there have been so far.
+    pub(crate) fn change_count(&self) -> u64 {
+        self.changes.load(Ordering::SeqCst)
+    }
+
+    /// For a task: ready with the current state once there has been a
+    /// change since `seen` changes, or the state is Lost (nothing follows
+    /// it); else the task is woken at the next change.
+    pub(crate) fn poll_change(&self, seen: u64, cx: &mut Context<'_>) -> Poll<LockState> {
+        self.tasks.poll_until(cx, || {
+            let now = self.current();
+            (self.change_count() != seen || now == LockState::Lost).then_some(now)
+        })
+    }
+
+    /// For a task: ready once a revocation request has arrived; else the
+    /// task is woken when one does (or the state changes).
+    pub(crate) fn poll_revocation(&self, cx: &mut Context<'_>) -> Poll<()> {
+        self.tasks
+            .poll_until(cx, || self.revocation_requested().then_some(()))
     }
 
     /// A revocation request arrived: listeners hear it once each time.
@@ -79,6 +109,7 @@ impl HolderState {
             // A listener that has not read the last request needs no other.
             ls.retain(|l| !matches!(l.try_send(()), Err(TrySendError::Disconnected(_))));
         }
+        self.tasks.wake_all();
     }
 
     /// Whether a revocation request arrived.
@@ -126,11 +157,15 @@ impl HolderState {
                     *r = Some(LossReason::ReleaseRefused);
                 }
                 self.state.store(LOST, Ordering::SeqCst);
+                self.changes.fetch_add(1, Ordering::SeqCst);
                 for l in ls.iter() {
                     let _ = l.send(LockState::Lost);
                 }
             }
             ls.clear();
+        }
+        if refused {
+            self.tasks.wake_all();
         }
     }
 
@@ -195,6 +230,8 @@ impl HolderState {
             })
             .is_ok();
         if changed {
+            self.changes.fetch_add(1, Ordering::SeqCst);
+            self.tasks.wake_all();
             // Outside every lock: a callback may drop the guard, or start
             // another acquisition.
             let callbacks: Vec<StateCallback> = self

@@ -1,8 +1,10 @@
 //! The guard every lock recipe hands out: proof of holding, the holder's
 //! state, fencing, and release on drop without blocking.
 
+use std::future::Future;
 use std::sync::mpsc::RecvTimeoutError;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
@@ -48,17 +50,34 @@ impl Releasing {
         }
     }
 
+    /// For a task: ready once the node is gone (or the server refused to
+    /// delete it); else the task is woken when the core says so.
+    pub(crate) fn poll(&self, cx: &mut Context<'_>) -> Poll<Result<(), LockError>> {
+        self.done.poll_recv(cx).map(|answer| match answer {
+            Ok(result) => self.named(result),
+            // The core ended, and the session with it.
+            Err(_) => Ok(()),
+        })
+    }
+
+    /// A refusal names our node as the caller does.
+    fn named(&self, result: Result<(), LockError>) -> Result<(), LockError> {
+        match result {
+            Err(LockError::ReleaseRefused { code, .. }) => Err(LockError::ReleaseRefused {
+                path: self.path.clone(),
+                code,
+            }),
+            other => other,
+        }
+    }
+
     /// Waits until the node is gone, `deadline` at the latest.
     ///
     /// # Errors
     /// As [`LockGuard::unlock`].
     pub(crate) fn wait(&self, deadline: Instant) -> Result<(), LockError> {
         match self.done.recv_deadline(deadline) {
-            Ok(Err(LockError::ReleaseRefused { code, .. })) => Err(LockError::ReleaseRefused {
-                path: self.path.clone(),
-                code,
-            }),
-            Ok(result) => result,
+            Ok(result) => self.named(result),
             // Disconnected: the core ended, and the session with it.
             Err(RecvTimeoutError::Disconnected) => Ok(()),
             Err(RecvTimeoutError::Timeout) => Err(LockError::Client(Error::Timeout)),
@@ -271,6 +290,41 @@ impl LockGuard {
             return Ok(());
         };
         releasing.wait(crate::deadline::after(Instant::now(), releasing.timeout))
+    }
+
+    /// [`LockGuard::unlock`] for async code: resolves once the node is gone
+    /// (or the server refused to delete it), woken by the I/O thread; no
+    /// runtime is needed. It has no timer of its own: while the connection
+    /// is down the delete waits for the next one, for as long as the
+    /// session lives, so bound it with your runtime's timeout. The release
+    /// is asked for at once, and dropping the future does not stop it.
+    ///
+    /// # Errors
+    /// [`LockError::ReleaseRefused`] if the server refused the delete.
+    pub fn unlock_async(self) -> impl Future<Output = Result<(), LockError>> + Send {
+        let releasing = self.start_release();
+        std::future::poll_fn(move |cx| match &releasing {
+            Some(r) => r.poll(cx),
+            None => Poll::Ready(Ok(())),
+        })
+    }
+
+    /// The next change of [`LockGuard::state`], for async code: resolves
+    /// with the state it changed to, woken by the I/O thread (no runtime
+    /// needed). At once with `Lost` if the lock is lost already: nothing
+    /// follows it.
+    pub fn next_state_change(&self) -> impl Future<Output = LockState> + Send + '_ {
+        let state = self.holding.state();
+        let seen = state.change_count();
+        std::future::poll_fn(move |cx| state.poll_change(seen, cx))
+    }
+
+    /// Resolves once someone has asked this holder to let go (at once if
+    /// someone has), for async code beside the holder's work (a
+    /// [revocable](super::MutexOptions::revocable) lock).
+    pub fn revocation_request(&self) -> impl Future<Output = ()> + Send + '_ {
+        let state = self.holding.state();
+        std::future::poll_fn(move |cx| state.poll_revocation(cx))
     }
 
     /// Asks for the release and returns at once, with what tells when the

@@ -17,6 +17,8 @@ use super::outcome::Call;
 use super::queue_lock::Start;
 use crate::machine::{AttemptId, LockCommand};
 use crate::oneshot;
+use crate::wakers::WakeList;
+use std::future::Future;
 
 /// What a [`LeaderLatch`] reports, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,6 +93,8 @@ pub struct LeaderLatch {
 /// follows `Closed`, and a grant that comes after the close is released,
 /// never reported.
 struct Shared {
+    /// Tasks awaiting an event or leadership.
+    tasks: WakeList,
     election: Election,
     tx: Sender<LatchEvent>,
     leading: AtomicBool,
@@ -140,6 +144,7 @@ impl LeaderLatch {
         // that far behind misses events (`is_leader` stays current).
         let (tx, events) = crossbeam_channel::bounded(crate::machine::STATE_CHANNEL_CAPACITY);
         let shared = Arc::new(Shared {
+            tasks: WakeList::default(),
             election,
             tx,
             leading: AtomicBool::new(false),
@@ -160,6 +165,33 @@ impl LeaderLatch {
     /// Whether we lead now (held, and connected).
     pub fn is_leader(&self) -> bool {
         self.shared.leading.load(Ordering::SeqCst)
+    }
+
+    /// The next event, for async code: woken by the I/O thread (no
+    /// runtime needed). It reads from [`LeaderLatch::events`]: one event,
+    /// to whichever reader takes it first.
+    pub fn next_event(&self) -> impl Future<Output = LatchEvent> + Send + '_ {
+        std::future::poll_fn(move |cx| {
+            self.shared
+                .tasks
+                .poll_until(cx, || self.events.try_recv().ok())
+        })
+    }
+
+    /// Resolves once we lead (`true`), or once the latch has stopped
+    /// (`false`), for async code: [`LeaderLatch::await_leadership`] without
+    /// a thread. Reads no event.
+    pub fn leadership(&self) -> impl Future<Output = bool> + Send + '_ {
+        let s = &self.shared;
+        std::future::poll_fn(move |cx| {
+            s.tasks.poll_until(cx, || {
+                if s.leading.load(Ordering::SeqCst) {
+                    Some(true)
+                } else {
+                    s.stopped.load(Ordering::SeqCst).then_some(false)
+                }
+            })
+        })
     }
 
     /// Waits at most `timeout` until we lead (Curator's `await`): `true`
@@ -248,9 +280,9 @@ impl LeaderLatch {
         }
         if mode == CloseMode::NotifyLeader {
             if was_leading {
-                let _ = s.tx.try_send(LatchEvent::Lost { reason: None });
+                s.tell(LatchEvent::Lost { reason: None });
             }
-            let _ = s.tx.try_send(LatchEvent::Closed);
+            s.tell(LatchEvent::Closed);
         }
         result
     }
@@ -337,7 +369,7 @@ impl Shared {
             }
         }));
         shared.set_leading(true);
-        let _ = shared.tx.try_send(LatchEvent::Gained {
+        shared.tell(LatchEvent::Gained {
             fencing_token: guard.fencing_token(),
         });
         c.guard = Some(guard);
@@ -353,18 +385,18 @@ impl Shared {
             LockState::Held => {
                 if !shared.leading.load(Ordering::SeqCst) {
                     shared.set_leading(true);
-                    let _ = shared.tx.try_send(LatchEvent::Resumed);
+                    shared.tell(LatchEvent::Resumed);
                 }
             }
             LockState::Suspended => {
                 shared.set_leading(false);
-                let _ = shared.tx.try_send(LatchEvent::Suspended);
+                shared.tell(LatchEvent::Suspended);
             }
             LockState::Lost => {
                 shared.set_leading(false);
                 let guard = c.guard.take();
                 let reason = guard.as_ref().and_then(LockGuard::lost_reason);
-                let _ = shared.tx.try_send(LatchEvent::Lost { reason });
+                shared.tell(LatchEvent::Lost { reason });
                 c.letting_go.retain(|r| !r.settled());
                 c.letting_go
                     .extend(guard.and_then(LockGuard::start_release));
@@ -379,7 +411,7 @@ impl Shared {
     fn stop(&self, _locked: &MutexGuard<'_, Current>, error: LockError) {
         self.set_leading(false);
         if !self.stopped.swap(true, Ordering::SeqCst) {
-            let _ = self.tx.try_send(LatchEvent::Stopped(error));
+            self.tell(LatchEvent::Stopped(error));
         }
         self.notify();
     }
@@ -392,7 +424,15 @@ impl Shared {
     /// Wakes `await_leadership` (under its lock, so no wake-up is lost
     /// between its look and its wait).
     fn notify(&self) {
-        let _held = self.changed_lock.lock();
+        let held = self.changed_lock.lock();
         self.changed.notify_all();
+        drop(held);
+        self.tasks.wake_all();
+    }
+
+    /// Reports `event` (a reader a whole channel behind misses it).
+    fn tell(&self, event: LatchEvent) {
+        let _ = self.tx.try_send(event);
+        self.tasks.wake_all();
     }
 }

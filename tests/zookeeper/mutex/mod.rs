@@ -1,5 +1,6 @@
 //! The exclusive lock against a real ZooKeeper, with faults from the proxy.
 
+mod async_twins;
 mod basics;
 mod faults;
 mod pending;

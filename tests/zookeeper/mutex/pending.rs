@@ -100,7 +100,7 @@ fn a_pending_set_cancel_after_the_grant_frees_the_lock_at_once() {
 /// Polls `fut` on this thread until it resolves or `WAIT` passes, parking
 /// between polls: the crate's futures need no runtime, only a waker (here
 /// the thread's unpark), which the client's I/O thread calls.
-fn block_on<F: std::future::Future>(fut: F) -> Option<F::Output> {
+pub(super) fn block_on<F: std::future::Future>(fut: F) -> Option<F::Output> {
     use std::task::{Context, Poll, Wake, Waker};
     struct Unpark(std::thread::Thread);
     impl Wake for Unpark {

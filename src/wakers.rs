@@ -1,0 +1,90 @@
+//! Tasks awaiting something the I/O thread makes happen (a state change, a
+//! latch event): each registers its waker, and whoever makes it happen
+//! wakes them all. No runtime: a `Waker` is all it needs.
+
+use std::sync::Mutex;
+use std::task::{Context, Poll, Waker};
+
+/// The wakers of every task that waits, until the next wake.
+#[derive(Debug, Default)]
+pub(crate) struct WakeList(Mutex<Vec<Waker>>);
+
+impl WakeList {
+    /// Ready with what `ready` says; else the task waits here, looking
+    /// again after registering: what it waits for may come between the
+    /// look and the registration.
+    pub(crate) fn poll_until<T>(
+        &self,
+        cx: &mut Context<'_>,
+        ready: impl Fn() -> Option<T>,
+    ) -> Poll<T> {
+        if let Some(v) = ready() {
+            return Poll::Ready(v);
+        }
+        if let Ok(mut ws) = self.0.lock() {
+            if !ws.iter().any(|w| w.will_wake(cx.waker())) {
+                ws.push(cx.waker().clone());
+            }
+        }
+        match ready() {
+            Some(v) => Poll::Ready(v),
+            None => Poll::Pending,
+        }
+    }
+
+    /// Something happened: every task waiting looks again.
+    pub(crate) fn wake_all(&self) {
+        let woken = self
+            .0
+            .lock()
+            .map(|mut ws| std::mem::take(&mut *ws))
+            .unwrap_or_default();
+        for w in woken {
+            w.wake();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use std::task::Wake;
+
+    struct Count(AtomicUsize);
+
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn every_waiting_task_is_woken_once_and_a_ready_one_never_waits() {
+        let list = WakeList::default();
+        let done = AtomicBool::new(false);
+        let ready = || done.load(Ordering::SeqCst).then_some(());
+        let counts: Vec<_> = (0..2)
+            .map(|_| Arc::new(Count(AtomicUsize::new(0))))
+            .collect();
+        for c in &counts {
+            let waker = Waker::from(c.clone());
+            let mut cx = Context::from_waker(&waker);
+            assert!(list.poll_until(&mut cx, ready).is_pending());
+            assert!(
+                list.poll_until(&mut cx, ready).is_pending(),
+                "registered once"
+            );
+        }
+        done.store(true, Ordering::SeqCst);
+        list.wake_all();
+        list.wake_all();
+        for c in &counts {
+            assert_eq!(c.0.load(Ordering::SeqCst), 1);
+            let waker = Waker::from(c.clone());
+            let mut cx = Context::from_waker(&waker);
+            assert_eq!(list.poll_until(&mut cx, ready), Poll::Ready(()));
+        }
+    }
+}
