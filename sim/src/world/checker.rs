@@ -1,7 +1,11 @@
 //! The invariants, checked after every step (`World::check`), when a
-//! holder reads past a third party's deletion, and once the faults have
-//! stopped (`World::check_end`).
+//! holder reads past a third party's deletion, once the faults have
+//! stopped (`World::check_end`), and once every client is closed
+//! (`World::check_closed`, after close.rs).
 
+use zklock::recipes::{sorted_contenders, LockGuard, NodeKind};
+
+use super::close::Closing;
 use super::*;
 
 impl World {
@@ -119,6 +123,14 @@ impl World {
                         "c{c}: #{id} says Held but session {sid:#x} is gone on the server"
                     )));
                 }
+                // The grant's own record names the client's session.
+                if let Some(owner) = client.guard(*id).map(LockGuard::owner_session) {
+                    if owner != sid {
+                        return Err(self.violation(format!(
+                            "c{c}: #{id} says Held for session {owner:#x}, not its client's {sid:#x}"
+                        )));
+                    }
+                }
                 if let Some(stat) = self.server.exists(node) {
                     if stat.ephemeral_owner != sid {
                         return Err(self.violation(format!(
@@ -137,6 +149,15 @@ impl World {
                         )));
                     }
                     continue;
+                }
+                // S1 read against the whole queue, every session's
+                // contenders (a third party's, another client's, the
+                // client's own strays) included.
+                let leases = if t.lock == LEASE_LOCK { LEASES } else { 1 };
+                if let Some(ahead) = queued_ahead(&self.server, node, leases) {
+                    return Err(self.violation(format!(
+                        "c{c}: #{id} says Held by {node} while {ahead} precedes it"
+                    )));
                 }
                 if let Some(thread) = t.thread {
                     if let Some(&at) = shared.get(&(c, thread, node.as_str())) {
@@ -199,6 +220,37 @@ impl World {
             }
         }
         self.check_own_losses(&holders)
+    }
+
+    /// What must hold once every client is closed (close.rs): its core
+    /// finished the close and forgets every acquisition, and no node of
+    /// its session outlives the close (one asked while disconnected ends
+    /// the session here only, and the server expires it later: it must
+    /// hold no node meanwhile).
+    pub(super) fn check_closed(&self, closed: &[Closing]) -> Result<(), Violation> {
+        for one in closed {
+            let (c, core) = (one.c, &one.core);
+            if !core.is_finished() {
+                return Err(self.violation(format!(
+                    "c{c}: the core never finished its close (session {:#x} {:?})",
+                    core.session_id(),
+                    core.state()
+                )));
+            }
+            if core.lock_attempts() != 0 {
+                return Err(self.violation(format!(
+                    "c{c}: the core still tracks {} attempts after its close",
+                    core.lock_attempts()
+                )));
+            }
+            let sid = core.session_id();
+            if let Some(path) = self.server.ephemerals_of(sid).first() {
+                return Err(self.violation(format!(
+                    "c{c}: {path} of session {sid:#x} outlives the close"
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// What must hold once the world has settled.
@@ -284,4 +336,32 @@ impl World {
         }
         Ok(())
     }
+}
+
+/// What stands ahead of `node` in its queue, beyond what its holder may
+/// hold past, by the recipes' rules (`zklock::recipes::Rule`) read off
+/// the names: for an exclusive holder (a mutex, a writer, an election's
+/// candidate) any contender; for a reader, any that excludes readers; for
+/// one of `leases` leases, the contenders ahead once they are `leases` or
+/// more. `None` when nothing does, or when `node` is no contender there.
+fn queued_ahead(server: &SimZooKeeper, node: &str, leases: usize) -> Option<String> {
+    let (parent, name) = node.rsplit_once('/')?;
+    let queue = sorted_contenders(server.children(parent));
+    let at = queue.iter().position(|c| c.name == name)?;
+    let ahead = &queue[..at];
+    let blocking: Vec<&str> = match queue[at].kind {
+        NodeKind::Read => ahead
+            .iter()
+            .filter(|c| c.kind.blocks_readers())
+            .map(|c| c.name.as_str())
+            .collect(),
+        NodeKind::Lease if ahead.len() < leases.max(1) => Vec::new(),
+        _ => ahead.iter().map(|c| c.name.as_str()).collect(),
+    };
+    let nearest = blocking.last()?;
+    Some(if blocking.len() == 1 {
+        format!("{parent}/{nearest}")
+    } else {
+        format!("{parent}/{nearest} (and {} more)", blocking.len() - 1)
+    })
 }
