@@ -21,7 +21,7 @@ use super::zookeeper::{ConnId, SimZooKeeper};
 mod act;
 mod available;
 mod calls;
-mod checker;
+pub(crate) mod checker;
 mod client;
 mod close;
 mod collect;
@@ -38,7 +38,7 @@ mod revocation;
 mod threads;
 mod twins;
 mod wakes;
-mod wire;
+pub(crate) mod wire;
 mod withdrawn;
 mod writes;
 
