@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Measures the simulator's checker: injects realistic lock bugs into the
 source one at a time, runs the ZooKeeper-free suites that should catch
-each (the crate's unit tests, the machine tests, the simulator), and
-reports which were caught. The tree is restored after each bug: do not
-edit or commit while it runs.
+each (the crate's unit tests, the machine tests, the simulator and the
+lock_core fuzz driver's scripts), and reports which were caught. The
+tree is restored after each bug: do not edit or commit while it runs.
 
     scripts/inject-bugs.py            every bug, SIM_SEEDS=3000
     scripts/inject-bugs.py NAME...    only these
@@ -24,7 +24,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROFILE = ["--release"] if os.environ.get("INJECT_RELEASE") else []
 UNIT = ["cargo", "test", "-q", "-p", "zklock-proto", "-p", "zklock", "--lib"] + PROFILE
 MACHINE = ["cargo", "test", "-q", "-p", "zklock-proto", "-p", "zklock", "--test", "lock_machine"] + PROFILE
-SIM = ["cargo", "test", "-q", "--test", "simulation"] + PROFILE + ["--", "seeds"]
+# The simulator's seeds, and the lock_core fuzz driver's seeds and
+# generated scripts (tests/simulation/script.rs), against the same model
+# and checker.
+SIM = ["cargo", "test", "-q", "--test", "simulation"] + PROFILE + ["--", "seeds", "fuzz_lock_core"]
 
 BUGS = [
     ("never-suspended",

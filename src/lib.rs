@@ -58,11 +58,6 @@ mod client;
 mod deadline;
 mod driver;
 mod error;
-/// Drives the whole core from fuzz input: built for cargo-fuzz (which sets
-/// `cfg(fuzzing)`) and the crate's own tests, never into users' builds.
-#[cfg(any(fuzzing, test))]
-#[doc(hidden)]
-pub mod fuzz;
 mod machine;
 mod oneshot;
 mod path;

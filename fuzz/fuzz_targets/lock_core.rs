@@ -1,7 +1,9 @@
 #![no_main]
-//! The client core (session, lock machine, mutexes) against a model
-//! server the bytes steer: no panic, no second holder, no node left.
+//! The client core (session, lock machine, mutexes) driven by a script of
+//! bytes against the simulator's model ZooKeeper, held to the simulator's
+//! checker after every step (zklock_sim::script): no panic, no holder with
+//! a contender ahead of it, no node left.
 
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| zklock::fuzz::run(data));
+fuzz_target!(|data: &[u8]| zklock_sim::script::run(data));

@@ -198,8 +198,8 @@ fn load_seeds() -> Vec<TargetSeeds> {
     let dirs = fs::read_dir(&root).unwrap_or_else(|e| panic!("seed root {}: {e}", root.display()));
     for dir in dirs {
         let name = dir.unwrap().file_name().into_string().unwrap();
-        // The session and lock_core targets drive zklock's core; zklock
-        // replays them.
+        // The session and lock_core targets drive the client's core; the
+        // protocol crate and the simulation tests replay them.
         assert!(
             TARGETS.iter().any(|(t, _)| *t == name) || name == "session" || name == "lock_core",
             "fuzz/seeds/{name} matches no fuzz target"

@@ -21,8 +21,9 @@ use super::zookeeper::{ConnId, SimZooKeeper};
 mod act;
 mod available;
 mod calls;
-mod checker;
+pub(crate) mod checker;
 mod client;
+mod close;
 mod collect;
 mod faults;
 mod fenced;
@@ -37,7 +38,7 @@ mod revocation;
 mod threads;
 mod twins;
 mod wakes;
-mod wire;
+pub(crate) mod wire;
 mod withdrawn;
 mod writes;
 
@@ -527,7 +528,8 @@ impl World {
 
     /// Runs until the world has settled (every acquisition ended, nothing in
     /// flight, faults over) or a little past the horizon, checking
-    /// invariants after every step, then checks what must hold at the end.
+    /// invariants after every step, then checks what must hold at the end,
+    /// and once every client has been closed.
     pub fn run(&mut self, horizon: Duration) -> Result<(), Violation> {
         // Room past the horizon for what it cut short to finish (a release
         // granted just before it, on a link whose round trip is seconds):
@@ -574,7 +576,9 @@ impl World {
         }
         self.stats.virtual_ms = (self.now - self.base).as_millis() as u64;
         (self.stats.stale_reads, self.stats.refused_ahead) = self.server.follower_counts();
-        self.check_end()
+        self.check_end()?;
+        let closed = self.close_all();
+        self.check_closed(&closed)
     }
 
     /// Drops what the harness tracks of acquisitions that ended (no handle

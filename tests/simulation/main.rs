@@ -30,6 +30,8 @@
 
 /// The in-memory ZooKeeper's own tests, on the session core.
 mod model;
+/// The `lock_core` fuzz driver on its seeds and on generated scripts.
+mod script;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

@@ -1,7 +1,13 @@
 //! The invariants, checked after every step (`World::check`), when a
-//! holder reads past a third party's deletion, and once the faults have
-//! stopped (`World::check_end`).
+//! holder reads past a third party's deletion, once the faults have
+//! stopped (`World::check_end`), and once every client is closed
+//! (`World::check_closed`, after close.rs).
 
+use zklock::recipes::{LockGuard, NodeKind};
+use zklock::testing::Core;
+use zklock_proto::lock::sorted_contenders;
+
+use super::close::Closing;
 use super::*;
 
 impl World {
@@ -26,7 +32,7 @@ impl World {
             let Some((deleted, watchers)) = self.admin_deleted.get(node) else {
                 continue;
             };
-            if written > *deleted && watchers.contains(&conn) {
+            if read_past_deletion((*deleted, watchers), written, conn) {
                 if let Some((state, _)) = self.clients[c].held_state(*id) {
                     if state == LockState::Held {
                         return Err(self.violation(format!(
@@ -49,45 +55,6 @@ impl World {
         for (c, client) in self.clients.iter().enumerate() {
             let sid = client.core.session_id();
             for (id, t) in &client.attempts {
-                // A holder's horizon never passes the server's expiry.
-                // A holder not Lost knows its horizon.
-                if let (Some(g), Phase::Held { .. }) = (client.guard(*id), &t.phase) {
-                    if g.state() != LockState::Lost && g.valid_until().is_none() {
-                        return Err(self.violation(format!(
-                            "c{c}: #{id} is {:?} with no valid_until",
-                            g.state()
-                        )));
-                    }
-                }
-                if let (Some(g), Some(expiry)) =
-                    (client.guard(*id), self.server.session_deadline(sid))
-                {
-                    if let Some(horizon) = g.valid_until() {
-                        if horizon > expiry {
-                            return Err(self.violation(format!(
-                                "c{c}: #{id} valid_until is {:?} past the server's expiry",
-                                horizon - expiry
-                            )));
-                        }
-                    }
-                }
-                if let Phase::Held { state, .. } = &t.phase {
-                    // S2: Suspended as soon as the connection is gone...
-                    if *state == LockState::Held && client.link.is_none() {
-                        return Err(
-                            self.violation(format!("c{c}: #{id} says Held with no connection"))
-                        );
-                    }
-                    // ...and Lost within a session timeout of the send
-                    // time of the last request the server answered.
-                    let proof = client.last_answered_send;
-                    if *state != LockState::Lost && self.now > proof + self.timeout(c) {
-                        return Err(self.violation(format!(
-                            "c{c}: #{id} still {state:?} {:?} after sending the last request the server answered",
-                            self.now - proof
-                        )));
-                    }
-                }
                 // A batch waiter reads its token at every poll.
                 if let (Phase::Waiting, Handle::Batch(..)) = (&t.phase, &t.handle) {
                     if t.token_cancelled {
@@ -98,53 +65,41 @@ impl World {
                 }
                 // (A PendingSet's outcomes are read late on purpose.)
                 let unread = matches!(t.handle, Handle::InSet(_));
-                if let Some(d) = t.deadline.filter(|_| !unread) {
-                    if t.phase == Phase::Waiting && self.now > d {
-                        return Err(self.violation(format!(
-                            "c{c}: #{id} still waiting past its deadline (started {:?} ago)",
-                            self.now - t.started
-                        )));
-                    }
-                }
-                let Phase::Held {
-                    node,
-                    state: LockState::Held,
-                    ..
-                } = &t.phase
-                else {
+                let seen = match &t.phase {
+                    Phase::Waiting => Seen::Waiting {
+                        started: t.started,
+                        deadline: t.deadline.filter(|_| !unread),
+                    },
+                    Phase::Held { node, state, .. } => Seen::Held {
+                        node,
+                        state: *state,
+                    },
+                    Phase::Released | Phase::Failed(_) => Seen::Ended,
+                };
+                let attempt = Attempt {
+                    now: self.now,
+                    session: sid,
+                    linked: client.link.is_some(),
+                    proof: client.last_answered_send,
+                    timeout: self.timeout(c),
+                    expiry: self.server.session_deadline(sid),
+                    guard: client.guard(*id),
+                    seen,
+                    leases: if t.lock == LEASE_LOCK { LEASES } else { 1 },
+                };
+                let deleted = |node: &str| self.admin_deleted.contains_key(node);
+                let holding = check_attempt(&self.server, &attempt, &deleted)
+                    .map_err(|what| self.violation(format!("c{c}: #{id} {what}")))?;
+                let Some(node) = holding else {
                     continue;
                 };
-                if !self.server.session_alive(sid) {
-                    return Err(self.violation(format!(
-                        "c{c}: #{id} says Held but session {sid:#x} is gone on the server"
-                    )));
-                }
-                if let Some(stat) = self.server.exists(node) {
-                    if stat.ephemeral_owner != sid {
-                        return Err(self.violation(format!(
-                            "c{c}: #{id} says Held by {node}, owned by {:#x}, not by its session {sid:#x}",
-                            stat.ephemeral_owner
-                        )));
-                    }
-                }
-                if self.server.exists(node).is_none() {
-                    // Deleted by a third party: an unwatched holder cannot
-                    // know; a watched one is held to it as it reads on
-                    // (check_told_of_deletion).
-                    if !self.admin_deleted.contains_key(node) {
-                        return Err(self.violation(format!(
-                            "c{c}: #{id} says Held but its node {node} is gone"
-                        )));
-                    }
-                    continue;
-                }
                 if let Some(thread) = t.thread {
-                    if let Some(&at) = shared.get(&(c, thread, node.as_str())) {
+                    if let Some(&at) = shared.get(&(c, thread, node)) {
                         let entry: &mut (String, bool) = &mut holders[t.lock][at];
                         entry.1 &= t.reader;
                         continue;
                     }
-                    shared.insert((c, thread, node.as_str()), holders[t.lock].len());
+                    shared.insert((c, thread, node), holders[t.lock].len());
                 }
                 holders[t.lock].push((format!("c{c}#{id}"), t.reader));
             }
@@ -191,14 +146,25 @@ impl World {
                 "lock {LEASE_LOCK} ({LEASES} leases) held by {h:?} at once"
             )));
         }
-        // One writer alone, or any number of readers.
         for (lock, h) in holders.iter().enumerate() {
-            let writers = h.iter().filter(|(_, reader)| !reader).count();
-            if writers > 1 || (writers == 1 && h.len() > 1) {
+            if !exclusive(h) {
                 return Err(self.violation(format!("lock {lock} held by {h:?} at once")));
             }
         }
         self.check_own_losses(&holders)
+    }
+
+    /// What must hold once every client is closed (close.rs): its core
+    /// finished the close and forgets every acquisition, and no node of
+    /// its session outlives the close (one asked while disconnected ends
+    /// the session here only, and the server expires it later: it must
+    /// hold no node meanwhile).
+    pub(super) fn check_closed(&self, closed: &[Closing]) -> Result<(), Violation> {
+        for one in closed {
+            check_closed(&self.server, &one.core)
+                .map_err(|what| self.violation(format!("c{}: {what}", one.c)))?;
+        }
+        Ok(())
     }
 
     /// What must hold once the world has settled.
@@ -284,4 +250,215 @@ impl World {
         }
         Ok(())
     }
+}
+
+// ---- the checks every driver shares -------------------------------------
+//
+// The world above and the byte-script driver (crate::script) both read
+// their clients through these: one checker, whoever drives the core.
+
+/// One acquisition as a driver sees it, for [`check_attempt`].
+pub(crate) struct Attempt<'a> {
+    pub(crate) now: Instant,
+    /// Its client's session (the core's), and whether the client has a
+    /// connection.
+    pub(crate) session: i64,
+    pub(crate) linked: bool,
+    /// When the newest request the server answered was sent (the
+    /// handshake's included), and the session timeout the server grants:
+    /// the server may have heard nothing later, and expire the session a
+    /// timeout after it.
+    pub(crate) proof: Instant,
+    pub(crate) timeout: Duration,
+    /// The earliest moment the server may expire the session, while it
+    /// lives there (the model's deadline, or sooner where the driver knows
+    /// a real server could): a holder's horizon never passes it.
+    pub(crate) expiry: Option<Instant>,
+    /// Its guard, when it holds through one (a batch turn holds through
+    /// its process's).
+    pub(crate) guard: Option<&'a LockGuard>,
+    pub(crate) seen: Seen<'a>,
+    /// How many may hold its lock at once: a semaphore's leases, else 1.
+    pub(crate) leases: usize,
+}
+
+/// What the driver last read of an acquisition's handle.
+pub(crate) enum Seen<'a> {
+    /// Still waiting, since `started`; `deadline`: the moment by which its
+    /// outcome must have come, if the driver holds it to one.
+    Waiting {
+        started: Instant,
+        deadline: Option<Instant>,
+    },
+    /// Handed out: its node, and the state its guard said.
+    Held { node: &'a str, state: LockState },
+    /// Ended (released, or failed).
+    Ended,
+}
+
+/// The invariants of one acquisition after a step (S1, S2 and the
+/// horizon), against the server's tree and sessions. `deleted`: whether
+/// a third party deleted a node (its holder may say Held on until it
+/// reads of it). `Ok(Some(node))` when it holds by a node that is there,
+/// which the driver then counts among the lock's holders; `Err` says
+/// what broke, to follow the attempt's name.
+pub(crate) fn check_attempt<'a>(
+    server: &SimZooKeeper,
+    a: &Attempt<'a>,
+    deleted: &dyn Fn(&str) -> bool,
+) -> Result<Option<&'a str>, String> {
+    let sid = a.session;
+    if let Some(g) = a.guard {
+        // A holder not Lost knows its horizon.
+        if matches!(a.seen, Seen::Held { .. })
+            && g.state() != LockState::Lost
+            && g.valid_until().is_none()
+        {
+            return Err(format!("is {:?} with no valid_until", g.state()));
+        }
+        // A holder's horizon never passes the server's expiry.
+        if let (Some(horizon), Some(expiry)) = (g.valid_until(), a.expiry) {
+            if horizon > expiry {
+                return Err(format!(
+                    "valid_until is {:?} past the server's expiry",
+                    horizon - expiry
+                ));
+            }
+        }
+    }
+    let (node, state) = match a.seen {
+        Seen::Waiting {
+            started,
+            deadline: Some(d),
+        } if a.now > d => {
+            return Err(format!(
+                "still waiting past its deadline (started {:?} ago)",
+                a.now - started
+            ));
+        }
+        Seen::Held { node, state } => (node, state),
+        Seen::Waiting { .. } | Seen::Ended => return Ok(None),
+    };
+    // S2: Suspended as soon as the connection is gone...
+    if state == LockState::Held && !a.linked {
+        return Err("says Held with no connection".into());
+    }
+    // ...and Lost within a session timeout of the send time of the last
+    // request the server answered.
+    if state != LockState::Lost && a.now > a.proof + a.timeout {
+        return Err(format!(
+            "still {state:?} {:?} after sending the last request the server answered",
+            a.now - a.proof
+        ));
+    }
+    if state != LockState::Held {
+        return Ok(None);
+    }
+    if !server.session_alive(sid) {
+        return Err(format!(
+            "says Held but session {sid:#x} is gone on the server"
+        ));
+    }
+    // The grant's own record names the client's session.
+    if let Some(owner) = a.guard.map(LockGuard::owner_session) {
+        if owner != sid {
+            return Err(format!(
+                "says Held for session {owner:#x}, not its client's {sid:#x}"
+            ));
+        }
+    }
+    let Some(stat) = server.exists(node) else {
+        // Deleted by a third party: an unwatched holder cannot know; a
+        // watched one is held to it as it reads on (read_past_deletion).
+        if !deleted(node) {
+            return Err(format!("says Held but its node {node} is gone"));
+        }
+        return Ok(None);
+    };
+    if stat.ephemeral_owner != sid {
+        return Err(format!(
+            "says Held by {node}, owned by {:#x}, not by its session {sid:#x}",
+            stat.ephemeral_owner
+        ));
+    }
+    // S1 read against the whole queue, every session's contenders (a
+    // third party's, another client's, the client's own strays) included.
+    if let Some(ahead) = queued_ahead(server, node, a.leases) {
+        return Err(format!("says Held by {node} while {ahead} precedes it"));
+    }
+    Ok(Some(node))
+}
+
+/// The holders of one lock at once, each named and said a reader (or a
+/// lease's) or not: one writer alone, or any number of readers.
+pub(crate) fn exclusive(holders: &[(String, bool)]) -> bool {
+    let writers = holders.iter().filter(|(_, reader)| !reader).count();
+    writers == 0 || (writers == 1 && holders.len() == 1)
+}
+
+/// S1 for watched holders: whether a holder on connection `conn` that
+/// has read the server's write number `written` has read past a third
+/// party's deletion of its node, recorded as the number of the server's
+/// last write before it and the connections that had a data watch on the
+/// node then. (Numbers count the frames the server wrote, in order.)
+pub(crate) fn read_past_deletion(
+    (before, watchers): (u64, &[ConnId]),
+    written: u64,
+    conn: ConnId,
+) -> bool {
+    written > before && watchers.contains(&conn)
+}
+
+/// What must hold of a client's core once its application let go of
+/// everything and the core had its time: it finished its close, it
+/// forgets every acquisition, and no node of its session outlives the
+/// close (a close asked while disconnected ends the session here only,
+/// and the server expires it later: it must hold no node meanwhile).
+pub(crate) fn check_closed(server: &SimZooKeeper, core: &Core) -> Result<(), String> {
+    if !core.is_finished() {
+        return Err(format!(
+            "the core never finished its close (session {:#x} {:?})",
+            core.session_id(),
+            core.state()
+        ));
+    }
+    if core.lock_attempts() != 0 {
+        return Err(format!(
+            "the core still tracks {} attempts after its close",
+            core.lock_attempts()
+        ));
+    }
+    let sid = core.session_id();
+    if let Some(path) = server.ephemerals_of(sid).first() {
+        return Err(format!("{path} of session {sid:#x} outlives the close"));
+    }
+    Ok(())
+}
+
+/// What stands ahead of `node` in its queue, beyond what its holder may
+/// hold past, by the recipes' rules (`zklock::recipes::Rule`) read off
+/// the names: for an exclusive holder (a mutex, a writer, an election's
+/// candidate) any contender; for a reader, any that excludes readers; for
+/// one of `leases` leases, the contenders ahead once they are `leases` or
+/// more. `None` when nothing does, or when `node` is no contender there.
+fn queued_ahead(server: &SimZooKeeper, node: &str, leases: usize) -> Option<String> {
+    let (parent, name) = node.rsplit_once('/')?;
+    let queue = sorted_contenders(server.children(parent));
+    let at = queue.iter().position(|c| c.name == name)?;
+    let ahead = &queue[..at];
+    let blocking: Vec<&str> = match queue[at].kind {
+        NodeKind::Read => ahead
+            .iter()
+            .filter(|c| c.kind.blocks_readers())
+            .map(|c| c.name.as_str())
+            .collect(),
+        NodeKind::Lease if ahead.len() < leases.max(1) => Vec::new(),
+        _ => ahead.iter().map(|c| c.name.as_str()).collect(),
+    };
+    let nearest = blocking.last()?;
+    Some(if blocking.len() == 1 {
+        format!("{parent}/{nearest}")
+    } else {
+        format!("{parent}/{nearest} (and {} more)", blocking.len() - 1)
+    })
 }

@@ -15,42 +15,59 @@ impl World {
         let Some(link) = client.link.as_mut() else {
             return;
         };
-        for body in frames(bytes) {
-            let answered = if !link.heard_handshake {
-                link.heard_handshake = true;
-                match link.unanswered.front() {
-                    Some((None, _)) => link.unanswered.pop_front(),
-                    _ => None,
-                }
-            } else {
-                let Some(xid) = body
-                    .get(..4)
-                    .map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
-                else {
-                    continue;
-                };
-                if xid == -1 {
-                    continue; // a watch event answers nothing
-                }
-                // Replies come in request order.
-                loop {
-                    match link.unanswered.pop_front() {
-                        Some((Some(x), at)) if x == xid => break Some((Some(x), at)),
-                        Some(_) => continue,
-                        None => break None,
-                    }
-                }
-            };
-            if let Some((_, sent)) = answered {
-                client.last_answered_send = client.last_answered_send.max(sent);
-            }
+        let sent = note_answers(&mut link.unanswered, &mut link.heard_handshake, bytes);
+        if let Some(sent) = sent {
+            client.last_answered_send = client.last_answered_send.max(sent);
         }
     }
 }
 
+/// The server's answers in `bytes` (whole frames) to the requests in
+/// `unanswered` (see [`note_requests`]; `heard_handshake`: the
+/// connection's handshake was answered): the answered ones leave it, and
+/// the latest time one of them was sent comes back.
+pub(crate) fn note_answers(
+    unanswered: &mut VecDeque<(Option<i32>, Instant)>,
+    heard_handshake: &mut bool,
+    bytes: &[u8],
+) -> Option<Instant> {
+    let mut latest: Option<Instant> = None;
+    for body in frames(bytes) {
+        let answered = if !*heard_handshake {
+            *heard_handshake = true;
+            match unanswered.front() {
+                Some((None, _)) => unanswered.pop_front(),
+                _ => None,
+            }
+        } else {
+            let Some(xid) = body
+                .get(..4)
+                .map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+            else {
+                continue;
+            };
+            if xid == -1 {
+                continue; // a watch event answers nothing
+            }
+            // Replies come in request order.
+            loop {
+                match unanswered.pop_front() {
+                    Some((Some(x), at)) if x == xid => break Some((Some(x), at)),
+                    Some(_) => continue,
+                    None => break None,
+                }
+            }
+        };
+        if let Some((_, sent)) = answered {
+            latest = Some(latest.map_or(sent, |l| l.max(sent)));
+        }
+    }
+    latest
+}
+
 /// The bodies of the length-prefixed frames in `bytes` (a cut-short last
 /// frame is left out).
-pub(super) fn frames(bytes: &[u8]) -> Vec<&[u8]> {
+pub(crate) fn frames(bytes: &[u8]) -> Vec<&[u8]> {
     let mut out = Vec::new();
     let mut rest = bytes;
     while let Some(len) = rest.get(..4) {
@@ -66,7 +83,7 @@ pub(super) fn frames(bytes: &[u8]) -> Vec<&[u8]> {
 
 /// Records the requests in `bytes`, written at `now`: the handshake first
 /// on a new connection, then each request by its xid.
-pub(super) fn note_requests(
+pub(crate) fn note_requests(
     unanswered: &mut VecDeque<(Option<i32>, Instant)>,
     bytes: &[u8],
     now: Instant,

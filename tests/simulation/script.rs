@@ -1,9 +1,11 @@
-//! The `lock_core` fuzz driver on the committed seeds and on generated
-//! scripts, on stable.
+//! The `lock_core` fuzz driver (zklock_sim::script: one client's core
+//! driven by a script of bytes against the model ZooKeeper, held to the
+//! simulator's checker) on the committed seeds and on generated scripts,
+//! on stable.
 
 use std::time::Instant;
 
-use super::Reached;
+use zklock_sim::script::{run, run_counting, Reached};
 
 /// Generated scripts per run.
 const SCRIPTS: usize = 4000;
@@ -33,8 +35,16 @@ fn script(rng: &mut Rng) -> Vec<u8> {
     let mut out = vec![rng.next() as u8];
     out.extend_from_slice(&[12, 0, 8, 0]);
     for _ in 0..rng.next() % 80 {
-        out.push(OPS[(rng.next() % OPS.len() as u64) as usize]);
-        out.push(rng.next() as u8);
+        let op = OPS[(rng.next() % OPS.len() as u64) as usize];
+        let arg = rng.next() as u8;
+        out.push(op);
+        // Time passes mostly by less than the shortest session timeout
+        // (the server expires a session silent longer on its own).
+        out.push(if op == 9 && arg & 0x80 == 0 {
+            arg >> 3
+        } else {
+            arg
+        });
     }
     out
 }
@@ -56,21 +66,15 @@ fn fuzz_lock_core_on_generated_scripts() {
     let mut all = Reached::default();
     for n in 0..SCRIPTS {
         let data = script(&mut rng);
-        let outcome = std::panic::catch_unwind(|| super::run_counting(&data));
-        if let Ok(r) = outcome {
-            all.grants += r.grants;
-            all.grants_past_foreign += r.grants_past_foreign;
-            all.suspended += r.suspended;
-            all.lost += r.lost;
-            all.expiries += r.expiries;
-            all.failures += r.failures;
-        } else {
-            panic!(
+        match std::panic::catch_unwind(|| run_counting(&data)) {
+            Ok(r) => all.add(&r),
+            Err(_) => panic!(
                 "script #{n} of seed {seed} broke a promise; replay it with \
-                 ZKLOCK_FUZZ_SEED={seed} cargo test -p zklock --lib fuzz_lock_core_on_generated_scripts \
-                 (script: {})",
+                 ZKLOCK_FUZZ_SEED={seed} cargo test --test simulation fuzz_lock_core_on_generated_scripts, \
+                 or alone with ZKLOCK_FUZZ_SCRIPT={} ZKLOCK_FUZZ_TRACE=1 cargo test --test simulation \
+                 fuzz_lock_core_replay_script -- --nocapture",
                 hex(&data)
-            );
+            ),
         }
     }
     eprintln!("{SCRIPTS} scripts in {:?}: {all:?}", started.elapsed());
@@ -98,7 +102,7 @@ fn fuzz_lock_core_seeds_replay() {
     for entry in std::fs::read_dir(&dir).expect("fuzz/seeds/lock_core exists") {
         let path = entry.expect("seed entry").path();
         let data = std::fs::read(&path).expect("seed file");
-        if std::panic::catch_unwind(|| super::run(&data)).is_err() {
+        if std::panic::catch_unwind(|| run(&data)).is_err() {
             panic!("seed {} broke a promise", path.display());
         }
         count += 1;
@@ -116,5 +120,5 @@ fn fuzz_lock_core_replay_script() {
     let data: Vec<u8> = (0..script.len() / 2)
         .map(|i| u8::from_str_radix(&script[2 * i..2 * i + 2], 16).expect("hex"))
         .collect();
-    super::run(&data);
+    run(&data);
 }
