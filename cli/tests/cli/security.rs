@@ -331,7 +331,10 @@ fn two_logins_lock_side_by_side_under_one_folder() {
     };
     let holding = |user: &str, path: &str| {
         let script = "echo \"$ZKLOCK_NODE\"; echo locked; read x";
-        let mut p = Proc::spawn(as_user(user, &["exec", "-n", path, "--", "sh", "-c", script]));
+        let mut p = Proc::spawn(as_user(
+            user,
+            &["exec", "-n", path, "--", "sh", "-c", script],
+        ));
         p.expect_line("locked");
         let node = p.seen[0].clone();
         assert!(node.starts_with(&format!("{path}/")), "{node}");

@@ -122,7 +122,7 @@ fn creator_only_lock_paths_leave_the_folder_above_them_shared() {
         s.acquire_timeout(T)
     };
     let alices = semaphore(&alice, "a").unwrap();
-    let bobs = semaphore(&bob, "b")
-        .unwrap_or_else(|e| panic!("bob is locked out of {folder}-s: {e:?}"));
+    let bobs =
+        semaphore(&bob, "b").unwrap_or_else(|e| panic!("bob is locked out of {folder}-s: {e:?}"));
     drop((alices, bobs));
 }
