@@ -135,7 +135,8 @@ fn work(
         .watch_node(true)
         .revocable(h.revocable)
         .acl(acl.clone())
-        .parent_acl(acl);
+        .parent_acl(acl)
+        .ancestor_acl(folder_acl(authenticated));
     let acquired = match &h.kind {
         HoldKind::Exclusive => Mutex::with_options(&client, &h.path, options)
             .and_then(|m| m.lock_with(deadline, Some(&cancel))),
@@ -369,4 +370,24 @@ fn let_go_after_loss(client: &Client, guard: LockGuard) {
     if client.state() == SessionState::Connected {
         let _ = client.close();
     }
+}
+
+/// The ACL of the folders above the lock path that zklock creates. They are
+/// shared by every lock below them, so whoever creates one first must not
+/// lock the others out: anyone may list it and create locks in it, and
+/// with a login only its creator may change or delete it. Without a login
+/// there is no creator to name: open.
+fn folder_acl(authenticated: bool) -> Vec<Acl> {
+    if !authenticated {
+        return Acl::open_unsafe();
+    }
+    let mut acl = vec![Acl {
+        perms: zklock::perms::READ | zklock::perms::CREATE,
+        id: zklock::Id {
+            scheme: "world".into(),
+            id: "anyone".into(),
+        },
+    }];
+    acl.extend(Acl::creator_all());
+    acl
 }

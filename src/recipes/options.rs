@@ -28,6 +28,7 @@ pub struct MutexOptions {
     pub(super) lock_delay: Option<Duration>,
     pub(super) acl: Option<Vec<Acl>>,
     pub(super) parent_acl: Option<Vec<Acl>>,
+    pub(super) ancestor_acl: Option<Vec<Acl>>,
 }
 
 impl MutexOptions {
@@ -109,15 +110,42 @@ impl MutexOptions {
         self
     }
 
-    /// The ACL of the lock path and ancestors created on the way
-    /// (default: open).
+    /// The ACL of the lock path, the parent of the contenders' nodes, when
+    /// the lock creates it (default: open); a semaphore's path and its
+    /// `locks` and `leases` take it too. It says who may queue (CREATE on
+    /// it) and who may delete a contender's node (DELETE, which ZooKeeper
+    /// checks on the parent): with [`Acl::creator_all`] here and in
+    /// [`acl`](Self::acl), other identities can neither delete this
+    /// identity's nodes nor queue on this path. The folders above it take
+    /// [`ancestor_acl`](Self::ancestor_acl).
     pub fn parent_acl(mut self, acl: Vec<Acl>) -> Self {
         self.parent_acl = Some(acl);
         self
     }
 
+    /// The ACL of the folders above the lock path that the lock creates on
+    /// the way (default: open, as in Curator and kazoo); folders that exist
+    /// keep theirs. A folder is shared by every lock below it, whoever made
+    /// it first: one that denies an identity CREATE locks it out of every
+    /// lock below (`NoAuth` on `createContainer`), which is why a
+    /// creator-only [`parent_acl`](Self::parent_acl) does not reach up
+    /// here. To let anyone create locks below a folder but only its creator
+    /// change or delete it, pass an entry for `world:anyone` with
+    /// [`perms`](crate::perms) `READ | CREATE` beside [`Acl::creator_all`]'s,
+    /// as the `zklock` command does with a login.
+    /// Folders are containers: the server deletes one once it is empty,
+    /// whatever its ACL.
+    pub fn ancestor_acl(mut self, acl: Vec<Acl>) -> Self {
+        self.ancestor_acl = Some(acl);
+        self
+    }
+
     pub(crate) fn parent_acl_or_open(&self) -> Vec<Acl> {
         self.parent_acl.clone().unwrap_or_else(Acl::open_unsafe)
+    }
+
+    pub(crate) fn ancestor_acl_or_open(&self) -> Vec<Acl> {
+        self.ancestor_acl.clone().unwrap_or_else(Acl::open_unsafe)
     }
 
     pub(crate) fn holder_data(&self) -> Vec<u8> {

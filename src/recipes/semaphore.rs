@@ -41,6 +41,8 @@ pub struct Semaphore {
     max_leases: usize,
     /// ACL of the semaphore path, when this object creates it.
     acl: Vec<Acl>,
+    /// ACL of the folders above it, when this object creates them.
+    ancestor_acl: Vec<Acl>,
     /// The stored number was found to agree (checked once per object).
     checked: AtomicBool,
 }
@@ -76,6 +78,7 @@ impl Semaphore {
             path: base.to_owned(),
             max_leases: max_leases.max(1),
             acl: options.parent_acl_or_open(),
+            ancestor_acl: options.ancestor_acl_or_open(),
             checked: AtomicBool::new(false),
             gate: QueueLock::new(
                 client,
@@ -167,15 +170,15 @@ impl Semaphore {
                 Ok(other) => return Err(Error::Protocol(format!("{other:?}")).into()),
                 Err(e) if e.is_no_node() => {
                     for path in crate::path::ancestors(&server_path) {
-                        let data = if path == server_path {
-                            ours.clone()
+                        let (data, acl) = if path == server_path {
+                            (ours.clone(), self.acl.clone())
                         } else {
-                            Vec::new()
+                            (Vec::new(), self.ancestor_acl.clone())
                         };
                         let create = Request::CreateContainer(CreateRequest {
                             path,
                             data,
-                            acl: self.acl.clone(),
+                            acl,
                             mode: CreateMode::Container,
                         });
                         match call(create) {

@@ -66,14 +66,19 @@ Options:
       --revocable              let 'zklock revoke' (or Curator's Revoker) ask
                                for the lock: CMD then gets SIGTERM, and the
                                lock is released when it exits
-      --acl ACL                of the lock node and of the parents zklock
-                               creates: creator (only this login), open, or
-                               scheme:id:perms[,...] with perms from cdrwa
-                               (world:r is world:anyone:r). Default: creator
-                               when --sasl-user or digest auth is used, else
-                               open. ZooKeeper checks delete on the parent, so
-                               only a parent that denies others DELETE keeps
-                               them from deleting the node
+      --acl ACL                of the lock node and of the lock path, when
+                               zklock creates it: creator (only this login),
+                               open, or scheme:id:perms[,...] with perms from
+                               cdrwa (world:r is world:anyone:r). Default:
+                               creator when --sasl-user or digest auth is
+                               used, else open. ZooKeeper checks delete on the
+                               parent, so only a lock path that denies others
+                               DELETE keeps them from deleting the node.
+                               Folders above the lock path that zklock creates
+                               are shared by every lock in them: with a login
+                               anyone may create locks in them and only their
+                               creator change or delete them (world:rc and
+                               the creator's cdrwa), else they are open
 
 CMD's environment gets ZKLOCK_FENCING_TOKEN (a number that rises with every
 new holder of any lock in the ensemble: pass it to what you protect and let

@@ -56,7 +56,8 @@ pub struct Hold {
     pub kill_after: Duration,
     /// `--revocable`: a revocation request sends CMD SIGTERM.
     pub revocable: bool,
-    /// `--acl`: of the lock node and of the parents zklock creates.
+    /// `--acl`: of the lock node and of the lock path, when zklock creates
+    /// it (the folders above take `hold::folder_acl`).
     pub acl: NodeAcl,
     pub command: Vec<OsString>,
 }

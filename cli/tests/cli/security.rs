@@ -307,3 +307,108 @@ fn exec_under_sasl_makes_creator_only_nodes_and_acl_opens_them() {
         assert_eq!(status.code(), Some(0), "{err}");
     }
 }
+
+/// With logins, only the lock path is creator-only. The folder above it
+/// that the first user's `exec` creates lets anyone create locks in it, so
+/// a second user locks beside the first under the same folder (it was
+/// `NoAuth on createContainer`, exit 77); yet neither can delete the
+/// other's node or lock path, queue on the other's lock path, or change
+/// the folder.
+#[test]
+fn two_logins_lock_side_by_side_under_one_folder() {
+    use zklock::{perms, Acl, Client, ErrorCode, Id, SaslConfig};
+    let server = ZkServer::start_with_options(
+        &testkit::zk::ZkOptions::new()
+            .sasl_digest(&[("alice", "alice-secret"), ("bob", "bob-secret")]),
+    );
+    let c = server.connect_string();
+    let as_user = |user: &str, args: &[&str]| {
+        let mut all = vec!["--sasl-user", user];
+        all.extend_from_slice(args);
+        let mut cmd = zklock(&c, &all);
+        cmd.env("ZKLOCK_SASL_PASSWORD", format!("{user}-secret"));
+        cmd
+    };
+    let holding = |user: &str, path: &str| {
+        let script = "echo \"$ZKLOCK_NODE\"; echo locked; read x";
+        let mut p = Proc::spawn(as_user(
+            user,
+            &["exec", "-n", path, "--", "sh", "-c", script],
+        ));
+        p.expect_line("locked");
+        let node = p.seen[0].clone();
+        assert!(node.starts_with(&format!("{path}/")), "{node}");
+        (p, node)
+    };
+    let once = |user: &str, path: &str| {
+        let (status, _, err) =
+            Proc::spawn(as_user(user, &["exec", "-n", path, "--", "true"])).finish(PROMPT);
+        (status.code(), err)
+    };
+    let login = |user: &str| {
+        Client::builder(&c)
+            .sasl(SaslConfig::digest_md5(user, &format!("{user}-secret")))
+            .connect()
+            .unwrap()
+    };
+    let (alice, bob) = (login("alice"), login("bob"));
+    // The measured case: alice first, then bob, one after the other.
+    let (code, err) = once("alice", "/sasl/a");
+    assert_eq!(code, Some(0), "{err}");
+    let (code, err) = once("bob", "/sasl/b");
+    assert_eq!(code, Some(0), "bob is locked out of /sasl: {err}");
+    // Side by side.
+    let (alices, alice_node) = holding("alice", "/sasl/a");
+    let (bobs, bob_node) = holding("bob", "/sasl/b");
+    let sasl = |user: &str, perms| Acl {
+        perms,
+        id: Id {
+            scheme: "sasl".into(),
+            id: user.into(),
+        },
+    };
+    let anyone = Acl {
+        perms: perms::READ | perms::CREATE,
+        id: Id {
+            scheme: "world".into(),
+            id: "anyone".into(),
+        },
+    };
+    assert_eq!(
+        alice.get_acl("/sasl").unwrap().0,
+        vec![anyone, sasl("alice", perms::ALL)]
+    );
+    assert_eq!(
+        alice.get_acl("/sasl/a").unwrap().0,
+        vec![sasl("alice", perms::ALL)]
+    );
+    assert_eq!(
+        bob.get_acl("/sasl/b").unwrap().0,
+        vec![sasl("bob", perms::ALL)]
+    );
+    let no_auth = |what: &str, r: zklock::Result<()>| {
+        assert_eq!(
+            r.as_ref().err().and_then(|e| e.code()),
+            Some(ErrorCode::NoAuth),
+            "{what}: {r:?}"
+        );
+    };
+    no_auth("bob deletes alice's node", bob.delete(&alice_node, None));
+    no_auth("alice deletes bob's node", alice.delete(&bob_node, None));
+    no_auth("bob deletes alice's lock path", bob.delete("/sasl/a", None));
+    no_auth(
+        "bob writes the folder",
+        bob.set_data("/sasl", b"mine", None).map(drop),
+    );
+    no_auth(
+        "bob changes the folder's ACL",
+        bob.set_acl("/sasl", Acl::open_unsafe(), None).map(drop),
+    );
+    let (code, err) = once("bob", "/sasl/a");
+    assert_eq!(code, Some(77), "bob queues on alice's lock path: {err}");
+    for mut p in [alices, bobs] {
+        p.send_line("bye");
+        let (status, _, err) = p.finish(PROMPT);
+        assert_eq!(status.code(), Some(0), "{err}");
+    }
+}

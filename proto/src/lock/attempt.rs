@@ -145,8 +145,13 @@ pub struct LockSpec {
     pub data: Vec<u8>,
     /// ACL of our node.
     pub acl: Vec<Acl>,
-    /// ACL of parents created on the way.
+    /// ACL of the lock path, the parent of the contenders' nodes, when
+    /// created. It decides who may queue (CREATE) and who may delete a
+    /// contender's node (DELETE: ZooKeeper checks it on the parent).
     pub parent_acl: Vec<Acl>,
+    /// ACL of the folders above the lock path created on the way. They
+    /// are shared by every lock below them, whoever creates them first.
+    pub ancestor_acl: Vec<Acl>,
     /// When our node is in the way of others.
     pub rule: Rule,
     /// Whether a holder watches its own node, to learn at once that it was
@@ -174,6 +179,7 @@ impl LockSpec {
             data: Vec::new(),
             acl: Acl::open_unsafe(),
             parent_acl: Acl::open_unsafe(),
+            ancestor_acl: Acl::open_unsafe(),
             rule,
             watch_node: false,
             revocable: false,

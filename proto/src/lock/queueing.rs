@@ -55,10 +55,17 @@ impl LockMachine {
                         }
                         return self.step(id);
                     };
+                    // The lock path is the last; the folders above it are
+                    // shared with other locks.
+                    let acl = if n + 1 == ancestors.len() {
+                        spec.parent_acl.clone()
+                    } else {
+                        spec.ancestor_acl.clone()
+                    };
                     let request = Request::CreateContainer(CreateRequest {
                         path: path.clone(),
                         data: Vec::new(),
-                        acl: spec.parent_acl.clone(),
+                        acl,
                         mode: CreateMode::Container,
                     });
                     self.send_main(id, Purpose::Parent(n), request);

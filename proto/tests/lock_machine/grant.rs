@@ -10,6 +10,55 @@ use zklock_proto::session::{RequestError, WatchEvent};
 
 use crate::support::*;
 
+/// A lock path missing with its folders: each is made as a container, top
+/// down; the folders take the ancestors' ACL (shared by every lock below
+/// them), the lock path its own, then our node is created again.
+#[test]
+fn a_missing_lock_path_and_its_folders_are_made_with_their_own_acls() {
+    use jute::{Acl, CreateMode};
+    let folders = Acl::read_unsafe();
+    let lock_path = Acl::creator_all();
+    let mut h = Harness::new();
+    let spec = std::sync::Arc::new(zklock_proto::lock::LockSpec {
+        parent_acl: lock_path.clone(),
+        ancestor_acl: folders.clone(),
+        ..(*spec_at("/f/g/l", false)).clone()
+    });
+    h.m.acquire(h.now, 1, spec, UUID.into(), None, false);
+    let sent = h.sent();
+    h.reply(&sent[0], Err(RequestError::Server(ErrorCode::NoNode)));
+    h.reply(&sent[1], Err(RequestError::Server(ErrorCode::NoNode)));
+    let mut made = Vec::new();
+    let again = loop {
+        let sent = h.sent();
+        match &sent[..] {
+            [o] => {
+                let Request::CreateContainer(c) = &o.request else {
+                    panic!("{o:?}")
+                };
+                assert_eq!(c.mode, CreateMode::Container);
+                made.push((c.path.clone(), c.acl.clone()));
+                h.reply(o, Ok(Response::Path(c.path.clone())));
+            }
+            // Our node's create again, with its listing.
+            [create, _] => break create.request.clone(),
+            _ => panic!("{sent:?}"),
+        }
+    };
+    assert_eq!(
+        made,
+        vec![
+            ("/f".to_owned(), folders.clone()),
+            ("/f/g".to_owned(), folders),
+            ("/f/g/l".to_owned(), lock_path),
+        ]
+    );
+    assert!(
+        matches!(&again, Request::Create2(c) if c.path.starts_with("/f/g/l/")),
+        "{again:?}"
+    );
+}
+
 #[test]
 fn a_free_lock_is_one_round_trip_then_a_watch_on_our_node() {
     let mut h = Harness::new();

@@ -23,6 +23,7 @@ pub(crate) fn spec(watch_node: bool) -> Arc<LockSpec> {
         data: b"me".to_vec(),
         acl: Acl::open_unsafe(),
         parent_acl: Acl::open_unsafe(),
+        ancestor_acl: Acl::open_unsafe(),
         rule: Rule::Predecessor,
         watch_node,
         revocable: false,
