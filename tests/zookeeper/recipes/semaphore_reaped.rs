@@ -133,3 +133,50 @@ fn a_path_made_anew_between_the_check_and_the_queue_is_checked_again() {
     assert_eq!(two.lease_count().unwrap(), 1);
     lease.unlock().unwrap();
 }
+
+/// The path goes and comes back while a user holds the gate and has not
+/// yet queued for a lease (a third party deleted its gate node, so
+/// nothing kept the idle path from the reaper): its lease node lands on
+/// the path made anew with 2, and the lease granted there is released,
+/// not handed out under 1.
+#[test]
+fn a_lease_granted_on_a_path_made_anew_is_checked_before_it_is_handed_out() {
+    /// The op code of getChildren, the gate's listing.
+    const GET_CHILDREN: i32 = 8;
+    let p = path("sem-reaped-grant");
+    let c = connect();
+    Semaphore::new(&c, &p, 1)
+        .unwrap()
+        .acquire_timeout(WAIT)
+        .unwrap()
+        .unlock()
+        .unwrap();
+    let proxy = Proxy::start(reaping().addr());
+    let held = Client::connect(&proxy.connect_string(), Duration::from_secs(30)).unwrap();
+    let one = Semaphore::new(&held, &p, 1).unwrap();
+    proxy.hold_requests_after_reply_of_next(GET_CHILDREN);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(one.acquire_timeout(WAIT * 2).map(drop));
+    });
+    assert!(proxy.wait_requests_held(WAIT), "the gate was granted");
+    let locks = format!("{p}/locks");
+    for node in children(&c, &locks) {
+        c.delete(&format!("{locks}/{node}"), None).unwrap();
+    }
+    wait_reaped(&c, &p);
+    let two = Semaphore::new(&c, &p, 2).unwrap();
+    let lease = two.acquire_timeout(WAIT).unwrap();
+    proxy.clear();
+    let leases = format!("{p}/leases");
+    wait_children(&c, &leases, 2);
+    lease.unlock().unwrap();
+    assert_eq!(
+        rx.recv_timeout(WAIT * 2).expect("acquire returns"),
+        Err(LockError::MaxLeasesMismatch {
+            stored: 2,
+            asked: 1
+        })
+    );
+    testkit::wait_no_children(&c, &leases, WAIT);
+}
