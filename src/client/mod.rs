@@ -276,6 +276,17 @@ impl Client {
             .map(|r| (r, Some(watch)))
     }
 
+    /// Like `call_by`, with the one-shot watch `request` sets.
+    pub(crate) fn call_watch_by(
+        &self,
+        request: Request,
+        deadline: Option<Instant>,
+    ) -> Result<(Response, Watch)> {
+        let (watcher, watch) = self.new_watch();
+        self.call_until(request, Some(watcher), deadline)
+            .map(|r| (r, watch))
+    }
+
     /// Sends `request` (with `watcher`, where its events go, if it sets a
     /// watch) and waits for the reply until the request timeout or
     /// `deadline`. The caller's side of a watch stays with the caller, so

@@ -2,7 +2,7 @@
 //! `<path>/locks` is a mutex that admits one waiter at a time, and
 //! `<path>/leases` holds one node per lease (`_c_<uuid>-lease-<seq>`).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use super::attempt::Rule;
@@ -17,9 +17,25 @@ use super::queue_lock::{QueueLock, Start};
 use super::registry::Side;
 use jute::{CreateRequest, PathWatch, Request, Response, SetDataRequest};
 
-use crate::{Acl, Client, CreateMode, Error, ErrorCode};
+use crate::{Acl, Client, CreateMode, Error, ErrorCode, Watch};
 
 /// At most `max_leases` holders at once.
+///
+/// The number of leases is stored in the data of the semaphore path (as
+/// kazoo does): the first user writes it, and a user asking for another
+/// number is refused with [`LockError::MaxLeasesMismatch`], so that no two
+/// leases are handed out under different numbers on one path. The path is
+/// a container: the server deletes it once it stands empty (its reaper
+/// runs every minute by default, `znode.container.checkIntervalMs`), its
+/// data with it, and the next user makes it anew with its own number. So
+/// the read that finds the number agreeing leaves a watch on the path, and
+/// the number is read again whenever that watch has fired (the path was
+/// deleted or written): before queueing, once the gate is ours, and once
+/// the lease is granted; a lease granted on a path that says another
+/// number is released, not handed out. While the watch is quiet no read is
+/// made: ZooKeeper tells a session of a change to a watched node before
+/// any reply that follows the change, so a lease granted then sits on the
+/// path that was checked (its node keeps that path in place while held).
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -43,8 +59,10 @@ pub struct Semaphore {
     acl: Vec<Acl>,
     /// ACL of the folders above it, when this object creates them.
     ancestor_acl: Vec<Acl>,
-    /// The stored number was found to agree (checked once per object).
-    checked: AtomicBool,
+    /// The watch left by the last read that found the stored number to
+    /// agree: while it has not fired, the path is the one that read found,
+    /// with the same data.
+    checked: Mutex<Option<Watch>>,
 }
 
 impl Semaphore {
@@ -79,7 +97,7 @@ impl Semaphore {
             max_leases: max_leases.max(1),
             acl: options.parent_acl_or_open(),
             ancestor_acl: options.ancestor_acl_or_open(),
-            checked: AtomicBool::new(false),
+            checked: Mutex::new(None),
             gate: QueueLock::new(
                 client,
                 &format!("{base}/locks"),
@@ -104,7 +122,10 @@ impl Semaphore {
     /// gate, so every waiter watches the lease queue (each change costs
     /// every waiter one listing), and it does not check the number of
     /// leases stored on the path: both would block. Use it for a few
-    /// waiters per process, or once [`Semaphore::acquire`] has run.
+    /// waiters per process, and only where every user of the path asks for
+    /// the same number: a check by an earlier [`Semaphore::acquire`] does
+    /// not cover the path made anew after the server deleted it idle, nor
+    /// does a path this call makes anew get the number written.
     pub fn start_acquire(&self, deadline: Option<Instant>) -> PendingLock {
         self.leases.pending(Start::by(deadline))
     }
@@ -121,11 +142,16 @@ impl Semaphore {
     /// Waits for a lease until `deadline` or cancellation. The gate mutex is
     /// held only while waiting, so one process at a time watches the leases.
     ///
+    /// The stored number is checked as [`Semaphore`] says: read (before
+    /// queueing, once the gate is ours, once the lease is granted) only
+    /// before this value's first check or once the watch it left has fired.
+    ///
     /// # Errors
     /// [`LockError::MaxLeasesMismatch`] if the semaphore path stores another
     /// number of leases; [`LockError::Client`] if the path could not be read
-    /// or created; else as [`Mutex::lock_with`](super::Mutex::lock_with)
-    /// (a thread may hold several leases: never `WouldDeadlock`).
+    /// or created, or its data changed on every one of several reads; else
+    /// as [`Mutex::lock_with`](super::Mutex::lock_with) (a thread may hold
+    /// several leases: never `WouldDeadlock`).
     pub fn acquire_with(
         &self,
         deadline: Option<Instant>,
@@ -133,25 +159,55 @@ impl Semaphore {
     ) -> Result<LockGuard, LockError> {
         // A deadline already past (try_acquire) still gets its round trips.
         let bound = deadline.filter(|d| *d > Instant::now());
+        self.check(bound)?;
+        let gate = pending_thread::lock_with(&self.gate, deadline, cancel)?;
+        // The path may have gone and come back since the check, so that
+        // the gate node sits on one made anew: refuse before waiting for
+        // a lease under another number.
+        self.check(bound)?;
+        let lease = pending_thread::lock_with(&self.leases, deadline, cancel);
+        drop(gate);
+        let lease = lease?;
+        // What the guarantee rests on: the lease node keeps the path it
+        // was created on in place, and a watch still quiet now says that
+        // is the path checked. Else read it again; on an error the lease
+        // goes with the guard.
+        self.check(bound)?;
+        Ok(lease)
+    }
+
+    /// [`Semaphore::check_max_leases`], the caller's deadline reached
+    /// reported as a [`LockError::Timeout`].
+    fn check(&self, bound: Option<Instant>) -> Result<(), LockError> {
         match self.check_max_leases(bound) {
             Err(LockError::Client(Error::Timeout))
                 if bound.is_some_and(|d| Instant::now() >= d) =>
             {
-                return Err(LockError::Timeout)
+                Err(LockError::Timeout)
             }
-            other => other?,
+            other => other,
         }
-        let gate = pending_thread::lock_with(&self.gate, deadline, cancel)?;
-        let lease = pending_thread::lock_with(&self.leases, deadline, cancel);
-        drop(gate);
-        lease
+    }
+
+    /// Whether the watch left by the last read that found the number to
+    /// agree is still quiet; one that fired (or can no longer fire) is
+    /// forgotten, so the next check reads again.
+    fn still_checked(&self) -> bool {
+        let mut checked = self.checked.lock().unwrap_or_else(PoisonError::into_inner);
+        if matches!(checked.as_ref().map(Watch::try_recv), Some(Ok(None))) {
+            return true;
+        }
+        *checked = None;
+        false
     }
 
     /// The number of leases is stored on the semaphore path: the first user
     /// writes it, later users must agree (kazoo does the same), or two
-    /// kinds of users would admit different numbers of holders.
+    /// kinds of users would admit different numbers of holders. Read again
+    /// whenever the watch set by the last agreeing read has fired: the
+    /// path may have been deleted and made anew with other data.
     fn check_max_leases(&self, deadline: Option<Instant>) -> Result<(), LockError> {
-        if self.checked.load(Ordering::Acquire) {
+        if self.still_checked() {
             return Ok(());
         }
         let client = &self.gate.client;
@@ -161,14 +217,19 @@ impl Semaphore {
         // Every call bounded by the caller's deadline, not only the client's.
         let call = |request| client.call_by(request, deadline);
         for _ in 0..5 {
-            let read = call(Request::GetData(PathWatch {
-                path: server_path.clone(),
-                watch: false,
-            }));
-            let (data, stat) = match read {
-                Ok(Response::Data { data, stat }) => (data, stat),
-                Ok(other) => return Err(Error::Protocol(format!("{other:?}")).into()),
+            let read = client.call_watch_by(
+                Request::GetData(PathWatch {
+                    path: server_path.clone(),
+                    watch: true,
+                }),
+                deadline,
+            );
+            let (data, stat, watch) = match read {
+                Ok((Response::Data { data, stat }, watch)) => (data, stat, watch),
+                Ok((other, _)) => return Err(Error::Protocol(format!("{other:?}")).into()),
                 Err(e) if e.is_no_node() => {
+                    // Made with the number in it (a queue that makes the
+                    // path leaves it empty: filled below).
                     for path in crate::path::ancestors(&server_path) {
                         let (data, acl) = if path == server_path {
                             (ours.clone(), self.acl.clone())
@@ -192,13 +253,16 @@ impl Semaphore {
                 Err(e) => return Err(e.into()),
             };
             if data.is_empty() {
+                // Made empty (by a queue's parents, or another library):
+                // ours to fill, then read again for a watch on the filled
+                // data (our write fires this one).
                 let write = Request::SetData(SetDataRequest {
                     path: server_path.clone(),
                     data: ours.clone(),
                     version: stat.version,
                 });
                 match call(write) {
-                    Ok(_) => break,
+                    Ok(_) => continue,
                     Err(e) if e.code() == Some(ErrorCode::BadVersion) => continue,
                     Err(e) => return Err(e.into()),
                 }
@@ -211,11 +275,19 @@ impl Semaphore {
                     return Err(LockError::MaxLeasesMismatch { stored, asked })
                 }
                 // Agrees, or data that is not a number: not ours to judge.
-                _ => break,
+                _ => {
+                    *self.checked.lock().unwrap_or_else(PoisonError::into_inner) = Some(watch);
+                    return Ok(());
+                }
             }
         }
-        self.checked.store(true, Ordering::Release);
-        Ok(())
+        // Deleted or written between every read and the next: no verdict,
+        // and no lease without one.
+        Err(Error::Protocol(format!(
+            "the number of leases on {} changed on every one of 5 reads",
+            self.path
+        ))
+        .into())
     }
 
     /// Leases currently held or waited for.

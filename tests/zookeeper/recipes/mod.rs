@@ -11,6 +11,7 @@ mod refusals;
 mod rwlock;
 mod semaphore;
 mod semaphore_checks;
+mod semaphore_reaped;
 mod withdraw;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
