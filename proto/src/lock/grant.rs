@@ -6,8 +6,9 @@ use std::time::Instant;
 use jute::{PathWatch, Request, Response};
 
 use super::{list, AttemptId, LockEvent, LockMachine};
-use crate::lock::attempt::{Node, Purpose};
+use crate::lock::attempt::Node;
 use crate::lock::phase::{Held, OwnSeen, Phase, Wait};
+use crate::lock::purpose::Purpose;
 use crate::lock::queue::{past_the_end, Contender, SEQUENCE_WARNING};
 use crate::lock::state::{LockState, LossReason};
 use crate::session::{RequestError, SessionState};

@@ -4,10 +4,10 @@
 use jute::{ErrorCode, PathWatch, Request, Response};
 
 use super::{AttemptId, LockEvent, LockMachine, REVOKE};
-use crate::lock::attempt::Purpose;
 use crate::lock::delay::DelayPurpose;
 use crate::lock::error::LockError;
 use crate::lock::phase::{Phase, Releasing};
+use crate::lock::purpose::Purpose;
 use crate::lock::state::{LockState, LossReason};
 use crate::session::{RequestError, SessionState};
 

@@ -28,6 +28,7 @@ mod grant;
 mod holding;
 mod ids;
 mod phase;
+mod purpose;
 mod queue;
 mod queueing;
 mod recovery;
@@ -38,8 +39,9 @@ mod tenure;
 
 use jute::{ErrorCode, PathWatch, Request, Stat};
 
-use attempt::{Attempt, Purpose};
+use attempt::Attempt;
 use phase::{OwnSeen, Phase};
+use purpose::Purpose;
 
 use crate::session::SessionState;
 pub use attempt::{LockSpec, Rule};

@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
-use super::attempt::Purpose;
+use super::purpose::Purpose;
 use super::state::LockState;
 use super::AttemptId;
 

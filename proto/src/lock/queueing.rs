@@ -9,9 +9,10 @@ use jute::{
 };
 
 use super::{list, AttemptId, LockEvent, LockMachine};
-use crate::lock::attempt::{Blocker, Node, Purpose};
+use crate::lock::attempt::{Blocker, Node};
 use crate::lock::error::LockError;
 use crate::lock::phase::{Creating, OwnSeen, OwnWatch, Phase, Queueing, Step, Wait};
+use crate::lock::purpose::Purpose;
 use crate::lock::queue::{protected_id, Contender, SEQUENCE_WARNING};
 use crate::session::RequestError;
 

@@ -6,7 +6,8 @@
 use jute::{ErrorCode, Request, Response};
 
 use super::{AttemptId, LockMachine};
-use crate::lock::attempt::{Node, Purpose};
+use crate::lock::attempt::Node;
+use crate::lock::purpose::Purpose;
 use crate::lock::queue::sorted_contenders;
 use crate::session::RequestError;
 

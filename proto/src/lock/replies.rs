@@ -6,8 +6,8 @@ use std::time::Instant;
 use jute::{ErrorCode, EventType, PathWatch, Request, Response};
 
 use super::{AttemptId, LockEvent, LockMachine};
-use crate::lock::attempt::Purpose;
 use crate::lock::phase::{OwnSeen, Phase, Wait};
+use crate::lock::purpose::Purpose;
 use crate::lock::queue::protected_id;
 use crate::session::{RequestError, SessionState, WatchEvent};
 

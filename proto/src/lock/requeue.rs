@@ -14,8 +14,9 @@ use std::time::Instant;
 use jute::{CreateMode, CreateRequest, MultiOp, MultiResult, PathVersion, Request, Response};
 
 use super::{AttemptId, LockMachine};
-use crate::lock::attempt::{Attempt, LockSpec, Purpose};
+use crate::lock::attempt::{Attempt, LockSpec};
 use crate::lock::phase::{Phase, Releasing};
+use crate::lock::purpose::Purpose;
 use crate::session::{RequestError, SessionState};
 
 impl LockMachine {

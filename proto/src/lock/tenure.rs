@@ -74,10 +74,10 @@ use jute::{
 };
 
 use super::{list, AttemptId, LockMachine};
-use crate::lock::attempt::Purpose;
 use crate::lock::delay::{DelayPurpose, Stage};
 use crate::lock::error::LockError;
 use crate::lock::phase::Phase;
+use crate::lock::purpose::Purpose;
 use crate::lock::queue::{protected_id, tenure_path};
 use crate::session::RequestError;
 
