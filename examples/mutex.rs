@@ -7,7 +7,14 @@ use std::time::Duration;
 use zklock::recipes::Mutex;
 use zklock::Client;
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("error: {e}"); // Display: one line, unlike `?` in main (Debug)
+        std::process::exit(1);
+    }
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
     let connect = std::env::var("ZKLOCK_CONNECT").unwrap_or_else(|_| "127.0.0.1:2181".into());
     let client = Client::connect(&connect, Duration::from_secs(10))?;
     let workers: Vec<_> = (0..3)

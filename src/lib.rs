@@ -10,7 +10,14 @@
 //! use std::time::Duration;
 //! use zklock::{Client, recipes::{Mutex, LockState}};
 //!
-//! fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! fn main() {
+//!     if let Err(e) = run() {
+//!         eprintln!("error: {e}"); // Display: one line, unlike `?` in main (Debug)
+//!         std::process::exit(1);
+//!     }
+//! }
+//!
+//! fn run() -> Result<(), Box<dyn std::error::Error>> {
 //!     let client = Client::connect("127.0.0.1:2181", Duration::from_secs(10))?;
 //!     let lock = Mutex::new(&client, "/locks/report")?;
 //!     let guard = lock.lock_timeout(Duration::from_secs(30))?;

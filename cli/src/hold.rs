@@ -158,16 +158,16 @@ fn work(
             let code = h.conflict_exit_code;
             let holder = holder_of(&client, &h.path);
             let _ = client.close();
-            let what = match h.kind {
-                HoldKind::Leader { .. } => "not elected at",
-                _ => "lock not acquired:",
+            let (what, held) = match h.kind {
+                HoldKind::Leader { .. } => ("not elected", "led"),
+                _ => ("lock not acquired", "held"),
             };
             let after = match h.wait {
                 Some(w) if !w.is_zero() => format!("gave up after {}", secs(w)),
                 _ => "not waiting (-n)".to_owned(),
             };
             complain(&format!(
-                "{sub}: {what} {} is held{holder}; {after}",
+                "{sub}: {what}: {} is {held}{holder}; {after}",
                 h.path
             ));
             return Ok(code);

@@ -65,9 +65,11 @@ pub fn client_failure(e: &Error, doing: &str) -> Failure {
     let code = match e {
         Error::InvalidPath { .. }
         | Error::InvalidConnectString(_)
-        | Error::InvalidSetting { .. }
-        | Error::Resolve { .. } => exit::USAGE,
-        Error::Timeout
+        | Error::InvalidSetting { .. } => exit::USAGE,
+        // A host that does not resolve is as unreachable as one that does
+        // not answer (a DNS outage, a typo alike): no session.
+        Error::Resolve { .. }
+        | Error::Timeout
         | Error::ConnectionLoss
         | Error::Closed
         | Error::Connect(_)

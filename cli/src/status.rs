@@ -218,7 +218,12 @@ pub fn revoke(global: &Global, path: &str) -> Result<u8, Failure> {
     let _ = client.close();
     match asked {
         Some(node) => {
-            println!("asked the holder of {path} to let go: {node}");
+            // Nothing in the node says whether its holder listens (Curator's
+            // protocol keeps that in the holder's watch): say both outcomes.
+            println!(
+                "asked the holder of {path} to let go: {node} (only a revocable holder \
+                 lets go, e.g. `zklock exec --revocable`; any other ignores this and keeps the lock)"
+            );
             Ok(0)
         }
         None => {

@@ -20,7 +20,7 @@ pub enum LockError {
     /// ([`LossReason::NoContact`](crate::recipes::LossReason::NoContact),
     /// [`LossReason::SequenceExhausted`](crate::recipes::LossReason::SequenceExhausted)),
     /// whose node stays until that guard goes: drop it first.
-    #[error("this thread already holds the lock")]
+    #[error("this thread already holds the lock, or keeps a guard of it that says Lost (its node stays until that guard is dropped): drop it first")]
     WouldDeadlock,
     /// A read holder asked for the write lock; that can deadlock, so it is refused.
     #[error("upgrading a read lock to a write lock is not allowed")]
@@ -89,5 +89,23 @@ impl From<Error> for LockError {
             Error::SessionExpired => LockError::SessionExpired,
             other => LockError::Client(other),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn would_deadlock_names_a_lost_guard_still_kept() {
+        let text = LockError::WouldDeadlock.to_string();
+        assert!(
+            text.starts_with("this thread already holds the lock"),
+            "{text}"
+        );
+        assert!(
+            text.contains("says Lost") && text.contains("drop it first"),
+            "{text}"
+        );
     }
 }

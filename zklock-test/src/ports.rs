@@ -2,6 +2,7 @@
 //! before they start (ZooKeeper's client, quorum and election ports).
 
 use std::collections::HashSet;
+use std::io;
 use std::net::TcpListener;
 use std::sync::{Mutex, OnceLock};
 
@@ -31,4 +32,11 @@ pub fn free_ports(count: usize) -> Vec<u16> {
         listeners.push(listener);
     }
     ports
+}
+
+/// Why 127.0.0.1:`port` cannot be listened on (another server holds it),
+/// or `None` when it is free. A server started there would exit at once,
+/// and a readiness probe would be answered by the other one.
+pub(crate) fn port_taken(port: u16) -> Option<io::Error> {
+    TcpListener::bind(("127.0.0.1", port)).err()
 }

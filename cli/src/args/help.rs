@@ -33,7 +33,8 @@ Exit codes:
   1 (or -E CODE)       the lock was not acquired within -w / at once with -n
   64                   bad arguments or a bad path
   66                   an input file (TLS, password, digest) is missing or unreadable
-  69                   no ZooKeeper server reachable within the session timeout
+  69                   no ZooKeeper server reachable within the session timeout,
+                       or its host name does not resolve
   70                   internal error
   75                   the lock was lost (session expired, node deleted)
   77                   permission denied by the ZooKeeper ACL
@@ -166,8 +167,9 @@ Writes Apache Curator's revocation message into the node of the lock's
 holder (the first in its queue). A holder that opted in lets go: 'zklock
 exec --revocable' sends its CMD SIGTERM and releases when CMD exits; a
 Curator InterProcessMutex made revocable calls its listener. Other holders
-ignore it. Prints the holder's node, or says that nobody holds the lock
-(exit 1).
+ignore it, and nothing in the node tells them apart: exit 0 means the
+holder was asked, not that it lets go. Prints the holder's node, or says
+that nobody holds the lock (exit 1).
 
 Examples:
   zklock revoke /locks/deploy

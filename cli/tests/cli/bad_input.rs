@@ -65,6 +65,10 @@ fn bad_input_has_documented_codes_and_one_line_reasons() {
         assert_eq!(line.matches(&dead).count(), 1, "the address once: {line}");
         assert!(started.elapsed() < Duration::from_secs(10));
     }
+    // A host name that does not resolve (a DNS outage alike): no session, 69.
+    let (code, _, err) = run("nosuch.invalid:2181", &["status", "/x"]);
+    assert_eq!(code, 69, "{err}");
+    assert!(one_line(&err).contains("cannot resolve"), "{err}");
 
     for sub in ["exec", "status", "leader"] {
         let (code, out, _) = run(&c, &[sub, "--help"]);

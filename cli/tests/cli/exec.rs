@@ -68,7 +68,10 @@ fn nonblock_wait_and_conflict_exit_code() {
 
     let (code, _, err) = run(&c, &["exec", "-n", "/cli-nb", "--", "true"]);
     assert_eq!(code, 1, "{err}");
-    assert!(one_line(&err).contains("not acquired"), "{err}");
+    assert!(
+        one_line(&err).contains("lock not acquired: /cli-nb is held by "),
+        "{err}"
+    );
 
     let (code, _, err) = run(&c, &["exec", "-n", "-E", "42", "/cli-nb", "--", "true"]);
     assert_eq!(code, 42, "{err}");

@@ -89,7 +89,10 @@ fn leader_runs_the_command_while_elected() {
         &["leader", "-n", "--id", "second", "/cli-elect", "--", "true"],
     );
     assert_eq!(code, 1, "{err}");
-    assert!(one_line(&err).contains("not elected"), "{err}");
+    assert!(
+        one_line(&err).contains(r#"not elected: /cli-elect is led by "first"; not waiting (-n)"#),
+        "{err}"
+    );
     let (_, out, _) = run(&c, &["status", "--json", "/cli-elect"]);
     let v = Json::parse(&out[0]);
     assert_eq!(v.get("queue").array()[0].get("data").str(), "first");
@@ -143,6 +146,10 @@ sleep 60 & wait"#;
         out[0].starts_with("asked the holder of /cli-revoke to let go: /cli-revoke/_c_"),
         "{out:?}"
     );
+    assert!(
+        out[0].contains("only a revocable holder lets go"),
+        "{out:?}"
+    );
     // CMD gets SIGTERM, exits, and the lock is released.
     p.expect_line("got TERM");
     let (status, _, err) = p.finish(PROMPT);
@@ -150,8 +157,12 @@ sleep 60 & wait"#;
     assert_eq!(queue_len(&c, "/cli-revoke"), 0, "released");
     // A holder that did not opt in is asked, and carries on.
     let holder = hold(&c, &[], "/cli-revoke");
-    let (code, _, _) = run(&c, &["revoke", "/cli-revoke"]);
+    let (code, out, _) = run(&c, &["revoke", "/cli-revoke"]);
     assert_eq!(code, 0);
+    assert!(
+        out[0].contains("any other ignores this and keeps the lock"),
+        "the message says it may be ignored: {out:?}"
+    );
     assert_eq!(queue_len(&c, "/cli-revoke"), 1, "not revocable: still held");
     release(holder);
 }

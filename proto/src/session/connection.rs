@@ -139,6 +139,11 @@ impl<R, W: Clone> Session<R, W> {
             let len = match frame_len(&self.input, self.config.max_frame) {
                 Ok(Some(len)) => len,
                 Ok(None) => return true,
+                Err(e) if matches!(self.phase, Phase::Handshaking { .. }) => {
+                    // No ZooKeeper answers the handshake so: say what the peer is not.
+                    self.protocol_error(now, not_zookeeper(&self.input[..4], &e));
+                    return false;
+                }
                 Err(e) => {
                     self.protocol_error(now, format!("bad frame: {e}"));
                     return false;
@@ -248,5 +253,19 @@ impl<R, W: Clone> Session<R, W> {
     pub(super) fn drop_connection(&mut self, now: Instant, reason: DropReason) {
         self.events.push_back(SessionEvent::DropConnection(reason));
         self.handle_disconnected(now);
+    }
+}
+
+/// Why a first frame no ZooKeeper would send (before the handshake's answer)
+/// ends the connection: the peer is something else. An HTTP server answers
+/// `HTTP/1.1 400 ...`, whose length bytes spell "HTTP" (1213486160 bytes).
+fn not_zookeeper(first: &[u8], e: &jute::DecodeError) -> String {
+    if first.iter().all(|b| b.is_ascii_graphic() || *b == b' ') {
+        format!(
+            "the server does not speak ZooKeeper (its first bytes were {:?})",
+            String::from_utf8_lossy(first)
+        )
+    } else {
+        format!("the server does not speak ZooKeeper (its answer to the handshake: {e})")
     }
 }

@@ -6,6 +6,7 @@
 //! (the crate's watchdog).
 
 use std::io::{self, IsTerminal, Read, Write};
+use std::net::TcpListener;
 use std::os::unix::fs::FileTypeExt;
 use std::process::ExitCode;
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
@@ -72,6 +73,20 @@ fn main() -> ExitCode {
         eprintln!("zklock-test: cannot handle signals: {e}");
         return ExitCode::FAILURE;
     }
+    // A server on a taken port exits at once, while the one already there
+    // would answer the readiness probe: say so before starting anything.
+    if serve.port != 0 {
+        let count = serve.members.unwrap_or(1);
+        for port in (0..count).filter_map(|i| serve.port.checked_add(i as u16)) {
+            if let Err(e) = TcpListener::bind(("127.0.0.1", port)) {
+                eprintln!(
+                    "zklock-test: cannot serve on 127.0.0.1:{port}: {e} (another ZooKeeper \
+                     running?); stop it, or choose another port with --port N (0: a free one)"
+                );
+                return ExitCode::FAILURE;
+            }
+        }
+    }
     let mut options = ZkOptions::new().tick_ms(serve.tick_ms);
     options = options.client_port(serve.port);
     let running = match serve.members {
@@ -105,6 +120,7 @@ fn main() -> ExitCode {
             Err(RecvTimeoutError::Timeout) if running.all_alive() => {}
             Err(RecvTimeoutError::Timeout) => {
                 eprintln!("zklock-test: a server exited on its own; stopping the rest");
+                eprint!("{}", running.dead_logs());
                 break ExitCode::FAILURE;
             }
             Err(RecvTimeoutError::Disconnected) => break ExitCode::SUCCESS,
@@ -216,6 +232,17 @@ impl Running {
         match self {
             Running::Standalone(server) => format!("standalone ({})", server.dir().display()),
             Running::Ensemble(ensemble) => format!("ensemble of {}", ensemble.len()),
+        }
+    }
+
+    /// The log tails of the servers that died, for the reason.
+    fn dead_logs(&self) -> String {
+        match self {
+            Running::Standalone(server) => format!("server log:\n{}\n", server.log_tail(20)),
+            Running::Ensemble(ensemble) => (0..ensemble.len())
+                .filter(|&i| !ensemble.is_running(i))
+                .map(|i| format!("member {i}'s log:\n{}\n", ensemble.log_tail(i, 20)))
+                .collect(),
         }
     }
 

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use super::four_letter::{parse_mode, try_four_letter};
 use super::jvm::{tail_of_file, Node, StartFailure, POLL_INTERVAL, QUORUM_MAIN};
-use super::{start_retrying, ZkOptions, READY_TIMEOUT};
+use super::{check_chosen_ports, start_retrying, ZkOptions, READY_TIMEOUT};
 use crate::proxy::{Direction, Proxy};
 use crate::{free_ports, scratch_dir};
 
@@ -80,6 +80,7 @@ impl ZkEnsemble {
     /// member's log tail) until each reports `Mode: leader` or `Mode: follower`.
     pub fn start_with_options(n: usize, options: &ZkOptions) -> ZkEnsemble {
         assert!(n >= 1, "an ensemble needs at least one member");
+        check_chosen_ports(options, n);
         start_retrying(options, || {
             let ensemble = Self::spawn_members(n, options, None);
             ensemble.wait_ready_within(READY_TIMEOUT).map(|()| ensemble)
@@ -100,6 +101,7 @@ impl ZkEnsemble {
     /// proxy.
     pub fn start_with_links(n: usize, options: &ZkOptions, sync_limit: u32) -> ZkEnsemble {
         assert!(n >= 2, "links need at least two members");
+        check_chosen_ports(options, n);
         start_retrying(options, || {
             let ensemble = Self::spawn_members(n, options, Some(sync_limit));
             ensemble.wait_ready_within(READY_TIMEOUT).map(|()| ensemble)

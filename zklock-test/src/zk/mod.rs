@@ -29,6 +29,8 @@ use std::time::Duration;
 
 use jvm::StartFailure;
 
+use crate::ports::port_taken;
+
 pub use ensemble::{LinkState, ZkEnsemble};
 pub use four_letter::try_four_letter;
 pub use options::ZkOptions;
@@ -55,6 +57,23 @@ fn start_retrying<T>(options: &ZkOptions, mut start: impl FnMut() -> Result<T, S
                 attempt += 1;
             }
             Err(failure) => panic!("{}", failure.message),
+        }
+    }
+}
+
+/// Panics, before any JVM is started, if a client port the caller chose
+/// (`ZkOptions::client_port`, and the `count - 1` after it) is taken: the
+/// server would exit at once, while the one already there answered for it.
+fn check_chosen_ports(options: &ZkOptions, count: usize) {
+    let Some(base) = options.client_port else {
+        return;
+    };
+    for port in (0..count).filter_map(|i| base.checked_add(i as u16)) {
+        if let Some(e) = port_taken(port) {
+            panic!(
+                "ZooKeeper client port 127.0.0.1:{port} is taken ({e}): another server \
+                 listens there; choose another port, or none for a free one"
+            );
         }
     }
 }

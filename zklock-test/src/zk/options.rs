@@ -65,8 +65,9 @@ impl ZkOptions {
     }
 
     /// Listens for clients on `127.0.0.1:port` instead of a free port
-    /// (member `i` of an ensemble on `port + i`). Starting fails if the
-    /// port is taken; 0 means a free port.
+    /// (member `i` of an ensemble on `port + i`). Starting panics, before
+    /// any server is started, if such a port is taken (another server there
+    /// would answer for it); 0 means a free port.
     pub fn client_port(mut self, port: u16) -> Self {
         self.client_port = (port != 0).then_some(port);
         self

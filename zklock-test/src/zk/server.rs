@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 
 use super::four_letter::try_four_letter;
 use super::jvm::{tail_of_file, Node, STANDALONE_MAIN};
-use super::{start_retrying, ZkOptions, READY_TIMEOUT};
+use super::{check_chosen_ports, start_retrying, ZkOptions, READY_TIMEOUT};
 use crate::{free_ports, scratch_dir};
 
 /// One standalone ZooKeeper server on 127.0.0.1 with its own temporary directory.
@@ -36,6 +36,7 @@ impl ZkServer {
     /// Starts a server with full options. Panics (with the log tail) if it is
     /// not ready within 30 s: tests must fail loudly, never skip.
     pub fn start_with_options(options: &ZkOptions) -> ZkServer {
+        check_chosen_ports(options, 1);
         start_retrying(options, || {
             let ports = free_ports(2);
             let port = options.client_port.unwrap_or(ports[0]);

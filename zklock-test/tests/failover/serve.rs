@@ -111,3 +111,25 @@ fn a_killed_serve_leaves_nothing_behind() {
     // The pipe held open to the end: a write now fails or goes nowhere.
     let _ = child.stdin.take().map(|mut stdin| stdin.write_all(b"\n"));
 }
+
+#[test]
+fn serve_on_a_taken_port_says_so_and_starts_nothing() {
+    // Another server on the port: its answer must not pass for readiness.
+    let other = std::net::TcpListener::bind("127.0.0.1:0").expect("a listener");
+    let port = other.local_addr().expect("its address").port().to_string();
+    let started = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_zklock-test"))
+        .args(["serve", "--port", &port])
+        .stdin(Stdio::null())
+        .output()
+        .expect("running zklock-test serve");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "stderr: {stderr}");
+    assert!(out.stdout.is_empty(), "no connect string printed: {out:?}");
+    assert!(
+        stderr.contains(&format!("cannot serve on 127.0.0.1:{port}")) && stderr.contains("in use"),
+        "the reason: {stderr}"
+    );
+    assert!(started.elapsed() < WAIT, "no JVM was waited for");
+    drop(other);
+}

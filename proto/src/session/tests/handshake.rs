@@ -18,6 +18,45 @@ fn handshake_negotiates_timeout_and_connects() {
     assert!(!h.s.wants_connection());
 }
 
+/// A peer that is not ZooKeeper (an HTTP server's `HTTP/1.1 400`) is named
+/// as such, not as a frame of 1213486160 bytes; after the handshake an
+/// oversized frame is a bad frame.
+#[test]
+fn a_peer_that_does_not_speak_zookeeper_is_named_so() {
+    let dropped_because = |h: &mut Harness| match h.events().first() {
+        Some(SessionEvent::DropConnection(DropReason::Protocol(what))) => what.clone(),
+        other => panic!("no protocol drop: {other:?}"),
+    };
+    let mut h = Harness::new();
+    h.s.handle_connected(h.now);
+    h.sent();
+    h.s.handle_input(h.now, b"HTTP/1.1 400 Bad Request\r\n\r\n");
+    assert_eq!(
+        dropped_because(&mut h),
+        r#"the server does not speak ZooKeeper (its first bytes were "HTTP")"#
+    );
+    let mut h = Harness::new();
+    h.s.handle_connected(h.now);
+    h.sent();
+    h.s.handle_input(h.now, &[0x16, 0x03, 0x03, 0x00, 0x02]);
+    let what = dropped_because(&mut h);
+    assert!(
+        what.starts_with(
+            "the server does not speak ZooKeeper (its answer to the handshake: frame of"
+        ),
+        "{what}"
+    );
+    let mut h = Harness::new();
+    h.connect(1, 9000);
+    h.events();
+    h.s.handle_input(h.now, b"HTTP");
+    let what = dropped_because(&mut h);
+    assert!(
+        what.starts_with("bad frame: frame of 1213486160 bytes"),
+        "{what}"
+    );
+}
+
 #[test]
 fn requests_submitted_while_connecting_wait_for_the_handshake() {
     let mut h = Harness::new();
