@@ -13,6 +13,7 @@ use super::*;
 
 mod auth;
 mod ending;
+mod follower_model;
 mod fuzzing;
 mod handshake;
 mod leader_check;

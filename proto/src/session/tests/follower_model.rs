@@ -1,0 +1,177 @@
+//! The leader check against a model of ZooKeeper's follower/leader session
+//! tracking: a follower cut off from its leader is noticed before the
+//! leader expires the session.
+
+use super::*;
+
+/// A small model of what ZooKeeper 3.8 does with a session on a follower
+/// (see `Session::set_leader_check`): the follower notes every packet of
+/// ours in its touch table and answers pings itself; the leader pings the
+/// follower every tick/2, touches what the reply lists (expiry: arrival +
+/// T, rounded up to a tick) and answers syncs. Links are FIFO with random
+/// delays; at `cut` the follower-leader link goes silent. Returns (the
+/// leader's expiry before its rounding up to a tick, which may add
+/// nothing; when the core said Suspended; when it said Lost), in ms from
+/// the start, and whether anything but Connected was said before the cut.
+fn follower_model(
+    seed: u64,
+    cut_ms: u64,
+    max_link_ms: u64,
+) -> (u64, Option<u64>, Option<u64>, bool) {
+    let mut rng = seed;
+    let mut rand = move |n: u64| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng % n.max(1)
+    };
+    // The worst ratio the server allows: T = 2 × tick.
+    let t_ms = T.as_millis() as u64;
+    let tick = t_ms / 2;
+    let round_up = |t: u64| (t / tick + 1) * tick;
+    let mut h = Harness::new();
+    let start = h.now;
+    h.connect(1, t_ms as i32);
+    h.events();
+    let mut expiry = round_up(t_ms);
+    // The expiry without the rounding up, which may add nothing.
+    let mut floor = t_ms;
+    let mut touched = false;
+    // In-flight messages: (arrival ms, what). FIFO per direction.
+    #[derive(Clone, Copy, PartialEq)]
+    enum Msg {
+        /// Client -> follower: a request with this xid (ping or sync).
+        ToFollower(i32, bool),
+        /// Follower -> client: the answer to this xid (sync or ping).
+        ToClient(i32, bool),
+        /// Leader -> follower: a quorum ping.
+        Ping,
+        /// Follower -> leader: ping reply carrying our touch, or not.
+        PingReply(bool),
+        /// Follower -> leader: our sync.
+        Sync(i32),
+        /// Leader -> follower: the sync's answer.
+        SyncDone(i32),
+    }
+    let mut queue: Vec<(u64, Msg)> = Vec::new();
+    let mut last_arrival = [0u64; 4]; // c->f, f->c, l->f, f->l
+    let mut send = |queue: &mut Vec<(u64, Msg)>, now: u64, way: usize, delay: u64, m: Msg| {
+        let leader_link = way >= 2;
+        let at = (now + delay).max(last_arrival[way]);
+        last_arrival[way] = at;
+        if leader_link && at >= cut_ms {
+            return; // lost in the silent cut
+        }
+        queue.push((at, m));
+    };
+    let phase = rand(tick / 2);
+    let mut next_leader_ping = phase;
+    let (mut suspended, mut lost, mut early) = (None, None, false);
+    let end = cut_ms + 2 * t_ms;
+    for now in 0..end {
+        h.now = start + Duration::from_millis(now);
+        // Deliver what arrives now, in order.
+        let mut due: Vec<(u64, Msg)> = queue.iter().copied().filter(|(at, _)| *at <= now).collect();
+        queue.retain(|(at, _)| *at > now);
+        due.sort_by_key(|(at, _)| *at);
+        for (_, m) in due {
+            match m {
+                Msg::ToFollower(xid, is_sync) => {
+                    touched = true;
+                    if is_sync {
+                        let d = rand(max_link_ms + 1);
+                        send(&mut queue, now, 3, d, Msg::Sync(xid));
+                    } else {
+                        send(&mut queue, now, 1, rand(3), Msg::ToClient(xid, false));
+                    }
+                }
+                Msg::ToClient(xid, is_sync) => {
+                    if h.s.phase == Phase::Connected {
+                        let body = if is_sync {
+                            Response::Path("/".into())
+                        } else {
+                            Response::Empty
+                        };
+                        h.reply(xid, 9, ErrorCode::Ok, body);
+                    }
+                }
+                Msg::Ping => {
+                    let carried = std::mem::take(&mut touched);
+                    let d = rand(max_link_ms + 1);
+                    send(&mut queue, now, 3, d, Msg::PingReply(carried));
+                }
+                Msg::PingReply(carried) => {
+                    if carried && now < expiry {
+                        expiry = round_up(now + t_ms);
+                        floor = now + t_ms;
+                    }
+                }
+                Msg::Sync(xid) => {
+                    assert!(
+                        now < expiry,
+                        "seed {seed}: sync reached the leader after expiry"
+                    );
+                    let d = rand(max_link_ms + 1);
+                    send(&mut queue, now, 2, d, Msg::SyncDone(xid));
+                }
+                Msg::SyncDone(xid) => {
+                    send(&mut queue, now, 1, rand(3), Msg::ToClient(xid, true));
+                }
+            }
+        }
+        if now == next_leader_ping {
+            let d = rand(max_link_ms + 1);
+            send(&mut queue, now, 2, d, Msg::Ping);
+            next_leader_ping += tick / 2;
+        }
+        if h.s.poll_timeout().is_some_and(|d| d <= h.now) {
+            h.s.handle_timeout(h.now);
+        }
+        for (xid, request) in h.sent_requests() {
+            let is_sync = matches!(request, Request::Sync(_));
+            send(&mut queue, now, 0, rand(3), Msg::ToFollower(xid, is_sync));
+        }
+        let ev = h.events();
+        for state in states(&ev) {
+            if now < cut_ms {
+                early = true;
+            }
+            match state {
+                SessionState::Suspended => {
+                    suspended.get_or_insert(now);
+                }
+                SessionState::Lost => {
+                    lost.get_or_insert(now);
+                }
+                _ => {}
+            }
+        }
+    }
+    (floor, suspended, lost, early)
+}
+
+#[test]
+fn a_cut_off_follower_is_noticed_before_the_leader_expires_the_session() {
+    let t_ms = T.as_millis() as u64;
+    let mut least_margin = u64::MAX;
+    for seed in 1..=60u64 {
+        let seed = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        // Transit up to 150 ms each way on the leader link: within the
+        // T/12 slack of the derivation at T = 2 × tick.
+        let cut = 3 * t_ms + seed % t_ms;
+        let (expiry, suspended, lost, early) = follower_model(seed, cut, 150);
+        assert!(!early, "seed {seed}: not Connected before the cut");
+        let suspended = suspended.unwrap_or_else(|| panic!("seed {seed}: never Suspended"));
+        let lost = lost.unwrap_or_else(|| panic!("seed {seed}: never Lost"));
+        assert!(
+            suspended + t_ms / 4 <= expiry,
+            "seed {seed}: Suspended at {suspended}, the leader expires at {expiry}"
+        );
+        assert!(
+            lost <= expiry,
+            "seed {seed}: Lost at {lost}, expiry {expiry}"
+        );
+        least_margin = least_margin.min(expiry - suspended);
+    }
+    eprintln!("least margin between Suspended and the leader's expiry: {least_margin} ms of T = {t_ms} ms");
+}
