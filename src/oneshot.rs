@@ -290,21 +290,11 @@ mod tests {
         assert_eq!(Arc::strong_count(&seen), 1);
     }
 
-    /// A waker that counts how often it was woken.
-    struct Count(std::sync::atomic::AtomicUsize);
-
-    impl std::task::Wake for Count {
-        fn wake(self: std::sync::Arc<Self>) {
-            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        }
-    }
-
     #[test]
     fn a_task_awaiting_the_answer_is_woken_by_it_and_by_the_last_sender_gone() {
-        let count = std::sync::Arc::new(Count(Default::default()));
-        let waker = Waker::from(count.clone());
+        let (count, waker) = crate::wakers::counting::counting();
         let mut cx = Context::from_waker(&waker);
-        let woken = || count.0.load(std::sync::atomic::Ordering::SeqCst);
+        let woken = || crate::wakers::counting::woken(&count);
 
         let (tx, rx) = channel();
         assert!(rx.poll_recv(&mut cx).is_pending());

@@ -45,14 +45,15 @@ impl WakeList {
     }
 }
 
+/// A waker that counts how often it was woken, for the tests of what wakes
+/// tasks.
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+pub(crate) mod counting {
+    use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
-    use std::task::Wake;
+    use std::task::{Wake, Waker};
 
-    struct Count(AtomicUsize);
+    pub(crate) struct Count(AtomicUsize);
 
     impl Wake for Count {
         fn wake(self: Arc<Self>) {
@@ -60,17 +61,32 @@ mod tests {
         }
     }
 
+    /// A fresh count and a waker that adds to it.
+    pub(crate) fn counting() -> (Arc<Count>, Waker) {
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        (count.clone(), Waker::from(count))
+    }
+
+    /// How often the count's waker was woken.
+    pub(crate) fn woken(count: &Count) -> usize {
+        count.0.load(Ordering::SeqCst)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::counting::{counting, woken};
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
     #[test]
     fn every_waiting_task_is_woken_once_and_a_ready_one_never_waits() {
         let list = WakeList::default();
         let done = AtomicBool::new(false);
         let ready = || done.load(Ordering::SeqCst).then_some(());
-        let counts: Vec<_> = (0..2)
-            .map(|_| Arc::new(Count(AtomicUsize::new(0))))
-            .collect();
-        for c in &counts {
-            let waker = Waker::from(c.clone());
-            let mut cx = Context::from_waker(&waker);
+        let tasks: Vec<_> = (0..2).map(|_| counting()).collect();
+        for (_, waker) in &tasks {
+            let mut cx = Context::from_waker(waker);
             assert!(list.poll_until(&mut cx, ready).is_pending());
             assert!(
                 list.poll_until(&mut cx, ready).is_pending(),
@@ -80,10 +96,9 @@ mod tests {
         done.store(true, Ordering::SeqCst);
         list.wake_all();
         list.wake_all();
-        for c in &counts {
-            assert_eq!(c.0.load(Ordering::SeqCst), 1);
-            let waker = Waker::from(c.clone());
-            let mut cx = Context::from_waker(&waker);
+        for (count, waker) in &tasks {
+            assert_eq!(woken(count), 1);
+            let mut cx = Context::from_waker(waker);
             assert_eq!(list.poll_until(&mut cx, ready), Poll::Ready(()));
         }
     }

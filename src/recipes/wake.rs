@@ -31,26 +31,7 @@ impl WakeSlot {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::task::Wake;
-
-    /// A waker that counts how often it was woken.
-    struct Count(AtomicUsize);
-
-    impl Wake for Count {
-        fn wake(self: Arc<Self>) {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-    }
-
-    fn counting() -> (Arc<Count>, Waker) {
-        let count = Arc::new(Count(AtomicUsize::new(0)));
-        (count.clone(), Waker::from(count))
-    }
-
-    fn woken(count: &Count) -> usize {
-        count.0.load(Ordering::SeqCst)
-    }
+    use crate::wakers::counting::{counting, woken};
 
     #[test]
     fn an_outcome_wakes_the_registered_task_once() {
