@@ -195,14 +195,28 @@ mod tests {
             registry.taken_through(&key, here, 1).is_none(),
             "not through another object"
         );
-        // Enough keys to make the table sweep: the ended holdings go.
-        drop((kept, again, through));
+        // A holding gone is forgotten when its thread takes the same lock
+        // again.
+        drop(through);
+        drop(again);
+        let last = holding();
+        registry.insert(key.clone(), here, 0, &last);
+        let here_entries = registry.with(|(m, _)| m[&(key.clone(), here)].len());
+        assert_eq!(here_entries, 2, "kept and last; again is gone");
+        // Enough keys to make the table sweep: the ended holdings go, the
+        // live ones stay.
         for i in 0..64 {
             let h = holding();
             registry.insert((1, format!("/other/{i}"), Side::Lease), here, 0, &h);
         }
-        let live = registry.with(|(m, _)| m.len());
-        assert!(live < 64, "holdings gone are swept: {live} keys left");
+        let keys = registry.with(|(m, _)| m.len());
+        assert!(keys <= 13, "holdings gone are swept: {keys} keys left");
+        assert!(
+            registry.held_by(&key, here),
+            "a live holding outlives the sweeps"
+        );
+        assert!(!registry.held_by(&key, there));
+        drop((kept, last));
     }
 }
 
