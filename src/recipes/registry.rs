@@ -96,7 +96,7 @@ impl<T: Copy + Eq + Hash> Registry<T> {
                 object,
                 holding: Arc::downgrade(holding),
             });
-            if m.len() > 2 * *swept + 8 {
+            if sweep_due(m.len(), *swept) {
                 m.retain(|_, taken| {
                     taken.retain(|t| t.holding.strong_count() > 0);
                     !taken.is_empty()
@@ -105,6 +105,13 @@ impl<T: Copy + Eq + Hash> Registry<T> {
             }
         });
     }
+}
+
+/// Whether a table of `len` entries, `live` of them live at the last sweep,
+/// is due for another: once it has doubled, so that a sweep costs a
+/// constant share of each insert.
+fn sweep_due(len: usize, live: usize) -> bool {
+    len > 2 * live + 8
 }
 
 /// The process's registry.
