@@ -51,6 +51,7 @@ pub(crate) struct DriverConfig {
     pub sasl: Option<SaslConfig>,
     pub observer: Option<Arc<dyn Observer>>,
     pub leader_check: bool,
+    pub new_session_after_expiry: bool,
 }
 
 /// The API side's handle on the core and on the thread that drives it.
@@ -118,6 +119,7 @@ pub(crate) fn spawn(config: DriverConfig) -> io::Result<DriverHandle> {
     let (failures_tx, failures) = crossbeam_channel::bounded(room);
     let (mut core, handles) = Core::new(config.session.clone(), now, waker, config.observer);
     core.set_leader_check(config.leader_check);
+    core.set_new_session_after_expiry(config.new_session_after_expiry);
     #[cfg(feature = "sasl")]
     core.set_sasl(config.sasl);
     let mut driver = Driver {

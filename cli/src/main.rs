@@ -171,7 +171,10 @@ pub fn connect_with(global: &args::Global, secrets: &Secrets) -> Result<Client, 
         global.connect,
         global.session_timeout
     );
-    let builder = Client::builder(&global.connect).session_timeout(global.session_timeout);
+    // One run, one session: an expiry ends the run (exit 75) as documented.
+    let builder = Client::builder(&global.connect)
+        .session_timeout(global.session_timeout)
+        .new_session_after_expiry(false);
     let builder = secured(builder, &global.security, secrets)?;
     let client = builder.connect().map_err(|e| match e {
         // The library's words: the servers, the time spent, the last failure.

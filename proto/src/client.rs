@@ -109,6 +109,8 @@ pub struct Client<R, W> {
     events: VecDeque<Event<R, W>>,
     /// Watch notifications heard, the lock machine's included.
     watch_events: u64,
+    /// After an expiry, open a new session rather than end.
+    renew: bool,
 }
 
 impl<R, W> std::fmt::Debug for Client<R, W> {
@@ -128,7 +130,23 @@ impl<R, W: Clone> Client<R, W> {
             locks: LockMachine::new(),
             events: VecDeque::new(),
             watch_events: 0,
+            renew: false,
         }
+    }
+
+    /// Whether an expired session is followed by a new one (off by
+    /// default: the client ends with its first session).
+    ///
+    /// When on, the expiry is handled as when off — every request and
+    /// watch of the old session is answered with
+    /// [`RequestError::SessionExpired`], every acquisition fails, every
+    /// holder is told `Lost` — and only then, in the same call, a new
+    /// session takes its place ([`Session::successor`]): the next
+    /// [`Event::State`] is `Connecting`, and [`Client::wants_connection`]
+    /// asks for a connection. Nothing of the old session is carried over
+    /// but its credentials, so no holder of it can be told `Held` again.
+    pub fn set_new_session_after_expiry(&mut self, on: bool) {
+        self.renew = on;
     }
 
     // ---- the connection ------------------------------------------------
@@ -358,10 +376,27 @@ impl<R, W: Clone> Client<R, W> {
                 self.session
                     .submit(now, r.request, ReplyTo::Locks(r.token), watch);
             }
-            if !sent {
+            if !sent && !self.renew_if_expired(now) {
                 return;
             }
         }
+    }
+
+    /// Puts a new session in place of one that expired and has answered
+    /// everything it owed, if asked to; whether it did.
+    fn renew_if_expired(&mut self, now: Instant) -> bool {
+        if !self.renew
+            || self.session.state() != SessionState::Expired
+            || !self.session.is_finished()
+        {
+            return false;
+        }
+        self.session = self.session.successor(now);
+        self.events
+            .push_back(Event::State(SessionState::Connecting));
+        self.locks.handle_session(now, SessionState::Connecting, 0);
+        self.take_lock_events();
+        true
     }
 
     fn route(&mut self, now: Instant, event: SessionEvent<ReplyTo<R>, WatchTo<W>>) {

@@ -35,6 +35,7 @@ pub struct ClientBuilder {
     pub(super) sasl: Option<SaslConfig>,
     pub(super) observer: Option<ObserverRef>,
     pub(super) leader_check: bool,
+    pub(super) new_session_after_expiry: bool,
     #[cfg(feature = "tls")]
     pub(super) tls: Option<crate::TlsOptions>,
 }
@@ -124,6 +125,30 @@ impl ClientBuilder {
         self
     }
 
+    /// Whether the client opens a new session when its session expires
+    /// (default on), as Curator's and kazoo's clients do: on the same
+    /// hosts, with the same credentials, SASL login, chroot and options.
+    ///
+    /// Before the new session is asked for, everything of the old one has
+    /// ended: every guard of it is `Lost` (reason
+    /// [`SessionExpired`](crate::recipes::LossReason::SessionExpired)) for
+    /// good, every acquisition waiting on it failed, every watch set on it
+    /// ended with [`Error::SessionExpired`], and subscribers heard
+    /// [`SessionState::Expired`](crate::SessionState::Expired). Then they
+    /// hear `Connecting` and, once it is open, `Connected`, with
+    /// [`Client::session_id`] the new session's. The recipes' values
+    /// (`Mutex`, `RwLock`, `Semaphore`, `MultiLock`, `BatchMutex`,
+    /// `Election`) work on the new session as they are, and a
+    /// [`LeaderLatch`](crate::recipes::LeaderLatch) campaigns again on it.
+    ///
+    /// Off, the client ends with its first session: after an expiry every
+    /// call fails with [`Error::SessionExpired`], and a new client is
+    /// needed.
+    pub fn new_session_after_expiry(mut self, on: bool) -> Self {
+        self.new_session_after_expiry = on;
+        self
+    }
+
     /// Tells `observer` what the client sees: session changes, dropped
     /// connections, and every lock acquisition's wait, outcome, holder
     /// states and hold time (see [`Observer`]). For metrics and logs.
@@ -178,6 +203,7 @@ impl ClientBuilder {
             names: named.iter().map(|(n, a)| (*a, n.clone())).collect(),
             observer: self.observer.as_ref().map(|o| o.0.clone()),
             leader_check: self.leader_check,
+            new_session_after_expiry: self.new_session_after_expiry,
             connector,
             #[cfg(feature = "sasl")]
             sasl: self.sasl.clone(),
@@ -192,6 +218,7 @@ impl ClientBuilder {
                 persistent_watch_capacity: self.persistent_watch_capacity,
                 host_count,
                 attempts: super::AttemptIds::new(),
+                renews: self.new_session_after_expiry,
             }),
         };
         if self.wait_connected {
@@ -285,6 +312,7 @@ impl ClientBuilder {
             self.observer.as_ref().map(|o| o.0.clone()),
         );
         core.set_leader_check(self.leader_check);
+        core.set_new_session_after_expiry(self.new_session_after_expiry);
         #[cfg(feature = "sasl")]
         core.set_sasl(self.sasl.clone());
         let client = Client {
@@ -296,6 +324,7 @@ impl ClientBuilder {
                 persistent_watch_capacity: self.persistent_watch_capacity,
                 host_count: distinct_hosts(&hosts),
                 attempts: super::AttemptIds::with_seed(seed),
+                renews: self.new_session_after_expiry,
             }),
         };
         Ok((client, core))

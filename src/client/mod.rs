@@ -76,6 +76,8 @@ struct Inner {
     host_count: usize,
     /// Names lock attempts: a counter, and a random seed for their UUIDs.
     attempts: AttemptIds,
+    /// An expired session is followed by a new one.
+    renews: bool,
 }
 
 /// A reference to a client that does not keep its session open.
@@ -144,6 +146,7 @@ impl Client {
             sasl: None,
             observer: None,
             leader_check: true,
+            new_session_after_expiry: true,
             #[cfg(feature = "tls")]
             tls: None,
         }
@@ -176,7 +179,14 @@ impl Client {
         self.inner.driver.status.state()
     }
 
-    /// The session id (0 until the first session is established).
+    /// Whether an expired session is followed by a new one
+    /// ([`ClientBuilder::new_session_after_expiry`]).
+    pub fn renews_sessions(&self) -> bool {
+        self.inner.renews
+    }
+
+    /// The session id (0 until the first session is established, and
+    /// while a new one is being opened after an expiry).
     pub fn session_id(&self) -> i64 {
         self.inner.driver.status.session_id()
     }

@@ -249,6 +249,12 @@ impl Core {
         self.protocol.set_leader_check(on);
     }
 
+    /// Whether an expired session is followed by a new one (see
+    /// [`zklock_proto::Client::set_new_session_after_expiry`]).
+    pub fn set_new_session_after_expiry(&mut self, on: bool) {
+        self.protocol.set_new_session_after_expiry(on);
+    }
+
     /// Authenticate every connection with SASL (see
     /// [`Session::set_sasl`](zklock_proto::session::Session::set_sasl)).
     #[cfg(feature = "sasl")]

@@ -39,7 +39,8 @@ pub enum LatchEvent {
         /// Why, when known.
         reason: Option<LossReason>,
     },
-    /// The latch stopped for good: the session ended or campaigning failed.
+    /// The latch stopped for good: the session ended (expired, on a client
+    /// that opens no new session) or campaigning failed.
     Stopped(LockError),
     /// Closed with [`CloseMode::NotifyLeader`]: the last event.
     Closed,
@@ -58,7 +59,10 @@ pub enum CloseMode {
     NotifyLeader,
 }
 
-/// Campaigns, leads, and after a loss campaigns again, until dropped.
+/// Campaigns, leads, and after a loss campaigns again, until dropped; a
+/// session expiry is a loss like any other on a client that opens a new
+/// session after it ([`ClientBuilder::new_session_after_expiry`](crate::ClientBuilder::new_session_after_expiry)):
+/// the latch campaigns on the new session.
 /// No thread of its own: the client's I/O thread drives it. Dropping it
 /// withdraws the candidacy (and leadership) without blocking.
 ///
@@ -345,6 +349,14 @@ impl Shared {
         let guard = match result {
             Ok(guard) => guard,
             Err(LockError::Cancelled) => return,
+            // The session expired under the campaign: a client that opens
+            // a new session campaigns on that one.
+            Err(LockError::SessionExpired)
+                if shared.election.queue_lock().client.renews_sessions() =>
+            {
+                drop(c);
+                return Shared::campaign(shared);
+            }
             Err(e) => {
                 c.failed = Some(id);
                 return shared.stop(&c, e);

@@ -6,35 +6,13 @@
 use std::time::{Duration, Instant};
 
 use zklock::recipes::{LockError, LockGuard, LockState, Mutex, PendingLock, PendingSet};
-use zklock::testing::{Core, CoreEvent};
+use zklock::testing::CoreEvent;
 use zklock::{Client, DropReason, SessionState};
 
 use zklock_sim::zookeeper as sim_zookeeper;
 
-/// One client: its handle, the core its driver runs, and its connection.
-struct Peer {
-    client: Client,
-    core: Core,
-    conn: Option<sim_zookeeper::ConnId>,
-    online: bool,
-}
+use crate::support::{pump, Peer};
 
-impl Peer {
-    fn new(now: Instant, seed: u128) -> Peer {
-        let (client, core) = Client::builder("127.0.0.1:2181")
-            .session_timeout(Duration::from_secs(30))
-            .build_manual(now, seed)
-            .expect("a manual client");
-        Peer {
-            client,
-            core,
-            conn: None,
-            online: true,
-        }
-    }
-}
-
-/// Drives the clients and the server, with no latency, until nothing moves.
 /// A takes the free lock on `/l`, then B queues behind it and waits.
 fn a_holds_b_waits(
     zk: &mut sim_zookeeper::SimZooKeeper,
@@ -51,54 +29,6 @@ fn a_holds_b_waits(
     pump(zk, &mut [&mut *a, &mut *b], now);
     assert!(pb.try_take().is_none(), "B waits");
     (ga, pb)
-}
-
-fn pump(zk: &mut sim_zookeeper::SimZooKeeper, peers: &mut [&mut Peer], now: Instant) {
-    loop {
-        let mut moved = false;
-        for p in peers.iter_mut() {
-            p.core.turn(now);
-            if p.conn.is_none() && p.online && p.core.wants_connection() {
-                p.core.prepare_connection();
-                p.conn = Some(zk.connect(now));
-                p.core.handle_connected(now);
-            }
-            while let Some(event) = p.core.poll_event() {
-                if let CoreEvent::DropConnection(_) = event {
-                    if let Some(conn) = p.conn.take() {
-                        zk.disconnect(now, conn);
-                        p.core.handle_disconnected(now);
-                    }
-                }
-                moved = true;
-            }
-            if let Some(conn) = p.conn {
-                let out = p.core.output().to_vec();
-                if !out.is_empty() {
-                    p.core.consume_output(out.len());
-                    zk.receive(now, conn, &out);
-                    moved = true;
-                }
-            }
-        }
-        zk.handle_timeout(now);
-        while let Some((conn, bytes)) = zk.poll_output() {
-            if let Some(p) = peers.iter_mut().find(|p| p.conn == Some(conn)) {
-                p.core.handle_input(now, &bytes);
-                moved = true;
-            }
-        }
-        while let Some(conn) = zk.poll_closed() {
-            if let Some(p) = peers.iter_mut().find(|p| p.conn == Some(conn)) {
-                p.conn = None;
-                p.core.handle_disconnected(now);
-                moved = true;
-            }
-        }
-        if !moved {
-            return;
-        }
-    }
 }
 
 /// The case the in-order argument does not cover, end to end: B waits
@@ -343,7 +273,7 @@ fn a_pending_set_waiter_hears_closed_when_the_core_goes() {
 fn a_core_is_done_only_once_its_session_ended_and_no_client_is_left() {
     let now = Instant::now();
     let mut zk = sim_zookeeper::SimZooKeeper::new(now, Duration::from_millis(2000));
-    let mut p = Peer::new(now, 5);
+    let mut p = Peer::with_renewal(now, 5, false);
     pump(&mut zk, &mut [&mut p], now);
     assert_eq!(p.core.state(), SessionState::Connected);
     assert!(!p.core.is_finished(), "a live session is not finished");

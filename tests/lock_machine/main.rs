@@ -5,3 +5,5 @@
 //! (`proto/tests/lock_machine/`).
 
 mod end_to_end;
+mod renewal;
+mod support;

@@ -148,6 +148,7 @@ fn cut_fails_in_flight_requests_and_watches_fire_for_changes_made_while_away() {
 // 3. Expiry
 // ---------------------------------------------------------------------------
 
+/// The one-session client (`new_session_after_expiry(false)`).
 #[test]
 fn session_expired_while_blackholed_is_reported_and_never_replaced() {
     init();
@@ -156,6 +157,7 @@ fn session_expired_while_blackholed_is_reported_and_never_replaced() {
     let c = Client::builder(&proxy.connect_string())
         .session_timeout(Duration::from_secs(3))
         .request_timeout(Duration::from_secs(60))
+        .new_session_after_expiry(false)
         .connect()
         .unwrap();
     let t = c.negotiated_timeout().expect("negotiated");

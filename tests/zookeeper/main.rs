@@ -16,6 +16,7 @@ mod mutex;
 mod observer;
 mod partition;
 mod recipes;
+mod renewal;
 mod sasl;
 mod sequence_end;
 mod sim_vs_real;

@@ -1,6 +1,7 @@
-//! How a session ends: a close asked for by the caller, and the terminal
+//! How a session ends: a close asked for by the caller, the terminal
 //! step every end (closed, expired, auth failed) goes through, which
-//! answers every request and abandons every watch.
+//! answers every request and abandons every watch, and the fresh session
+//! that may follow an expired one.
 
 use super::*;
 
@@ -81,5 +82,22 @@ impl<R, W: Clone> Session<R, W> {
                 result: Ok(Response::Empty),
             });
         }
+    }
+
+    /// A fresh session to follow this one after it expired: the same
+    /// configuration, credentials, SASL login and liveness rule, and the
+    /// newest zxid seen, so that a server behind what we saw refuses us as
+    /// on any reconnect. It has no id, no watch and nothing in flight:
+    /// everything of this one was answered or abandoned when it ended.
+    pub fn successor(&self, now: Instant) -> Self {
+        let mut next = Session::new(self.config.clone(), now);
+        next.auths = self.auths.clone();
+        next.last_zxid = self.last_zxid;
+        next.leader_check = self.leader_check;
+        #[cfg(feature = "sasl")]
+        {
+            next.sasl_config = self.sasl_config.clone();
+        }
+        next
     }
 }

@@ -173,6 +173,7 @@ impl Script {
         let (client, core) = Client::builder("127.0.0.1:2181")
             .session_timeout(asked)
             .leader_check(config & 1 == 0)
+            .new_session_after_expiry(false)
             .build_manual(now, u128::from(config))
             .expect("a manual client");
         let watching: Vec<bool> = (0..PATHS.len())

@@ -313,6 +313,8 @@ impl SimClient {
             .session_timeout(asked)
             .connect_timeout(connect_timeout)
             .leader_check(opts.leader_check)
+            // The world replaces a client whose session ended by a new one.
+            .new_session_after_expiry(false)
             .observer(wakes.clone())
             .build_manual(now, seed)
             .expect("a manual client");

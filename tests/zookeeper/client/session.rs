@@ -204,13 +204,17 @@ fn the_frame_limit_asked_is_the_one_reported_and_enforced() {
 }
 
 /// Waiting for a connection on a session that has ended says how it ended,
-/// at once: Expired, or Closed after `close`. Kills the Expired and Closed
+/// at once: Expired (on a one-session client), or Closed after `close`. Kills the Expired and Closed
 /// arms of `connect::settled` deleted (the wait would run out its timeout
 /// and say Timeout).
 #[test]
 fn waiting_to_connect_on_an_ended_session_says_how_it_ended() {
     let link = testkit::ClientLink::start(&zk::shared().connect_string());
-    let expired = Client::connect(&link.connect_string(), T).unwrap();
+    let expired = Client::builder(&link.connect_string())
+        .session_timeout(T)
+        .new_session_after_expiry(false)
+        .connect()
+        .unwrap();
     link.expire_session();
     testkit::wait_until("the expiry to be heard", T * 3, || {
         expired.state() == SessionState::Expired

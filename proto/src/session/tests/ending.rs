@@ -133,3 +133,39 @@ fn two_closes_are_each_answered_once() {
     answered.sort_unstable();
     assert_eq!(answered, vec![1, 2]);
 }
+
+/// The session that follows an expired one starts afresh (no id, a zeroed
+/// password) but keeps what the user gave and what was seen: the
+/// credentials, sent again once it opens, and the newest zxid, so that no
+/// server behind it is accepted.
+#[test]
+fn a_successor_asks_for_a_new_session_with_the_same_credentials() {
+    let mut h = Harness::new();
+    h.connect(5, 9000);
+    let auth = jute::AuthPacket {
+        kind: 0,
+        scheme: "digest".into(),
+        auth: b"u:p".to_vec(),
+    };
+    h.s.submit(h.now, Request::Auth(auth.clone()), 1, None);
+    h.s.submit(h.now, exists("/x", false), 2, None);
+    let xid = h.sent_requests().last().expect("the exists").0;
+    h.reply(xid, 41, ErrorCode::Ok, Response::Stat(Stat::default()));
+    h.s.handle_disconnected(h.now);
+    h.events();
+    h.connect(0, 0);
+    assert_eq!(h.s.state(), SessionState::Expired);
+    h.s = h.s.successor(h.now);
+    assert_eq!(h.s.state(), SessionState::Connecting);
+    assert!(h.s.wants_connection());
+    let req = h.connect(6, 9000);
+    assert_eq!(req.session_id, 0, "a new session, not the old one resumed");
+    assert_eq!(req.passwd, vec![0; 16]);
+    assert_eq!(req.last_zxid_seen, 41);
+    assert_eq!(h.s.session_id(), 6);
+    let sent = h.sent_requests();
+    assert!(
+        sent.iter().any(|(_, r)| *r == Request::Auth(auth.clone())),
+        "{sent:?}"
+    );
+}
