@@ -171,6 +171,8 @@ pub struct Stats {
     /// Waiters woken by their blocker's deletion.
     pub wakes: u64,
     pub expired_sessions: u64,
+    /// Expired sessions their client followed with a new one.
+    pub renewed_sessions: u64,
     pub virtual_ms: u64,
     /// Turns handed out by a client's BatchMutex, and of those, turns
     /// passed on locally inside one hold.
@@ -776,6 +778,12 @@ impl World {
                     if state.is_terminal() {
                         self.stats.expired_sessions += 1;
                     }
+                    if state == zklock::SessionState::Connecting
+                        && self.clients[c].last_state == Some(zklock::SessionState::Expired)
+                    {
+                        self.stats.renewed_sessions += 1;
+                    }
+                    self.clients[c].last_state = Some(state);
                 }
                 CoreEvent::DropConnection(reason) => {
                     self.a1_session(c, &format!("drops its connection: {reason:?}"))?;

@@ -185,6 +185,7 @@ fn seeds() {
                         t.lost += s.lost;
                         t.wakes += s.wakes;
                         t.expired_sessions += s.expired_sessions;
+                        t.renewed_sessions += s.renewed_sessions;
                         t.virtual_ms += s.virtual_ms;
                         t.batch_turns += s.batch_turns;
                         t.batch_handoffs += s.batch_handoffs;
@@ -226,7 +227,7 @@ fn seeds() {
     }
     let t = *totals.lock().unwrap();
     eprintln!(
-        "simulation: {count} seeds in {:.1?} on {threads} threads: {} grants, {} timeouts, {} faults, {} lost, {} waiters woken, {} sessions ended, {:.0} virtual minutes; BatchMutex: {} turns, {} passed on locally, {} cancelled by token; threads: {} shared holdings, {} refused; grants per lock {:?}, {} multi-locks; {} pending sets dropped; {} looks at a quiet client's nodes; {} writes of the application's own (most refused), {} A2 probes of free locks; {} fenced writes, {} revocations asked ({} heard), {} proclaims, {} looks at the leader, {} latches closed; a lagging follower: {} reads from a state behind the leader's, {} clients refused for being ahead of it",
+        "simulation: {count} seeds in {:.1?} on {threads} threads: {} grants, {} timeouts, {} faults, {} lost, {} waiters woken, {} sessions ended ({} followed by a new one on the same client), {:.0} virtual minutes; BatchMutex: {} turns, {} passed on locally, {} cancelled by token; threads: {} shared holdings, {} refused; grants per lock {:?}, {} multi-locks; {} pending sets dropped; {} looks at a quiet client's nodes; {} writes of the application's own (most refused), {} A2 probes of free locks; {} fenced writes, {} revocations asked ({} heard), {} proclaims, {} looks at the leader, {} latches closed; a lagging follower: {} reads from a state behind the leader's, {} clients refused for being ahead of it",
         started.elapsed(),
         t.grants,
         t.timeouts,
@@ -234,6 +235,7 @@ fn seeds() {
         t.lost,
         t.wakes,
         t.expired_sessions,
+        t.renewed_sessions,
         t.virtual_ms as f64 / 60_000.0,
         t.batch_turns,
         t.batch_handoffs,

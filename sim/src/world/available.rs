@@ -74,7 +74,9 @@ impl World {
     pub(super) fn note_fault_health(&mut self, fault: &Fault) {
         let now = self.now;
         let (who, until) = match *fault {
-            Fault::Cut { client, .. } | Fault::Close { client } => (Some(client), now),
+            Fault::Cut { client, .. } | Fault::Close { client } | Fault::Expire { client } => {
+                (Some(client), now)
+            }
             // Its writes land within the late limit.
             Fault::LateCut { client } => (Some(client), now + Duration::from_secs(1)),
             // What the stall held back (a handshake, a probe) crosses only

@@ -131,7 +131,9 @@ impl World {
         }
         for &c in &all_leaders {
             let sid = self.clients[c].core.session_id();
-            if !self.server.session_alive(sid) {
+            // (Killed by the server at once: as a deletion, it leads on
+            // until it reads of it; latch_told_of_deletion holds it to that.)
+            if !self.server.session_alive(sid) && self.latch_node_deleted(c).is_none() {
                 return Err(self.violation(format!(
                     "c{c}: its latch leads but session {sid:#x} is gone on the server"
                 )));
@@ -309,6 +311,16 @@ pub(crate) fn check_attempt<'a>(
 ) -> Result<Option<&'a str>, String> {
     let sid = a.session;
     if let Some(g) = a.guard {
+        // S5: a guard of a session its client has moved on from (the
+        // session expired and a new one is being opened, or is open) is
+        // Lost, for good: the new session is never opened under it.
+        let owner = g.owner_session();
+        if owner != sid && g.state() != LockState::Lost {
+            return Err(format!(
+                "S5: says {:?} for session {owner:#x}, but its client has moved on to {sid:#x}",
+                g.state()
+            ));
+        }
         // A holder not Lost knows its horizon.
         if matches!(a.seen, Seen::Held { .. })
             && g.state() != LockState::Lost
@@ -354,7 +366,10 @@ pub(crate) fn check_attempt<'a>(
     if state != LockState::Held {
         return Ok(None);
     }
-    if !server.session_alive(sid) {
+    // (A session the server killed at once takes its nodes with it: as
+    // with a third party's deletion, its holder cannot know before it
+    // reads of it.)
+    if !server.session_alive(sid) && !deleted(node) {
         return Err(format!(
             "says Held but session {sid:#x} is gone on the server"
         ));

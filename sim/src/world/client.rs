@@ -167,6 +167,8 @@ pub(super) struct Link {
 pub(super) struct SimClient {
     /// Bumped each time an expired session is replaced by a new one.
     pub(super) generation: u32,
+    /// The session state its core last announced.
+    pub(super) last_state: Option<zklock::SessionState>,
     pub(super) client: Client,
     pub(super) core: Core,
     /// One recipe per lock of the plan, on this client.
@@ -313,8 +315,9 @@ impl SimClient {
             .session_timeout(asked)
             .connect_timeout(connect_timeout)
             .leader_check(opts.leader_check)
-            // The world replaces a client whose session ended by a new one.
-            .new_session_after_expiry(false)
+            // Off, the world replaces a client whose session ended by a
+            // new one.
+            .new_session_after_expiry(opts.new_session_after_expiry)
             .observer(wakes.clone())
             .build_manual(now, seed)
             .expect("a manual client");
@@ -374,6 +377,7 @@ impl SimClient {
         .expect("a batch mutex");
         SimClient {
             generation,
+            last_state: None,
             client,
             core,
             locks,

@@ -60,6 +60,39 @@ impl World {
                     c.core.abort(now);
                 }
             }
+            Fault::Expire { client } => {
+                let session = self.clients[client].core.session_id();
+                if !self.server.session_alive(session) {
+                    return;
+                }
+                // As for a third party's deletion: what the server has due
+                // first goes out before the kill is numbered, and each
+                // node of the session is recorded as deleted under the
+                // holder, who may say Held on until it reads past that.
+                self.server.handle_timeout(now);
+                self.server_output();
+                let nodes = self.server.ephemerals_of(session);
+                let watched: Vec<(String, Vec<ConnId>)> = nodes
+                    .into_iter()
+                    .map(|n| {
+                        let w = self.server.deletion_watchers(&n);
+                        (n, w)
+                    })
+                    .collect();
+                for (node, _) in &watched {
+                    self.note_latch_node(node);
+                }
+                self.server.expire_session(now, session);
+                self.note(|| format!("c{client}: the server kills session {session:#x}"));
+                // Its deletions go out one event a node, then the close: a
+                // holder has read past them once it read the last.
+                self.server_output();
+                let before = self.writes.saturating_sub(1);
+                for (node, watchers) in watched {
+                    self.admin_deleted.insert(node, (before, watchers));
+                }
+                self.note_deletion(before);
+            }
             Fault::FollowerCut { client, for_ } => {
                 if let Some(conn) = self.clients[client].link.as_ref().map(|l| l.conn) {
                     self.server.cut_from_leader(conn);

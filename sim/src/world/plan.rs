@@ -54,6 +54,9 @@ pub struct Options {
     /// Clients send writes of their own that the server refuses (and some
     /// it accepts) while they hold and wait for locks.
     pub refused_writes: bool,
+    /// `ClientBuilder::new_session_after_expiry`: a client whose session
+    /// expired opens a new one; off, the world replaces it by a new client.
+    pub new_session_after_expiry: bool,
 }
 
 /// The largest steady one-way latency the world puts on a link, as a share
@@ -102,6 +105,8 @@ impl Options {
                 0
             },
             refused_writes: !bit(6),
+            // Drawn last, so that the draws above stay each seed's own.
+            new_session_after_expiry: rng.chance(1, 2),
         }
     }
 }
@@ -164,6 +169,11 @@ pub enum Fault {
     /// The application closes the client (its session ends; a new client
     /// takes its place).
     Close { client: usize },
+    /// The server expires the client's session now, as an operator's kill
+    /// (Curator's KillSession) does: its nodes go, its connection drops,
+    /// and its next handshake is told. The client opens a new session, or
+    /// (`new_session_after_expiry` off) a new client takes its place.
+    Expire { client: usize },
     /// The client's server is a follower silently cut from the leader: it
     /// answers pings and nothing else, the leader stops hearing of the
     /// session, and after `for_` (its sync limit) it drops its clients.
@@ -224,6 +234,9 @@ impl Plan {
                     client,
                     for_: Duration::from_millis(1000 + rng.below(6000)),
                 },
+                // A draw-free choice between the two, so that every other
+                // draw of a seed's plan stays as it was.
+                16 if at.as_millis() % 2 == 0 => Fault::Expire { client },
                 16 => Fault::Close { client },
                 18 if plan.options.leader_check => Fault::FollowerCut {
                     client,
