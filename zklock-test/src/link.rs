@@ -14,15 +14,19 @@ use crate::proxy::{Direction, Handshake, Proxy};
 /// its connection, or expire its session.
 ///
 /// What a holder's guard (`zklock::LockGuard::state`) reports after each
-/// fault, with `T` its session's negotiated timeout:
+/// fault, with `T` its session's negotiated timeout, and the tests in
+/// zklock's repository that fail when it does not (as `file::function`,
+/// or a simulator invariant as `invariant:` and the words of its
+/// violation; a timing names the check of each side, not early and not
+/// late):
 ///
-/// | fault | the guard |
-/// |---|---|
-/// | [`drop_connections`](ClientLink::drop_connections) | `Suspended` at once, `Held` again once the client has reconnected and read its node (well within `T`) |
-/// | [`expire_session`](ClientLink::expire_session) | `Suspended` at once, `Lost` (`LossReason::SessionExpired`) when the client reconnects and hears it |
-/// | [`stall`](ClientLink::stall), [`blackhole`](ClientLink::blackhole) | `Held` until `3T/4` after the last answer the leader must have seen, then `Suspended`; `Lost` (`NoContact`) at `T`. [`heal`](ClientLink::heal) before then: `Held` again; healed after `Lost` while the server still keeps the session, the node stays until the guard is dropped |
-/// | [`delay`](ClientLink::delay) `d` | `Held` while a round trip, `2d` plus the link's own, stays within `5T/24` (zklock's docs/GUARANTEES.md); a longer delay is a stall. The `2d` holds for concurrent requests too: each chunk waits `d`, not for the chunks before it |
-/// | [`refuse`](ClientLink::refuse) | nothing while connected; a client that must reconnect cannot |
+/// | fault | the guard | checked by |
+/// |---|---|---|
+/// | [`drop_connections`](ClientLink::drop_connections) | `Suspended` at once, `Held` again once the client has reconnected and read its node (well within `T`) | the order Held, Suspended, Held on the same session, nobody else let in: `zklock-test/tests/failover/session.rs::a_dropped_connection_suspends_the_holder_then_it_holds_again`; `Suspended` not late, in the library: `invariant:says Held with no connection` (on the link itself its time is not checked); `Held` again not early: `invariant:Held again after Suspended without reading {node}`; not late: within `T` only (a guard past `T` says `Lost` and the test's wait for `Held` fails), "well within" not checked |
+/// | [`expire_session`](ClientLink::expire_session) | `Suspended` at once, `Lost` (`LossReason::SessionExpired`) when the client reconnects and hears it | `zklock-test/tests/failover/session.rs::an_expired_session_loses_the_lock_and_frees_it_at_once` (the node gone when `expire_session` returns; Held, Suspended, Lost; the reason); the times: not checked |
+/// | [`stall`](ClientLink::stall), [`blackhole`](ClientLink::blackhole) | `Held` until `3T/4` after the last answer the leader must have seen, then `Suspended`; `Lost` (`NoContact`) at `T`. [`heal`](ClientLink::heal) before then: `Held` again; healed after `Lost` while the server still keeps the session, the node stays until the guard is dropped | the states and the reason: `zklock-test/tests/failover/session.rs::a_stall_healed_in_time_suspends_then_holds_again`, `zklock-test/tests/failover/session.rs::a_blackhole_healed_in_time_suspends_then_holds_again`, `zklock-test/tests/failover/session.rs::a_stall_past_the_session_timeout_loses_the_lock`; `3T/4` and `T`, not early and not late, on virtual time: `proto/src/session/tests/leader_check.rs::an_answered_sync_proves_only_the_touches_a_third_of_the_timeout_older`, `proto/src/session/tests/leader_check.rs::pings_answered_without_the_leader_suspend_then_lose_the_session`; `Lost` through a real black hole, not early by more than `T/3`, not later than `2T`: `tests/log_capture/cuts.rs::session_expired_while_blackholed_is_reported_and_never_replaced`; the node kept after `Lost` (the server stopped rather than the link): `tests/zookeeper/recipes/no_contact.rs::a_holder_lost_for_no_contact_keeps_others_out_until_its_guard_goes`; through this link the times are not checked |
+/// | [`delay`](ClientLink::delay) `d` | `Held` while a round trip, `2d` plus the link's own, stays within `5T/24` (zklock's docs/GUARANTEES.md); a longer delay is a stall. The `2d` holds for concurrent requests too: each chunk waits `d`, not for the chunks before it | the added latency, four callers at once, not early (at least `2d`) and not late (at most `2d`, the link's own and `d/4`), the holder `Held` throughout: `zklock-test/tests/failover/delay.rs::a_delay_adds_twice_itself_to_each_round_trip_of_concurrent_callers`; `Held` for `T` under a short delay: `zklock-test/tests/failover/session.rs::a_short_delay_leaves_the_holder_held`; a cleared delay delivers at once: `zklock-test/tests/failover/delay.rs::clearing_a_delay_delivers_what_is_on_the_way_at_once`; the `5T/24` bound itself, both sides, on virtual time: `proto/src/session/tests/leader_check.rs::a_steady_round_trip_of_five_twenty_fourths_of_the_timeout_is_healthy_and_no_more`; a longer delay through this link: not checked |
+/// | [`refuse`](ClientLink::refuse) | nothing while connected; a client that must reconnect cannot | `zklock-test/tests/failover/session.rs::a_refusing_server_keeps_a_dropped_holder_suspended_until_it_accepts`; open connections left alone, at the proxy: `testkit/tests/servers_and_proxy/proxy.rs::proxy_refuse_closes_new_connections_only` (a connected holder's guard under `refuse`: not checked) |
 ///
 /// Dropping the link closes every connection through it.
 pub struct ClientLink {

@@ -24,17 +24,19 @@ use crate::{free_ports, scratch_dir};
 /// What a holder's guard (`zklock::LockGuard::state`) reports after each
 /// fault, with `T` its session's negotiated timeout, when its client's
 /// connect string names every member (docs/PARTITION.md in zklock's
-/// repository derives the timings):
+/// repository derives the timings), and the tests in zklock's repository
+/// that fail when it does not (as `file::function`; a timing names the
+/// check of each side, not early and not late):
 ///
-/// | fault | the guard |
-/// |---|---|
-/// | [`kill`](ZkEnsemble::kill) the holder's member | `Suspended` at once; `Held` again once the client reached another member and read its node (well within `T`) |
-/// | [`kill`](ZkEnsemble::kill) the leader | `Suspended` when its member drops its clients (at once, as every follower loses the leader); `Held` again after the election, if it ends within `T` |
-/// | [`kill`](ZkEnsemble::kill) a majority | `Suspended` at once; `Lost` (`NoContact`) at `T` |
-/// | [`restart`](ZkEnsemble::restart) | nothing for a holder elsewhere; the member serves again, with its data |
-/// | [`cut_link`](ZkEnsemble::cut_link) between the leader and the holder's follower | `Held` until the follower gives up on the leader (`syncLimit` ticks) or the holder's leader check fails (`3T/4` after the last answer the leader must have seen), whichever is first; then `Suspended`, and `Held` again on another member. Never `Held` while the leader may have expired the session |
-/// | [`reset_link`](ZkEnsemble::reset_link) between the leader and the holder's follower | `Suspended` at once (the follower drops its clients), `Held` again on another member |
-/// | [`heal_link`](ZkEnsemble::heal_link), [`heal_all`](ZkEnsemble::heal_all) | the cut-off member rejoins; nothing for the holder |
+/// | fault | the guard | checked by |
+/// |---|---|---|
+/// | [`kill`](ZkEnsemble::kill) the holder's member | `Suspended` at once; `Held` again once the client reached another member and read its node (well within `T`) | the order and the same session: `zklock-test/tests/failover/ensemble.rs::killed_members_and_a_killed_leader_leave_the_holder_holding`; the times: not checked, but for `Held` within `T` (a guard past `T` says `Lost`, and the test's wait for `Held` fails) |
+/// | [`kill`](ZkEnsemble::kill) the leader | `Suspended` when its member drops its clients (at once, as every follower loses the leader); `Held` again after the election, if it ends within `T` | `zklock-test/tests/failover/ensemble.rs::killed_members_and_a_killed_leader_leave_the_holder_holding` (the order, the same session, the lock still taken); the times: not checked, as above |
+/// | [`kill`](ZkEnsemble::kill) a majority | `Suspended` at once; `Lost` (`NoContact`) at `T` | the order and the reason: `zklock-test/tests/failover/ensemble.rs::killed_members_and_a_killed_leader_leave_the_holder_holding`; `Lost` at `T`, not early and not late, on virtual time: `proto/src/session/tests/liveness.rs::no_contact_for_the_session_timeout_reports_lost`; on the ensemble the times are not checked |
+/// | [`restart`](ZkEnsemble::restart) | nothing for a holder elsewhere; the member serves again, with its data | nothing for the holder, only at the moment `restart` returns: `zklock-test/tests/failover/ensemble.rs::killed_members_and_a_killed_leader_leave_the_holder_holding`; the member serving again with its data: not checked for an ensemble member (a standalone server's restart: `zklock-test/tests/failover/session.rs::a_server_killed_and_restarted_in_time_gives_the_holder_its_lock_back`) |
+/// | [`cut_link`](ZkEnsemble::cut_link) between the leader and the holder's follower | `Held` until the follower gives up on the leader (`syncLimit` ticks) or the holder's leader check fails (`3T/4` after the last answer the leader must have seen), whichever is first; then `Suspended`, and `Held` again on another member. Never `Held` while the leader may have expired the session | `Suspended`, then `Held` on another member, same session: `zklock-test/tests/failover/ensemble.rs::a_follower_cut_off_from_the_leader_silently_then_with_resets`; never `Held` past the leader's expiry: `tests/zookeeper/partition/cut_off.rs::mutex_holder_cut_off_from_the_leader_lets_go_before_the_next_is_granted` and its twins; `3T/4` on virtual time: `proto/src/session/tests/leader_check.rs::an_answered_sync_proves_only_the_touches_a_third_of_the_timeout_older`; `Held` until then (not early) on the ensemble: not checked |
+/// | [`reset_link`](ZkEnsemble::reset_link) between the leader and the holder's follower | `Suspended` at once (the follower drops its clients), `Held` again on another member | `zklock-test/tests/failover/ensemble.rs::a_follower_cut_off_from_the_leader_silently_then_with_resets` (the order, another member); the time: not checked |
+/// | [`heal_link`](ZkEnsemble::heal_link), [`heal_all`](ZkEnsemble::heal_all) | the cut-off member rejoins; nothing for the holder | the member rejoins: `tests/zookeeper/partition/recovery.rs::cutting_the_leader_off_from_both_followers_elects_another`; nothing for the holder: not checked |
 pub struct ZkEnsemble {
     members: Vec<Node>,
     /// Fault proxies on the member links, for [`ZkEnsemble::start_with_links`].

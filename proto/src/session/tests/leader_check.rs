@@ -74,6 +74,64 @@ fn a_healthy_session_syncs_once_per_probe_period_and_never_suspends() {
     }
 }
 
+/// With the leader check on, an idle session sends no ping at any round
+/// trip within the bound: its own syncs, one per T/6, keep the connection
+/// busy, so none falls due (docs/PARTITION.md, "Cost").
+#[test]
+fn an_idle_session_sends_its_syncs_and_no_pings() {
+    for rtt_ms in [0u64, 20, 400, 1400, 1850] {
+        let mut h = Harness::new();
+        h.connect(1, 9000);
+        h.events();
+        let start = h.now;
+        let mut line = ServerLine::new(Duration::from_millis(rtt_ms));
+        while h.now < start + T * 10 {
+            h.advance(Duration::from_millis(50));
+            line.carry(&mut h);
+        }
+        assert_eq!(states(&h.events()), vec![], "rtt {rtt_ms} ms");
+        assert!(
+            line.syncs_sent >= 58,
+            "rtt {rtt_ms} ms: {} syncs",
+            line.syncs_sent
+        );
+        assert_eq!(line.pings_sent, 0, "rtt {rtt_ms} ms");
+    }
+}
+
+/// The first probe goes `T/6` after the handshake was sent, not before;
+/// a session that opens later than that sends it as it opens
+/// (docs/PARTITION.md, "No false alarm").
+#[test]
+fn the_first_probe_goes_a_period_after_the_handshake_was_sent_or_as_the_session_opens() {
+    let period = T / 6;
+    let mut h = Harness::new();
+    h.connect(1, 9000);
+    h.events();
+    h.advance(period - Duration::from_millis(1));
+    assert_eq!(sync_count(&h.sent_requests()), 0, "a probe before T/6");
+    h.advance(Duration::from_millis(1));
+    assert_eq!(sync_count(&h.sent_requests()), 1, "no probe at T/6");
+
+    // The handshake answered half a second after the first probe was due.
+    let mut h = Harness::new();
+    h.s.handle_connected(h.now);
+    h.sent();
+    h.advance(period + Duration::from_millis(500));
+    assert!(
+        h.sent_requests().is_empty(),
+        "sent before the session opened"
+    );
+    h.s.handle_input(h.now, &handshake_answer(1, 9000, vec![7; 16]));
+    assert_eq!(states(&h.events()), vec![SessionState::Connected]);
+    h.s.handle_timeout(h.now);
+    assert_eq!(
+        sync_count(&h.sent_requests()),
+        1,
+        "no probe as the session opened late"
+    );
+}
+
 /// A healthy server behind a link with a steady round trip: answers each
 /// request, pings and syncs alike, `rtt` after it was sent, in order.
 struct ServerLine {
@@ -81,6 +139,7 @@ struct ServerLine {
     /// (when the answer lands, xid, request), oldest first.
     in_flight: std::collections::VecDeque<(Instant, i32, Request)>,
     syncs_sent: usize,
+    pings_sent: usize,
 }
 
 impl ServerLine {
@@ -89,6 +148,7 @@ impl ServerLine {
             rtt,
             in_flight: Default::default(),
             syncs_sent: 0,
+            pings_sent: 0,
         }
     }
 
@@ -96,6 +156,7 @@ impl ServerLine {
     fn carry(&mut self, h: &mut Harness) {
         for (xid, request) in h.sent_requests() {
             self.syncs_sent += usize::from(matches!(request, Request::Sync(_)));
+            self.pings_sent += usize::from(matches!(request, Request::Ping));
             self.in_flight.push_back((h.now + self.rtt, xid, request));
         }
         while self.in_flight.front().is_some_and(|(at, ..)| *at <= h.now) {

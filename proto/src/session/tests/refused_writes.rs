@@ -217,3 +217,120 @@ fn refusals_the_leader_ordered_prove_the_session_and_others_do_not() {
     // Reads are answered by the follower alone, whatever they say.
     assert!(!proves(exists("/a", false), ErrorCode::NoNode, e));
 }
+
+/// The whole table of docs/PARTITION.md ("What counts as the leader's
+/// word"), op by op: each code it counts proves the session for every op
+/// of its row, and a code the row does not name proves nothing for that
+/// op. A multi proves it when its first op failed with a code of the
+/// leader's own checks, and not when that op failed otherwise.
+#[test]
+fn every_refusal_of_the_table_proves_the_session_for_each_op() {
+    use ErrorCode as E;
+    let e = Response::Empty;
+    let plain = |mode| jute::CreateRequest {
+        path: "/a/b".into(),
+        data: Vec::new(),
+        acl: Acl::open_unsafe(),
+        mode,
+    };
+    let creates = [
+        ("create", Request::Create(plain(CreateMode::Persistent))),
+        ("create2", Request::Create2(plain(CreateMode::Persistent))),
+        (
+            "createContainer",
+            Request::CreateContainer(plain(CreateMode::Container)),
+        ),
+        (
+            "createTTL",
+            Request::CreateTtl(jute::CreateTtlRequest {
+                create: plain(CreateMode::PersistentWithTtl),
+                ttl_ms: 60_000,
+            }),
+        ),
+    ];
+    for (op, request) in &creates {
+        for code in [
+            E::NodeExists,
+            E::NoNode,
+            E::NoChildrenForEphemerals,
+            E::QuotaExceeded,
+        ] {
+            assert!(proves(request.clone(), code, e.clone()), "{op}: {code:?}");
+        }
+        for code in [E::BadVersion, E::NotEmpty, E::BadArguments, E::NoAuth] {
+            assert!(!proves(request.clone(), code, e.clone()), "{op}: {code:?}");
+        }
+    }
+
+    let check = Request::Check(PathVersion {
+        path: "/a".into(),
+        version: 3,
+    });
+    let set_acl = Request::SetAcl(jute::SetAclRequest {
+        path: "/a".into(),
+        acl: Acl::open_unsafe(),
+        version: 3,
+    });
+    let rows: [(&str, Request, &[ErrorCode], &[ErrorCode]); 4] = [
+        (
+            "delete",
+            delete("/a"),
+            &[E::NoNode, E::BadVersion, E::NotEmpty, E::BadArguments],
+            &[E::NodeExists, E::QuotaExceeded, E::NoAuth],
+        ),
+        (
+            "check",
+            check,
+            &[E::NoNode, E::BadVersion, E::BadArguments],
+            &[E::NotEmpty, E::NodeExists, E::NoAuth],
+        ),
+        (
+            "setACL",
+            set_acl,
+            &[E::NoNode, E::BadVersion, E::BadArguments],
+            &[E::NotEmpty, E::NodeExists, E::InvalidAcl],
+        ),
+        (
+            "setData",
+            set_data("/a", 3),
+            &[E::NoNode, E::BadVersion, E::BadArguments, E::QuotaExceeded],
+            &[E::NotEmpty, E::NodeExists, E::NoAuth],
+        ),
+    ];
+    for (op, request, counted, not_counted) in rows {
+        for &code in counted {
+            assert!(proves(request.clone(), code, e.clone()), "{op}: {code:?}");
+        }
+        for &code in not_counted {
+            assert!(!proves(request.clone(), code, e.clone()), "{op}: {code:?}");
+        }
+    }
+
+    let (multi, _) = failing_multi();
+    let first_failing = |code| {
+        Response::Multi(vec![
+            MultiResult::Error(code),
+            MultiResult::Error(E::RuntimeInconsistency),
+            MultiResult::Error(E::RuntimeInconsistency),
+        ])
+    };
+    for code in [
+        E::NodeExists,
+        E::NoNode,
+        E::BadVersion,
+        E::NotEmpty,
+        E::NoChildrenForEphemerals,
+        E::QuotaExceeded,
+    ] {
+        assert!(
+            proves(multi.clone(), E::Ok, first_failing(code)),
+            "multi, first op {code:?}"
+        );
+    }
+    for code in [E::InvalidAcl, E::Throttled, E::Unimplemented] {
+        assert!(
+            !proves(multi.clone(), E::Ok, first_failing(code)),
+            "multi, first op {code:?}"
+        );
+    }
+}
