@@ -81,6 +81,9 @@ step module-cycles python3 scripts/module-cycles.py
 # Every shell block of README.md and docs/ works when pasted: cheap blocks
 # are run, the others checked command by command (scripts/check-doc-blocks.py).
 step doc-blocks python3 scripts/check-doc-blocks.py
+# Every promise of the guarantee documents names a test or simulator
+# invariant that exists (scripts/check-promises.py).
+step promises python3 scripts/check-promises.py
 # The examples as plain programs: tests/zookeeper/examples.rs runs each one against a
 # real server (cargo test --all-targets builds them as test harnesses only).
 step examples cargo build --workspace --examples --all-features
