@@ -57,7 +57,10 @@ pub enum Error {
     /// not have been applied. The session may still be alive.
     #[error("connection lost; the request may or may not have been applied")]
     ConnectionLoss,
-    /// The session expired: its ephemeral nodes and watches are gone. Open a new client.
+    /// The session expired: its ephemeral nodes and watches are gone. A
+    /// client opens a new session by itself (unless built with
+    /// [`ClientBuilder::new_session_after_expiry(false)`](crate::ClientBuilder::new_session_after_expiry)):
+    /// calls made after that run on the new one.
     #[error("session expired")]
     SessionExpired,
     /// No answer within the call's deadline; the request may still be applied later.
@@ -371,7 +374,8 @@ impl Error {
         matches!(self, Error::ConnectionLoss | Error::Timeout)
     }
 
-    /// The session is over for good.
+    /// The session is over for good (a client that opens a new session
+    /// after an expiry serves later calls on that one).
     pub fn is_session_ended(&self) -> bool {
         matches!(
             self,

@@ -56,7 +56,10 @@ pub use watch::{PersistentWatch, Watch, DEFAULT_PERSISTENT_WATCH_CAPACITY};
 ///   not have been applied ([`Error::is_outcome_unknown`]); the session may
 ///   well live on;
 /// * [`Error::SessionExpired`], [`Error::Closed`], [`Error::AuthFailed`]: the
-///   session is over ([`Error::is_session_ended`]); open a new client;
+///   session is over ([`Error::is_session_ended`]). After an expiry the
+///   client opens a new session by itself and later calls run on it
+///   ([`ClientBuilder::new_session_after_expiry`]); after `Closed` or
+///   `AuthFailed`, open a new client;
 /// * [`Error::Server`] with [`ErrorCode::NoAuth`](crate::ErrorCode::NoAuth):
 ///   an ACL refused us;
 /// * [`Error::Protocol`]: the server's reply made no sense.
