@@ -31,7 +31,11 @@ fn block_on<F: Future>(fut: F) -> F::Output {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let connect = std::env::var("ZKLOCK_CONNECT").unwrap_or_else(|_| "127.0.0.1:2181".into());
-    let client = Client::connect(&connect, Duration::from_secs(10))?;
+    let client = block_on(
+        Client::builder(&connect)
+            .session_timeout(Duration::from_secs(10))
+            .connect_async(),
+    )?;
     let mutex = Mutex::new(&client, "/examples/block-on")?;
     let guard = block_on(mutex.start_lock(None))?;
     println!(

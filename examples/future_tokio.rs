@@ -1,5 +1,6 @@
-//! Locks awaited on tokio: `PendingLock` is a `Future` (and
-//! `PendingSet::next_outcome` returns one), woken from the client's own I/O thread,
+//! Locks awaited on tokio: connecting, `PendingLock` (a `Future`; and
+//! `PendingSet::next_outcome` returns one), a guard's state change, the
+//! release and the close, each woken from the client's own I/O thread,
 //! so they run on any executor without the library depending on one.
 //! `ZKLOCK_CONNECT` names the server (default 127.0.0.1:2181).
 
@@ -11,10 +12,11 @@ use zklock::Client;
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let connect = std::env::var("ZKLOCK_CONNECT").unwrap_or_else(|_| "127.0.0.1:2181".into());
-    // Connecting blocks for one round trip: off the runtime's thread.
-    let client =
-        tokio::task::spawn_blocking(move || Client::connect(&connect, Duration::from_secs(10)))
-            .await??;
+    // Connecting is awaited too: the I/O thread wakes the task.
+    let client = Client::builder(&connect)
+        .session_timeout(Duration::from_secs(10))
+        .connect_async()
+        .await?;
     let deadline = Some(Instant::now() + Duration::from_secs(30));
 
     let mutex = Mutex::new(&client, "/examples/future")?;

@@ -123,7 +123,12 @@ pub(crate) fn spawn(config: DriverConfig) -> io::Result<DriverHandle> {
     #[cfg(feature = "sasl")]
     core.set_sasl(config.sasl);
     let mut driver = Driver {
-        links: link::Links::new(config.connector, config.names, failures_tx),
+        links: link::Links::new(
+            config.connector,
+            config.names,
+            failures_tx,
+            handles.status.clone(),
+        ),
         asleep,
         poll,
         core,

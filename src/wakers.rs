@@ -21,14 +21,20 @@ impl WakeList {
         if let Some(v) = ready() {
             return Poll::Ready(v);
         }
+        self.register(cx);
+        match ready() {
+            Some(v) => Poll::Ready(v),
+            None => Poll::Pending,
+        }
+    }
+
+    /// The task waits here until the next wake (look after this, not
+    /// before: what it waits for may come in between).
+    pub(crate) fn register(&self, cx: &Context<'_>) {
         if let Ok(mut ws) = self.0.lock() {
             if !ws.iter().any(|w| w.will_wake(cx.waker())) {
                 ws.push(cx.waker().clone());
             }
-        }
-        match ready() {
-            Some(v) => Poll::Ready(v),
-            None => Poll::Pending,
         }
     }
 

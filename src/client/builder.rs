@@ -184,6 +184,49 @@ impl ClientBuilder {
     ///   and the last failure;
     /// * [`Error::AuthFailed`]: the SASL login was refused.
     pub fn connect(self) -> Result<Client> {
+        let (client, wait) = self.start()?;
+        if let Some(wait) = wait {
+            client.wait_first_session(wait)?;
+        }
+        Ok(client)
+    }
+
+    /// [`ClientBuilder::connect`] as a future: the wait for the first
+    /// session is awaited, woken by the client's I/O thread (when the
+    /// session opens, a connection fails, or the wait runs out), on any
+    /// executor or none. The settings are checked, the connect string's
+    /// host names resolved and the I/O thread started when this is called;
+    /// only a name lookup blocks (an IP address needs none).
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use zklock::Client;
+    ///
+    /// # async fn run() -> Result<(), zklock::Error> {
+    /// let client = Client::builder("127.0.0.1:2181")
+    ///     .session_timeout(Duration::from_secs(10))
+    ///     .connect_async()
+    ///     .await?;
+    /// println!("session {:#x}", client.session_id());
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`ClientBuilder::connect`].
+    pub fn connect_async(self) -> impl std::future::Future<Output = Result<Client>> + Send {
+        let started = self.start();
+        async move {
+            let (client, wait) = started?;
+            if let Some(wait) = wait {
+                client.first_session(wait).await?;
+            }
+            Ok(client)
+        }
+    }
+
+    /// Checks the settings, resolves the hosts and starts the I/O thread;
+    /// the wait for the first session, unless `wait_connected(false)`.
+    fn start(self) -> Result<(Client, Option<super::connect::FirstSession>)> {
         self.check_settings()?;
         // Every duration kept is one a deadline can be computed from.
         let session_timeout = self.session_timeout.min(MAX_SESSION_TIMEOUT);
@@ -221,10 +264,10 @@ impl ClientBuilder {
                 renews: self.new_session_after_expiry,
             }),
         };
-        if self.wait_connected {
-            client.wait_first_session(session_timeout.max(Duration::from_secs(1)), &named)?;
-        }
-        Ok(client)
+        let wait = self.wait_connected.then(|| {
+            super::connect::FirstSession::new(session_timeout.max(Duration::from_secs(1)), named)
+        });
+        Ok((client, wait))
     }
 
     /// How long one connection attempt may take: the setting, or

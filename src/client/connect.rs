@@ -10,6 +10,7 @@ use crossbeam_channel::{select, Receiver};
 use super::{Client, ClientBuilder};
 use crate::driver::{ConnectFailure, Connector};
 use crate::error::{ConnectError, Error, NoSession, Result};
+use crate::machine::Command;
 use crate::session::SessionState;
 
 impl ClientBuilder {
@@ -42,67 +43,126 @@ pub(super) fn settled(state: SessionState) -> Option<Result<()>> {
     }
 }
 
+/// A wait for the first session: what it has heard of the connections
+/// that failed, and when it gives up. Both the blocking connect and the
+/// async one look through it, so both end the same way:
+/// * the terminal state, if the session ends (`AuthFailed`, ...);
+/// * [`Error::Connect`] as soon as every server refused us for a reason
+///   retrying cannot cure (TLS: unknown CA, name mismatch, an alert, not
+///   TLS);
+/// * at the deadline, [`Error::NoSession`]: `hosts` (the connect string's,
+///   as resolved), the time spent and the last failure (a close before the
+///   handshake was answered included: a TLS port reached without TLS looks
+///   like a server not serving yet).
+pub(super) struct FirstSession {
+    hosts: Vec<(String, SocketAddr)>,
+    started: Instant,
+    pub(super) deadline: Instant,
+    /// The latest failure of each server, in the order they first failed
+    /// (a few servers: a list, not a map).
+    latest: Vec<ConnectFailure>,
+    last: Option<ConnectError>,
+}
+
+impl FirstSession {
+    pub(super) fn new(timeout: Duration, hosts: Vec<(String, SocketAddr)>) -> FirstSession {
+        FirstSession {
+            hosts,
+            started: Instant::now(),
+            deadline: crate::deadline::from_now(timeout),
+            latest: Vec::new(),
+            last: None,
+        }
+    }
+
+    /// How the wait ends now, if it does: the failures that came are read
+    /// first.
+    pub(super) fn look(&mut self, client: &Client) -> Option<Result<()>> {
+        while let Ok(failure) = client.inner.driver.failures.try_recv() {
+            if let Some(end) = self.note(client, failure) {
+                return Some(end);
+            }
+        }
+        if let Some(outcome) = settled(client.state()) {
+            return Some(outcome);
+        }
+        if Instant::now() >= self.deadline {
+            return Some(Err(self.no_session()));
+        }
+        None
+    }
+
+    /// A connection failed: the end, once every server refused for good.
+    fn note(&mut self, client: &Client, failure: ConnectFailure) -> Option<Result<()>> {
+        self.last = Some(failure.error.clone());
+        match self.latest.iter_mut().find(|f| f.addr == failure.addr) {
+            Some(known) => *known = failure,
+            None => self.latest.push(failure),
+        }
+        let definitive = self.latest.len() >= client.inner.host_count
+            && self.latest.iter().all(ConnectFailure::is_definitive);
+        definitive.then(|| match self.latest.first() {
+            Some(f) => Err(Error::Connect(f.error.clone())),
+            None => Err(self.no_session()),
+        })
+    }
+
+    fn no_session(&self) -> Error {
+        Error::NoSession(Box::new(NoSession {
+            servers: servers(&self.hosts),
+            addresses: self.hosts.iter().map(|(_, a)| *a).collect(),
+            waited: self.started.elapsed(),
+            last: self.last.clone(),
+        }))
+    }
+}
+
 impl Client {
-    /// Waits until the first session is established, failing with:
-    /// * the terminal state, if the session ends (`AuthFailed`, ...);
-    /// * [`Error::Connect`] as soon as every server refused us for a reason
-    ///   retrying cannot cure (TLS: unknown CA, name mismatch, an alert, not
-    ///   TLS);
-    /// * at the deadline, [`Error::NoSession`]: `hosts` (the connect
-    ///   string's, as resolved), the time spent and the last failure (a
-    ///   close before the handshake was answered included: a TLS port
-    ///   reached without TLS looks like a server not serving yet).
-    pub(super) fn wait_first_session(
-        &self,
-        timeout: Duration,
-        hosts: &[(String, SocketAddr)],
-    ) -> Result<()> {
-        let started = Instant::now();
+    /// Waits until the first session is established; see [`FirstSession`].
+    pub(super) fn wait_first_session(&self, mut wait: FirstSession) -> Result<()> {
         let (states, _token) = self.subscribe_scoped();
         let failures: &Receiver<ConnectFailure> = &self.inner.driver.failures;
-        let host_count = self.inner.host_count;
-        // The latest failure of each server, in the order they first failed
-        // (a few servers: a list, not a map).
-        let mut latest: Vec<ConnectFailure> = Vec::new();
-        let mut last: Option<ConnectError> = None;
-        let deadline = crate::deadline::from_now(timeout);
-        let no_session = |last| {
-            Error::NoSession(Box::new(NoSession {
-                servers: servers(hosts),
-                addresses: hosts.iter().map(|(_, a)| *a).collect(),
-                waited: started.elapsed(),
-                last,
-            }))
-        };
         loop {
-            if let Some(outcome) = settled(self.state()) {
-                return outcome;
+            if let Some(end) = wait.look(self) {
+                return end;
             }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(no_session(last));
-            }
+            let left = wait.deadline.saturating_duration_since(Instant::now());
             select! {
                 recv(states) -> s => if s.is_err() { return Err(Error::Closed) },
                 recv(failures) -> f => {
                     let Ok(failure) = f else { return Err(Error::Closed) };
-                    last = Some(failure.error.clone());
-                    match latest.iter_mut().find(|f| f.addr == failure.addr) {
-                        Some(known) => *known = failure,
-                        None => latest.push(failure),
-                    }
-                    if latest.len() >= host_count
-                        && latest.iter().all(ConnectFailure::is_definitive)
-                    {
-                        return match latest.into_iter().next() {
-                            Some(f) => Err(Error::Connect(f.error)),
-                            None => Err(no_session(last)),
-                        };
+                    if let Some(end) = wait.note(self, failure) {
+                        return end;
                     }
                 },
                 default(left) => {},
             }
         }
+    }
+
+    /// The same wait, as a future: woken by the I/O thread when the state
+    /// changes or a connection fails, and by the core's timer at the
+    /// deadline.
+    pub(super) fn first_session(
+        &self,
+        mut wait: FirstSession,
+    ) -> impl std::future::Future<Output = Result<()>> + Send + '_ {
+        let mut timer_set = false;
+        std::future::poll_fn(move |cx| {
+            if !timer_set {
+                timer_set = true;
+                let wake = Command::WakeAt(wait.deadline, cx.waker().clone());
+                if !self.inner.driver.send(wake) {
+                    return std::task::Poll::Ready(Err(Error::Closed));
+                }
+            }
+            // Registered before the look: a change after it wakes us.
+            self.inner.driver.status.changes.register(cx);
+            match wait.look(self) {
+                Some(end) => std::task::Poll::Ready(end),
+                None => std::task::Poll::Pending,
+            }
+        })
     }
 }
 

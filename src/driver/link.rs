@@ -9,6 +9,7 @@
 
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Instant;
 
 use crossbeam_channel::Sender;
@@ -16,6 +17,7 @@ use mio::net::TcpStream;
 
 use super::{Connection, Driver};
 use crate::error::ConnectError;
+use crate::machine::status::Status;
 
 /// A connection that failed before its session was established.
 #[derive(Debug, Clone)]
@@ -55,6 +57,8 @@ pub(crate) struct Links {
     /// The connect string's host of each resolved address.
     names: Vec<(SocketAddr, String)>,
     failures: Sender<ConnectFailure>,
+    /// Whose waiting tasks hear of each failure (an async connect).
+    status: Arc<Status>,
     /// The typed reason of the failure being handled, if known.
     pending: Option<ConnectError>,
 }
@@ -64,11 +68,13 @@ impl Links {
         connector: Connector,
         names: Vec<(SocketAddr, String)>,
         failures: Sender<ConnectFailure>,
+        status: Arc<Status>,
     ) -> Links {
         Links {
             connector,
             names,
             failures,
+            status,
             pending: None,
         }
     }
@@ -128,6 +134,7 @@ impl Links {
         log::info!("connecting to {addr} failed: {error}");
         // Nobody may be listening (connect returned long ago): never block.
         let _ = self.failures.try_send(ConnectFailure { addr, error });
+        self.status.changes.wake_all();
     }
 }
 

@@ -35,6 +35,9 @@ pub(crate) enum Command {
     Subscribe(Sender<SessionState>, Option<Weak<()>>),
     /// For the lock machine.
     Lock(LockCommand),
+    /// Wakes the task at the instant (a future's deadline: nothing else
+    /// would poll it then).
+    WakeAt(Instant, std::task::Waker),
 }
 
 /// A request to the lock machine.

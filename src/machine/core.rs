@@ -75,6 +75,8 @@ pub struct Core {
     /// A state change whose subscribers are told once the holders have
     /// heard what it did to them.
     unannounced: Vec<SessionState>,
+    /// Tasks to wake at their deadline, soonest first.
+    timers: Vec<(Instant, std::task::Waker)>,
 }
 
 impl std::fmt::Debug for Core {
@@ -114,6 +116,7 @@ impl Core {
             events: VecDeque::new(),
             observer,
             unannounced: Vec::new(),
+            timers: Vec::new(),
         };
         core.publish();
         let handles = CoreHandles {
@@ -132,6 +135,7 @@ impl Core {
     /// out everything that follows.
     pub fn turn(&mut self, now: Instant) {
         self.drain_commands(now);
+        self.wake_due(now);
         self.protocol.handle_timeout(now);
         self.deliver(now);
         self.publish();
@@ -191,7 +195,11 @@ impl Core {
 
     /// When [`Core::turn`] is next due.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.protocol.poll_timeout()
+        let timer = self.timers.first().map(|(at, _)| *at);
+        match (self.protocol.poll_timeout(), timer) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Whether the core wants a connection (none is up, and the session
@@ -290,11 +298,23 @@ impl Core {
                     self.subscribers.push((tx, token));
                 }
                 Ok(Command::Shutdown) => self.shut_down(now),
+                Ok(Command::WakeAt(at, waker)) => {
+                    let i = self.timers.partition_point(|(t, _)| *t <= at);
+                    self.timers.insert(i, (at, waker));
+                }
                 Err(TryRecvError::Empty) => return,
                 // Unreachable while the core holds a sender (its grants'),
                 // but harmless: nobody can ask anything any more.
                 Err(TryRecvError::Disconnected) => return self.shut_down(now),
             }
+        }
+    }
+
+    /// Wakes the tasks whose deadline has come.
+    fn wake_due(&mut self, now: Instant) {
+        let due = self.timers.partition_point(|(t, _)| *t <= now);
+        for (_, waker) in self.timers.drain(..due) {
+            waker.wake();
         }
     }
 

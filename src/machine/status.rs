@@ -4,6 +4,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::session::SessionState;
+use crate::wakers::WakeList;
 
 /// What the I/O thread publishes for API threads to read at any time.
 /// Atomics, not a lock: a reader never waits for the I/O thread, nor the
@@ -20,6 +21,9 @@ pub(crate) struct Status {
     /// Nanoseconds after `base` until which the server cannot have expired
     /// the session (see `Session::valid_until`); 0 for none.
     valid_until_ns: AtomicU64,
+    /// Tasks waiting for the state to change (or for a connection to fail:
+    /// the driver wakes them too).
+    pub(crate) changes: WakeList,
 }
 
 const STATES: [SessionState; 7] = [
@@ -41,6 +45,7 @@ impl Status {
             last_zxid: AtomicI64::new(0),
             base,
             valid_until_ns: AtomicU64::new(0),
+            changes: WakeList::default(),
         }
     }
 
@@ -95,6 +100,9 @@ impl Status {
         });
         self.valid_until_ns.store(horizon, Ordering::Release);
         // Last: whoever sees the new state sees the rest with it.
-        self.state.store(state as u8, Ordering::Release);
+        let before = self.state.swap(state as u8, Ordering::AcqRel);
+        if before != state as u8 {
+            self.changes.wake_all();
+        }
     }
 }

@@ -5,6 +5,7 @@
 use super::pending::block_on;
 use super::*;
 use zklock::recipes::{revoke, Election, LatchEvent};
+use zklock::Error;
 
 #[test]
 fn a_guards_state_change_and_revocation_are_futures_woken_by_the_io_thread() {
@@ -78,4 +79,43 @@ fn a_latchs_leadership_and_next_event_are_futures_woken_by_the_io_thread() {
         Some(LatchEvent::Gained { .. })
     ));
     latch.close(zklock::recipes::CloseMode::Silent).unwrap();
+}
+
+/// Connecting, awaited: the future resolves with the first session, woken
+/// by the I/O thread; against a server that accepts and never answers, the
+/// core's timer wakes it at its deadline with `NoSession` (no failure comes
+/// to wake it first: the handshake's own wait is longer).
+#[test]
+fn an_async_connect_resolves_with_the_session_or_at_its_deadline() {
+    let connect = zk::shared().connect_string();
+    let c = block_on(Client::builder(&connect).session_timeout(T).connect_async())
+        .expect("resolved in time")
+        .expect("connected");
+    assert_eq!(c.state(), SessionState::Connected);
+    assert_ne!(c.session_id(), 0);
+
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = silent.local_addr().unwrap();
+    let wait = Duration::from_secs(2);
+    let started = std::time::Instant::now();
+    let outcome = block_on(
+        Client::builder(&addr.to_string())
+            .session_timeout(wait)
+            .connect_timeout(Duration::from_secs(60))
+            .connect_async(),
+    )
+    .expect("resolved before the test's own bound");
+    let took = started.elapsed();
+    assert!(
+        matches!(outcome, Err(Error::NoSession(_))),
+        "{:?}",
+        outcome.map(|c| c.session_id())
+    );
+    assert!(took >= wait, "gave up after {took:?}, before its {wait:?}");
+    // Woken at the deadline, not at the next poll someone else makes.
+    assert!(
+        took < wait * 3,
+        "resolved {took:?} after a wait of {wait:?}"
+    );
+    drop(silent);
 }
