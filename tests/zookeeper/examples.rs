@@ -18,6 +18,7 @@ const EXAMPLES: &[&str] = &[
     "observer_log",
     "observer_prometheus",
     "failover_service",
+    "long_running_service",
     // zklock-proto's: a lock on a hand-written poll loop, no I/O thread.
     "poll_loop",
 ];

@@ -176,3 +176,20 @@ fn world(perms: i32) -> Acl {
         },
     }
 }
+
+/// After an expiry the client logs the new session in with the same SASL
+/// login: a node only that identity may read stays readable.
+#[test]
+fn the_login_is_carried_to_the_session_after_an_expiry() {
+    let link = testkit::ClientLink::start(&server().connect_string());
+    let c = login(&link.connect_string(), "alice", "alice-secret").expect("alice logs in");
+    let opts = CreateOptions::new(CreateMode::Persistent).acl(vec![only("alice", perms::ALL)]);
+    let (path, _) = c.create_with("/sasl-renewed", b"hers", &opts).unwrap();
+    let first = c.session_id();
+    link.expire_session();
+    testkit::wait_until("a new session", Duration::from_secs(30), || {
+        c.state() == zklock::SessionState::Connected && c.session_id() != first
+    });
+    assert_eq!(c.get_data(&path).unwrap().0, b"hers");
+    c.delete(&path, None).unwrap();
+}

@@ -10,6 +10,7 @@ use zklock::Client;
 
 mod delay;
 mod ensemble;
+mod long_running;
 mod serve;
 mod servers;
 mod service;
