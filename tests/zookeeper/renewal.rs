@@ -312,3 +312,43 @@ fn the_old_sessions_watches_end_with_session_expired() {
     observer().set_data(&p, b"x", None).unwrap();
     assert!(fresh.recv_timeout(WAIT).is_ok());
 }
+
+/// Every recipe value made before an expiry works on the new session as
+/// it is: each takes its lock (each guard the new session's where it tells).
+#[test]
+fn every_recipe_value_works_on_the_new_session() {
+    use zklock::recipes::{BatchMutex, MultiLock, RwLock, Semaphore};
+    let (link, c) = linked();
+    let p = |name: &str| format!("{}/{name}", path("recipes"));
+    let rw = RwLock::new(&c, &p("rw")).unwrap();
+    let sem = Semaphore::new(&c, &p("sem"), 2).unwrap();
+    let multi = MultiLock::new(&c, &[&p("m0"), &p("m1")]).unwrap();
+    let batch = BatchMutex::new(&c, &p("batch"), 2).unwrap();
+    let election = Election::new(&c, &p("election"), b"a").unwrap();
+    // Each used once on the first session.
+    drop(rw.write_timeout(WAIT).unwrap());
+    drop(sem.acquire_timeout(WAIT).unwrap());
+    drop(multi.lock_timeout(WAIT).unwrap());
+    drop(batch.lock_timeout(WAIT).unwrap());
+    drop(election.campaign_timeout(WAIT).unwrap());
+
+    let first = c.session_id();
+    let states = c.subscribe();
+    link.expire_session();
+    until_new_session(&c, &states, first);
+    let second = c.session_id();
+
+    let w = rw.write_timeout(WAIT).unwrap();
+    assert_eq!(w.owner_session(), second);
+    drop(w);
+    let r = rw.read_timeout(WAIT).unwrap();
+    assert_eq!(r.owner_session(), second);
+    drop(r);
+    let lease = sem.acquire_timeout(WAIT).unwrap();
+    assert_eq!(lease.owner_session(), second);
+    drop(lease);
+    assert!(multi.lock_timeout(WAIT).is_ok());
+    assert!(batch.lock_timeout(WAIT).is_ok());
+    let leader = election.campaign_timeout(WAIT).unwrap();
+    assert_eq!(leader.owner_session(), second);
+}
