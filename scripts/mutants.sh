@@ -18,8 +18,22 @@
 #   - proto/src/session/fuzz.rs (fuzz helpers) and the rest of the session (SASL,
 #     codec glue): not protocol logic, and not covered by these suites.
 #
+# With --crate NAME as the first argument, another crate of the workspace
+# instead, judged by the whole suite that tests it:
+#   --crate jute          zklock-jute, by its own tests (unit, golden,
+#                         round trips, fuzz replays, names): no server;
+#   --crate zklock-test   zklock-test, by its failover suite (real ZooKeeper
+#                         servers and ensembles it starts itself; run
+#                         scripts/setup.sh first) and its unit tests;
+#   --crate cli           zklock-cli, by its unit tests and cli/tests/ (real
+#                         servers again).
+# These take their judges' time per mutant (tens of seconds for the real-
+# server ones): give them --file, -F or --shard.
+#
 # Usage:
 #   scripts/mutants.sh                          # every file (hours on 2 cores)
+#   scripts/mutants.sh --crate jute --file jute/src/frame.rs
+#   scripts/mutants.sh --crate zklock-test --file zklock-test/src/proxy/line.rs
 #   scripts/mutants.sh --file proto/src/lock/holding.rs   # one file
 #   scripts/mutants.sh --file proto/src/lock/attempt.rs --shard 1/2
 #   scripts/mutants.sh -F 'holding.rs:217'      # mutants whose name matches
@@ -45,6 +59,29 @@ cd "$(dirname "$0")/.."
 
 export SIM_SEEDS="${SIM_SEEDS:-2000}"
 
+# Another crate and its own judge: the crate's whole suite.
+if [ "${1:-}" = "--crate" ]; then
+    crate=${2:?--crate needs a name: jute, zklock-test or cli}
+    shift 2
+    case "$crate" in
+        jute) package=zklock-jute; judge=(--cargo-arg=--all-targets) ;;
+        zklock-test) package=zklock-test; judge=(--cargo-arg=--lib --cargo-arg=--test=failover) ;;
+        cli) package=zklock-cli; judge=(--cargo-arg=--all-targets) ;;
+        *) echo "mutants.sh: unknown crate $crate (jute, zklock-test, cli)" >&2; exit 64 ;;
+    esac
+    status=0
+    cargo mutants --package "$package" \
+        --jobs "${MUTANTS_JOBS:-1}" \
+        --timeout "${MUTANTS_TIMEOUT:-300}" \
+        --build-timeout "${MUTANTS_BUILD_TIMEOUT:-600}" \
+        --output target \
+        --colors never \
+        "${judge[@]}" \
+        "$@" \
+        || status=$?
+    exec_summary=1
+fi
+
 # The session core's protocol files (its SASL, fuzz and MD5 helpers and its
 # unit tests are not protocol logic).
 session=(mod connection requests replies liveness watches ending events)
@@ -59,6 +96,7 @@ for arg in "$@"; do
     esac
 done
 
+if [ -z "${exec_summary:-}" ]; then
 status=0
 cargo mutants \
     --package zklock --package zklock-proto \
@@ -72,6 +110,7 @@ cargo mutants \
     --cargo-arg=--lib --cargo-arg=--test=lock_machine --cargo-arg=--test=simulation \
     "$@" \
     || status=$?
+fi
 
 # 0: all caught; 2: some missed; 3: some timed out; 4: baseline failed.
 out=target/mutants.out
