@@ -74,6 +74,7 @@ impl From<zklock_proto::lock::LockError> for LockError {
             Machine::Closed => LockError::Client(Error::Closed),
             Machine::AuthFailed => LockError::Client(Error::AuthFailed),
             Machine::SequenceExhausted { path } => LockError::SequenceExhausted { path },
+            Machine::WouldDeadlock => LockError::WouldDeadlock,
             Machine::UnexpectedReply => {
                 LockError::Client(Error::server(jute::ErrorCode::MarshallingError))
             }

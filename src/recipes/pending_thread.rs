@@ -23,7 +23,7 @@ use crate::machine::{AttemptId, LockCommand};
 use crate::{oneshot, Error};
 
 /// The lock a call is for. A read/write lock's two sides decide together
-/// (a write holder reads under its write node; a reader is refused the
+/// (a write holder's read passes its write node; a reader is refused the
 /// write lock).
 #[derive(Debug)]
 pub(crate) enum Target<Q> {
@@ -33,10 +33,12 @@ pub(crate) enum Target<Q> {
 }
 
 impl<Q: Deref<Target = QueueLock>> Target<Q> {
-    fn entry(&self, thread: ThreadId) -> Entry {
+    /// `share_write`: a downgrade found a writer waiting behind the write
+    /// node (see [`read_entry`]).
+    fn entry(&self, thread: ThreadId, share_write: bool) -> Entry {
         match self {
             Target::One(lock) => lock.entry(thread),
-            Target::Read { read, write } => read_entry(read, write, thread),
+            Target::Read { read, write } => read_entry(read, write, thread, share_write),
             Target::Write { read, write } => write_entry(read, write, thread),
         }
     }
@@ -71,6 +73,24 @@ pub(crate) struct ThreadCall<Q> {
     thread: ThreadId,
     deadline: Option<Instant>,
     step: Step,
+    downgrade: Downgrade,
+}
+
+/// A write holder's read (a downgrade), as far as it went.
+#[derive(Debug, Clone, Copy)]
+enum Downgrade {
+    /// None queued.
+    No,
+    /// A read node passing the write node queued, by the call's deadline
+    /// (and whether it is a try), kept for the look that shares the write
+    /// holding instead if the machine finds a writer waiting between.
+    Queued {
+        deadline: Option<Instant>,
+        no_wait: bool,
+    },
+    /// A writer waits between: the read shares the write holding, which
+    /// keeps that writer out as a read node behind it could not.
+    SharesWrite,
 }
 
 #[derive(Debug)]
@@ -137,6 +157,7 @@ impl<Q: Deref<Target = QueueLock>> ThreadCall<Q> {
             thread,
             deadline,
             step: Step::Unstarted,
+            downgrade: Downgrade::No,
         }
     }
 
@@ -193,6 +214,17 @@ impl<Q: Deref<Target = QueueLock>> ThreadCall<Q> {
                     self.target.queue().record(&guard, self.thread);
                     Some(Ok(guard))
                 }
+                Ok(Some(Err(LockError::WouldDeadlock))) => {
+                    let Downgrade::Queued { deadline, no_wait } = self.downgrade else {
+                        return Some(Err(LockError::WouldDeadlock));
+                    };
+                    self.downgrade = Downgrade::SharesWrite;
+                    let now = match wait {
+                        Wait::No => now,
+                        Wait::Block { .. } => Instant::now(),
+                    };
+                    self.look(now, deadline, no_wait, true, wait)
+                }
                 Ok(Some(Err(e))) => Some(Err(e)),
                 Ok(None) => {
                     self.step = Step::Queued(queued);
@@ -215,7 +247,7 @@ impl<Q: Deref<Target = QueueLock>> ThreadCall<Q> {
 
     /// One look, as the thread's call takes it: share, confirm (on the
     /// first look only: a confirm that failed made that holding Lost),
-    /// refuse, or queue.
+    /// refuse, or queue (passing the write node, for a downgrade).
     fn look(
         &mut self,
         now: Instant,
@@ -224,51 +256,58 @@ impl<Q: Deref<Target = QueueLock>> ThreadCall<Q> {
         first: bool,
         wait: Wait<'_>,
     ) -> Option<Result<LockGuard, LockError>> {
-        match self.target.entry(self.thread) {
-            Entry::Share(guard) => Some(Ok(guard)),
-            Entry::Confirm(guard) if first => match guard.start_confirm() {
-                Ok(reply) => {
-                    let until = self.target.queue().client.reply_deadline(now, deadline);
-                    self.step = Step::Confirming(Confirm {
-                        guard,
-                        reply,
-                        until,
-                        deadline,
-                        no_wait,
-                    });
-                    None
-                }
-                Err(e) => Some(Err(e)),
-            },
-            Entry::Refuse(e) => Some(Err(e)),
-            Entry::Confirm(_) | Entry::Queue => {
-                let how = Start {
-                    deadline,
-                    no_wait,
-                    replacing: None,
-                };
-                let queue = self.target.queue();
-                let queued = match wait {
-                    Wait::Block {
-                        cancel: Some(c), ..
-                    } if c.is_cancelled() => return Some(Err(LockError::Cancelled)),
-                    Wait::Block { cancel: None, .. } => {
-                        let (tx, outcome) = oneshot::channel();
-                        match queue.start(how, |_| Blocked(tx)) {
-                            Ok(id) => Queued::Parked {
-                                id,
-                                outcome,
-                                deadline,
-                            },
-                            Err(e) => return Some(Err(e)),
-                        }
+        let share_write = matches!(self.downgrade, Downgrade::SharesWrite);
+        let passes = match self.target.entry(self.thread, share_write) {
+            Entry::Share(guard) => return Some(Ok(guard)),
+            Entry::Confirm(guard) if first => {
+                return match guard.start_confirm() {
+                    Ok(reply) => {
+                        let until = self.target.queue().client.reply_deadline(now, deadline);
+                        self.step = Step::Confirming(Confirm {
+                            guard,
+                            reply,
+                            until,
+                            deadline,
+                            no_wait,
+                        });
+                        None
                     }
-                    _ => Queued::Handle(queue.pending(how), deadline),
+                    Err(e) => Some(Err(e)),
                 };
-                self.step = Step::Queued(queued);
-                self.advance(now, wait)
             }
-        }
+            Entry::Refuse(e) => return Some(Err(e)),
+            Entry::Confirm(_) | Entry::Queue => None,
+            Entry::Downgrade(node) => {
+                self.downgrade = Downgrade::Queued { deadline, no_wait };
+                Some(node)
+            }
+        };
+        let how = Start {
+            deadline,
+            no_wait,
+            replacing: None,
+            passes,
+        };
+        let queue = self.target.queue();
+        let queued = match wait {
+            Wait::Block {
+                cancel: Some(c), ..
+            } if c.is_cancelled() => return Some(Err(LockError::Cancelled)),
+            Wait::Block { cancel: None, .. } => {
+                let (tx, outcome) = oneshot::channel();
+                match queue.start(how, |_| Blocked(tx)) {
+                    Ok(id) => Queued::Parked {
+                        id,
+                        outcome,
+                        deadline,
+                    },
+                    Err(e) => return Some(Err(e)),
+                }
+            }
+            _ => Queued::Handle(queue.pending(how), deadline),
+        };
+        self.step = Step::Queued(queued);
+        self.advance(now, wait)
     }
 }
 

@@ -33,7 +33,7 @@ pub(crate) struct QueueLock {
 }
 
 /// How an acquisition starts.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct Start {
     /// When to give up with a timeout.
     pub(crate) deadline: Option<Instant>,
@@ -41,6 +41,9 @@ pub(crate) struct Start {
     pub(crate) no_wait: bool,
     /// A holding of this lock let go in the same write (a requeue).
     pub(crate) replacing: Option<AttemptId>,
+    /// The name of a node of ours not to wait for: a downgrade's write
+    /// node (see [`LockSpec::passes`]).
+    pub(crate) passes: Option<String>,
 }
 
 impl Start {
@@ -56,7 +59,7 @@ impl Start {
 #[derive(Debug)]
 pub(crate) enum Entry {
     /// Shares a live holding of that thread: re-entry, or a write holder's
-    /// read.
+    /// read once a writer was found waiting behind the write node.
     Share(LockGuard),
     /// Shares it once a read shows its node still ours: a holder that does
     /// not watch its node cannot know it was deleted.
@@ -64,6 +67,9 @@ pub(crate) enum Entry {
     /// Refused: waiting would be waiting for ourselves.
     Refuse(LockError),
     Queue,
+    /// A write holder's read (a downgrade): queues a read node of its own
+    /// that does not wait for the thread's write node, named here.
+    Downgrade(String),
 }
 
 impl QueueLock {
@@ -90,6 +96,7 @@ impl QueueLock {
                 watch_node: options.watch_node || options.revocable,
                 revocable: options.revocable,
                 lock_delay: options.lock_delay,
+                passes: None,
             }),
             side,
             reentrant: options.reentrant,
@@ -173,7 +180,13 @@ impl QueueLock {
         outcome: impl FnOnce(AttemptId) -> O,
     ) -> Result<AttemptId, LockError> {
         let (id, uuid) = self.client.next_attempt();
-        let spec = self.spec.clone();
+        let spec = match how.passes {
+            None => self.spec.clone(),
+            passes => Arc::new(LockSpec {
+                passes,
+                ..(*self.spec).clone()
+            }),
+        };
         let outcome = into_sink(outcome(id), self.client.downgrade());
         let command = match how.replacing {
             None => LockCommand::Acquire {
@@ -222,7 +235,7 @@ impl QueueLock {
         let how = Start {
             deadline,
             no_wait,
-            replacing: None,
+            ..Start::default()
         };
         (self.pending(how), no_wait)
     }
@@ -251,23 +264,39 @@ impl QueueLock {
     }
 }
 
-/// What a read call from `thread` does first: a write holder reads under
-/// its write node (a downgrade); one whose write node stands for a guard
-/// it cannot share (told Lost by zklock's own judgement) is refused, as
-/// the read would wait for it; else as the read side decides.
-pub(crate) fn read_entry(read: &QueueLock, write: &QueueLock, thread: ThreadId) -> Entry {
+/// What a read call from `thread` does first: a write holder re-enters a
+/// read it holds (when re-entrant), else downgrades: a read node of its
+/// own that passes the write node, or, once that found a writer waiting
+/// behind the write node (`share_write`), a share of the write holding.
+/// One whose write node stands for a guard it cannot share (told Lost by
+/// zklock's own judgement) is refused, as the read would wait for it;
+/// else as the read side decides.
+pub(crate) fn read_entry(
+    read: &QueueLock,
+    write: &QueueLock,
+    thread: ThreadId,
+    share_write: bool,
+) -> Entry {
     match write.held_by(thread) {
-        Some(holding) => write.share(holding),
+        Some(holding) if share_write => write.share(holding),
+        Some(holding) => match read.entry(thread) {
+            Entry::Queue | Entry::Refuse(_) => {
+                let path = holding.node_path();
+                let name = path.rsplit_once('/').map_or(path, |(_, name)| name);
+                Entry::Downgrade(name.to_owned())
+            }
+            reentered => reentered,
+        },
         None if write.holds(Side::Exclusive, thread) => Entry::Refuse(LockError::WouldDeadlock),
         None => read.entry(thread),
     }
 }
 
 /// What a write call from `thread` does first: a reader is refused (two
-/// readers upgrading would wait for each other forever); else as the
-/// write side decides.
+/// readers upgrading would wait for each other forever); else, a write
+/// holder with a downgraded read included, as the write side decides.
 pub(crate) fn write_entry(read: &QueueLock, write: &QueueLock, thread: ThreadId) -> Entry {
-    if read.holds(Side::Shared, thread) {
+    if read.holds(Side::Shared, thread) && !write.holds(Side::Exclusive, thread) {
         return Entry::Refuse(LockError::UpgradeRefused);
     }
     write.entry(thread)

@@ -21,11 +21,19 @@ use crate::Client;
 
 /// Many readers or one writer.
 ///
-/// A thread holding the write lock may take the read lock (a downgrade: the
-/// read guard keeps the write node, so no writer gets in until both guards
-/// are gone). A read holder asking for the write lock is refused with
-/// [`LockError::UpgradeRefused`]: two readers upgrading would wait for each
-/// other forever.
+/// A thread holding the write lock may take the read lock (a downgrade),
+/// as Curator's `InterProcessReadWriteLock` allows: the read queues a read
+/// node of its own behind the write node and holds at once, since that
+/// write node is the thread's own. While the write guard stands nobody
+/// else gets in; once it goes, the thread holds a read lock like any
+/// other: other readers share it, writers wait for it. The read guard's
+/// fencing token is its own node's. If another writer queued while the
+/// write lock was held, it waits for the write node, and a read node
+/// behind it could not keep it out: the read guard then shares the write
+/// node instead (and its token), and nobody else gets in until both guards
+/// are gone. A thread that holds a read lock and not the write lock is
+/// refused the write lock with [`LockError::UpgradeRefused`]: two readers
+/// upgrading would wait for each other forever.
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -105,7 +113,10 @@ impl RwLock {
     );
 
     /// A read lock, waiting until `deadline` or cancellation for the
-    /// nearest writer below us to go.
+    /// nearest writer below us to go. Called while this thread holds the
+    /// write lock, a downgrade (see [`RwLock`]): held at once, by a read
+    /// node of its own that this thread's write node does not block (or, if
+    /// another writer waits behind that write node, by a share of it).
     ///
     /// # Errors
     /// As [`Mutex::lock_with`](super::Mutex::lock_with).
@@ -124,8 +135,8 @@ impl RwLock {
     /// node below us to go.
     ///
     /// # Errors
-    /// [`LockError::UpgradeRefused`] if this thread holds a read lock; else
-    /// as [`Mutex::lock_with`](super::Mutex::lock_with).
+    /// [`LockError::UpgradeRefused`] if this thread holds a read lock and
+    /// not the write lock; else as [`Mutex::lock_with`](super::Mutex::lock_with).
     #[inline]
     pub fn write_with(
         &self,
@@ -146,7 +157,8 @@ impl RwLock {
     }
 
     /// Starts taking a read lock and returns at once; see [`PendingLock`].
-    /// No downgrade: each call queues a read node of its own.
+    /// No downgrade: each call queues a read node of its own, which waits
+    /// for every writer below it, this thread's included.
     pub fn start_read(&self, deadline: Option<Instant>) -> PendingLock {
         self.read.pending(Start::by(deadline))
     }

@@ -31,8 +31,20 @@ impl Rule {
     /// the standing then says so, and no rule grants by it. Nodes past the
     /// end below a node that is not were issued after it, so they never
     /// block it.
-    pub(crate) fn standing<'a>(self, children: &'a Names, our_name: &str) -> Option<Standing<'a>> {
+    ///
+    /// `passes`, a node of ours that holds the lock, never blocks us; a
+    /// contender that would block us from above it waits, directly or not,
+    /// for that node, which the standing then says.
+    pub(crate) fn standing<'a>(
+        self,
+        children: &'a Names,
+        our_name: &str,
+        passes: Option<&str>,
+    ) -> Option<Standing<'a>> {
         let (our_sequence, _) = Contender::classify(our_name)?;
+        let passed = passes.and_then(|name| Some((Contender::classify(name)?.0, name)));
+        let mut passed_listed = false;
+        let mut above_passed = false;
         let mut unordered = past_the_end(our_sequence);
         let below = |seq: i32, name: &str| {
             sequence_order(seq, our_sequence)
@@ -60,6 +72,10 @@ impl Rule {
             if !below(seq, name) {
                 continue;
             }
+            if passed.is_some_and(|(_, n)| n == name) {
+                passed_listed = true;
+                continue;
+            }
             below_us += 1;
             let blocks = match self {
                 Rule::Predecessor | Rule::FirstN(_) => true,
@@ -72,6 +88,7 @@ impl Rule {
             let above = |than: Option<(i32, &str)>| {
                 than.is_none_or(|(s, n)| sequence_order(seq, s).then_with(|| name.cmp(n)).is_gt())
             };
+            above_passed |= passed.is_some() && above(passed);
             if above(nearest) {
                 second = nearest;
                 nearest = Some((seq, name));
@@ -87,6 +104,7 @@ impl Rule {
                 blocker: None,
                 scout: None,
                 past_the_end: true,
+                behind_passed: false,
             });
         }
         let blocker = match self {
@@ -105,6 +123,7 @@ impl Rule {
             blocker,
             scout,
             past_the_end: false,
+            behind_passed: passed_listed && above_passed,
         })
     }
 }
@@ -122,6 +141,9 @@ pub(crate) struct Standing<'a> {
     /// Our node cannot be ordered (issued past the end of the parent's
     /// counter, or sharing its suffix): fail closed.
     pub past_the_end: bool,
+    /// A contender that blocks us stands above the node we pass, and so
+    /// waits for it: waiting would be waiting for ourselves.
+    pub behind_passed: bool,
 }
 
 /// Whom to wait for.
@@ -166,12 +188,19 @@ pub struct LockSpec {
     /// end was first recorded on the server. Holders then keep a tenure
     /// mark outside the lock path (see `lock::tenure`).
     pub lock_delay: Option<Duration>,
+    /// A node of ours, by name, that this attempt does not wait for: for a
+    /// read taken while its thread holds the write lock (a downgrade),
+    /// that write node. The attempt queues behind it and holds as though
+    /// it were gone, but only while another attempt of this machine holds
+    /// it; if a contender that blocks us waits above it, the attempt
+    /// fails with [`LockError::WouldDeadlock`](crate::lock::LockError::WouldDeadlock).
+    pub passes: Option<String>,
 }
 
 impl LockSpec {
     /// A lock under `parent` (the server's path), nodes named
     /// `_c_<uuid><marker><sequence>`, open ACLs, no holder data, no watch
-    /// on a held node, not revocable, no lock-delay.
+    /// on a held node, not revocable, no lock-delay, no node passed.
     pub fn new(parent: &str, marker: &'static str, rule: Rule) -> LockSpec {
         LockSpec {
             parent: parent.to_owned(),
@@ -184,6 +213,7 @@ impl LockSpec {
             watch_node: false,
             revocable: false,
             lock_delay: None,
+            passes: None,
         }
     }
 
@@ -310,7 +340,7 @@ mod tests {
 
     fn blocker(rule: Rule, queue: &Names, me: usize) -> Option<Blocker<'_>> {
         let me = queue.get(queue.len() - 1 - me).unwrap();
-        let Standing { blocker, .. } = rule.standing(queue, me).unwrap();
+        let Standing { blocker, .. } = rule.standing(queue, me, None).unwrap();
         blocker
     }
 
@@ -337,7 +367,28 @@ mod tests {
         let queue = q("rwrwr");
         assert_eq!(blocker(reader, &queue, 4), node(&queue, 3, false));
         // A node missing from the listing stands nowhere.
-        assert_eq!(reader.standing(&queue, "_c_x-__READ__0000000009"), None);
+        assert_eq!(
+            reader.standing(&queue, "_c_x-__READ__0000000009", None),
+            None
+        );
+    }
+
+    #[test]
+    fn a_passed_node_of_ours_blocks_no_one_and_one_above_it_waits_for_it() {
+        fn standing(queue: &Names, me: usize, passed: usize) -> (Option<Blocker<'_>>, bool) {
+            let name = |i: usize| queue.get(queue.len() - 1 - i).unwrap();
+            let s = Rule::NearestWriter.standing(queue, name(me), Some(name(passed)));
+            let s = s.unwrap();
+            (s.blocker, s.behind_passed)
+        }
+        // Only our write node below, or readers besides: held.
+        assert_eq!(standing(&q("wr"), 1, 0), (None, false));
+        assert_eq!(standing(&q("wrr"), 2, 0), (None, false));
+        // A writer above our write node waits for it.
+        let queue = q("wwr");
+        assert_eq!(standing(&queue, 2, 0), (node(&queue, 1, true), true));
+        // One below it blocks us as usual, and does not wait for us.
+        assert_eq!(standing(&queue, 2, 1), (node(&queue, 0, true), false));
     }
 
     #[test]

@@ -38,6 +38,12 @@ pub enum LockError {
         /// The lock path, as the lock's spec names it.
         path: String,
     },
+    /// A contender that blocks the attempt waits above the node its spec
+    /// lets it pass ([`LockSpec::passes`](crate::lock::LockSpec::passes)),
+    /// and so for that node of ours: waiting would be waiting for
+    /// ourselves. Our node is being removed.
+    #[error("the lock waits for a contender that waits for a node of ours")]
+    WouldDeadlock,
     /// The server answered a create with a reply of another kind: a
     /// server or a proxy that does not speak the protocol as it should.
     #[error("the server answered a create with a reply of another kind")]

@@ -8,7 +8,7 @@ use jute::{
     Stat,
 };
 
-use super::{list, AttemptId, LockEvent, LockMachine};
+use super::{list, AttemptId, LockEvent, LockMachine, LockState};
 use crate::lock::attempt::{Blocker, Node};
 use crate::lock::error::LockError;
 use crate::lock::phase::{Creating, OwnSeen, OwnWatch, Phase, Queueing, Step, Wait};
@@ -398,6 +398,7 @@ impl LockMachine {
         children: &Names,
         watch: Option<u64>,
     ) {
+        let passes = self.passes(id);
         let Some(a) = self.attempts.get_mut(&id) else {
             return;
         };
@@ -418,7 +419,8 @@ impl LockMachine {
             return;
         };
         let rule = a.spec.rule;
-        let Some(standing) = rule.standing(children, &our_name) else {
+        let passes = a.spec.passes.as_deref().filter(|_| passes);
+        let Some(standing) = rule.standing(children, &our_name, passes) else {
             // Our node is gone: deleted by someone. Queue again.
             return self.node_vanished(id);
         };
@@ -431,6 +433,12 @@ impl LockMachine {
                 "{path}: our node {our_name} cannot be ordered (the sequence counter is at its end); failing closed"
             );
             return self.fail(id, LockError::SequenceExhausted { path });
+        }
+        if standing.behind_passed {
+            if let Some(t) = watch {
+                self.watches.remove(&t);
+            }
+            return self.fail(id, LockError::WouldDeadlock);
         }
         let (blocker, scout) = (standing.blocker, standing.scout);
         if blocker.is_some() && q.no_wait {
@@ -508,6 +516,24 @@ impl LockMachine {
                 self.send_strays(id);
             }
         }
+    }
+
+    /// Whether attempt `id` may pass the node its spec names
+    /// ([`LockSpec::passes`](crate::lock::LockSpec::passes)): only while
+    /// another attempt of ours holds that node, not Lost. A node we let go
+    /// of, or lost, blocks as anyone's would.
+    fn passes(&self, id: AttemptId) -> bool {
+        let Some(a) = self.attempts.get(&id) else {
+            return false;
+        };
+        let Some(name) = a.spec.passes.as_deref() else {
+            return false;
+        };
+        self.held_nodes
+            .get(&a.spec.child(name))
+            .filter(|&&holder| holder != id)
+            .and_then(|holder| self.attempts.get(holder))
+            .is_some_and(|h| matches!(&h.phase, Phase::Held(h) if h.state != LockState::Lost))
     }
 
     /// Watches `scout`, the node below our blocker (see

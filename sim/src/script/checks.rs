@@ -89,6 +89,7 @@ impl Script {
                 guard,
                 seen,
                 leases: 1,
+                passes: None,
             };
             let deleted = |node: &str| self.admin_deleted.contains_key(node);
             match check_attempt(&self.server, &attempt, &deleted) {

@@ -545,10 +545,13 @@ impl World {
     /// A4, after the holders of each lock are counted: a holder zklock
     /// told Lost itself (the counter's end, no contact), whose session
     /// lives and whose node no third party deleted, still holds while it
-    /// has its guard.
+    /// has its guard. `shared` says where in `holders` each thread's
+    /// holding of a node counts (see `World::check`): its thread's reads
+    /// that passed its node (downgrades) are its own, not others'.
     pub(super) fn check_own_losses(
         &self,
         holders: &[Vec<(String, bool)>],
+        shared: &BTreeMap<(usize, usize, &str), usize>,
     ) -> Result<(), Violation> {
         for (c, client) in self.clients.iter().enumerate() {
             let sid = client.core.session_id();
@@ -567,7 +570,13 @@ impl World {
                 {
                     continue;
                 }
-                let others = &holders[t.lock];
+                let downgrades = t
+                    .thread
+                    .and_then(|thread| shared.get(&(c, thread, node.as_str())));
+                let others: Vec<&(String, bool)> = (holders[t.lock].iter().enumerate())
+                    .filter(|(at, _)| Some(at) != downgrades)
+                    .map(|(_, h)| h)
+                    .collect();
                 let room = if t.lock == LEASE_LOCK { LEASES } else { 1 };
                 let clash = if t.lock == LEASE_LOCK {
                     others.len() + 1 > room

@@ -86,6 +86,10 @@ impl World {
                     guard: client.guard(*id),
                     seen,
                     leases: if t.lock == LEASE_LOCK { LEASES } else { 1 },
+                    passes: match &t.phase {
+                        Phase::Held { node, .. } => client.downgrades.get(node).map(String::as_str),
+                        _ => None,
+                    },
                 };
                 let deleted = |node: &str| self.admin_deleted.contains_key(node);
                 let holding = check_attempt(&self.server, &attempt, &deleted)
@@ -94,6 +98,9 @@ impl World {
                     continue;
                 };
                 if let Some(thread) = t.thread {
+                    // A downgraded read counts with its thread's write
+                    // holding, as a read sharing the write node would.
+                    let node = client.downgrades.get(node).map_or(node, String::as_str);
                     if let Some(&at) = shared.get(&(c, thread, node)) {
                         let entry: &mut (String, bool) = &mut holders[t.lock][at];
                         entry.1 &= t.reader;
@@ -153,7 +160,7 @@ impl World {
                 return Err(self.violation(format!("lock {lock} held by {h:?} at once")));
             }
         }
-        self.check_own_losses(&holders)
+        self.check_own_losses(&holders, &shared)
     }
 
     /// What must hold once every client is closed (close.rs): its core
@@ -282,6 +289,9 @@ pub(crate) struct Attempt<'a> {
     pub(crate) seen: Seen<'a>,
     /// How many may hold its lock at once: a semaphore's leases, else 1.
     pub(crate) leases: usize,
+    /// A node of its session it may hold past: for a write holder's read
+    /// (a downgrade), its thread's write node.
+    pub(crate) passes: Option<&'a str>,
 }
 
 /// What the driver last read of an acquisition's handle.
@@ -398,7 +408,10 @@ pub(crate) fn check_attempt<'a>(
     }
     // S1 read against the whole queue, every session's contenders (a
     // third party's, another client's, the client's own strays) included.
-    if let Some(ahead) = queued_ahead(server, node, a.leases) {
+    let passes = a
+        .passes
+        .filter(|p| server.exists(p).is_some_and(|s| s.ephemeral_owner == sid));
+    if let Some(ahead) = queued_ahead(server, node, a.leases, passes) {
         return Err(format!("says Held by {node} while {ahead} precedes it"));
     }
     Ok(Some(node))
@@ -455,12 +468,22 @@ pub(crate) fn check_closed(server: &SimZooKeeper, core: &Core) -> Result<(), Str
 /// the names: for an exclusive holder (a mutex, a writer, an election's
 /// candidate) any contender; for a reader, any that excludes readers; for
 /// one of `leases` leases, the contenders ahead once they are `leases` or
-/// more. `None` when nothing does, or when `node` is no contender there.
-fn queued_ahead(server: &SimZooKeeper, node: &str, leases: usize) -> Option<String> {
+/// more; `passes` (a node of the holder's session) never stands in its
+/// way. `None` when nothing does, or when `node` is no contender there.
+fn queued_ahead(
+    server: &SimZooKeeper,
+    node: &str,
+    leases: usize,
+    passes: Option<&str>,
+) -> Option<String> {
     let (parent, name) = node.rsplit_once('/')?;
     let queue = sorted_contenders(server.children(parent));
     let at = queue.iter().position(|c| c.name == name)?;
-    let ahead = &queue[..at];
+    let passed = passes.and_then(|p| p.strip_prefix(parent)?.strip_prefix('/'));
+    let ahead: Vec<_> = queue[..at]
+        .iter()
+        .filter(|c| Some(c.name.as_str()) != passed)
+        .collect();
     let blocking: Vec<&str> = match queue[at].kind {
         NodeKind::Read => ahead
             .iter()

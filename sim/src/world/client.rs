@@ -62,6 +62,11 @@ pub(super) enum ThreadEntry {
     /// the node, else after reading it, unless that read finds it gone or
     /// the holding is Lost by then (then it looks again).
     Share { node: String },
+    /// A write holder's read (a downgrade): a read node of its own, which
+    /// its thread's write node `write` does not block, or, if another
+    /// writer waits between the two, a share of the write node as `Share`
+    /// would be.
+    Downgrade { write: String },
     /// Refuse at once with this error.
     Refuse(LockError),
     /// Queue for a node of its own.
@@ -202,6 +207,10 @@ pub(super) struct SimClient {
     /// Per thread (index), lock and side (write or not): the node the
     /// thread last took from the queue, the holding its calls share.
     pub(super) thread_taken: BTreeMap<(usize, usize, bool), String>,
+    /// Read nodes a write holder's read took (a downgrade), and the write
+    /// node of the same thread each was let pass: what S1 and exclusion
+    /// allow their holders, and the shares of them.
+    pub(super) downgrades: BTreeMap<String, String>,
     /// What the core's observer heard of waiters woken.
     pub(super) wakes: Arc<Wakes>,
     pub(super) link: Option<Link>,
@@ -396,6 +405,7 @@ impl SimClient {
                     .expect("a thread")
             }),
             thread_taken: BTreeMap::new(),
+            downgrades: BTreeMap::new(),
             wakes,
             link: None,
             connect_at: now,

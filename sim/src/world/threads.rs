@@ -84,15 +84,26 @@ impl World {
         };
         debug_assert!(THREAD_LOCKS.contains(&lock));
         let share = |node| ThreadEntry::Share { node };
-        // A reader asking to write would wait for itself.
-        if lock == 1 && !t.reader && self.thread_holds(c, thread, lock, false) {
+        // A reader asking to write would wait for itself; one that holds
+        // the write lock too (a downgrade) asks for what it holds.
+        if lock == 1
+            && !t.reader
+            && self.thread_holds(c, thread, lock, false)
+            && !self.thread_holds(c, thread, lock, true)
+        {
             return ThreadEntry::Refuse(LockError::UpgradeRefused);
         }
-        // A write holder reads under its write node; a write node it
-        // cannot share (Lost, kept) would make the read wait for itself.
+        // A write holder's read re-enters its read holding (re-entrant
+        // only), else is a downgrade; a write node it cannot share (Lost,
+        // kept) would make the read wait for itself.
         if lock == 1 && t.reader {
-            if let Some(node) = self.thread_slot(c, thread, lock, true) {
-                return share(node);
+            if let Some(write) = self.thread_slot(c, thread, lock, true) {
+                if reentrant(&self.options, lock) {
+                    if let Some(node) = self.thread_slot(c, thread, lock, false) {
+                        return share(node);
+                    }
+                }
+                return ThreadEntry::Downgrade { write };
             }
             if self.thread_holds(c, thread, lock, true) {
                 return ThreadEntry::Refuse(LockError::WouldDeadlock);
@@ -154,7 +165,9 @@ impl World {
             ThreadEntry::Refuse(e) => Err(self.violation(format!(
                 "c{c}: #{id} granted {node}, but its thread's call must be refused with {e:?}"
             ))),
-            ThreadEntry::Share { node: shared } if shared == node => {
+            ThreadEntry::Share { node: shared } | ThreadEntry::Downgrade { write: shared }
+                if shared == node =>
+            {
                 if g.state() == LockState::Lost {
                     return Err(self.violation(format!(
                         "c{c}: #{id} shares its thread's holding {node}, already Lost"
@@ -195,6 +208,19 @@ impl World {
                         g.fencing_token()
                     )));
                 }
+                self.took_from_queue(c, id, thread, node)
+            }
+            ThreadEntry::Downgrade { write } => {
+                // A read node of its own, which the machine let pass its
+                // thread's write node (S1 and exclusion allow it that node).
+                if write_node(node) {
+                    let write = write.clone();
+                    return Err(self.violation(format!(
+                        "c{c}: #{id} a write holder's read (of {write}) took {node}, no read node"
+                    )));
+                }
+                let write = write.clone();
+                self.clients[c].downgrades.insert(node.to_owned(), write);
                 self.took_from_queue(c, id, thread, node)
             }
             ThreadEntry::Queue => self.took_from_queue(c, id, thread, node),
@@ -251,7 +277,7 @@ impl World {
         let t = &self.clients[c].attempts[&id];
         match &t.entry {
             Some(ThreadEntry::Refuse(e)) if e == error => Ok(()),
-            Some(ThreadEntry::Share { node })
+            Some(ThreadEntry::Share { node } | ThreadEntry::Downgrade { write: node })
                 if *error == LockError::WouldDeadlock && !self.live_node(c, node) =>
             {
                 Ok(())

@@ -2,6 +2,7 @@
 //! inspected.
 
 use super::*;
+use zklock::recipes::LockGuard;
 
 #[test]
 fn readers_share_and_writers_exclude() {
@@ -70,4 +71,94 @@ fn inspection_lists_kinds_in_order() {
     assert_eq!(q[1].kind, NodeKind::Write);
     assert!(q[0].sequence < q[1].sequence);
     assert_eq!(w.join().unwrap().unwrap_err(), LockError::Timeout);
+}
+
+/// A write holder's read holds at once, and once the write guard goes it
+/// is a read lock like any other: other readers share it, writers wait for
+/// it.
+#[test]
+fn a_downgraded_read_admits_readers_once_the_write_goes() {
+    downgrade("downgrade", |rw| {
+        rw.read().expect("a write holder may read")
+    });
+}
+
+/// The same downgrade, polled for this thread.
+#[test]
+fn a_polled_downgrade_admits_readers_once_the_write_goes() {
+    downgrade("downgrade-polled", |rw| {
+        let mut pending = rw.start_read_for(std::thread::current().id(), None);
+        let mut outcome = None;
+        wait_until("the polled read", WAIT, || {
+            outcome = pending.try_take();
+            outcome.is_some()
+        });
+        outcome.unwrap().expect("a write holder may read")
+    });
+}
+
+/// A writer that queued while the write lock was held waits for the write
+/// node, and a read node behind it could not keep it out: the downgraded
+/// read shares the write node instead, and the writer gets in only once
+/// both guards are gone.
+#[test]
+fn a_downgrade_behind_a_waiting_writer_shares_the_write_node() {
+    let p = path("downgrade-behind");
+    let rw = RwLock::new(&client(), &p).unwrap();
+    let w = rw.write().unwrap();
+    // Another client's writer queues behind the write node.
+    let queued = RwLock::new(&client(), &p).unwrap();
+    let writer = std::thread::spawn(move || queued.write_timeout(WAIT).map(LockGuard::unlock));
+    wait_until("the writer queued", WAIT, || {
+        rw.queue().is_ok_and(|q| q.len() == 2)
+    });
+    let r = rw
+        .read_timeout(WAIT)
+        .expect("a write holder may read, a writer waiting or not");
+    assert_eq!(r.node_path(), w.node_path());
+    assert_eq!(r.fencing_token(), w.fencing_token());
+    w.unlock().unwrap();
+    let other = RwLock::new(&client(), &p).unwrap();
+    assert!(other.try_read().unwrap().is_none());
+    assert!(other.try_write().unwrap().is_none());
+    r.unlock().unwrap();
+    writer
+        .join()
+        .unwrap()
+        .expect("the waiting writer gets in once both guards are gone")
+        .unwrap();
+}
+
+/// This thread takes the write lock on the path named `name`, then the
+/// read lock by `read`; two other clients see what that downgrade leaves.
+fn downgrade(name: &str, read: impl FnOnce(&RwLock) -> LockGuard) {
+    let p = path(name);
+    let rw = RwLock::new(&client(), &p).unwrap();
+    let w = rw.write().unwrap();
+    let r = read(&rw);
+    let reader = RwLock::new(&client(), &p).unwrap();
+    let writer = RwLock::new(&client(), &p).unwrap();
+    // While the write guard stands, its node below ours keeps everyone out.
+    assert!(reader.try_read().unwrap().is_none());
+    assert!(writer.try_write().unwrap().is_none());
+    let write_node = w.node_path().to_owned();
+    let write_token = w.fencing_token();
+    w.unlock().unwrap();
+    let shared = reader
+        .read_timeout(WAIT)
+        .expect("another reader shares with the downgraded read");
+    shared.unlock().unwrap();
+    assert!(
+        writer.try_write().unwrap().is_none(),
+        "a writer waits for the downgraded read"
+    );
+    // The read guard is its own node's, and so is its token.
+    assert_ne!(r.node_path(), write_node);
+    assert!(r.node_path().contains("-__READ__"), "{}", r.node_path());
+    assert!(r.fencing_token() > write_token);
+    r.unlock().unwrap();
+    let w = writer
+        .write_timeout(WAIT)
+        .expect("the writer gets in once the read goes");
+    drop(w);
 }
