@@ -81,6 +81,34 @@ mod tests {
         );
     }
 
+    /// The bounds are the length's own: a header of exactly four bytes is
+    /// read (a frame of no body is whole), and a body of exactly `max`
+    /// bytes is accepted, one more refused. Kills `<` made `<=` and `>`
+    /// made `>=` in `frame_len`.
+    #[test]
+    fn the_bounds_are_exact() {
+        assert_eq!(frame_len(&[0, 0, 0, 0], 100), Ok(Some(0)));
+        let mut empty = BytesMut::from(&[0u8, 0, 0, 0][..]);
+        assert_eq!(split_frame(&mut empty, 100).unwrap().unwrap().len(), 0);
+        assert!(empty.is_empty());
+        assert_eq!(frame_len(&[0, 0, 0, 100], 100), Ok(Some(100)));
+        assert_eq!(
+            frame_len(&[0, 0, 0, 101], 100),
+            Err(DecodeError::FrameTooLarge { len: 101, max: 100 })
+        );
+    }
+
+    /// A frame appended after others gets its own body's length, not the
+    /// buffer's. Kills `-` made `+` in `encode_frame` (invisible when the
+    /// buffer starts empty).
+    #[test]
+    fn a_frame_after_others_gets_its_own_length() {
+        let mut buf = BytesMut::from(&b"xyzw"[..]);
+        let n = encode_frame(&mut buf, |b| b.put_slice(b"ab"));
+        assert_eq!(n, 2);
+        assert_eq!(buf.as_ref(), b"xyzw\0\0\0\x02ab");
+    }
+
     #[test]
     fn encode_patches_the_length() {
         let mut buf = BytesMut::new();
