@@ -166,12 +166,19 @@ pub struct LockSpec {
     /// end was first recorded on the server. Holders then keep a tenure
     /// mark outside the lock path (see `lock::tenure`).
     pub lock_delay: Option<Duration>,
+    /// The longest a grant may last, counted from the machine's grant: at
+    /// its end the holder is told `Lost` ([`LossReason::MaxHold`](super::LossReason::MaxHold)),
+    /// then its node is deleted, whether or not the holder lets go (a
+    /// holder whose thread hangs while its session lives would hold for
+    /// ever). With lock-delay the node goes without its mark, so the next
+    /// holder serves the delay as after any unclean end.
+    pub max_hold: Option<Duration>,
 }
 
 impl LockSpec {
     /// A lock under `parent` (the server's path), nodes named
     /// `_c_<uuid><marker><sequence>`, open ACLs, no holder data, no watch
-    /// on a held node, not revocable, no lock-delay.
+    /// on a held node, not revocable, no lock-delay, no max hold.
     pub fn new(parent: &str, marker: &'static str, rule: Rule) -> LockSpec {
         LockSpec {
             parent: parent.to_owned(),
@@ -184,6 +191,7 @@ impl LockSpec {
             watch_node: false,
             revocable: false,
             lock_delay: None,
+            max_hold: None,
         }
     }
 

@@ -40,4 +40,12 @@ pub enum LossReason {
     /// line. Our node stays until the guard is released or dropped: no
     /// zklock contender is granted before then.
     SequenceExhausted,
+    /// The hold reached its max hold ([`LockSpec::max_hold`](super::LockSpec::max_hold)),
+    /// counted from the grant: the holder is told first, in the same turn
+    /// as the delete of its node is submitted (a driver that hands out
+    /// events before it writes the session's output tells the holder
+    /// before the delete leaves), and the node goes whether or not the
+    /// holder lets go. With lock-delay this is an unclean end: the node
+    /// goes without its tenure mark.
+    MaxHold,
 }

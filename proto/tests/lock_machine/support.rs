@@ -28,6 +28,7 @@ pub(crate) fn spec(watch_node: bool) -> Arc<LockSpec> {
         watch_node,
         revocable: false,
         lock_delay: None,
+        max_hold: None,
     })
 }
 
