@@ -75,6 +75,7 @@ impl QueueLock {
         side: Side,
         options: &MutexOptions,
     ) -> Result<QueueLock, LockError> {
+        options.check()?;
         let parent = client.to_server_path(path, false)?;
         Ok(QueueLock {
             client: client.clone(),
@@ -90,6 +91,7 @@ impl QueueLock {
                 watch_node: options.watch_node || options.revocable,
                 revocable: options.revocable,
                 lock_delay: options.lock_delay,
+                max_hold: options.max_hold,
             }),
             side,
             reentrant: options.reentrant,
