@@ -57,6 +57,9 @@ pub struct Options {
     /// `ClientBuilder::new_session_after_expiry`: a client whose session
     /// expired opens a new one; off, the world replaces it by a new client.
     pub new_session_after_expiry: bool,
+    /// `MutexOptions::max_hold` on every lock, multi-lock part, batch hold,
+    /// campaign and latch.
+    pub max_hold: Option<Duration>,
 }
 
 /// The largest steady one-way latency the world puts on a link, as a share
@@ -107,6 +110,7 @@ impl Options {
             refused_writes: !bit(6),
             // Drawn last, so that the draws above stay each seed's own.
             new_session_after_expiry: rng.chance(1, 2),
+            max_hold: None,
         }
     }
 }
