@@ -108,9 +108,13 @@ impl Options {
                 0
             },
             refused_writes: !bit(6),
-            // Drawn last, so that the draws above stay each seed's own.
+            // Drawn last, so that the draws above stay each seed's own
+            // (and after them, a max hold in half the seeds, from about as
+            // short as a grant's round trips to longer than most holds).
             new_session_after_expiry: rng.chance(1, 2),
-            max_hold: None,
+            max_hold: rng
+                .chance(1, 2)
+                .then(|| Duration::from_millis(100 + rng.below(2900))),
         }
     }
 }
