@@ -350,8 +350,10 @@ impl LockGuard {
     }
 
     /// Gives up releasing: our node is not deleted, now or later, by this
-    /// guard or by the I/O thread. It stays until our session ends (closed,
-    /// or expired) or someone deletes it; until then the lock stays taken,
+    /// guard or by the I/O thread (but at the end of a
+    /// [max hold](super::MutexOptions::max_hold), if the lock has one). It
+    /// stays until our session ends (closed, or expired) or someone deletes
+    /// it; until then the lock stays taken,
     /// by us as far as anyone else can tell, and a later acquisition of the
     /// same lock by this session queues behind it.
     ///
