@@ -105,6 +105,7 @@ struct Given {
     data: Option<String>,
     id: Option<String>,
     kill_after: Option<String>,
+    max_hold: Option<String>,
     json: bool,
     revocable: bool,
     acl: Option<String>,
@@ -178,6 +179,7 @@ fn read(parser: &mut lexopt::Parser, sub: Option<Sub>, given: &mut Given) -> Res
             Short('k') | Long("kill-after") if in_hold => {
                 given.kill_after = Some(text_value(parser, &option)?)
             }
+            Long("max-hold") if in_hold => given.max_hold = Some(text_value(parser, &option)?),
             Short('s') | Long("shared") if sub == Some(Sub::Exec) => given.shared = true,
             Long("data") if sub == Some(Sub::Exec) => {
                 given.data = Some(text_value(parser, &option)?)

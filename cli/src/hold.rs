@@ -130,7 +130,11 @@ fn work(
         NodeAcl::Creator => Acl::creator_all(),
         NodeAcl::List(acl) => acl.clone(),
     };
-    let options = MutexOptions::default()
+    let options = match h.max_hold {
+        Some(max) => MutexOptions::default().max_hold(max),
+        None => MutexOptions::default(),
+    };
+    let options = options
         .data(data.as_bytes())
         .watch_node(true)
         .revocable(h.revocable)
@@ -326,6 +330,7 @@ fn lost(
     cmd: &mut Cmd,
     signals: &Receiver<Caught>,
 ) -> u8 {
+    let max_hold;
     let why = match guard.lost_reason() {
         Some(LossReason::SessionExpired) => "the session expired",
         Some(LossReason::NodeDeleted) => "its node was deleted",
@@ -333,6 +338,11 @@ fn lost(
         Some(LossReason::SequenceExhausted) => {
             "the lock path's sequence counter is exhausted (recreate the path); no zklock \
              contender gets it before the command has ended"
+        }
+        Some(LossReason::MaxHold) => {
+            let held = h.max_hold.map(secs).unwrap_or_default();
+            max_hold = format!("held for its --max-hold of {held}; its node is deleted");
+            &max_hold
         }
         Some(LossReason::NoContact) | Some(_) | None => {
             "no contact with ZooKeeper for a whole session timeout"

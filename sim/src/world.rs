@@ -210,6 +210,10 @@ pub struct Stats {
     /// and handshakes it refused to clients ahead of it (network.rs).
     pub stale_reads: u64,
     pub refused_ahead: u64,
+    /// Holders told Lost for their max hold, and the ends A6 followed
+    /// until a contender queued then was served, on a healthy network.
+    pub max_hold_ends: u64,
+    pub max_hold_hand_ons: u64,
 }
 
 pub struct World {
@@ -290,6 +294,11 @@ pub struct World {
     foreign_twins: Vec<twins::Twin>,
     /// A5: who has reconnected since the network healed (reconnect.rs).
     reconnect: reconnect::Reconnect,
+    /// When each node was granted, as its core reported it (a max hold
+    /// counts from then).
+    grants: BTreeMap<String, Instant>,
+    /// A6: max holds ended on locks with contenders queued (available.rs).
+    max_hold_ends: Vec<available::MaxHoldEnd>,
     log: String,
     keep_log: bool,
     verbose: bool,
@@ -348,6 +357,8 @@ impl World {
             ensemble: network::Ensemble::default(),
             foreign_twins: Vec::new(),
             reconnect: reconnect::Reconnect::default(),
+            grants: BTreeMap::new(),
+            max_hold_ends: Vec::new(),
             log: String::new(),
             keep_log: false,
             verbose: std::env::var_os("SIM_VERBOSE").is_some(),
@@ -558,6 +569,7 @@ impl World {
             self.now = next.max(self.now);
             self.step()?;
             self.settle_calls()?;
+            self.note_grants();
             self.check_revocation()?;
             self.check_closed_latches()?;
             self.note_recent_head();

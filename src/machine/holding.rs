@@ -4,6 +4,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
 use jute::Stat;
 
@@ -41,6 +42,8 @@ pub(crate) struct Holding {
     released: AtomicBool,
     /// With lock-delay: the holder before ended uncleanly.
     after_unclean_end: bool,
+    /// With a max hold: when the core lets go of it.
+    max_hold_end: Option<Instant>,
 }
 
 impl Holding {
@@ -60,6 +63,7 @@ impl Holding {
             door,
             released: AtomicBool::new(false),
             after_unclean_end: false,
+            max_hold_end: None,
         }
     }
 
@@ -67,6 +71,18 @@ impl Holding {
     pub(crate) fn after_unclean_end(mut self, yes: bool) -> Holding {
         self.after_unclean_end = yes;
         self
+    }
+
+    /// Says when the max hold ends, if there is one.
+    pub(crate) fn with_max_hold_end(mut self, end: Option<Instant>) -> Holding {
+        self.max_hold_end = end;
+        self
+    }
+
+    /// When the core tells the holder Lost and deletes the node, if the
+    /// lock has a max hold.
+    pub(crate) fn max_hold_end(&self) -> Option<Instant> {
+        self.max_hold_end
     }
 
     /// Names our node as the caller does (see [`Holding::client_path`]).

@@ -124,6 +124,7 @@ impl Locks {
                 path,
                 stat,
                 after_unclean_end,
+                max_hold_end,
             } => {
                 let Some(outcome) = self.waiting.remove(&id) else {
                     return Some(id);
@@ -140,8 +141,10 @@ impl Locks {
                 self.held.insert(id, state.clone());
                 // If the waiter left meanwhile, the holding comes back and
                 // releases itself as it drops.
-                let holding = Holding::new(id, path, stat, state, self.door.clone());
-                outcome(Ok(holding.after_unclean_end(after_unclean_end)));
+                let holding = Holding::new(id, path, stat, state, self.door.clone())
+                    .after_unclean_end(after_unclean_end)
+                    .with_max_hold_end(max_hold_end);
+                outcome(Ok(holding));
             }
             LockEvent::Failed { id, error } => {
                 let error = LockError::from(error);

@@ -50,10 +50,14 @@ impl BatchMutex {
     }
 
     /// Like [`BatchMutex::new`], with options (data, ACLs,
-    /// [lock-delay](MutexOptions::lock_delay)); never re-entrant.
+    /// [lock-delay](MutexOptions::lock_delay), a
+    /// [max hold](MutexOptions::max_hold) of the process's node, which the
+    /// local turns within one hold share); never re-entrant.
     ///
     /// # Errors
-    /// As [`BatchMutex::new`].
+    /// As [`BatchMutex::new`]; [`LockError::Client`] with
+    /// [`Error::InvalidSetting`](crate::Error::InvalidSetting) if an option
+    /// cannot work (a zero [`max_hold`](MutexOptions::max_hold)).
     pub fn with_options(
         client: &Client,
         path: &str,

@@ -58,11 +58,14 @@ impl Election {
     }
 
     /// Like [`Election::new`], with options (ACLs,
-    /// [lock-delay](MutexOptions::lock_delay)); `id` replaces the options'
-    /// data, and a candidate always watches its node.
+    /// [lock-delay](MutexOptions::lock_delay), a
+    /// [max hold](MutexOptions::max_hold) of leadership); `id` replaces the
+    /// options' data, and a candidate always watches its node.
     ///
     /// # Errors
-    /// As [`Election::new`].
+    /// As [`Election::new`]; [`LockError::Client`] with
+    /// [`Error::InvalidSetting`](crate::Error::InvalidSetting) if an option
+    /// cannot work (a zero [`max_hold`](MutexOptions::max_hold)).
     pub fn with_options(
         client: &Client,
         path: &str,

@@ -225,13 +225,19 @@ impl LockGuard {
     /// docs/PARTITION.md). Check it before a side effect outside ZooKeeper
     /// and stop if it is near; pass [`LockGuard::fencing_token`] along too,
     /// since a process can pause after the check. `None` once Lost (or with
-    /// no proof of life yet). A node deleted by a third party is not
-    /// covered: [`LockGuard::state`] reports that.
+    /// no proof of life yet). With a [max hold](super::MutexOptions::max_hold)
+    /// it is never later than the max hold's end, when the node goes. A
+    /// node deleted by a third party is not covered: [`LockGuard::state`]
+    /// reports that.
     pub fn valid_until(&self) -> Option<Instant> {
         if self.state() == LockState::Lost {
             return None;
         }
-        self.client.valid_until()
+        let session = self.client.valid_until()?;
+        Some(match self.holding.max_hold_end() {
+            Some(end) => session.min(end),
+            None => session,
+        })
     }
 
     /// Whether someone asked this holder to let go (a
@@ -344,8 +350,10 @@ impl LockGuard {
     }
 
     /// Gives up releasing: our node is not deleted, now or later, by this
-    /// guard or by the I/O thread. It stays until our session ends (closed,
-    /// or expired) or someone deletes it; until then the lock stays taken,
+    /// guard or by the I/O thread (but at the end of a
+    /// [max hold](super::MutexOptions::max_hold), if the lock has one). It
+    /// stays until our session ends (closed, or expired) or someone deletes
+    /// it; until then the lock stays taken,
     /// by us as far as anyone else can tell, and a later acquisition of the
     /// same lock by this session queues behind it.
     ///

@@ -34,7 +34,9 @@ pub enum LatchEvent {
     Suspended,
     /// Back, and still the leader.
     Resumed,
-    /// We no longer lead; the latch campaigns again.
+    /// We no longer lead; the latch campaigns again (after a
+    /// [max hold](super::MutexOptions::max_hold) of leadership, reason
+    /// [`LossReason::MaxHold`], behind the candidates already queued).
     Lost {
         /// Why, when known.
         reason: Option<LossReason>,

@@ -41,11 +41,15 @@ impl MultiLock {
         MultiLock::with_options(client, paths, MutexOptions::default())
     }
 
-    /// Like [`MultiLock::new`], with options applied to every lock.
+    /// Like [`MultiLock::new`], with options applied to every lock (a
+    /// [max hold](MutexOptions::max_hold) counts for each part from its own
+    /// grant).
     ///
     /// # Errors
     /// [`LockError::Client`] with [`Error::InvalidPath`](crate::Error::InvalidPath)
-    /// if a path is not a valid ZooKeeper path.
+    /// if a path is not a valid ZooKeeper path, or with
+    /// [`Error::InvalidSetting`](crate::Error::InvalidSetting) if an option
+    /// cannot work (a zero [`max_hold`](MutexOptions::max_hold)).
     pub fn with_options(
         client: &Client,
         paths: &[&str],

@@ -26,6 +26,7 @@ pub struct MutexOptions {
     pub(super) watch_node: bool,
     pub(super) revocable: bool,
     pub(super) lock_delay: Option<Duration>,
+    pub(super) max_hold: Option<Duration>,
     pub(super) acl: Option<Vec<Acl>>,
     pub(super) parent_acl: Option<Vec<Acl>>,
     pub(super) ancestor_acl: Option<Vec<Acl>>,
@@ -78,6 +79,63 @@ impl MutexOptions {
     /// beforehand.
     pub fn lock_delay(mut self, delay: Duration) -> Self {
         self.lock_delay = Some(delay);
+        self
+    }
+
+    /// The longest a hold may last (ShedLock's `lockAtMostFor`): `max` after
+    /// the grant the holder is told [`Lost`](crate::recipes::LockState::Lost),
+    /// with [`LossReason::MaxHold`](crate::recipes::LossReason::MaxHold),
+    /// and its node is deleted in the same turn of the client's I/O thread,
+    /// whether or not the holder's thread ever lets go. For a worker whose
+    /// thread may hang (a deadlock, a stuck call) while its process and
+    /// session live: without a max hold such a holder keeps the lock for
+    /// ever.
+    ///
+    /// The holder hears of it as of any loss ([`LockGuard::state`](super::LockGuard::state),
+    /// [`state_changes`](super::LockGuard::state_changes), and
+    /// [`valid_until`](super::LockGuard::valid_until), which is never past
+    /// the end); dropping or unlocking the guard afterwards has nothing left
+    /// to do and returns `Ok`. The next waiter is granted as after a
+    /// release, or, with [lock-delay](Self::lock_delay), after the delay: a
+    /// max hold's end counts as an unclean end, since the holder may still
+    /// be at work. It is counted on the client's monotonic clock from the
+    /// moment the I/O thread hands out the grant, and ends the hold whatever
+    /// the guard said before (a holder told `Lost` for no contact keeps its
+    /// node only until then). If the connection is down at the end, the
+    /// delete goes once the session is connected again, or the node goes
+    /// with the session if the server expires it.
+    ///
+    /// Per recipe: a `Mutex` hold, each `RwLock` read or write hold,
+    /// each `Semaphore` lease (its internal gate has none), each part of a
+    /// `MultiLock` from its own grant (the first part taken ends first), a
+    /// `BatchMutex`'s hold of its one node (the local turns within it share
+    /// its end), and leadership in an `Election`: a
+    /// [`LeaderLatch`](super::LeaderLatch) reports `Lost` with the reason
+    /// and campaigns again, behind the candidates already queued.
+    /// Re-entrant guards share one hold and its end. `Duration::MAX` (or any
+    /// duration past a century) means no limit in practice.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use zklock::{Client, recipes::{LockState, LossReason, Mutex, MutexOptions}};
+    ///
+    /// let client = Client::connect("127.0.0.1:2181", Duration::from_secs(10))?;
+    /// let options = MutexOptions::default().max_hold(Duration::from_secs(60));
+    /// let mutex = Mutex::with_options(&client, "/locks/nightly-job", options)?;
+    /// let guard = mutex.lock()?;
+    /// // ... the work; if it is not done within 60 s, the lock is let go:
+    /// if guard.state() == LockState::Lost {
+    ///     assert_eq!(guard.lost_reason(), Some(LossReason::MaxHold));
+    /// }
+    /// # Ok::<(), zklock::recipes::LockError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// A zero `max` holds nothing: the recipe built with these options
+    /// (`with_options`) refuses it with [`LockError::Client`](super::LockError::Client)
+    /// and [`Error::InvalidSetting`](crate::Error::InvalidSetting).
+    pub fn max_hold(mut self, max: Duration) -> Self {
+        self.max_hold = Some(max);
         self
     }
 
@@ -148,6 +206,17 @@ impl MutexOptions {
         self.ancestor_acl.clone().unwrap_or_else(Acl::open_unsafe)
     }
 
+    /// Refuses the options no lock can work with.
+    pub(crate) fn check(&self) -> Result<(), crate::Error> {
+        if self.max_hold.is_some_and(|d| d.is_zero()) {
+            return Err(crate::Error::InvalidSetting {
+                setting: "max_hold",
+                reason: "zero: every hold would end as it is granted",
+            });
+        }
+        Ok(())
+    }
+
     pub(crate) fn holder_data(&self) -> Vec<u8> {
         self.data.clone().unwrap_or_else(default_holder_data)
     }
@@ -168,5 +237,28 @@ mod tests {
         assert_eq!(default, holder_identity(std::process::id()));
         let told = MutexOptions::default().data(b"x");
         assert_eq!(told.holder_data(), b"x");
+    }
+
+    #[test]
+    fn a_zero_max_hold_is_refused_and_any_other_accepted() {
+        let zero = MutexOptions::default().max_hold(Duration::ZERO).check();
+        assert!(
+            matches!(
+                zero,
+                Err(crate::Error::InvalidSetting {
+                    setting: "max_hold",
+                    ..
+                })
+            ),
+            "{zero:?}"
+        );
+        for d in [
+            Duration::from_nanos(1),
+            Duration::from_secs(60),
+            Duration::MAX,
+        ] {
+            assert!(MutexOptions::default().max_hold(d).check().is_ok(), "{d:?}");
+        }
+        assert!(MutexOptions::default().check().is_ok());
     }
 }

@@ -81,6 +81,7 @@ impl QueueLock {
         side: Side,
         options: &MutexOptions,
     ) -> Result<QueueLock, LockError> {
+        options.check()?;
         let parent = client.to_server_path(path, false)?;
         Ok(QueueLock {
             client: client.clone(),
@@ -97,6 +98,7 @@ impl QueueLock {
                 revocable: options.revocable,
                 lock_delay: options.lock_delay,
                 passes: None,
+                max_hold: options.max_hold,
             }),
             side,
             reentrant: options.reentrant,

@@ -69,7 +69,9 @@ impl RwLock {
     ///
     /// # Errors
     /// [`LockError::Client`] with [`Error::InvalidPath`](crate::Error::InvalidPath)
-    /// if `path` is not a valid ZooKeeper path.
+    /// if `path` is not a valid ZooKeeper path, or with
+    /// [`Error::InvalidSetting`](crate::Error::InvalidSetting) if an option
+    /// cannot work (a zero [`max_hold`](MutexOptions::max_hold)).
     pub fn with_options(
         client: &Client,
         path: &str,

@@ -79,7 +79,9 @@ impl Semaphore {
     ///
     /// # Errors
     /// [`LockError::Client`] with [`Error::InvalidPath`](crate::Error::InvalidPath)
-    /// if `path` is not a valid ZooKeeper path.
+    /// if `path` is not a valid ZooKeeper path, or with
+    /// [`Error::InvalidSetting`](crate::Error::InvalidSetting) if an option
+    /// cannot work (a zero [`max_hold`](MutexOptions::max_hold)).
     pub fn with_options(
         client: &Client,
         path: &str,
@@ -92,6 +94,9 @@ impl Semaphore {
         // guards no resource: a waiter that ends uncleanly inside it holds
         // no lease, and a delay there would only lock the leases out.
         gate_options.lock_delay = None;
+        // Nor a max hold: the gate is held only while a lease is queued,
+        // and the leases have theirs.
+        gate_options.max_hold = None;
         Ok(Semaphore {
             path: base.to_owned(),
             max_leases: max_leases.max(1),

@@ -5,5 +5,6 @@
 //! (`proto/tests/lock_machine/`).
 
 mod end_to_end;
+mod max_hold;
 mod renewal;
 mod support;

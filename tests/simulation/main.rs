@@ -208,6 +208,8 @@ fn seeds() {
                         t.latch_closes += s.latch_closes;
                         t.stale_reads += s.stale_reads;
                         t.refused_ahead += s.refused_ahead;
+                        t.max_hold_ends += s.max_hold_ends;
+                        t.max_hold_hand_ons += s.max_hold_hand_ons;
                     }
                     Err(v) => {
                         let mut f = failures.lock().unwrap();
@@ -227,7 +229,7 @@ fn seeds() {
     }
     let t = *totals.lock().unwrap();
     eprintln!(
-        "simulation: {count} seeds in {:.1?} on {threads} threads: {} grants, {} timeouts, {} faults, {} lost, {} waiters woken, {} sessions ended ({} followed by a new one on the same client), {:.0} virtual minutes; BatchMutex: {} turns, {} passed on locally, {} cancelled by token; threads: {} shared holdings, {} refused; grants per lock {:?}, {} multi-locks; {} pending sets dropped; {} looks at a quiet client's nodes; {} writes of the application's own (most refused), {} A2 probes of free locks; {} fenced writes, {} revocations asked ({} heard), {} proclaims, {} looks at the leader, {} latches closed; a lagging follower: {} reads from a state behind the leader's, {} clients refused for being ahead of it",
+        "simulation: {count} seeds in {:.1?} on {threads} threads: {} grants, {} timeouts, {} faults, {} lost, {} waiters woken, {} sessions ended ({} followed by a new one on the same client), {:.0} virtual minutes; BatchMutex: {} turns, {} passed on locally, {} cancelled by token; threads: {} shared holdings, {} refused; grants per lock {:?}, {} multi-locks; {} pending sets dropped; {} looks at a quiet client's nodes; {} writes of the application's own (most refused), {} A2 probes of free locks; {} fenced writes, {} revocations asked ({} heard), {} proclaims, {} looks at the leader, {} latches closed; a lagging follower: {} reads from a state behind the leader's, {} clients refused for being ahead of it; {} holders told Lost for their max hold ({} handed on to a contender queued then, on a healthy network)",
         started.elapsed(),
         t.grants,
         t.timeouts,
@@ -255,7 +257,9 @@ fn seeds() {
         t.observes,
         t.latch_closes,
         t.stale_reads,
-        t.refused_ahead
+        t.refused_ahead,
+        t.max_hold_ends,
+        t.max_hold_hand_ons
     );
     let mut failures = failures.lock().unwrap();
     failures.sort();

@@ -216,6 +216,78 @@ fn lock_timeouts_at_their_extremes() {
     }
 }
 
+/// A max hold at each extreme: zero is refused by every recipe before
+/// anything is sent; 1 ns ends each hold as soon as it is granted (the
+/// guard says `Lost` with `MaxHold`, its node goes); the huge ones hold as
+/// if there were none.
+#[test]
+fn max_holds_at_their_extremes() {
+    use zklock::recipes::{LockState, LossReason, MutexOptions};
+    let c = client();
+    for d in EXTREMES {
+        let options = MutexOptions::default().max_hold(d);
+        let p = path("max-hold", d);
+        let refused = |what: &str, r: Result<(), LockError>| {
+            if d.is_zero() {
+                assert!(
+                    matches!(
+                        r,
+                        Err(LockError::Client(Error::InvalidSetting {
+                            setting: "max_hold",
+                            ..
+                        }))
+                    ),
+                    "{what}: {r:?}"
+                );
+            } else {
+                assert_eq!(r, Ok(()), "{what} with max_hold({d:?})");
+            }
+        };
+        let mutex = Mutex::with_options(&c, &p, options.clone());
+        refused("Mutex", mutex.as_ref().map(|_| ()).map_err(Clone::clone));
+        let (a, b) = (format!("{p}-a"), format!("{p}-b"));
+        let others = [
+            (
+                "RwLock",
+                RwLock::with_options(&c, &p, options.clone()).map(drop),
+            ),
+            (
+                "Semaphore",
+                Semaphore::with_options(&c, &p, 2, options.clone()).map(drop),
+            ),
+            (
+                "MultiLock",
+                MultiLock::with_options(&c, &[&a, &b], options.clone()).map(drop),
+            ),
+            (
+                "BatchMutex",
+                BatchMutex::with_options(&c, &p, 2, options.clone()).map(drop),
+            ),
+            (
+                "Election",
+                Election::with_options(&c, &p, b"me", options.clone()).map(drop),
+            ),
+        ];
+        for (what, r) in others {
+            refused(what, r);
+        }
+        let Ok(mutex) = mutex else { continue };
+        let guard = mutex
+            .lock_timeout(T)
+            .unwrap_or_else(|e| panic!("lock with max_hold({d:?}): {e}"));
+        if d < Duration::from_secs(1) {
+            let lost = testkit::poll_until(T, || guard.state() == LockState::Lost);
+            assert!(lost, "max_hold({d:?}) never ended the hold");
+            assert_eq!(guard.lost_reason(), Some(LossReason::MaxHold));
+            testkit::wait_no_children(&c, &p, T);
+        } else {
+            assert_eq!(guard.state(), LockState::Held, "max_hold({d:?})");
+            assert!(guard.valid_until().is_some());
+        }
+        assert_eq!(guard.unlock(), Ok(()));
+    }
+}
+
 /// A TTL outside what the server takes is refused before sending; one
 /// inside is sent (created, or refused by the server itself when it does
 /// not enable TTL nodes).

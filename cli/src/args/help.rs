@@ -4,7 +4,7 @@ pub const MAIN_HELP: &str = "\
 zklock: flock for a cluster. Distributed locks on Apache ZooKeeper.
 
 Usage:
-  zklock [GLOBAL OPTIONS] exec [-w SECS | -n] [-s] [-E CODE] [--data TEXT] [--revocable] LOCK_PATH -- CMD [ARGS...]
+  zklock [GLOBAL OPTIONS] exec [-w SECS | -n] [-s] [-E CODE] [--data TEXT] [--max-hold SECS] [--revocable] LOCK_PATH -- CMD [ARGS...]
   zklock [GLOBAL OPTIONS] status [--json] LOCK_PATH
   zklock [GLOBAL OPTIONS] revoke LOCK_PATH
   zklock [GLOBAL OPTIONS] leader [-w SECS] --id TEXT ELECTION_PATH -- CMD [ARGS...]
@@ -36,7 +36,8 @@ Exit codes:
   69                   no ZooKeeper server reachable within the session timeout,
                        or its host name does not resolve
   70                   internal error
-  75                   the lock was lost (session expired, node deleted)
+  75                   the lock was lost (session expired, node deleted,
+                       --max-hold reached)
   77                   permission denied by the ZooKeeper ACL
   126, 127             CMD could not be run / was not found
   128+N                zklock was stopped by signal N before CMD started
@@ -64,6 +65,11 @@ Options:
                                (default hostname:pid)
   -k, --kill-after SECS        when the lock is lost, SIGKILL CMD this long
                                after SIGTERM (default 5)
+      --max-hold SECS          hold the lock at most SECS after it is granted:
+                               then the lock is let go (its node deleted),
+                               whatever CMD does, and CMD is stopped as on any
+                               loss (exit 75); the next holder may start while
+                               CMD is still stopping (up to --kill-after)
       --revocable              let 'zklock revoke' (or Curator's Revoker) ask
                                for the lock: CMD then gets SIGTERM, and the
                                lock is released when it exits
@@ -86,8 +92,8 @@ new holder of any lock in the ensemble: pass it to what you protect and let
 it refuse older tokens) and ZKLOCK_NODE (the path of our lock node), and
 not zklock's own secrets: ZKLOCK_SASL_PASSWORD and ZKLOCK_DIGEST are removed.
 
-If the lock is lost while CMD runs (session expired, node deleted), zklock
-says so on stderr, sends CMD SIGTERM (SIGKILL after --kill-after) and exits
+If the lock is lost while CMD runs (session expired, node deleted, --max-hold
+reached), zklock says so on stderr, sends CMD SIGTERM (SIGKILL after --kill-after) and exits
 75. SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to zklock are
 passed on to CMD (a terminal's Ctrl-C reaches CMD directly, and only once),
 and the lock is released when CMD ends. A signal while waiting gives up the
@@ -129,6 +135,8 @@ Options:
   -n, --nonblock               give up at once unless elected immediately
   -E, --conflict-exit-code N   exit code when giving up (default 1)
   -k, --kill-after SECS        SIGKILL delay after SIGTERM on loss (default 5)
+      --max-hold SECS          lead at most SECS after being elected, as
+                               'zklock exec --max-hold' holds a lock
       --acl ACL                as for 'zklock exec'
 
 CMD gets ZKLOCK_FENCING_TOKEN and ZKLOCK_NODE as with 'zklock exec'.

@@ -142,6 +142,10 @@ pub(super) fn interpret(sub: Sub, given: Given) -> Result<Command, UsageError> {
         Some(k) => seconds(cmd, "--kill-after", k, true)?,
         None => DEFAULT_KILL_AFTER,
     };
+    let max_hold = match &given.max_hold {
+        Some(m) => Some(seconds(cmd, "--max-hold", m, false)?),
+        None => None,
+    };
     let kind = if sub == Sub::Leader {
         match given.id {
             Some(id) if !id.is_empty() => HoldKind::Leader { id },
@@ -163,6 +167,7 @@ pub(super) fn interpret(sub: Sub, given: Given) -> Result<Command, UsageError> {
         conflict_exit_code,
         data: given.data,
         kill_after,
+        max_hold,
         revocable: given.revocable,
         acl,
         command: command_line,

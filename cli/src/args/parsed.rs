@@ -54,6 +54,9 @@ pub struct Hold {
     pub conflict_exit_code: u8,
     pub data: Option<String>,
     pub kill_after: Duration,
+    /// `--max-hold`: the lock (or leadership) is let go this long after
+    /// the grant, and CMD stopped as on any loss.
+    pub max_hold: Option<Duration>,
     /// `--revocable`: a revocation request sends CMD SIGTERM.
     pub revocable: bool,
     /// `--acl`: of the lock node and of the lock path, when zklock creates

@@ -149,6 +149,41 @@ fn values_attached_separate_and_after_equals() {
 }
 
 #[test]
+fn max_hold_is_seconds_above_zero_for_exec_and_leader() {
+    let Command::Hold(h) = parse_ok(&["exec", "--max-hold", "1.5", "/l", "--", "true"]).command
+    else {
+        panic!()
+    };
+    assert_eq!(h.max_hold, Some(Duration::from_millis(1500)));
+    let Command::Hold(h) = parse_ok(&["exec", "/l", "--", "true"]).command else {
+        panic!()
+    };
+    assert_eq!(h.max_hold, None, "no limit unless asked");
+    let Command::Hold(h) =
+        parse_ok(&["leader", "--id", "a", "--max-hold=60", "/e", "--", "true"]).command
+    else {
+        panic!()
+    };
+    assert_eq!(h.max_hold, Some(Duration::from_secs(60)));
+    for bad in [
+        &["exec", "--max-hold", "0", "/l", "--", "true"][..],
+        &["exec", "--max-hold", "soon", "/l", "--", "true"],
+        &["exec", "--max-hold", "-1", "/l", "--", "true"],
+        &["exec", "--max-hold", "/l", "--", "true"],
+        &["status", "--max-hold", "5", "/l"],
+    ] {
+        let e = parse(os(bad), None).expect_err(&format!("{bad:?} should fail"));
+        assert!(e.to_string().contains("see 'zklock"), "{e}");
+    }
+    let e = parse(os(&["exec", "--max-hold", "0", "/l", "--", "true"]), None).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("--max-hold wants a number of seconds above 0"),
+        "{e}"
+    );
+}
+
+#[test]
 fn options_of_another_subcommand_are_refused() {
     for bad in [
         &["status", "-s", "/l"][..],

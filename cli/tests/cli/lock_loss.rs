@@ -1,5 +1,6 @@
-//! A lost lock (the session expired while zklock was stopped, or cut off by
-//! the proxy): CMD is terminated and zklock exits 75.
+//! A lost lock (the session expired while zklock was stopped, cut off by
+//! the proxy, or its `--max-hold` reached): CMD is terminated and zklock
+//! exits 75.
 
 use std::time::{Duration, Instant};
 
@@ -8,7 +9,8 @@ use testkit::zk::ZkServer;
 use testkit::{process_alive, scratch_dir, wait_until};
 
 use crate::support::{
-    exec_script, one_line, queue_len, read_pid, run, signal, trapping_script, PROMPT,
+    exec_script, one_line, queue_len, read_pid, run, shared, signal, trapping_script, zklock, Proc,
+    PROMPT,
 };
 
 #[test]
@@ -97,5 +99,57 @@ sleep 60 & wait"#;
         &["exec", "-w", "10", "/cli-lost", "--", "true"],
     );
     assert_eq!(code, 0, "{err}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// `--max-hold 1.5`: the lock is let go 1.5 s after its grant while CMD
+/// still runs, CMD gets SIGTERM, zklock says why and exits 75, and a waiter
+/// is granted. Not early: the waiter's command runs no sooner than 1.5 s
+/// after the holder's zklock started (an instant before its grant). Not
+/// late: within `BOUND` of 1.5 s after the holder's command said `locked`
+/// (an instant after its grant): the I/O thread's timer, the delete's round
+/// trip, the waiter's notification and grant, and its `sh` starting are
+/// each well under 100 ms on loopback; the rest is room for a loaded
+/// machine.
+#[test]
+fn max_hold_lets_the_lock_go_stops_the_command_and_exits_75() {
+    const BOUND: Duration = Duration::from_secs(2);
+    let max = Duration::from_millis(1500);
+    let connect = shared();
+    let path = format!("/cli-max-hold-{}", std::process::id());
+    let dir = scratch_dir("cli-max-hold");
+    let d = dir.to_str().unwrap();
+    let script = trapping_script("terminated", 143);
+    let started = Instant::now();
+    let mut holder = exec_script(&connect, &["--max-hold", "1.5"], &path, &script, d);
+    holder.expect_line("locked");
+    let locked = Instant::now();
+    let mut waiter = Proc::spawn(zklock(
+        &connect,
+        &["exec", "-w", "20", &path, "--", "sh", "-c", "echo got"],
+    ));
+    waiter.expect_line("got");
+    let got = Instant::now();
+    assert!(
+        got >= started + max,
+        "the waiter ran {:?} after the holder started, before its max hold {max:?}",
+        got - started
+    );
+    assert!(
+        got <= locked + max + BOUND,
+        "the waiter ran {:?} past the max hold, over {BOUND:?}",
+        got - (locked + max)
+    );
+    let (status, _, err) = holder.finish(PROMPT);
+    assert_eq!(status.code(), Some(75), "{err}");
+    let err = one_line(&err);
+    assert!(
+        err.contains(&format!("lost the lock {path}")) && err.contains("--max-hold of 1.5s"),
+        "{err}"
+    );
+    assert!(dir.join("terminated").exists(), "CMD got no SIGTERM");
+    let (status, _, err) = waiter.finish(PROMPT);
+    assert_eq!(status.code(), Some(0), "{err}");
+    assert_eq!(queue_len(&connect, &path), 0);
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -195,12 +195,19 @@ pub struct LockSpec {
     /// it; if a contender that blocks us waits above it, the attempt
     /// fails with [`LockError::WouldDeadlock`](crate::lock::LockError::WouldDeadlock).
     pub passes: Option<String>,
+    /// The longest a grant may last, counted from the machine's grant: at
+    /// its end the holder is told `Lost` ([`LossReason::MaxHold`](super::LossReason::MaxHold)),
+    /// then its node is deleted, whether or not the holder lets go (a
+    /// holder whose thread hangs while its session lives would hold for
+    /// ever). With lock-delay the node goes without its mark, so the next
+    /// holder serves the delay as after any unclean end.
+    pub max_hold: Option<Duration>,
 }
 
 impl LockSpec {
     /// A lock under `parent` (the server's path), nodes named
     /// `_c_<uuid><marker><sequence>`, open ACLs, no holder data, no watch
-    /// on a held node, not revocable, no lock-delay, no node passed.
+    /// on a held node, not revocable, no lock-delay, no node passed, no max hold.
     pub fn new(parent: &str, marker: &'static str, rule: Rule) -> LockSpec {
         LockSpec {
             parent: parent.to_owned(),
@@ -214,6 +221,7 @@ impl LockSpec {
             revocable: false,
             lock_delay: None,
             passes: None,
+            max_hold: None,
         }
     }
 

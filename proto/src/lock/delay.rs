@@ -223,9 +223,10 @@ impl LockMachine {
         ]))
     }
 
-    /// Our mark was gone when we released (deleted by a third party): the
-    /// node is deleted alone.
-    pub(super) fn mark_gone(&mut self, id: AttemptId) {
+    /// Our node is deleted alone from now on: our mark was gone when we
+    /// released (deleted by a third party), or is to stay, as an unclean
+    /// end's does, for the next holder to see (a max hold's end).
+    pub(super) fn forget_mark(&mut self, id: AttemptId) {
         if let Some(d) = self.attempts.get_mut(&id).and_then(|a| a.delay.as_mut()) {
             if d.stage.marked().is_some() {
                 d.stage = Stage::Idle;

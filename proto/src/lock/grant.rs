@@ -16,7 +16,7 @@ use crate::session::{RequestError, SessionState};
 impl LockMachine {
     /// The lock is ours. `watch`: a watch on our node already left by the
     /// read that proved it exists.
-    pub(super) fn grant(&mut self, _now: Instant, id: AttemptId, watch: Option<u64>) {
+    pub(super) fn grant(&mut self, now: Instant, id: AttemptId, watch: Option<u64>) {
         let Some(a) = self.attempts.get_mut(&id) else {
             return;
         };
@@ -78,13 +78,19 @@ impl LockMachine {
         if let Some(o) = own.filter(|o| Some(o.token) != watch) {
             self.watches.remove(&o.token);
         }
+        // Counted from now: the grant the holder hears of in this turn.
+        let max_hold_end = a.spec.max_hold.map(|d| crate::deadline::after(now, d));
         a.phase = Phase::Held(Held {
             state: LockState::Held,
             watch,
             confirming: None,
             end_watch: None,
             late: q.step.awaits(),
+            max_hold_end,
         });
+        if let Some(end) = max_hold_end {
+            self.max_holds.insert((end, id));
+        }
         let path = a.spec.child(&name);
         // A revocable holder reads its node once granted: a request written
         // while it waited is heeded too.
@@ -97,6 +103,7 @@ impl LockMachine {
             path,
             stat,
             after_unclean_end,
+            max_hold_end,
         });
         if confirm {
             self.confirm(id);

@@ -1,6 +1,8 @@
 //! Holding and letting go: a holder's checks and state, loss, release,
 //! and the removal of every node an attempt left.
 
+use std::time::Instant;
+
 use jute::{ErrorCode, PathWatch, Request, Response};
 
 use super::{AttemptId, LockEvent, LockMachine, REVOKE};
@@ -116,7 +118,7 @@ impl LockMachine {
                 // node alone.
                 Some(_) => {
                     a.strays.push(name.to_owned());
-                    self.mark_gone(id);
+                    self.forget_mark(id);
                     return self.step(id);
                 }
             },
@@ -216,7 +218,12 @@ impl LockMachine {
                     let maybe_created = q.step.creating().is_some_and(|c| c.maybe_created);
                     (q.step.awaits(), maybe_created, report, watches)
                 }
-                Phase::Held(h) => (h.late, false, report, [h.watch, h.end_watch, None, None]),
+                Phase::Held(h) => {
+                    if let Some(end) = h.max_hold_end {
+                        self.max_holds.remove(&(end, id));
+                    }
+                    (h.late, false, report, [h.watch, h.end_watch, None, None])
+                }
                 Phase::Releasing(r) => (r.awaits, r.maybe_created, r.report || report, [None; 4]),
             };
         for t in watches.into_iter().flatten() {
@@ -284,6 +291,29 @@ impl LockMachine {
         self.set_state(id, LockState::Lost, Some(reason));
     }
 
+    /// Max holds ended by `now`: each holder is told Lost, then its node
+    /// goes, whatever it was told before (a holder told Lost for no contact
+    /// keeps its node only until its max hold: a thread that hangs never
+    /// lets go). With lock-delay the node goes without its mark: the end
+    /// is an unclean one for the next holder, who serves the delay.
+    pub(super) fn end_max_holds(&mut self, now: Instant) {
+        while let Some(&(at, id)) = self.max_holds.first() {
+            if at > now {
+                break;
+            }
+            self.max_holds.remove(&(at, id));
+            let due = self
+                .attempts
+                .get_mut(&id)
+                .and_then(|a| a.phase.as_held())
+                .is_some_and(|h| h.max_hold_end == Some(at));
+            if due {
+                self.forget_mark(id);
+                self.lose(id, LossReason::MaxHold);
+            }
+        }
+    }
+
     /// The session is over: every node of it is gone with it.
     pub(super) fn end_all(&mut self, error: LockError, reason: LossReason) {
         let attempts = std::mem::take(&mut self.attempts);
@@ -315,6 +345,7 @@ impl LockMachine {
         self.watches.clear();
         self.deadlines.clear();
         self.delays.clear();
+        self.max_holds.clear();
         self.shared_listings.clear();
         self.listings_wanted.clear();
         self.listings_out.clear();

@@ -100,6 +100,9 @@ pub enum LockEvent {
         /// With lock-delay: a holder before us ended uncleanly, and the
         /// delay was served before this grant.
         after_unclean_end: bool,
+        /// With a max hold ([`LockSpec::max_hold`]): when it ends, and the
+        /// holder is told `Lost` ([`LossReason::MaxHold`]).
+        max_hold_end: Option<Instant>,
     },
     /// The acquisition ended without the lock; its nodes are being removed.
     Failed {
@@ -174,6 +177,8 @@ pub struct LockMachine {
     deadlines: BTreeSet<(Instant, AttemptId)>,
     /// Lock-delays being served: when each attempt may make its mark.
     delays: BTreeSet<(Instant, AttemptId)>,
+    /// Holders with a max hold: when each is to be told Lost and let go.
+    max_holds: BTreeSet<(Instant, AttemptId)>,
     outgoing: VecDeque<Outgoing>,
     events: VecDeque<LockEvent>,
     next_token: u64,
@@ -306,7 +311,7 @@ impl LockMachine {
         }
     }
 
-    /// Time passed: deadlines.
+    /// Time passed: deadlines, lock-delays, max holds.
     pub fn handle_timeout(&mut self, now: Instant) {
         while let Some(&(at, id)) = self.deadlines.first() {
             if at > now {
@@ -320,6 +325,7 @@ impl LockMachine {
             }
         }
         self.serve_delays(now);
+        self.end_max_holds(now);
     }
 
     // ---- outputs ------------------------------------------------------
@@ -355,12 +361,10 @@ impl LockMachine {
 
     /// When [`LockMachine::handle_timeout`] must next be called.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let deadline = self.deadlines.first().map(|(at, _)| *at);
-        let delay = self.delays.first().map(|(at, _)| *at);
-        match (deadline, delay) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [&self.deadlines, &self.delays, &self.max_holds]
+            .into_iter()
+            .filter_map(|timers| timers.first().map(|(at, _)| *at))
+            .min()
     }
 
     fn send_main(&mut self, id: AttemptId, purpose: Purpose, request: Request) {

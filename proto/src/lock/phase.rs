@@ -242,6 +242,8 @@ pub(crate) struct Held {
     /// A listing sent while queueing that was still out when a blocker's
     /// deletion granted the lock: it is awaited like any main-line reply.
     pub late: Option<u64>,
+    /// With a max hold: when it ends (its timer's key).
+    pub max_hold_end: Option<Instant>,
 }
 
 /// Removing what is left of the attempt.

@@ -62,6 +62,9 @@ impl LockMachine {
         for t in [h.watch, h.end_watch].into_iter().flatten() {
             self.watches.remove(&t);
         }
+        if let Some(end) = h.max_hold_end {
+            self.max_holds.remove(&(end, old));
+        }
         a.phase = Phase::Releasing(releasing);
         let Some(name) = a.node.take().map(|n| n.name) else {
             return;

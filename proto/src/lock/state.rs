@@ -24,7 +24,8 @@ pub enum LossReason {
     /// No contact with any server for a whole session timeout: the server
     /// has most likely expired the session, and another holder may exist.
     /// If the session turns out alive, our node stays until the guard is
-    /// released or dropped: no zklock contender is granted before then.
+    /// released or dropped (or its max hold ends): no zklock contender is
+    /// granted before then.
     NoContact,
     /// Our lock node was deleted by someone else.
     NodeDeleted,
@@ -37,7 +38,15 @@ pub enum LossReason {
     /// Nodes past the end of the lock path's sequence counter appeared:
     /// the queue can no longer be ordered, so peers that sort suffixes as
     /// text (Curator, kazoo) may take a node past the end for the first in
-    /// line. Our node stays until the guard is released or dropped: no
-    /// zklock contender is granted before then.
+    /// line. Our node stays until the guard is released or dropped (or its
+    /// max hold ends): no zklock contender is granted before then.
     SequenceExhausted,
+    /// The hold reached its max hold ([`LockSpec::max_hold`](super::LockSpec::max_hold)),
+    /// counted from the grant: the holder is told first, in the same turn
+    /// as the delete of its node is submitted (a driver that hands out
+    /// events before it writes the session's output tells the holder
+    /// before the delete leaves), and the node goes whether or not the
+    /// holder lets go. With lock-delay this is an unclean end: the node
+    /// goes without its tenure mark.
+    MaxHold,
 }

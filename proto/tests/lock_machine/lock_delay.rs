@@ -15,13 +15,13 @@ use zklock_proto::session::RequestError;
 
 use crate::support::*;
 
-const DELAY: Duration = Duration::from_secs(5);
+pub(crate) const DELAY: Duration = Duration::from_secs(5);
 const DELAY_MS: i64 = 5_000;
 
 /// The owner of a mark whose node is gone (an unclean end).
 const DEAD: &str = "00000000-0000-4000-8000-00000000dead";
 /// The server's clock when our node is created (ms since the epoch).
-const CREATED_AT: i64 = 1_700_000_000_000;
+pub(crate) const CREATED_AT: i64 = 1_700_000_000_000;
 
 pub(crate) fn delayed_spec() -> Arc<LockSpec> {
     Arc::new(LockSpec {
@@ -30,12 +30,12 @@ pub(crate) fn delayed_spec() -> Arc<LockSpec> {
     })
 }
 
-fn mark_path(owner: &str) -> String {
+pub(crate) fn mark_path(owner: &str) -> String {
     format!("/l~tenure/{owner}")
 }
 
 /// create2's reply for our node, stamped `ctime` by the server.
-fn created_at(seq: u32, ctime: i64) -> Response {
+pub(crate) fn created_at(seq: u32, ctime: i64) -> Response {
     Response::Created {
         path: format!("/l/{}", ours(seq)),
         stat: Stat {
@@ -48,7 +48,7 @@ fn created_at(seq: u32, ctime: i64) -> Response {
 
 /// A mark's data and Stat: `version` 0 is a holder's mark as made; a
 /// recorded end has version 1 and the record's time as mtime.
-fn mark_data(version: i32, mtime: i64) -> Result<Response, RequestError> {
+pub(crate) fn mark_data(version: i32, mtime: i64) -> Result<Response, RequestError> {
     Ok(Response::Data {
         data: b"ended".to_vec(),
         stat: Stat {
@@ -96,7 +96,7 @@ pub(crate) fn delayed_free(h: &mut Harness, _others: &[&str]) -> Outgoing {
 }
 
 /// Whether `o` is the multi that checks our node and creates our mark.
-fn marks(o: &Outgoing) -> bool {
+pub(crate) fn marks(o: &Outgoing) -> bool {
     let Request::Multi(ops) = &o.request else {
         return false;
     };
@@ -105,11 +105,11 @@ fn marks(o: &Outgoing) -> bool {
             && m.mode == CreateMode::Persistent && m.data == ours(3).as_bytes())
 }
 
-fn reads_mark(o: &Outgoing, owner: &str) -> bool {
+pub(crate) fn reads_mark(o: &Outgoing, owner: &str) -> bool {
     matches!(&o.request, Request::GetData(p) if p.path == mark_path(owner) && !p.watch)
 }
 
-fn records_mark(o: &Outgoing, owner: &str) -> bool {
+pub(crate) fn records_mark(o: &Outgoing, owner: &str) -> bool {
     matches!(&o.request, Request::SetData(SetDataRequest { path, version: 0, .. })
         if *path == mark_path(owner))
 }

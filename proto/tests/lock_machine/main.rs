@@ -15,6 +15,7 @@ mod support;
 mod give_up;
 mod grant;
 mod lock_delay;
+mod max_hold;
 mod no_contact;
 mod reconnect;
 mod recovery;

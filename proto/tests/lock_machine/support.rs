@@ -29,6 +29,7 @@ pub(crate) fn spec(watch_node: bool) -> Arc<LockSpec> {
         revocable: false,
         lock_delay: None,
         passes: None,
+        max_hold: None,
     })
 }
 

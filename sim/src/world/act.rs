@@ -248,8 +248,10 @@ impl World {
             Action::LatchStart { client, generation } => {
                 let c = &mut self.clients[client];
                 if c.generation == generation && c.latch.is_none() {
-                    let election = Election::new(&c.client, LATCH_PATH, latches::LATCH_ID)
-                        .expect("an election");
+                    let options = client::with_max_hold(&self.options);
+                    let election =
+                        Election::with_options(&c.client, LATCH_PATH, latches::LATCH_ID, options)
+                            .expect("an election");
                     c.latch = Some(election.latch());
                     self.note(|| format!("c{client}: latch starts"));
                 }

@@ -17,7 +17,12 @@
 //!   that bound.
 //! - A4: no one is granted a lock while a holder that zklock itself told
 //!   Lost (at the counter's end, or for want of contact), its session
-//!   alive and its node in place, still has its guard.
+//!   alive and its node in place, still has its guard, until its max hold
+//!   (if any) has ended.
+//! - A6: after a holder's max hold ended with contenders queued, on a
+//!   network and server healthy since (as A3 judges them), faults or not,
+//!   the lock is not left without a holder for longer than A3's bound
+//!   while one of those contenders still queues.
 //!
 //! Healthy means: no fault has touched the client's link (cut, stall,
 //! follower cut, close) or the server (restart, a third party's writes)
@@ -30,6 +35,18 @@ use zklock::SessionState;
 use super::super::zookeeper::EPOCH_MS;
 use super::client::{MULTI_LOCKS, THREADS, THREAD_LOCKS};
 use super::*;
+
+/// A6: a max hold's end on a lock with contenders queued.
+#[derive(Debug)]
+pub(super) struct MaxHoldEnd {
+    lock: usize,
+    /// The end, counted from the grant its core reported.
+    at: Instant,
+    /// The node it ended.
+    node: String,
+    /// The other contenders queued then.
+    queued: BTreeSet<String>,
+}
 
 /// Why a probe waits.
 #[derive(Debug)]
@@ -135,8 +152,12 @@ impl World {
             .server
             .sequence_counter(parent)
             .is_some_and(|n| !(0..=zklock::recipes::SEQUENCE_WARNING).contains(&n));
+        // (Nor a max hold's end, which comes whatever the link does: a
+        // batch turn's guard says no reason, its hold's node ended.)
+        let max_held = self.max_hold_end(node).is_some_and(|e| self.now >= e);
         if from == to
             || reason == Some(LossReason::SequenceExhausted)
+            || (to == LockState::Lost && max_held)
             || (to == LockState::Lost && reason.is_none() && near_end)
             || self.admin_deleted.contains_key(node)
         {
@@ -167,9 +188,10 @@ impl World {
         16 * self.max_round_trip() + Duration::from_millis(100)
     }
 
-    /// After every step: stale tenure marks, quiet locks, A3.
+    /// After every step: stale tenure marks, quiet locks, A3, A6.
     pub(super) fn check_available(&mut self) -> Result<(), Violation> {
         self.scan_marks();
+        self.check_max_hold_ends()?;
         if self.now < self.faults_until {
             return Ok(());
         }
@@ -275,7 +297,7 @@ impl World {
         if key != self.idle_key {
             self.idle_key = key;
             for l in 0..self.locks {
-                let now_idle = self.lock_idle(l);
+                let now_idle = self.lock_idle(l, None);
                 let granted = match (&self.idle_locks[l], &now_idle) {
                     (Some(before), Some(held)) => held.iter().any(|n| !before.contains(n)),
                     _ => false,
@@ -309,7 +331,8 @@ impl World {
 
     /// Whether lock `l` has contenders queued and fewer holders than it
     /// has room for (one; a semaphore's leases): if so, its holders' nodes.
-    fn lock_idle(&self, l: usize) -> Option<BTreeSet<String>> {
+    /// `ended`: a node that holds no more, whoever keeps it (A6).
+    fn lock_idle(&self, l: usize, ended: Option<&str>) -> Option<BTreeSet<String>> {
         let sessions: Vec<i64> = self.clients.iter().map(|c| c.core.session_id()).collect();
         let nodes = self.contender_nodes(l);
         let parent = queue_path(l);
@@ -317,6 +340,9 @@ impl World {
             .iter()
             .filter(|n| {
                 let path = format!("{parent}/{n}");
+                if ended == Some(path.as_str()) {
+                    return false;
+                }
                 let owner = self.server.exists(&path).map_or(0, |s| s.ephemeral_owner);
                 // A node no current session owns (a third party's, a
                 // session on its way out) blocks as a holder would.
@@ -564,7 +590,10 @@ impl World {
                 else {
                     continue;
                 };
+                // (At its max hold's end its node goes, kept or not.)
+                let ended = self.max_hold_end(node).is_some_and(|e| self.now >= e);
                 if !t.own_loss
+                    || ended
                     || !self.server.session_alive(sid)
                     || self.admin_deleted.contains_key(node)
                 {
@@ -591,6 +620,69 @@ impl World {
                 }
             }
         }
+        Ok(())
+    }
+}
+
+impl World {
+    /// A holder of lock `lock` by `node` was told its max hold ended: A6
+    /// follows the lock from the end, if contenders queue.
+    pub(super) fn note_max_hold_end(&mut self, lock: usize, node: &str) {
+        let at = self.max_hold_end(node).unwrap_or(self.now);
+        let name = node.rsplit('/').next().unwrap_or(node);
+        let queued: BTreeSet<String> = self
+            .contender_nodes(lock)
+            .into_iter()
+            .filter(|n| n != name)
+            .collect();
+        if !queued.is_empty() {
+            self.note(|| format!("A6: {node}'s max hold ended with {queued:?} queued"));
+            self.max_hold_ends.push(MaxHoldEnd {
+                lock,
+                at,
+                node: node.to_owned(),
+                queued,
+            });
+        }
+    }
+
+    /// A6, after every step: each max hold's end is followed while every
+    /// client is healthy (as A1 judges it), the lock is without a holder
+    /// (as A3 judges it, the ended node holding no more, even if kept) and
+    /// a contender queued at the end still queues.
+    fn check_max_hold_ends(&mut self) -> Result<(), Violation> {
+        if self.max_hold_ends.is_empty() {
+            return Ok(());
+        }
+        let healthy = (0..self.clients.len()).all(|c| self.a1_due(c));
+        let bound = self.idle_bound();
+        let ends = std::mem::take(&mut self.max_hold_ends);
+        let mut followed = Vec::with_capacity(ends.len());
+        for end in ends {
+            let waiting: Vec<String> = self
+                .contender_nodes(end.lock)
+                .into_iter()
+                .filter(|n| end.queued.contains(n))
+                .collect();
+            if !healthy || waiting.is_empty() {
+                continue;
+            }
+            if self.lock_idle(end.lock, Some(&end.node)).is_none() {
+                self.stats.max_hold_hand_ons += 1;
+                continue;
+            }
+            if self.now > end.at + bound {
+                return Err(self.violation(format!(
+                    "A6: lock {} has had no holder for {:?} since the max hold of {} ended (bound {bound:?}) while {waiting:?}, queued then, still queue, on a healthy network; {}",
+                    end.lock,
+                    self.now - end.at,
+                    end.node,
+                    self.history(end.lock)
+                )));
+            }
+            followed.push(end);
+        }
+        self.max_hold_ends = followed;
         Ok(())
     }
 }

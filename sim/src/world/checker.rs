@@ -111,6 +111,7 @@ impl World {
                 holders[t.lock].push((format!("c{c}#{id}"), t.reader));
             }
         }
+        self.check_max_holds()?;
         // At most one latch leads, and only while its session lives. A
         // latch whose node a third party deleted may lead on until it
         // hears of it (latch_told_of_deletion holds it to that).
@@ -161,6 +162,73 @@ impl World {
             }
         }
         self.check_own_losses(&holders, &shared)
+    }
+
+    /// The grants each core reported in this step, stamped with the time.
+    pub(super) fn note_grants(&mut self) {
+        for c in 0..self.clients.len() {
+            for node in self.clients[c].wakes.take_granted() {
+                self.grants.insert(node, self.now);
+            }
+        }
+    }
+
+    /// When `node`'s max hold ends: its grant, as its core reported it,
+    /// and the run's max hold.
+    pub(super) fn max_hold_end(&self, node: &str) -> Option<Instant> {
+        Some(*self.grants.get(node)? + self.options.max_hold?)
+    }
+
+    /// S6: no guard says Held, and no latch leads, at or past the max
+    /// hold's end of its node (no tolerance: the core is on virtual time),
+    /// and no guard's `valid_until` passes it.
+    fn check_max_holds(&self) -> Result<(), Violation> {
+        if self.options.max_hold.is_none() {
+            return Ok(());
+        }
+        for (c, client) in self.clients.iter().enumerate() {
+            for (id, t) in &client.attempts {
+                let Phase::Held { node, .. } = &t.phase else {
+                    continue;
+                };
+                let Some(end) = self.max_hold_end(node) else {
+                    continue;
+                };
+                if let Some((LockState::Held, _)) = client.held_state(*id) {
+                    if self.now >= end {
+                        return Err(self.violation(format!(
+                            "c{c}: #{id} says Held {:?} past the max hold's end of {node}",
+                            self.now - end
+                        )));
+                    }
+                }
+                let until = client.guard(*id).and_then(LockGuard::valid_until);
+                if let Some(until) = until.filter(|u| *u > end) {
+                    return Err(self.violation(format!(
+                        "c{c}: #{id} has valid_until {:?} past the max hold's end of {node}",
+                        until - end
+                    )));
+                }
+            }
+            if !client.latch.as_ref().is_some_and(LeaderLatch::is_leader) {
+                continue;
+            }
+            // Its newest node is the one it may lead by.
+            let newest = self
+                .server
+                .children(LATCH_PATH)
+                .iter()
+                .filter(|n| self.is_latch_node(c, n))
+                .filter_map(|n| self.max_hold_end(&format!("{LATCH_PATH}/{n}")))
+                .max();
+            if let Some(end) = newest.filter(|e| self.now >= *e) {
+                return Err(self.violation(format!(
+                    "c{c}: its latch leads {:?} past the max hold's end of its newest node",
+                    self.now - end
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// What must hold once every client is closed (close.rs): its core

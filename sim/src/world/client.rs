@@ -279,6 +279,15 @@ pub(super) fn reentrant(options: &Options, l: usize) -> bool {
     (l < 2) != options.reentrant_flip
 }
 
+/// The options of the election's campaigns and latches: the seed's max
+/// hold, if any (lock-delay stays off there, as it always was).
+pub(super) fn with_max_hold(options: &Options) -> MutexOptions {
+    match options.max_hold {
+        Some(d) => MutexOptions::default().max_hold(d),
+        None => MutexOptions::default(),
+    }
+}
+
 /// Whether lock `l`'s holders watch their node: the even locks, or (with
 /// the seed's `watch_flip`) the odd ones; every lock when revocable (which
 /// implies the watch); the election always (its candidates watch their
@@ -330,9 +339,15 @@ impl SimClient {
             .observer(wakes.clone())
             .build_manual(now, seed)
             .expect("a manual client");
-        let with_delay = |o: MutexOptions| match opts.lock_delay {
-            Some(d) => o.lock_delay(d),
-            None => o,
+        let with_delay = |o: MutexOptions| {
+            let o = match opts.lock_delay {
+                Some(d) => o.lock_delay(d),
+                None => o,
+            };
+            match opts.max_hold {
+                Some(d) => o.max_hold(d),
+                None => o,
+            }
         };
         let locks = (0..locks)
             .map(|l| {
@@ -343,7 +358,13 @@ impl SimClient {
                     .data(format!("lock {l}").as_bytes());
                 if l == ELECTION_LOCK {
                     SimLock::Election(
-                        Election::new(&client, LATCH_PATH, b"candidate").expect("an election"),
+                        Election::with_options(
+                            &client,
+                            LATCH_PATH,
+                            b"candidate",
+                            with_max_hold(opts),
+                        )
+                        .expect("an election"),
                     )
                 } else if l == 1 {
                     SimLock::Rw(RwLock::with_options(&client, &lock_path(l), options).expect("rw"))

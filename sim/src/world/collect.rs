@@ -409,6 +409,11 @@ impl World {
         }
         let (from, node) = (*s, node.clone());
         self.a1_holder(c, id, from, state, reason, &node)?;
+        if state == LockState::Lost && reason == Some(zklock::recipes::LossReason::MaxHold) {
+            self.stats.max_hold_ends += 1;
+            let lock = self.clients[c].attempts[&id].lock;
+            self.note_max_hold_end(lock, &node);
+        }
         // A loss zklock decides itself (the counter's end, no contact for
         // a session timeout), the session alive and the node in place: A4
         // counts the guard a holder until it goes.

@@ -78,7 +78,7 @@ impl World {
 
     /// Whether `name` under `LATCH_PATH` is a node of client `c`'s latch
     /// (a campaign's carries another id).
-    fn is_latch_node(&self, c: usize, name: &str) -> bool {
+    pub(super) fn is_latch_node(&self, c: usize, name: &str) -> bool {
         let path = format!("{LATCH_PATH}/{name}");
         let sid = self.clients[c].core.session_id();
         self.server

@@ -57,6 +57,9 @@ pub struct Options {
     /// `ClientBuilder::new_session_after_expiry`: a client whose session
     /// expired opens a new one; off, the world replaces it by a new client.
     pub new_session_after_expiry: bool,
+    /// `MutexOptions::max_hold` on every lock, multi-lock part, batch hold,
+    /// campaign and latch.
+    pub max_hold: Option<Duration>,
 }
 
 /// The largest steady one-way latency the world puts on a link, as a share
@@ -105,8 +108,13 @@ impl Options {
                 0
             },
             refused_writes: !bit(6),
-            // Drawn last, so that the draws above stay each seed's own.
+            // Drawn last, so that the draws above stay each seed's own
+            // (and after them, a max hold in half the seeds, from about as
+            // short as a grant's round trips to longer than most holds).
             new_session_after_expiry: rng.chance(1, 2),
+            max_hold: rng
+                .chance(1, 2)
+                .then(|| Duration::from_millis(100 + rng.below(2900))),
         }
     }
 }

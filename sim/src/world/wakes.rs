@@ -1,5 +1,7 @@
 //! What each client's core tells its observer: the waiters it woke (the
-//! herd count, herd.rs) and the nodes it holds (A3, available.rs). Apart
+//! herd count, herd.rs), the nodes it holds (A3, available.rs) and those
+//! it granted since the world last looked (when each hold began: its max
+//! hold counts from then, checker.rs). Apart
 //! from both so that the client, which installs it, and the herd count,
 //! which reads it, do not import each other.
 
@@ -17,6 +19,8 @@ use zklock::Observer;
 pub(super) struct Wakes {
     woken: Mutex<Vec<(String, String)>>,
     held: Mutex<BTreeSet<String>>,
+    /// Nodes granted since the last [`Wakes::take_granted`].
+    granted: Mutex<Vec<String>>,
     /// Grants and releases so far.
     changes: AtomicU64,
 }
@@ -31,6 +35,9 @@ impl Observer for Wakes {
     fn lock_acquired(&self, node: &str, _waited: std::time::Duration) {
         if let Ok(mut h) = self.held.lock() {
             h.insert(node.to_owned());
+        }
+        if let Ok(mut g) = self.granted.lock() {
+            g.push(node.to_owned());
         }
         self.changes.fetch_add(1, Ordering::Relaxed);
     }
@@ -57,6 +64,14 @@ impl Wakes {
     /// Whether the core holds `node` (granted, not let go).
     pub(super) fn holds(&self, node: &str) -> bool {
         self.held.lock().is_ok_and(|h| h.contains(node))
+    }
+
+    /// The nodes granted since the last look.
+    pub(super) fn take_granted(&self) -> Vec<String> {
+        self.granted
+            .lock()
+            .map(|mut g| std::mem::take(&mut *g))
+            .unwrap_or_default()
     }
 
     pub(super) fn take(&self) -> Vec<(String, String)> {

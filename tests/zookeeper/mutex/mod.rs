@@ -3,6 +3,7 @@
 mod async_twins;
 mod basics;
 mod faults;
+mod max_hold;
 mod pending;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

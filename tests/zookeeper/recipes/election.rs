@@ -85,12 +85,26 @@ fn leader_latch_requeues_after_a_loss() {
             reason: Some(zklock::recipes::LossReason::NodeDeleted)
         }
     ));
+    b_leads_then_a_again(&a, &p, latch_a, latch_b, fencing_token);
+}
+
+/// A's latch lost its leadership, B's queued behind it: B leads, A waits
+/// in line behind it, and once B goes A leads again, with a higher token
+/// than `fencing_token`; dropped, A leaves no node.
+fn b_leads_then_a_again(
+    a: &Client,
+    p: &str,
+    latch_a: zklock::recipes::LeaderLatch,
+    latch_b: zklock::recipes::LeaderLatch,
+    fencing_token: i64,
+) {
+    use zklock::recipes::LatchEvent;
     assert!(matches!(
         latch_b.events().recv_timeout(WAIT).unwrap(),
         LatchEvent::Gained { .. }
     ));
-    wait_children(&a, &p, 2);
-    assert!(!latch_a.is_leader());
+    wait_children(a, p, 2);
+    assert!(!latch_a.is_leader(), "queued behind the new leader");
     drop(latch_b);
     let again = latch_a.events().recv_timeout(WAIT).unwrap();
     assert!(
@@ -98,7 +112,35 @@ fn leader_latch_requeues_after_a_loss() {
         "{again:?}"
     );
     drop(latch_a);
-    testkit::wait_no_children(&a, &p, WAIT);
+    testkit::wait_no_children(a, p, WAIT);
+}
+
+/// A latch whose leadership has a max hold gives it up at the end, told
+/// why, and campaigns again behind the candidate already queued, which
+/// leads next; alone again, it leads again with a higher token.
+#[test]
+fn a_leader_latch_gives_up_leadership_at_its_max_hold_and_campaigns_again() {
+    use zklock::recipes::{LatchEvent, LossReason, MutexOptions};
+    let p = path("latch-max-hold");
+    let (a, b) = (client(), client());
+    let capped = MutexOptions::default().max_hold(Duration::from_secs(1));
+    let latch_a = Election::with_options(&a, &p, b"a", capped)
+        .unwrap()
+        .latch();
+    let first = latch_a.events().recv_timeout(WAIT).unwrap();
+    let LatchEvent::Gained { fencing_token } = first else {
+        panic!("{first:?}");
+    };
+    let latch_b = Election::new(&b, &p, b"b").unwrap().latch();
+    wait_children(&a, &p, 2);
+    let lost = latch_a.events().recv_timeout(WAIT).unwrap();
+    assert_eq!(
+        lost,
+        LatchEvent::Lost {
+            reason: Some(LossReason::MaxHold)
+        }
+    );
+    b_leads_then_a_again(&a, &p, latch_a, latch_b, fencing_token);
 }
 
 /// Any client follows the leadership without campaigning, new values

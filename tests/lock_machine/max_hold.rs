@@ -1,0 +1,54 @@
+//! A max hold through the real core: the holder's guard says `Lost` in
+//! the turn that ends it, before the delete of its node has left the core,
+//! and the next waiter is granted once the delete lands.
+
+use std::time::{Duration, Instant};
+
+use zklock::recipes::{LockState, LossReason, Mutex, MutexOptions};
+
+use zklock_sim::zookeeper as sim_zookeeper;
+
+use crate::support::{pump, Peer};
+
+#[test]
+fn at_its_max_hold_a_holder_is_told_lost_before_its_nodes_delete_leaves() {
+    let max = Duration::from_secs(3);
+    let now = Instant::now();
+    let mut zk = sim_zookeeper::SimZooKeeper::new(now, Duration::from_millis(2000));
+    let mut a = Peer::new(now, 1);
+    let mut b = Peer::new(now, 2);
+    let capped = MutexOptions::default().max_hold(max);
+    let ma = Mutex::with_options(&a.client, "/l", capped).unwrap();
+    let mb = Mutex::new(&b.client, "/l").unwrap();
+    let pa = ma.start_lock(None);
+    pump(&mut zk, &mut [&mut a, &mut b], now);
+    let ga = pa.try_take().expect("a free lock").unwrap();
+    let pb = mb.start_lock(None);
+    pump(&mut zk, &mut [&mut a, &mut b], now);
+    assert!(pb.try_take().is_none(), "B waits");
+    assert_eq!(ga.valid_until(), Some(now + max), "never past the max hold");
+
+    let before = now + max - Duration::from_millis(1);
+    pump(&mut zk, &mut [&mut a, &mut b], before);
+    assert_eq!(ga.state(), LockState::Held, "not early");
+    assert!(pb.try_take().is_none(), "B still waits");
+
+    let at = now + max;
+    a.core.turn(at);
+    assert_eq!(ga.state(), LockState::Lost, "not late");
+    assert_eq!(ga.lost_reason(), Some(LossReason::MaxHold));
+    assert_eq!(ga.valid_until(), None);
+    assert!(!a.core.output().is_empty(), "the delete is written");
+    assert!(
+        zk.exists(ga.node_path()).is_some(),
+        "and has not reached the server: the holder was told first"
+    );
+    pump(&mut zk, &mut [&mut a, &mut b], at);
+    assert!(zk.exists(ga.node_path()).is_none(), "the node is gone");
+    let gb = pb.try_take().expect("B is granted").unwrap();
+    assert_eq!(gb.state(), LockState::Held);
+    drop(ga);
+    drop(gb);
+    pump(&mut zk, &mut [&mut a, &mut b], at);
+    assert!(zk.children("/l").is_empty());
+}
