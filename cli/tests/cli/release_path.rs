@@ -162,6 +162,12 @@ fn case(stop: Stop, behaviour: &str, kill_after: &str) {
             dir.join("exited").exists(),
             "{label}: SIGKILLed before --kill-after was up"
         ),
+        // With any grace at all, SIGTERM came first (whoever sent it), and
+        // the shell ran its trap before the SIGKILL.
+        "prompt" | "slow" if !grace.is_zero() => assert!(
+            lines(&dir.join("terms")) >= 1,
+            "{label}: CMD was never sent SIGTERM before its SIGKILL"
+        ),
         // SIGKILL no sooner than the grace period; given the time, the
         // shell has run its trap for the SIGTERM before.
         "stubborn" => assert!(
