@@ -27,6 +27,7 @@ mod error;
 mod grant;
 mod holding;
 mod ids;
+mod pass;
 mod phase;
 mod purpose;
 mod queue;

@@ -8,7 +8,7 @@ use jute::{
     Stat,
 };
 
-use super::{list, AttemptId, LockEvent, LockMachine, LockState};
+use super::{list, AttemptId, LockEvent, LockMachine};
 use crate::lock::attempt::{Blocker, Node};
 use crate::lock::error::LockError;
 use crate::lock::phase::{Creating, OwnSeen, OwnWatch, Phase, Queueing, Step, Wait};
@@ -516,24 +516,6 @@ impl LockMachine {
                 self.send_strays(id);
             }
         }
-    }
-
-    /// Whether attempt `id` may pass the node its spec names
-    /// ([`LockSpec::passes`](crate::lock::LockSpec::passes)): only while
-    /// another attempt of ours holds that node, not Lost. A node we let go
-    /// of, or lost, blocks as anyone's would.
-    fn passes(&self, id: AttemptId) -> bool {
-        let Some(a) = self.attempts.get(&id) else {
-            return false;
-        };
-        let Some(name) = a.spec.passes.as_deref() else {
-            return false;
-        };
-        self.held_nodes
-            .get(&a.spec.child(name))
-            .filter(|&&holder| holder != id)
-            .and_then(|holder| self.attempts.get(holder))
-            .is_some_and(|h| matches!(&h.phase, Phase::Held(h) if h.state != LockState::Lost))
     }
 
     /// Watches `scout`, the node below our blocker (see
