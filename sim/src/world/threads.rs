@@ -282,6 +282,19 @@ impl World {
             {
                 Ok(())
             }
+            // A write call that would have shared its thread's write
+            // holding, found gone, while the thread keeps a downgraded read
+            // of its own: a reader asking to write, refused as such.
+            Some(ThreadEntry::Share { node })
+                if *error == LockError::UpgradeRefused
+                    && t.lock == 1
+                    && !t.reader
+                    && !self.live_node(c, node)
+                    && t.thread
+                        .is_some_and(|thread| self.thread_holds(c, thread, 1, false)) =>
+            {
+                Ok(())
+            }
             entry => Err(self.violation(format!(
                 "c{c}: #{id} refused with {error:?}, but its thread's call must do {entry:?}"
             ))),
