@@ -22,7 +22,9 @@
 //! - A6: after a holder's max hold ended with contenders queued, on a
 //!   network and server healthy since (as A3 judges them), faults or not,
 //!   the lock is not left without a holder for longer than A3's bound
-//!   while one of those contenders still queues.
+//!   while one of those contenders still queues; a semaphore's grant of
+//!   another lease since counts as the hand-on, as it counts as progress
+//!   in A3.
 //!
 //! Healthy means: no fault has touched the client's link (cut, stall,
 //! follower cut, close) or the server (restart, a third party's writes)
@@ -46,6 +48,8 @@ pub(super) struct MaxHoldEnd {
     node: String,
     /// The other contenders queued then.
     queued: BTreeSet<String>,
+    /// The nodes holding then (a semaphore's other leases).
+    held: BTreeSet<String>,
 }
 
 /// Why a probe waits.
@@ -637,11 +641,13 @@ impl World {
             .collect();
         if !queued.is_empty() {
             self.note(|| format!("A6: {node}'s max hold ended with {queued:?} queued"));
+            let held = self.lock_idle(lock, Some(node)).unwrap_or_default();
             self.max_hold_ends.push(MaxHoldEnd {
                 lock,
                 at,
                 node: node.to_owned(),
                 queued,
+                held,
             });
         }
     }
@@ -667,7 +673,12 @@ impl World {
             if !healthy || waiting.is_empty() {
                 continue;
             }
-            if self.lock_idle(end.lock, Some(&end.node)).is_none() {
+            // Handed on: the lock has a holder, or a semaphore granted a
+            // lease since (as A3 counts progress; A3 follows from there).
+            let handed_on = self
+                .lock_idle(end.lock, Some(&end.node))
+                .is_none_or(|held| held.iter().any(|n| !end.held.contains(n)));
+            if handed_on {
                 self.stats.max_hold_hand_ons += 1;
                 continue;
             }
