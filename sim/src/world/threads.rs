@@ -27,17 +27,19 @@ impl World {
 
     /// Whether `thread` holds `lock` (its write side if `write`) by a guard
     /// whose node may still stand (not Lost, or Lost by the client's own
-    /// judgement) while the session lives: what the process's registry of
-    /// holders answers.
+    /// judgement) while its session lives: what the process's registry of
+    /// holders answers. A guard of a session that expired, the client on a
+    /// new one since, holds nothing: its node went with its session.
     fn thread_holds(&self, c: usize, thread: usize, lock: usize, write: bool) -> bool {
         let client = &self.clients[c];
+        let sid = client.core.session_id();
         !client.core.state().is_terminal()
             && client.attempts.iter().any(|(&id, t)| {
                 t.thread == Some(thread)
                     && t.lock == lock
-                    && t.handle
-                        .lock_guard()
-                        .is_some_and(|g| write_node(g.node_path()) == write)
+                    && t.handle.lock_guard().is_some_and(|g| {
+                        write_node(g.node_path()) == write && g.owner_session() == sid
+                    })
                     && client.held_state(id).is_some_and(|(s, r)| {
                         s != LockState::Lost
                             || matches!(
