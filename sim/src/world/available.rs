@@ -596,9 +596,13 @@ impl World {
                 };
                 // (At its max hold's end its node goes, kept or not.)
                 let ended = self.max_hold_end(node).is_some_and(|e| self.now >= e);
+                // The guard's own session, not the client's current one:
+                // after an expiry the client is on a new session, and the
+                // old one's node went with it.
+                let owner = t.handle.lock_guard().map_or(sid, |g| g.owner_session());
                 if !t.own_loss
                     || ended
-                    || !self.server.session_alive(sid)
+                    || !self.server.session_alive(owner)
                     || self.admin_deleted.contains_key(node)
                 {
                     continue;
