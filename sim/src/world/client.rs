@@ -214,6 +214,9 @@ pub(super) struct SimClient {
     /// What the core's observer heard of waiters woken.
     pub(super) wakes: Arc<Wakes>,
     pub(super) link: Option<Link>,
+    /// When this client was built: A5 counts a new client's first connect
+    /// from then, not from a heal before it existed.
+    pub(super) built: Instant,
     pub(super) connect_at: Instant,
     /// A stall armed to start at the next grant.
     pub(super) stall_after_grant: Option<Duration>,
@@ -429,6 +432,7 @@ impl SimClient {
             downgrades: BTreeMap::new(),
             wakes,
             link: None,
+            built: now,
             connect_at: now,
             stall_after_grant: None,
             partitioned_until: now,

@@ -2,7 +2,8 @@
 //! over and every link's and the server's last fault has worn off), every
 //! client whose session lives is Connected again within
 //! [`World::reconnect_bound`] (docs/PARTITION.md, "After the network
-//! heals").
+//! heals"); a client built after the heal (replacing one whose session
+//! ended), within that bound of when it was built.
 
 use zklock::SessionState;
 
@@ -65,7 +66,8 @@ impl World {
             if state == SessionState::Connected {
                 self.reconnect.seen[c] = true;
             }
-            if self.reconnect.done[c] || self.now < healed + self.reconnect_bound(c) {
+            let from = healed.max(self.clients[c].built);
+            if self.reconnect.done[c] || self.now < from + self.reconnect_bound(c) {
                 continue;
             }
             self.reconnect.done[c] = true;
@@ -79,8 +81,8 @@ impl World {
             }
             let bound = self.reconnect_bound(c);
             return Err(self.violation(format!(
-                "A5: c{c}: still {state:?} {:?} after the network healed (bound {bound:?}; negotiated session timeout {:?}, steady one-way latency {:?}, a follower's lag up to {:?})",
-                self.now - healed,
+                "A5: c{c}: still {state:?} {:?} after the network healed or the client was built (bound {bound:?}; negotiated session timeout {:?}, steady one-way latency {:?}, a follower's lag up to {:?})",
+                self.now - from,
                 self.timeout(c),
                 self.steady_latency(c),
                 self.ensemble.max_lag
