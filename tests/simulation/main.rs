@@ -122,6 +122,12 @@ const REGRESSIONS: &[u64] = &[
     // watch fired by an earlier change counted as told of a deletion
     // (53841); a release cut short by the horizon on a slow link (24127).
     30209, 46595, 87162, 53841, 24127,
+    // The checker's mistakes after a session's end: a semaphore's grants
+    // after a max hold's end not counted as its hand-on (65659, A6); a
+    // thread's guard of an expired session taken for a holding of the
+    // renewed one (92495), and for a holder A4 protects (97556); a client
+    // built after the heal held to the bound from the heal (79974, A5).
+    65659, 92495, 97556, 79974,
 ];
 
 fn run_seed(seed: u64) -> Result<Stats, Violation> {
