@@ -87,7 +87,7 @@ pub use error::{ConnectError, Error, NoSession, Result};
 pub use jute::{perms, Acl, AddWatchMode, CreateMode, ErrorCode, EventType, Id, OpCode, Stat};
 pub use machine::Observer;
 pub use path::validate_path;
-pub use session::{DropReason, SessionState, WatchEvent};
+pub use session::{DropReason, SessionChange, SessionState, WatchEvent};
 #[cfg(feature = "sasl")]
 pub use session::{SaslConfig, SaslMechanism};
 #[cfg(feature = "tls")]

@@ -51,17 +51,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // Everything they decided, acted on.
         while let Some(event) = zk.poll_event() {
             match event {
-                Event::State(SessionState::Connected) if attempt.is_none() => {
+                Event::State(change)
+                    if change.state == SessionState::Connected && attempt.is_none() =>
+                {
                     let (id, uuid) = ids.next();
                     attempt = Some(id);
                     zk.acquire(Instant::now(), id, spec.clone(), uuid, Some(give_up), false);
                 }
-                Event::State(SessionState::Closed) if closing => {
+                Event::State(change) if change.state == SessionState::Closed && closing => {
                     println!("session closed");
                     return Ok(());
                 }
-                Event::State(state) if state.is_terminal() => {
-                    return Err(format!("the session ended: {state:?}").into());
+                Event::State(change) if change.state.is_terminal() => {
+                    let (state, id) = (change.state, change.session_id);
+                    return Err(format!("session {id:#x} ended: {state:?}").into());
                 }
                 Event::Lock(LockEvent::Acquired { id, path, stat, .. }) => {
                     println!("holding {path}, fencing token {}", stat.czxid);

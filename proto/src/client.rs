@@ -16,7 +16,8 @@ use crate::lock::{AttemptId, LockEvent, LockMachine, LockSpec};
 #[cfg(feature = "sasl")]
 use crate::session::SaslConfig;
 use crate::session::{
-    DropReason, RequestError, Session, SessionConfig, SessionEvent, SessionState, WatchEvent,
+    DropReason, RequestError, Session, SessionChange, SessionConfig, SessionEvent, SessionState,
+    WatchEvent,
 };
 
 /// What a [`Client`] tells its driver.
@@ -47,7 +48,7 @@ pub enum Event<R, W> {
     },
     /// The session changed state. What it did to each lock follows as
     /// [`Event::Lock`]s.
-    State(SessionState),
+    State(SessionChange),
     /// Close the connection now (the client already counts it as gone);
     /// connect again when [`Client::wants_connection`] says so.
     DropConnection(DropReason),
@@ -392,8 +393,10 @@ impl<R, W: Clone> Client<R, W> {
             return false;
         }
         self.session = self.session.successor(now);
-        self.events
-            .push_back(Event::State(SessionState::Connecting));
+        self.events.push_back(Event::State(SessionChange {
+            state: SessionState::Connecting,
+            session_id: 0,
+        }));
         self.locks.handle_session(now, SessionState::Connecting, 0);
         self.take_lock_events();
         true
@@ -415,9 +418,10 @@ impl<R, W: Clone> Client<R, W> {
                 WatchTo::Locks(token) => self.locks.handle_watch(now, token, Err(reason)),
             },
             SessionEvent::State(state) => {
-                self.events.push_back(Event::State(state));
-                self.locks
-                    .handle_session(now, state, self.session.session_id());
+                let session_id = self.session.session_id();
+                self.events
+                    .push_back(Event::State(SessionChange { state, session_id }));
+                self.locks.handle_session(now, state, session_id);
             }
             SessionEvent::DropConnection(reason) => {
                 self.events.push_back(Event::DropConnection(reason));
@@ -498,12 +502,68 @@ mod tests {
         out
     }
 
+    /// The states with their sessions' ids: the old id with `Expired`, no
+    /// id with the new session's `Connecting`, its own with `Connected`.
+    #[test]
+    fn state_events_name_the_session_they_happened_to() {
+        let (mut zk, now) = connected();
+        zk.set_new_session_after_expiry(true);
+        let change = |state, session_id| SessionChange { state, session_id };
+        let states = |zk: &mut Client<u32, u32>| -> Vec<SessionChange> {
+            events(zk)
+                .into_iter()
+                .filter_map(|e| match e {
+                    Event::State(c) => Some(c),
+                    _ => None,
+                })
+                .collect()
+        };
+        assert_eq!(states(&mut zk), [change(SessionState::Connected, 0x51)]);
+        let answer = |session_id: i64, timeout_ms: i32| {
+            let mut b = BytesMut::new();
+            encode_frame(&mut b, |b| {
+                ConnectResponse {
+                    protocol_version: 0,
+                    timeout_ms,
+                    session_id,
+                    passwd: vec![7; 16],
+                    read_only: false,
+                }
+                .encode(b)
+            });
+            b
+        };
+        zk.handle_disconnected(now);
+        zk.handle_connected(now);
+        let n = zk.output().len();
+        zk.consume_output(n);
+        // The server no longer has the session.
+        zk.handle_input(now, &answer(0, 0));
+        assert_eq!(
+            states(&mut zk),
+            [
+                change(SessionState::Suspended, 0x51),
+                change(SessionState::Expired, 0x51),
+                change(SessionState::Connecting, 0),
+            ]
+        );
+        assert!(zk.wants_connection());
+        zk.handle_connected(now);
+        let n = zk.output().len();
+        zk.consume_output(n);
+        zk.handle_input(now, &answer(0x52, 10_000));
+        assert_eq!(states(&mut zk), [change(SessionState::Connected, 0x52)]);
+    }
+
     #[test]
     fn a_drivers_request_and_watch_come_back_under_its_handles() {
         let (mut zk, now) = connected();
         assert!(matches!(
             &events(&mut zk)[..],
-            [Event::State(SessionState::Connected)]
+            [Event::State(SessionChange {
+                state: SessionState::Connected,
+                ..
+            })]
         ));
         let exists = Request::Exists(PathWatch {
             path: "/a".into(),
@@ -592,6 +652,6 @@ mod tests {
         );
         assert!(got
             .iter()
-            .any(|e| matches!(e, Event::State(SessionState::Closed))));
+            .any(|e| matches!(e, Event::State(c) if c.state == SessionState::Closed)));
     }
 }

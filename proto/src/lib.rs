@@ -65,7 +65,10 @@
 //!   `Suspended` at once when a connection drops, or when the leader has
 //!   not confirmed the session for three quarters of its timeout; `Lost`
 //!   after a whole session timeout without such a confirmation; the
-//!   terminal `Expired`, `Closed`, `AuthFailed`.
+//!   terminal `Expired`, `Closed`, `AuthFailed`; each with the id of the
+//!   session it happened to ([`session::SessionChange`]), so that after an
+//!   expiry the old session's `Expired` and the new one's `Connected` are
+//!   told apart.
 //! - `DropConnection`: close the socket now (the client counts it as gone
 //!   already); dial again when [`Client::wants_connection`] says so.
 //! - `Lock`: an acquisition's news ([`lock::LockEvent`]): `Acquired` (the

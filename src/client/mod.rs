@@ -10,10 +10,10 @@ use crate::deadline;
 use crate::driver::DriverHandle;
 use crate::error::{Error, Result};
 use crate::machine::recipient::WatchSender;
-use crate::machine::{AttemptId, Command, CommandSender};
+use crate::machine::{AttemptId, Command, CommandSender, Subscriber};
 use crate::oneshot;
 use crate::path::{validate_path, Chroot};
-use crate::session::SessionState;
+use crate::session::{SessionChange, SessionState};
 use zklock_proto::lock::AttemptIds;
 
 mod builder;
@@ -213,6 +213,32 @@ impl Client {
         self.subscribe_with(None)
     }
 
+    /// Like [`Client::subscribe`], each state with the id of the session it
+    /// happened to: after an expiry ([`ClientBuilder::new_session_after_expiry`]),
+    /// the old session's `Expired`, then `Connecting` (id 0) and the new
+    /// session's `Connected` with its id.
+    ///
+    /// ```no_run
+    /// # fn main() -> Result<(), zklock::Error> {
+    /// let client = zklock::Client::connect("127.0.0.1:2181")?;
+    /// for change in client.session_changes() {
+    ///     println!("session {:#x}: {:?}", change.session_id, change.state);
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn session_changes(&self) -> Receiver<SessionChange> {
+        let (tx, rx) = crossbeam_channel::bounded(crate::recipes::STATE_CHANNEL_CAPACITY);
+        let subscriber = Subscriber::Changes(tx.clone());
+        if !self.inner.driver.send(Command::Subscribe(subscriber, None)) {
+            let _ = tx.send(SessionChange {
+                state: SessionState::Closed,
+                session_id: self.session_id(),
+            });
+        }
+        rx
+    }
+
     /// Like [`Client::subscribe`], forgotten as soon as the returned token
     /// drops: for short-lived listeners created on every operation.
     pub(crate) fn subscribe_scoped(&self) -> (Receiver<SessionState>, Arc<()>) {
@@ -227,7 +253,7 @@ impl Client {
         if !self
             .inner
             .driver
-            .send(Command::Subscribe(tx.clone(), token))
+            .send(Command::Subscribe(Subscriber::States(tx.clone()), token))
         {
             let _ = tx.send(SessionState::Closed);
         }

@@ -8,8 +8,8 @@ use jute::Request;
 
 use super::holding::{GrantSink, ReleaseDoor};
 use super::recipient::{ReplySender, WatchSender};
+use super::subscriber::Subscriber;
 use crate::oneshot;
-use crate::session::SessionState;
 use zklock_proto::lock::AttemptId;
 use zklock_proto::lock::LockSpec;
 
@@ -32,7 +32,7 @@ pub(crate) enum Command {
     /// Adds a listener for state changes. With a liveness token, the
     /// listener is forgotten as soon as the token is dropped; without one,
     /// at the first state change after its receiver is gone.
-    Subscribe(Sender<SessionState>, Option<Weak<()>>),
+    Subscribe(Subscriber, Option<Weak<()>>),
     /// For the lock machine.
     Lock(LockCommand),
     /// Wakes the task at the instant (a future's deadline: nothing else

@@ -13,16 +13,17 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Instant;
 
-use crossbeam_channel::{Receiver, Sender, TryRecvError, TrySendError};
+use crossbeam_channel::{Receiver, TryRecvError};
 
 use super::command::{Command, CommandSender, Wake};
 use super::locks::Locks;
 use super::observer::Observer;
 use super::recipient::{ReplySender, WatchSender};
 use super::status::Status;
+use super::subscriber::Subscriber;
 #[cfg(feature = "sasl")]
 use crate::session::SaslConfig;
-use crate::session::{DropReason, SessionConfig, SessionState};
+use crate::session::{DropReason, SessionChange, SessionConfig, SessionState};
 use zklock_proto::Event;
 
 /// The protocol crate's client, as this core runs it: replies go to a
@@ -63,7 +64,7 @@ pub struct Core {
     protocol: Protocol,
     locks: Locks,
     commands: Receiver<Command>,
-    subscribers: Vec<(Sender<SessionState>, Option<Weak<()>>)>,
+    subscribers: Vec<(Subscriber, Option<Weak<()>>)>,
     status: Arc<Status>,
     /// Watch events received, for `Client::watch_events_received`.
     #[cfg(feature = "testing")]
@@ -74,7 +75,7 @@ pub struct Core {
     observer: Option<Arc<dyn Observer>>,
     /// A state change whose subscribers are told once the holders have
     /// heard what it did to them.
-    unannounced: Vec<SessionState>,
+    unannounced: Vec<SessionChange>,
     /// Tasks to wake at their deadline, soonest first.
     timers: Vec<(Instant, std::task::Waker)>,
 }
@@ -291,11 +292,14 @@ impl Core {
                     self.locks.handle_command(now, command, &mut self.protocol);
                     self.deliver(now);
                 }
-                Ok(Command::Subscribe(tx, token)) => {
+                Ok(Command::Subscribe(subscriber, token)) => {
                     self.subscribers
                         .retain(|(_, t)| t.as_ref().is_none_or(|t| t.strong_count() > 0));
-                    let _ = tx.send(self.protocol.state());
-                    self.subscribers.push((tx, token));
+                    subscriber.tell(SessionChange {
+                        state: self.protocol.state(),
+                        session_id: self.protocol.session_id(),
+                    });
+                    self.subscribers.push((subscriber, token));
                 }
                 Ok(Command::Shutdown) => self.shut_down(now),
                 Ok(Command::WakeAt(at, waker)) => {
@@ -347,13 +351,14 @@ impl Core {
                     to.deliver(Ok(event));
                 }
                 Event::WatchAbandoned { to, reason } => to.deliver(Err(reason)),
-                Event::State(state) => {
-                    log::info!("session {:#x}: {state:?}", self.protocol.session_id());
+                Event::State(change) => {
+                    let state = change.state;
+                    log::info!("session {:#x}: {state:?}", change.session_id);
                     if let Some(o) = &self.observer {
                         o.session_state(state);
                     }
                     self.publish();
-                    self.unannounced.push(state);
+                    self.unannounced.push(change);
                     self.events.push_back(CoreEvent::State(state));
                 }
                 Event::DropConnection(reason) => {
@@ -379,9 +384,8 @@ impl Core {
     /// A listener that fell a whole channel behind misses a change
     /// (`Client::state` stays current); one that is gone is forgotten.
     fn announce(&mut self) {
-        for state in self.unannounced.drain(..) {
-            self.subscribers
-                .retain(|(s, _)| !matches!(s.try_send(state), Err(TrySendError::Disconnected(_))));
+        for change in self.unannounced.drain(..) {
+            self.subscribers.retain(|(s, _)| s.tell(change));
         }
     }
 

@@ -18,6 +18,7 @@ mod locks;
 mod observer;
 pub(crate) mod recipient;
 pub(crate) mod status;
+mod subscriber;
 
 #[cfg(feature = "testing")]
 pub(crate) use self::core::CoreHandles;
@@ -31,6 +32,7 @@ pub use held::STATE_CHANNEL_CAPACITY;
 pub(crate) use holding::ReleaseDoor;
 pub(crate) use holding::{GrantSink, Holding};
 pub use observer::Observer;
+pub(crate) use subscriber::Subscriber;
 pub use zklock_proto::lock::{
     AttemptId, LockState, LossReason, NodeKind, NodeOrigin, REVOKE, SEQUENCE_WARNING,
 };

@@ -11,7 +11,8 @@ use crossbeam_channel::Receiver;
 use testkit::{wait_children, wait_until, zk, ClientLink};
 use zklock::recipes::{Election, LatchEvent, LockError, LockGuard, LockState, LossReason, Mutex};
 use zklock::{
-    perms, Acl, AddWatchMode, Client, CreateMode, CreateOptions, Error, Id, SessionState,
+    perms, Acl, AddWatchMode, Client, CreateMode, CreateOptions, Error, Id, SessionChange,
+    SessionState,
 };
 
 const T: Duration = Duration::from_secs(6);
@@ -69,6 +70,45 @@ fn assert_expired_then_new(heard: &[SessionState]) {
     );
 }
 
+/// What a subscription with session ids hears from the expiry of `old` to
+/// the next session's `Connected`: the old session's `Expired`, a new
+/// session's `Connecting` (no id yet), then `Connected` under the id the
+/// client reports.
+fn assert_changes_name_both_sessions(c: &Client, changes: &Receiver<SessionChange>, old: i64) {
+    let mut heard = Vec::new();
+    let until = Instant::now() + WAIT;
+    while !heard
+        .last()
+        .is_some_and(|h: &SessionChange| h.state == SessionState::Connected && h.session_id != old)
+    {
+        let left = until.saturating_duration_since(Instant::now());
+        match changes.recv_timeout(left) {
+            Ok(change) => heard.push(change),
+            Err(e) => {
+                panic!("no new session after {old:#x} within {WAIT:?} ({e}); heard {heard:?}")
+            }
+        }
+    }
+    let states: Vec<(SessionState, i64)> = heard.iter().map(|h| (h.state, h.session_id)).collect();
+    let expired = states
+        .iter()
+        .position(|(s, _)| *s == SessionState::Expired)
+        .unwrap_or_else(|| panic!("no Expired in {states:x?}"));
+    assert_eq!(
+        &states[expired..],
+        [
+            (SessionState::Expired, old),
+            (SessionState::Connecting, 0),
+            (SessionState::Connected, c.session_id()),
+        ],
+        "{states:x?}"
+    );
+    assert!(
+        states[..expired].iter().all(|(_, id)| *id == old),
+        "before the expiry only the old session: {states:x?}"
+    );
+}
+
 fn wait_lost(guard: &LockGuard) {
     let changes = guard.state_changes();
     wait_until("the guard to say Lost", WAIT, || {
@@ -88,7 +128,8 @@ fn wait_lost(guard: &LockGuard) {
 }
 
 /// Expiry while holding: the guard is Lost for good; subscribers hear
-/// Expired, then the new session; the same `Mutex` holds on it, and the
+/// Expired, then the new session (with each session's id, when they ask
+/// for it); the same `Mutex` holds on it, and the
 /// new node is the new session's.
 #[test]
 fn expiry_while_holding_loses_the_guard_and_the_same_mutex_holds_again() {
@@ -99,12 +140,14 @@ fn expiry_while_holding_loses_the_guard_and_the_same_mutex_holds_again() {
     let first = c.session_id();
     let states = c.subscribe();
     assert_eq!(states.recv_timeout(WAIT), Ok(SessionState::Connected));
+    let changes = c.session_changes();
 
     let expired_at = Instant::now();
     link.expire_session();
     let heard = until_new_session(&c, &states, first);
     let reopened = expired_at.elapsed();
     assert_expired_then_new(&heard);
+    assert_changes_name_both_sessions(&c, &changes, first);
     wait_lost(&old_guard);
     let second = c.session_id();
     assert_ne!(second, first);

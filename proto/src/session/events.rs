@@ -39,6 +39,19 @@ impl SessionState {
     }
 }
 
+/// A change of state and the session it happened to: after an expiry a
+/// client may open a new session ([`crate::Client::set_new_session_after_expiry`]),
+/// and the id tells the old session's `Expired` from the new one's
+/// `Connected`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SessionChange {
+    /// The state it is in now.
+    pub state: SessionState,
+    /// The session's id: 0 until the server has granted one (the first
+    /// `Connecting`, a new session's `Connecting`, a refusal before any).
+    pub session_id: i64,
+}
+
 /// A watch notification: what happened, and to which node. zklock's
 /// blocking client hands out the same type (`zklock::WatchEvent`).
 ///

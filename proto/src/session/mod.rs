@@ -43,7 +43,7 @@ use jute::{
 };
 
 pub use error::RequestError;
-pub use events::{DropReason, SessionEvent, SessionState, WatchEvent};
+pub use events::{DropReason, SessionChange, SessionEvent, SessionState, WatchEvent};
 #[cfg(feature = "sasl")]
 pub use sasl::{SaslConfig, SaslError, SaslMechanism};
 pub use watches::WatchKind;
