@@ -1,12 +1,13 @@
 //! Locks awaited on tokio: connecting, `PendingLock` (a `Future`; and
 //! `PendingSet::next_outcome` returns one), a guard's state change, the
-//! release and the close, each woken from the client's own I/O thread,
+//! release, a latch's leadership and close, and the client's close, each
+//! woken from the client's own I/O thread,
 //! so they run on any executor without the library depending on one.
 //! `ZKLOCK_CONNECT` names the server (default 127.0.0.1:2181).
 
 use std::time::{Duration, Instant};
 
-use zklock::recipes::{Mutex, PendingSet};
+use zklock::recipes::{CloseMode, Election, Mutex, PendingSet};
 use zklock::Client;
 
 #[tokio::main(flavor = "current_thread")]
@@ -44,6 +45,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     while let Some((key, outcome)) = set.next_outcome().await {
         println!("job {key}: {}", outcome?.node_path());
     }
+    // Leadership awaited, and the latch closed without blocking.
+    let latch = Election::new(&client, "/examples/future-leader", b"tokio")?.latch();
+    if latch.leadership().await {
+        println!("leading /examples/future-leader");
+    }
+    latch.close_async(CloseMode::NotifyLeader).await?;
     client.close_async().await;
     Ok(())
 }

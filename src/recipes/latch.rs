@@ -19,6 +19,7 @@ use crate::machine::{AttemptId, LockCommand};
 use crate::oneshot;
 use crate::wakers::WakeList;
 use std::future::Future;
+use std::task::Poll;
 
 /// What a [`LeaderLatch`] reports, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -255,6 +256,50 @@ impl LeaderLatch {
     /// if it did not confirm in time (the delete goes on in the background
     /// while the session lives).
     pub fn close(self, mode: CloseMode) -> Result<(), LockError> {
+        let (releases, was_leading) = self.start_close();
+        let timeout = self.shared.election.queue_lock().client.request_timeout();
+        let until = crate::deadline::after(Instant::now(), timeout);
+        let mut result = Ok(());
+        for release in &releases {
+            result = result.and(release.wait(until));
+        }
+        self.shared.closed(mode, was_leading);
+        result
+    }
+
+    /// [`LeaderLatch::close`] for async code: resolves once every node of
+    /// the latch is gone (or the server refused a delete), woken by the I/O
+    /// thread; no runtime is needed. The campaign stops and the releases
+    /// are asked for at once, whether or not the future is polled or kept;
+    /// like [`LockGuard::unlock_async`] it has no timer of its own, so bound
+    /// it with your runtime's timeout. `mode`'s events come when it
+    /// resolves.
+    ///
+    /// # Errors
+    /// [`LockError::ReleaseRefused`] if the server refused a delete.
+    pub fn close_async(
+        self,
+        mode: CloseMode,
+    ) -> impl Future<Output = Result<(), LockError>> + Send {
+        let (releases, was_leading) = self.start_close();
+        let mut result = Ok(());
+        let mut confirmed = 0;
+        std::future::poll_fn(move |cx| {
+            while let Some(release) = releases.get(confirmed) {
+                let Poll::Ready(r) = release.poll(cx) else {
+                    return Poll::Pending;
+                };
+                result = std::mem::replace(&mut result, Ok(())).and(r);
+                confirmed += 1;
+            }
+            self.shared.closed(mode, was_leading);
+            Poll::Ready(std::mem::replace(&mut result, Ok(())))
+        })
+    }
+
+    /// Stops the campaign and asks for the release of every node of ours:
+    /// what the releases say when they are done, and whether we led.
+    fn start_close(&self) -> (Vec<Releasing>, bool) {
         let s = &self.shared;
         let (attempt, guard, mut releases, was_leading) = {
             let mut c = s.lock_current();
@@ -279,18 +324,7 @@ impl LeaderLatch {
             }
         }
         releases.extend(guard.and_then(LockGuard::start_release));
-        let until = crate::deadline::after(Instant::now(), timeout);
-        let mut result = Ok(());
-        for release in &releases {
-            result = result.and(release.wait(until));
-        }
-        if mode == CloseMode::NotifyLeader {
-            if was_leading {
-                s.tell(LatchEvent::Lost { reason: None });
-            }
-            s.tell(LatchEvent::Closed);
-        }
-        result
+        (releases, was_leading)
     }
 }
 
@@ -448,5 +482,16 @@ impl Shared {
     fn tell(&self, event: LatchEvent) {
         let _ = self.tx.try_send(event);
         self.tasks.wake_all();
+    }
+
+    /// A close is done: with [`CloseMode::NotifyLeader`], readers hear
+    /// `Lost` (if we led) and `Closed`.
+    fn closed(&self, mode: CloseMode, was_leading: bool) {
+        if mode == CloseMode::NotifyLeader {
+            if was_leading {
+                self.tell(LatchEvent::Lost { reason: None });
+            }
+            self.tell(LatchEvent::Closed);
+        }
     }
 }

@@ -58,7 +58,7 @@ fn an_async_unlock_resolves_once_the_node_is_gone_and_an_async_close_once_the_se
 }
 
 #[test]
-fn a_latchs_leadership_and_next_event_are_futures_woken_by_the_io_thread() {
+fn a_latchs_leadership_next_event_and_close_are_futures_woken_by_the_io_thread() {
     let path = lock_path("twins-latch");
     let (c, rival) = (client(), client());
     // A rival leads first, so our latch's leadership comes from the I/O
@@ -78,7 +78,25 @@ fn a_latchs_leadership_and_next_event_are_futures_woken_by_the_io_thread() {
         block_on(latch.next_event()),
         Some(LatchEvent::Gained { .. })
     ));
-    latch.close(zklock::recipes::CloseMode::Silent).unwrap();
+    // Closed, awaited: it resolves once our node is gone, and then (not
+    // before) its readers hear Lost and Closed.
+    let events = latch.events().clone();
+    assert_eq!(children(&rival, &path).len(), 1);
+    let closing = latch.close_async(zklock::recipes::CloseMode::NotifyLeader);
+    assert!(
+        events.try_recv().is_err(),
+        "nothing told before it resolves"
+    );
+    assert_eq!(block_on(closing), Some(Ok(())));
+    assert!(
+        children(&rival, &path).is_empty(),
+        "resolved with the node gone"
+    );
+    let told: Vec<LatchEvent> = events.try_iter().collect();
+    assert_eq!(
+        told,
+        [LatchEvent::Lost { reason: None }, LatchEvent::Closed]
+    );
 }
 
 /// Connecting, awaited: the future resolves with the first session, woken
