@@ -30,6 +30,7 @@ Global options (also accepted after the subcommand):
 
 Exit codes:
   CMD's status         exec/leader: CMD ran; 128+N if CMD died of signal N
+  0                    status: done; revoke: the holder was asked
   1 (or -E CODE)       the lock was not acquired within -w / at once with -n
   64                   bad arguments or a bad path
   66                   an input file (TLS, password, digest) is missing or unreadable

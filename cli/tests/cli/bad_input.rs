@@ -105,3 +105,65 @@ fn missing_input_files_exit_66_and_are_named() {
         assert!(!line.contains("127.0.0.1:1"), "{security:?}: {line}");
     }
 }
+
+/// The exit codes `zklock --help` lists are the ones cli/README.md's table
+/// lists, neither list missing one of the other's.
+#[test]
+fn the_help_and_the_readme_list_the_same_exit_codes() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_zklock"))
+        .arg("--help")
+        .output()
+        .expect("zklock --help runs");
+    assert!(out.status.success());
+    let help = String::from_utf8(out.stdout).expect("help is UTF-8");
+    let section = help
+        .split_once("Exit codes:")
+        .and_then(|(_, rest)| rest.split_once("\n\n"))
+        .map(|(codes, _)| codes)
+        .expect("the help has an 'Exit codes:' section");
+    // Each entry's first column: the lines indented by two, not by more.
+    let help_codes: Vec<String> = section
+        .lines()
+        .filter(|l| l.starts_with("  ") && !l.starts_with("   "))
+        .map(|l| first_column(l.trim_start(), "  "))
+        .collect();
+
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+        .expect("cli/README.md");
+    let table = readme
+        .split_once("| code | meaning |")
+        .map(|(_, rest)| rest)
+        .expect("cli/README.md has the exit code table");
+    let readme_codes: Vec<String> = table
+        .lines()
+        // The rest of the header line, and the line under it.
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .map(|l| first_column(l.trim_start_matches('|').trim_start(), " |"))
+        .collect();
+
+    let numbers = |codes: &[String]| -> Vec<String> {
+        let mut n: Vec<String> = codes
+            .iter()
+            .flat_map(|c| c.split([',', ' ', '(', ')', '`']))
+            .filter(|w| w.chars().next().is_some_and(|ch| ch.is_ascii_digit()))
+            .map(str::to_owned)
+            .collect();
+        n.sort();
+        n
+    };
+    assert_eq!(
+        numbers(&help_codes),
+        numbers(&readme_codes),
+        "help {help_codes:?}, README {readme_codes:?}"
+    );
+    assert!(numbers(&help_codes).len() >= 10, "{help_codes:?}");
+}
+
+/// The text before the first `sep`.
+fn first_column(line: &str, sep: &str) -> String {
+    line.split_once(sep)
+        .map_or(line, |(c, _)| c)
+        .trim()
+        .to_owned()
+}

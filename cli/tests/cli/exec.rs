@@ -152,6 +152,18 @@ fn exit_status_environment_and_shared_mode() {
     assert_eq!(code, 127, "{err}");
     assert!(one_line(&err).contains("cannot run"), "{err}");
     assert_eq!(queue_len(&c, "/cli-env"), 0);
+
+    // A CMD that exists but cannot be run (not executable): 126, and the
+    // lock is released.
+    let dir = scratch_dir("cli-126");
+    let script = dir.join("not-executable");
+    std::fs::write(&script, "#!/bin/sh\nexit 0\n").unwrap();
+    let script = script.to_str().unwrap();
+    let (code, _, err) = run(&c, &["exec", "/cli-env", "--", script]);
+    assert_eq!(code, 126, "{err}");
+    assert!(one_line(&err).contains("cannot run"), "{err}");
+    assert_eq!(queue_len(&c, "/cli-env"), 0);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
