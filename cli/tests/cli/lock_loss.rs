@@ -153,3 +153,67 @@ fn max_hold_lets_the_lock_go_stops_the_command_and_exits_75() {
     assert_eq!(queue_len(&connect, &path), 0);
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// `leader --max-hold`: at the max hold the leadership goes, the command is
+/// stopped, zklock exits 75, and the candidate behind is elected, not
+/// before the max hold and not long after it.
+#[test]
+fn leader_max_hold_lets_the_leadership_go_stops_the_command_and_exits_75() {
+    const BOUND: Duration = Duration::from_secs(2);
+    let max = Duration::from_millis(1500);
+    let connect = shared();
+    let path = format!("/cli-leader-max-hold-{}", std::process::id());
+    let dir = scratch_dir("cli-leader-max-hold");
+    let d = dir.to_str().unwrap();
+    let script = trapping_script("terminated", 143);
+    let started = Instant::now();
+    let mut leader = Proc::spawn(zklock(
+        &connect,
+        &[
+            "leader",
+            "--max-hold",
+            "1.5",
+            "--id",
+            "first",
+            &path,
+            "--",
+            "sh",
+            "-c",
+            &script,
+            "sh",
+            d,
+        ],
+    ));
+    leader.expect_line("locked");
+    let elected = Instant::now();
+    let mut next = Proc::spawn(zklock(
+        &connect,
+        &[
+            "leader", "--id", "next", &path, "--", "sh", "-c", "echo got",
+        ],
+    ));
+    next.expect_line("got");
+    let got = Instant::now();
+    assert!(
+        got >= started + max,
+        "the next candidate led {:?} after the first started, before its max hold {max:?}",
+        got - started
+    );
+    assert!(
+        got <= elected + max + BOUND,
+        "the next candidate led {:?} past the max hold, over {BOUND:?}",
+        got - (elected + max)
+    );
+    let (status, _, err) = leader.finish(PROMPT);
+    assert_eq!(status.code(), Some(75), "{err}");
+    let err = one_line(&err);
+    assert!(
+        err.contains(&format!("lost leadership at {path}")) && err.contains("--max-hold of 1.5s"),
+        "{err}"
+    );
+    assert!(dir.join("terminated").exists(), "CMD got no SIGTERM");
+    let (status, _, err) = next.finish(PROMPT);
+    assert_eq!(status.code(), Some(0), "{err}");
+    assert_eq!(queue_len(&connect, &path), 0);
+    let _ = std::fs::remove_dir_all(dir);
+}
