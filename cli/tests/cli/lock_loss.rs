@@ -1,5 +1,6 @@
 //! A lost lock (the session expired while zklock was stopped, cut off by
-//! the proxy, or its `--max-hold` reached): CMD is terminated and zklock
+//! the proxy, its node deleted, or its `--max-hold` reached): CMD is
+//! terminated and zklock
 //! exits 75.
 
 use std::time::{Duration, Instant};
@@ -214,6 +215,33 @@ fn leader_max_hold_lets_the_leadership_go_stops_the_command_and_exits_75() {
     assert!(dir.join("terminated").exists(), "CMD got no SIGTERM");
     let (status, _, err) = next.finish(PROMPT);
     assert_eq!(status.code(), Some(0), "{err}");
+    assert_eq!(queue_len(&connect, &path), 0);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A third party deletes the holder's node: zklock stops the command and
+/// exits 75, naming the deletion.
+#[test]
+fn a_deleted_node_stops_the_command_and_exits_75() {
+    let connect = shared();
+    let path = format!("/cli-node-deleted-{}", std::process::id());
+    let dir = scratch_dir("cli-node-deleted");
+    let d = dir.to_str().unwrap();
+    let script = trapping_script("terminated", 143);
+    let mut holder = exec_script(&connect, &[], &path, &script, d);
+    holder.expect_line("locked");
+    let admin = zklock::Client::connect(&connect, Duration::from_secs(10)).unwrap();
+    let nodes = testkit::children(&admin, &path);
+    assert_eq!(nodes.len(), 1, "{nodes:?}");
+    admin.delete(&format!("{path}/{}", nodes[0]), None).unwrap();
+    let (status, _, err) = holder.finish(PROMPT);
+    assert_eq!(status.code(), Some(75), "{err}");
+    let err = one_line(&err);
+    assert!(
+        err.contains(&format!("lost the lock {path}")) && err.contains("its node was deleted"),
+        "{err}"
+    );
+    assert!(dir.join("terminated").exists(), "CMD got no SIGTERM");
     assert_eq!(queue_len(&connect, &path), 0);
     let _ = std::fs::remove_dir_all(dir);
 }
