@@ -1,7 +1,6 @@
 //! A lost lock (the session expired while zklock was stopped, cut off by
 //! the proxy, its node deleted, or its `--max-hold` reached): CMD is
-//! terminated and zklock
-//! exits 75.
+//! terminated and zklock exits 75.
 
 use std::time::{Duration, Instant};
 
