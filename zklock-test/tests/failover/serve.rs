@@ -11,9 +11,15 @@ use super::*;
 /// `zklock-test serve --port 0 ARGS...` with piped stdin and stdout, and
 /// the first line it printed.
 fn serve(args: &[&str]) -> (Child, String, BufReader<ChildStdout>) {
+    serve_with(args, &[])
+}
+
+/// [`serve`] with these environment variables set for it.
+fn serve_with(args: &[&str], env: &[(&str, &str)]) -> (Child, String, BufReader<ChildStdout>) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_zklock-test"))
         .args(["serve", "--port", "0"])
         .args(args)
+        .envs(env.iter().copied())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -86,6 +92,42 @@ fn serve_stops_an_ensemble_on_sigterm() {
     let pid = child.id();
     let status = Command::new("kill")
         .args(["-TERM", &pid.to_string()])
+        .status()
+        .expect("running kill");
+    assert!(status.success());
+    assert!(exits(&mut child));
+    assert!(no_server_at(&connect));
+    assert_eq!(dirs_of(pid), Vec::<std::path::PathBuf>::new());
+}
+
+/// `ZKLOCK_KEEP_ZK_DIRS=1`: the server stops, and its directory stays,
+/// with its config and log, for a look after the test.
+#[test]
+fn with_keep_zk_dirs_the_directory_stays_after_the_stop() {
+    let (mut child, connect, _out) = serve_with(&[], &[("ZKLOCK_KEEP_ZK_DIRS", "1")]);
+    let pid = child.id();
+    drop(child.stdin.take());
+    assert!(exits(&mut child));
+    assert!(no_server_at(&connect));
+    let kept = dirs_of(pid);
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    let log = std::fs::read_dir(&kept[0])
+        .expect("the kept directory")
+        .flatten()
+        .any(|e| e.file_name().to_string_lossy().ends_with(".log"));
+    std::fs::remove_dir_all(&kept[0]).expect("removing the kept directory");
+    assert!(log, "no log kept in {}", kept[0].display());
+}
+
+/// Ctrl-C at a terminal: SIGINT stops the server and removes its
+/// directory, as SIGTERM does.
+#[test]
+fn serve_stops_on_sigint() {
+    let (mut child, connect, _out) = serve(&[]);
+    let (_client, _guard) = holder(&connect, Duration::from_secs(10), "/serve/sigint");
+    let pid = child.id();
+    let status = Command::new("kill")
+        .args(["-INT", &pid.to_string()])
         .status()
         .expect("running kill");
     assert!(status.success());
