@@ -106,6 +106,11 @@ fn lock_timeout_returns_by_its_deadline_whatever_the_network_does() {
             took <= timeout + SLACK,
             "lock_timeout({timeout:?}) returned after {took:?}"
         );
+        // Not early either: the timeout is the caller's, served whole.
+        assert!(
+            took >= timeout,
+            "lock_timeout({timeout:?}) gave up early, after {took:?}"
+        );
     }
     proxy.clear();
     // The given-up attempts leave nothing behind once the network heals.
