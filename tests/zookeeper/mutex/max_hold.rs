@@ -1,6 +1,7 @@
 //! A max hold against a real server: a holder whose thread hangs, while
 //! its process and session stay alive, is let go on time by the client's
-//! I/O thread, and the next waiter is granted.
+//! I/O thread, and the next waiter is granted (after the lock-delay, when
+//! one is set).
 
 use std::time::Instant;
 
@@ -109,4 +110,51 @@ fn a_hung_holder_is_let_go_at_its_max_hold_and_the_next_waiter_granted() {
         "the hung holder's unlock, after the max hold, has nothing left to do"
     );
     testkit::wait_no_children(&hung_client, &path, WAIT);
+}
+
+/// With lock-delay, a max hold's end is an unclean one: the holder is let
+/// go at its max hold, and the next waiter (lock-delay set too) is granted
+/// only once the delay has run after it, not before `max + delay` from the
+/// holder's call and within `BOUND` of that from its grant.
+#[test]
+fn with_lock_delay_the_next_waiter_serves_the_delay_after_a_max_hold() {
+    let (max, delay) = (Duration::from_secs(1), Duration::from_millis(1500));
+    let path = lock_path("max-hold-delay");
+    let options = MutexOptions::default().lock_delay(delay);
+    let holder_client = client();
+    let holder = Mutex::with_options(&holder_client, &path, options.clone().max_hold(max)).unwrap();
+    let called = Instant::now();
+    let guard = holder.lock().unwrap();
+    let returned = Instant::now();
+    let states = guard.state_changes();
+
+    let other_client = client();
+    let waiter = {
+        let (c, path, options) = (other_client.clone(), path.clone(), options.clone());
+        std::thread::spawn(move || {
+            let mutex = Mutex::with_options(&c, &path, options).unwrap();
+            let g = mutex.lock_timeout(max + delay + BOUND + WAIT).unwrap();
+            (Instant::now(), g.unlock())
+        })
+    };
+    while states
+        .recv_deadline(returned + max + BOUND)
+        .expect("the holder told Lost by its max hold's end and BOUND")
+        != LockState::Lost
+    {}
+    assert_eq!(guard.lost_reason(), Some(LossReason::MaxHold));
+    let (granted, unlocked) = waiter.join().unwrap();
+    assert!(
+        granted >= called + max + delay,
+        "the next waiter granted {:?} after the holder's call, before max hold and delay {:?}",
+        granted - called,
+        max + delay
+    );
+    assert!(
+        granted <= returned + max + delay + BOUND,
+        "the next waiter granted {:?} past max hold and delay, over {BOUND:?}",
+        granted - (returned + max + delay)
+    );
+    assert_eq!(unlocked, Ok(()));
+    drop(guard);
 }
