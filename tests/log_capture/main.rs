@@ -1,7 +1,8 @@
 //! Fault and resilience tests for the client (issue #4): leader failover
 //! under writes, cut connections with requests and watches outstanding,
 //! session expiry, malformed bytes from a server, server restarts, host-list
-//! failover, and SetWatches re-arming thousands of watches.
+//! failover, SetWatches re-arming thousands of watches, and a refused
+//! release's error.
 //!
 //! Every wait is bounded and waits for a condition or an event, never for a
 //! fixed time (the only fixed pauses pace a writer or are the measuring
@@ -24,6 +25,7 @@ mod cuts;
 mod failover;
 mod heal;
 mod host_list;
+mod refused_release;
 mod set_watches;
 
 use std::collections::HashMap;
