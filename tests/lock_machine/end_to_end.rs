@@ -89,13 +89,14 @@ fn end_to_end_setwatches_firing_the_blocker_first_grants_nothing_stale() {
     assert!(covered > 0, "no seed put A's node first");
 }
 
-/// A session listener and a guard's state channel that nobody reads stay
-/// bounded however often the connection flaps (600 changes here), and
-/// still work afterwards: no growth the server can drive.
+/// A session listener, a guard's state channel and a latch's events that
+/// nobody reads stay bounded however often the connection flaps (600
+/// changes here), and still work afterwards: no growth the server can
+/// drive.
 #[test]
 fn unread_state_channels_stay_bounded_across_many_reconnects() {
-    use zklock::recipes::Mutex;
     use zklock::recipes::STATE_CHANNEL_CAPACITY;
+    use zklock::recipes::{Election, LatchEvent, Mutex};
     let now = Instant::now();
     let mut zk = sim_zookeeper::SimZooKeeper::new(now, Duration::from_millis(2000));
     let mut p = Peer::new(now, 7);
@@ -103,9 +104,14 @@ fn unread_state_channels_stay_bounded_across_many_reconnects() {
     let states = p.client.subscribe();
     let m = Mutex::new(&p.client, "/bounded").unwrap();
     let pending = m.start_lock(None);
+    let latch = Election::new(&p.client, "/bounded-latch", b"me")
+        .unwrap()
+        .latch();
     pump(&mut zk, &mut [&mut p], now);
     let guard = pending.try_take().expect("granted").unwrap();
     let changes = guard.state_changes();
+    assert!(latch.is_leader());
+    let events = latch.events();
     for _ in 0..300 {
         let conn = p.conn.take().expect("connected");
         zk.disconnect(now, conn);
@@ -114,14 +120,18 @@ fn unread_state_channels_stay_bounded_across_many_reconnects() {
     }
     assert!(states.len() <= STATE_CHANNEL_CAPACITY, "{}", states.len());
     assert!(changes.len() <= STATE_CHANNEL_CAPACITY, "{}", changes.len());
+    assert!(events.len() <= STATE_CHANNEL_CAPACITY, "{}", events.len());
     assert_eq!(
         states.len(),
         STATE_CHANNEL_CAPACITY,
         "it was full: changes were dropped, not queued"
     );
+    assert_eq!(events.len(), STATE_CHANNEL_CAPACITY, "the latch's too");
+    assert!(latch.is_leader(), "the current state stays readable");
     // Still attached: once read, the next change arrives.
     while states.try_recv().is_ok() {}
     while changes.try_recv().is_ok() {}
+    while events.try_recv().is_ok() {}
     let conn = p.conn.take().expect("connected");
     zk.disconnect(now, conn);
     p.core.handle_disconnected(now);
@@ -131,6 +141,11 @@ fn unread_state_channels_stay_bounded_across_many_reconnects() {
         "the listener hears later changes"
     );
     assert!(changes.try_recv().is_ok(), "the guard's channel too");
+    assert_eq!(
+        events.try_recv(),
+        Ok(LatchEvent::Suspended),
+        "and the latch's"
+    );
     assert_eq!(guard.state(), zklock::recipes::LockState::Held);
 }
 
