@@ -220,7 +220,7 @@ impl Client {
     ///
     /// ```no_run
     /// # fn main() -> Result<(), zklock::Error> {
-    /// let client = zklock::Client::connect("127.0.0.1:2181")?;
+    /// let client = zklock::Client::connect("127.0.0.1:2181", std::time::Duration::from_secs(10))?;
     /// for change in client.session_changes() {
     ///     println!("session {:#x}: {:?}", change.session_id, change.state);
     /// }
