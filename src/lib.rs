@@ -53,7 +53,7 @@
 //! # Channels
 //!
 //! Handles that deliver over time hand out `crossbeam_channel::Receiver`s
-//! ([`PendingLock::receiver`](recipes::PendingLock::receiver),
+//! ([`Pending::receiver`](recipes::Pending::receiver),
 //! [`LockGuard::state_changes`](recipes::LockGuard::state_changes),
 //! [`Client::subscribe`], a latch's events): chosen so that one thread can
 //! `select!` over locks, watches and its own channels together. The crate

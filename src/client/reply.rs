@@ -2,6 +2,7 @@
 //! handles, which must not block the thread that polls them.
 
 use std::sync::mpsc::{RecvTimeoutError, TryRecvError};
+use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
 use jute::{OpCode, Response};
@@ -18,13 +19,20 @@ pub(crate) struct PendingReply {
 }
 
 impl PendingReply {
-    /// The reply if it has come; `Closed` if none can come any more.
-    pub(crate) fn try_take(&self) -> Option<Result<Response>> {
-        match self.reply.try_recv() {
-            Ok(reply) => Some(self.answer(reply)),
-            Err(TryRecvError::Empty) => None,
-            Err(TryRecvError::Disconnected) => Some(Err(Error::Closed)),
-        }
+    /// The reply if it has come; `Closed` if none can come any more. Else
+    /// `task`, if any, is woken when it comes.
+    pub(crate) fn take(&self, task: Option<&Waker>) -> Option<Result<Response>> {
+        let reply = match task {
+            Some(task) => match self.reply.poll_recv(&mut Context::from_waker(task)) {
+                Poll::Ready(reply) => reply.ok(),
+                Poll::Pending => return None,
+            },
+            None => match self.reply.try_recv() {
+                Err(TryRecvError::Empty) => return None,
+                reply => reply.ok(),
+            },
+        };
+        Some(reply.map_or(Err(Error::Closed), |reply| self.answer(reply)))
     }
 
     /// The reply, waiting for it until `until`; `None` if it has not come

@@ -1,9 +1,11 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::task::Waker;
 
 use crossbeam_channel::{Receiver, Sender};
 
 use crate::sync::{AtomicBool, Mutex};
+use crate::wakers::WakeList;
 
 /// Cancels a blocking acquire from another thread.
 ///
@@ -24,6 +26,8 @@ struct Inner {
     // Dropping the sender wakes every waiter selecting on the receiver.
     tx: Mutex<Option<Sender<()>>>,
     rx: Receiver<()>,
+    /// Tasks of pending handles that look at the token when polled.
+    tasks: WakeList,
 }
 
 impl CancelToken {
@@ -35,6 +39,7 @@ impl CancelToken {
                 cancelled: AtomicBool::new(false),
                 tx: Mutex::new(Some(tx)),
                 rx,
+                tasks: WakeList::default(),
             }),
         }
     }
@@ -46,6 +51,7 @@ impl CancelToken {
             Ok(mut tx) => drop(tx.take()),
             Err(poisoned) => drop(poisoned.into_inner().take()),
         }
+        self.inner.tasks.wake_all();
     }
 
     /// Whether [`CancelToken::cancel`] was called.
@@ -56,6 +62,17 @@ impl CancelToken {
     /// Becomes ready (disconnected) once cancelled.
     pub(crate) fn receiver(&self) -> &Receiver<()> {
         &self.inner.rx
+    }
+
+    /// `task` is woken at the cancel (look after this, not before).
+    pub(crate) fn register(&self, task: &Waker) {
+        self.inner.tasks.register(task);
+    }
+
+    /// `task` need not be woken any more: a token lives on, and is used
+    /// again.
+    pub(crate) fn forget(&self, task: &Waker) {
+        self.inner.tasks.forget(task);
     }
 }
 

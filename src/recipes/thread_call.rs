@@ -1,14 +1,16 @@
 //! A lock call made for one thread: what that thread's call decides before
 //! it queues (re-enter, confirm, refuse, queue), then its outcome. The
 //! blocking calls (`lock_with` and the calls built on it) run it on their
-//! thread, waiting between its steps; a [`PendingThreadLock`] runs it
-//! polled. One set of steps, so the two cannot decide differently.
+//! thread, waiting between its steps; a [`PendingLock`] of
+//! [`Mutex::start_lock_for`](super::Mutex::start_lock_for) runs it on its
+//! polls. One set of steps, so the two cannot decide differently.
 
 use std::ops::Deref;
 use std::sync::mpsc::{RecvTimeoutError, TryRecvError};
 use std::sync::Arc;
+use std::task::Waker;
 use std::thread::ThreadId;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crossbeam_channel::Select;
 
@@ -16,7 +18,7 @@ use super::cancel::CancelToken;
 use super::error::LockError;
 use super::guard::{unanswered, LockGuard};
 use super::outcome::Blocked;
-use super::pending::PendingLock;
+use super::pending::{PendingLock, Steps};
 use super::queue_lock::{read_entry, write_entry, Entry, QueueLock, Start};
 use crate::client::PendingReply;
 use crate::machine::{AttemptId, LockCommand};
@@ -66,6 +68,15 @@ pub(crate) fn lock_with(
     ThreadCall::new(Target::One(lock), me, deadline).run(cancel, None)
 }
 
+/// A call for `thread` whose steps run on its handle's polls.
+pub(crate) fn start(
+    target: Target<Arc<QueueLock>>,
+    thread: ThreadId,
+    deadline: Option<Instant>,
+) -> PendingLock {
+    PendingLock::of_steps(ThreadCall::new(target, thread, deadline))
+}
+
 /// One lock call for `thread`, step by step.
 #[derive(Debug)]
 pub(crate) struct ThreadCall<Q> {
@@ -112,6 +123,8 @@ struct Confirm {
     reply: PendingReply,
     /// When the read gives up.
     until: Instant,
+    /// The core wakes the polling task then: nothing else would.
+    timer: bool,
     deadline: Option<Instant>,
     no_wait: bool,
 }
@@ -138,12 +151,12 @@ impl std::fmt::Debug for Queued {
     }
 }
 
-/// How a step waits for what it awaits: not at all (polled), or blocking
-/// this thread until it comes, `bound` passes (then the call times out) or
-/// the token is cancelled.
+/// How a step waits for what it awaits: not at all (polled; what it
+/// awaits wakes the task, if any), or blocking this thread until it comes,
+/// `bound` passes (then the call times out) or the token is cancelled.
 #[derive(Debug, Clone, Copy)]
 enum Wait<'a> {
-    No,
+    Poll(Option<&'a Waker>),
     Block {
         cancel: Option<&'a CancelToken>,
         bound: Option<Instant>,
@@ -164,7 +177,7 @@ impl<Q: Deref<Target = QueueLock>> ThreadCall<Q> {
     /// Runs the call to its end on this thread, waiting between steps until
     /// the call's deadline, `bound` (a timeout, then) or `cancel`.
     pub(crate) fn run(
-        mut self,
+        &mut self,
         cancel: Option<&CancelToken>,
         bound: Option<Instant>,
     ) -> Result<LockGuard, LockError> {
@@ -176,20 +189,22 @@ impl<Q: Deref<Target = QueueLock>> ThreadCall<Q> {
         }
     }
 
-    /// The next step that needs no waiting, with `now` the caller's clock.
-    pub(crate) fn poll(&mut self, now: Instant) -> Option<Result<LockGuard, LockError>> {
-        self.advance(now, Wait::No)
-    }
-
     fn advance(&mut self, now: Instant, wait: Wait<'_>) -> Option<Result<LockGuard, LockError>> {
         match std::mem::replace(&mut self.step, Step::Done) {
             Step::Unstarted => {
                 let (deadline, no_wait) = self.target.queue().call_deadline(now, self.deadline);
                 self.look(now, deadline, no_wait, true, wait)
             }
-            Step::Confirming(c) => {
+            Step::Confirming(mut c) => {
                 let (read, now) = match wait {
-                    Wait::No => (c.reply.try_take(), now),
+                    Wait::Poll(task) => {
+                        let read = c.reply.take(task);
+                        if let (None, Some(task), false) = (&read, task, c.timer) {
+                            c.timer = true;
+                            self.target.queue().client.wake_at(c.until, task.clone());
+                        }
+                        (read, now)
+                    }
                     Wait::Block { bound, .. } => {
                         let until = bound.map_or(c.until, |b| b.min(c.until));
                         (c.reply.wait_until(until), Instant::now())
@@ -209,7 +224,7 @@ impl<Q: Deref<Target = QueueLock>> ThreadCall<Q> {
                     }
                 }
             }
-            Step::Queued(queued) => match queued.take(wait) {
+            Step::Queued(queued) => match queued.take(now, wait) {
                 Ok(Some(Ok(guard))) => {
                     self.target.queue().record(&guard, self.thread);
                     Some(Ok(guard))
@@ -220,7 +235,7 @@ impl<Q: Deref<Target = QueueLock>> ThreadCall<Q> {
                     };
                     self.downgrade = Downgrade::SharesWrite;
                     let now = match wait {
-                        Wait::No => now,
+                        Wait::Poll(_) => now,
                         Wait::Block { .. } => Instant::now(),
                     };
                     self.look(now, deadline, no_wait, true, wait)
@@ -267,10 +282,12 @@ impl<Q: Deref<Target = QueueLock>> ThreadCall<Q> {
                             guard,
                             reply,
                             until,
+                            timer: false,
                             deadline,
                             no_wait,
                         });
-                        None
+                        // Looked at once: a task waits on the reply.
+                        self.advance(now, wait)
                     }
                     Err(e) => Some(Err(e)),
                 };
@@ -320,16 +337,25 @@ impl Queued {
     /// The outcome if it has come (`Ok(None)`: not yet, waiting on); with
     /// [`Wait::Block`], waits for it. `Err` if this wait gives the
     /// acquisition up (cancelled, or past its bound or deadline).
-    fn take(&self, wait: Wait<'_>) -> Result<Option<Result<LockGuard, LockError>>, ()> {
-        let Wait::Block { cancel, bound } = wait else {
-            return Ok(match self {
-                Queued::Handle(pending, _) => pending.try_take(),
-                Queued::Parked { outcome, .. } => match outcome.try_recv() {
-                    Ok(r) => Some(r),
-                    Err(TryRecvError::Empty) => None,
-                    Err(TryRecvError::Disconnected) => Some(Err(LockError::Client(Error::Closed))),
-                },
-            });
+    fn take(
+        &self,
+        now: Instant,
+        wait: Wait<'_>,
+    ) -> Result<Option<Result<LockGuard, LockError>>, ()> {
+        let (cancel, bound) = match wait {
+            Wait::Block { cancel, bound } => (cancel, bound),
+            Wait::Poll(task) => {
+                return Ok(match self {
+                    Queued::Handle(pending, _) => pending.take(now, task),
+                    Queued::Parked { outcome, .. } => match outcome.try_recv() {
+                        Ok(r) => Some(r),
+                        Err(TryRecvError::Empty) => None,
+                        Err(TryRecvError::Disconnected) => {
+                            Some(Err(LockError::Client(Error::Closed)))
+                        }
+                    },
+                })
+            }
         };
         let until = |deadline: Option<Instant>| match (deadline, bound) {
             (Some(d), Some(b)) => Some(d.min(b)),
@@ -352,8 +378,12 @@ impl Queued {
                 }
             }
             Queued::Handle(pending, deadline) => {
+                // (Always there: a queued attempt's outcome is sent.)
+                let Some(receiver) = pending.receiver() else {
+                    return Err(());
+                };
                 let mut select = Select::new();
-                let outcome = select.recv(pending.receiver());
+                let outcome = select.recv(receiver);
                 if let Some(c) = cancel {
                     select.recv(c.receiver());
                 }
@@ -363,7 +393,7 @@ impl Queued {
                 };
                 match chosen {
                     Ok(op) if op.index() == outcome => {
-                        let r = op.recv(pending.receiver());
+                        let r = op.recv(receiver);
                         pending.mark_taken();
                         Ok(Some(r.unwrap_or(Err(LockError::Client(Error::Closed)))))
                     }
@@ -393,87 +423,15 @@ impl Queued {
     }
 }
 
-/// A lock call made for `thread` (e.g. by
-/// [`Mutex::start_lock_for`](super::Mutex::start_lock_for)), read by polling
-/// instead of blocking: for an event loop that acts for several threads.
-/// It decides as that thread's blocking call would (the blocking call runs
-/// the same steps): a [re-entrant](super::MutexOptions::reentrant) lock the
-/// thread holds is shared (after a read of its node, for a holder that does
-/// not [watch](super::MutexOptions::watch_node) it), a lock it holds
-/// otherwise is refused with [`LockError::WouldDeadlock`], and the guard it
-/// hands out counts as the thread's.
-///
-/// Nothing is decided or sent until the first poll (or wait): a deadline
-/// already past then makes it a try (one round trip), as `try_lock` is.
-/// Dropping it before the outcome gives the acquisition up. It is no
-/// `Future`: the read that confirms a shared holding has no task to wake;
-/// for async code, [`Mutex::start_lock`](super::Mutex::start_lock) is one.
-///
-/// ```no_run
-/// use std::time::Duration;
-/// use zklock::{Client, recipes::{Mutex, MutexOptions}};
-///
-/// let client = Client::connect("127.0.0.1:2181", Duration::from_secs(10))?;
-/// let mutex = Mutex::with_options(&client, "/locks/job", MutexOptions::default().reentrant(true))?;
-/// let me = std::thread::current().id();
-/// let outer = mutex.lock()?;
-/// let mut again = mutex.start_lock_for(me, None);
-/// let inner = loop {
-///     if let Some(outcome) = again.try_take() {
-///         break outcome?;
-///     }
-///     std::thread::sleep(Duration::from_millis(1));
-/// };
-/// assert_eq!(inner.node_path(), outer.node_path());
-/// # Ok::<(), zklock::recipes::LockError>(())
-/// ```
-#[derive(Debug)]
-#[must_use = "dropping the handle gives the acquisition up"]
-pub struct PendingThreadLock(ThreadCall<Arc<QueueLock>>);
-
-impl PendingThreadLock {
-    pub(crate) fn new(
-        target: Target<Arc<QueueLock>>,
-        thread: ThreadId,
-        deadline: Option<Instant>,
-    ) -> Self {
-        PendingThreadLock(ThreadCall::new(target, thread, deadline))
+/// The steps of a [`PendingLock`] of
+/// [`Mutex::start_lock_for`](super::Mutex::start_lock_for) and the
+/// `RwLock`'s calls for a thread.
+impl Steps<LockGuard> for ThreadCall<Arc<QueueLock>> {
+    fn poll(&mut self, now: Instant, task: Option<&Waker>) -> Option<Result<LockGuard, LockError>> {
+        self.advance(now, Wait::Poll(task))
     }
 
-    /// The outcome if it has come, once; [`PendingThreadLock::try_take_at`]
-    /// on the wall clock.
-    ///
-    /// # Errors
-    /// As [`Mutex::lock_with`](super::Mutex::lock_with).
-    pub fn try_take(&mut self) -> Option<Result<LockGuard, LockError>> {
-        self.try_take_at(Instant::now())
-    }
-
-    /// The outcome if it has come, once, with `now` the caller's clock: it
-    /// decides whether the deadline has passed, for the first poll (a try)
-    /// and for the read that confirms a shared holding. A queued
-    /// acquisition's deadline is kept by the client's I/O thread.
-    ///
-    /// # Errors
-    /// As [`Mutex::lock_with`](super::Mutex::lock_with).
-    pub fn try_take_at(&mut self, now: Instant) -> Option<Result<LockGuard, LockError>> {
-        self.0.poll(now)
-    }
-
-    /// Blocks until the outcome.
-    ///
-    /// # Errors
-    /// As [`Mutex::lock_with`](super::Mutex::lock_with).
-    pub fn wait(self) -> Result<LockGuard, LockError> {
-        self.0.run(None, None)
-    }
-
-    /// Blocks at most `timeout`; then gives the acquisition up.
-    ///
-    /// # Errors
-    /// [`LockError::Timeout`] if no outcome came in time; else as
-    /// [`Mutex::lock_with`](super::Mutex::lock_with).
-    pub fn wait_timeout(self, timeout: Duration) -> Result<LockGuard, LockError> {
-        self.0.run(None, Some(crate::deadline::from_now(timeout)))
+    fn run(&mut self, bound: Option<Instant>) -> Result<LockGuard, LockError> {
+        ThreadCall::run(self, None, bound)
     }
 }
