@@ -115,10 +115,12 @@ impl<T> Drop for Sender<T> {
 }
 
 impl<T> Receiver<T> {
-    /// Blocks until the answer, or until every sender is gone without one.
+    /// Blocks until the answer, or until every sender is gone without one
+    /// (for the tests: callers wait with a deadline, or await).
     ///
     /// # Errors
     /// `RecvError` if no answer can come any more.
+    #[cfg(test)]
     pub(crate) fn recv(&self) -> Result<T, RecvError> {
         let mut slot = self.shared.slot();
         loop {

@@ -1,9 +1,8 @@
 //! A request sent without waiting for its reply: for the recipes' polled
 //! handles, which must not block the thread that polls them.
 
-use std::sync::mpsc::{RecvTimeoutError, TryRecvError};
+use std::sync::mpsc::TryRecvError;
 use std::task::{Context, Poll, Waker};
-use std::time::Instant;
 
 use jute::{OpCode, Response};
 
@@ -33,16 +32,6 @@ impl PendingReply {
             },
         };
         Some(reply.map_or(Err(Error::Closed), |reply| self.answer(reply)))
-    }
-
-    /// The reply, waiting for it until `until`; `None` if it has not come
-    /// by then.
-    pub(crate) fn wait_until(&self, until: Instant) -> Option<Result<Response>> {
-        match self.reply.recv_deadline(until) {
-            Ok(reply) => Some(self.answer(reply)),
-            Err(RecvTimeoutError::Timeout) => None,
-            Err(RecvTimeoutError::Disconnected) => Some(Err(Error::Closed)),
-        }
     }
 
     /// A reply as the caller sees it: a refusal names the operation and

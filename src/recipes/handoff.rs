@@ -230,7 +230,9 @@ mod tests {
 /// (the real decisions) inside a model of batch.rs's and batch_waiter.rs's
 /// threading: the hand-off under one mutex, one condvar told of every
 /// change, a waiter that polls under the mutex and waits on the condvar
-/// with the same guard (`BatchMutex::lock_with`), a holder that leaves under
+/// with the same guard (`BatchMutex::lock_with`, which registers its
+/// thread's waker under the mutex and parks: a wake after a change unparks
+/// it, as the condvar's notify does here), a holder that leaves under
 /// the mutex and notifies after letting it go (`BatchGuard`'s drop), a
 /// waiter that queues in ZooKeeper with the mutex let go and notifies once
 /// back (`BatchWaiter::step`), one that gives up and notifies

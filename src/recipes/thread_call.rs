@@ -1,28 +1,24 @@
 //! A lock call made for one thread: what that thread's call decides before
-//! it queues (re-enter, confirm, refuse, queue), then its outcome. The
-//! blocking calls (`lock_with` and the calls built on it) run it on their
-//! thread, waiting between its steps; a [`PendingLock`] of
-//! [`Mutex::start_lock_for`](super::Mutex::start_lock_for) runs it on its
-//! polls. One set of steps, so the two cannot decide differently.
+//! it queues (re-enter, confirm, refuse, queue), then its outcome. A
+//! [`PendingLock`] of [`Mutex::start_lock_for`](super::Mutex::start_lock_for)
+//! runs its steps on its polls; the blocking calls (`lock_with` and the
+//! calls built on it) run the same steps on their thread, parked between
+//! them until what a step awaits wakes it. One set of steps, so the two
+//! cannot decide differently.
 
 use std::ops::Deref;
-use std::sync::mpsc::{RecvTimeoutError, TryRecvError};
 use std::sync::Arc;
 use std::task::Waker;
 use std::thread::ThreadId;
 use std::time::Instant;
 
-use crossbeam_channel::Select;
-
 use super::cancel::CancelToken;
 use super::error::LockError;
 use super::guard::{unanswered, LockGuard};
-use super::outcome::Blocked;
 use super::pending::{PendingLock, Steps};
 use super::queue_lock::{read_entry, write_entry, Entry, QueueLock, Start};
+use super::wake::unpark_this_thread;
 use crate::client::PendingReply;
-use crate::machine::{AttemptId, LockCommand};
-use crate::{oneshot, Error};
 
 /// The lock a call is for. A read/write lock's two sides decide together
 /// (a write holder's read passes its write node; a reader is refused the
@@ -110,7 +106,8 @@ enum Step {
     Unstarted,
     /// Reading the shared holding's node before handing it out again.
     Confirming(Confirm),
-    Queued(Queued),
+    /// The acquisition the call queued, and the deadline it runs to.
+    Queued(PendingLock, Option<Instant>),
     /// The outcome was handed out.
     Done,
 }
@@ -129,38 +126,26 @@ struct Confirm {
     no_wait: bool,
 }
 
-/// The acquisition the call queued, and the deadline it runs to.
-enum Queued {
-    /// Polled, or waited on beside a cancel token.
-    Handle(PendingLock, Option<Instant>),
-    /// A thread that only waits parks on a oneshot, which parks at once
-    /// (see `crate::oneshot`).
-    Parked {
-        id: AttemptId,
-        outcome: oneshot::Receiver<Result<LockGuard, LockError>>,
-        deadline: Option<Instant>,
-    },
-}
-
-impl std::fmt::Debug for Queued {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Queued::Handle(pending, _) => f.debug_tuple("Handle").field(pending).finish(),
-            Queued::Parked { id, .. } => f.debug_struct("Parked").field("id", id).finish(),
-        }
-    }
-}
-
-/// How a step waits for what it awaits: not at all (polled; what it
-/// awaits wakes the task, if any), or blocking this thread until it comes,
-/// `bound` passes (then the call times out) or the token is cancelled.
+/// Who runs the steps: a poll (what a step awaits wakes the task, if any,
+/// and the core's timer the read's bound), or a thread blocked on them
+/// (`task` unparks it; it keeps the bounds by its own clock, and `cancel`
+/// ends its wait in the queue).
 #[derive(Debug, Clone, Copy)]
-enum Wait<'a> {
+enum Run<'a> {
     Poll(Option<&'a Waker>),
     Block {
+        task: &'a Waker,
         cancel: Option<&'a CancelToken>,
-        bound: Option<Instant>,
     },
+}
+
+impl<'a> Run<'a> {
+    fn task(self) -> Option<&'a Waker> {
+        match self {
+            Run::Poll(task) => task,
+            Run::Block { task, .. } => Some(task),
+        }
+    }
 }
 
 impl<Q: Deref<Target = QueueLock>> ThreadCall<Q> {
@@ -174,86 +159,100 @@ impl<Q: Deref<Target = QueueLock>> ThreadCall<Q> {
         }
     }
 
-    /// Runs the call to its end on this thread, waiting between steps until
-    /// the call's deadline, `bound` (a timeout, then) or `cancel`.
+    /// Runs the call to its end on this thread, until the call's deadline,
+    /// `bound` (a timeout, then) or `cancel`.
     pub(crate) fn run(
         &mut self,
         cancel: Option<&CancelToken>,
         bound: Option<Instant>,
     ) -> Result<LockGuard, LockError> {
-        let wait = Wait::Block { cancel, bound };
+        let task = unpark_this_thread();
+        if let Some(c) = cancel {
+            c.register(&task);
+        }
+        let outcome = self.block(&task, cancel, bound);
+        if let Some(c) = cancel {
+            c.forget(&task);
+        }
+        outcome
+    }
+
+    /// The steps, this thread parked between them until `task` is woken
+    /// or, by its own clock, what it waits for is due.
+    fn block(
+        &mut self,
+        task: &Waker,
+        cancel: Option<&CancelToken>,
+        bound: Option<Instant>,
+    ) -> Result<LockGuard, LockError> {
         loop {
-            if let Some(outcome) = self.advance(Instant::now(), wait) {
+            let now = Instant::now();
+            if let Some(outcome) = self.advance(now, Run::Block { task, cancel }) {
                 return outcome;
+            }
+            let (until, queued) = match &self.step {
+                // (The look past `until` fails the read.)
+                Step::Confirming(c) => (Some(c.until), false),
+                Step::Queued(_, deadline) => (*deadline, true),
+                _ => (None, false),
+            };
+            let cancelled = queued && cancel.is_some_and(CancelToken::is_cancelled);
+            let late = queued && until.is_some_and(|u| now >= u);
+            if cancelled || late || bound.is_some_and(|b| now >= b) {
+                // Given up by this wait: dropping the acquisition withdraws
+                // it (a late guard releases itself).
+                self.step = Step::Done;
+                return Err(if cancelled {
+                    LockError::Cancelled
+                } else {
+                    LockError::Timeout
+                });
+            }
+            match until.into_iter().chain(bound).min() {
+                Some(due) => std::thread::park_timeout(due.saturating_duration_since(now)),
+                None => std::thread::park(),
             }
         }
     }
 
-    fn advance(&mut self, now: Instant, wait: Wait<'_>) -> Option<Result<LockGuard, LockError>> {
+    fn advance(&mut self, now: Instant, run: Run<'_>) -> Option<Result<LockGuard, LockError>> {
         match std::mem::replace(&mut self.step, Step::Done) {
             Step::Unstarted => {
                 let (deadline, no_wait) = self.target.queue().call_deadline(now, self.deadline);
-                self.look(now, deadline, no_wait, true, wait)
+                self.look(now, deadline, no_wait, true, run)
             }
-            Step::Confirming(mut c) => {
-                let (read, now) = match wait {
-                    Wait::Poll(task) => {
-                        let read = c.reply.take(task);
-                        if let (None, Some(task), false) = (&read, task, c.timer) {
-                            c.timer = true;
-                            self.target.queue().client.wake_at(c.until, task.clone());
-                        }
-                        (read, now)
+            Step::Confirming(mut c) => match c.reply.take(run.task()) {
+                Some(read) => match c.guard.confirmed(read) {
+                    Ok(true) => Some(Ok(c.guard)),
+                    Ok(false) => self.look(now, c.deadline, c.no_wait, false, run),
+                    Err(e) => Some(Err(e)),
+                },
+                None if now >= c.until => Some(Err(unanswered(now, c.deadline))),
+                None => {
+                    if let (Run::Poll(Some(task)), false) = (run, c.timer) {
+                        c.timer = true;
+                        self.target.queue().client.wake_at(c.until, task.clone());
                     }
-                    Wait::Block { bound, .. } => {
-                        let until = bound.map_or(c.until, |b| b.min(c.until));
-                        (c.reply.wait_until(until), Instant::now())
-                    }
-                };
-                match read {
-                    Some(read) => match c.guard.confirmed(read) {
-                        Ok(true) => Some(Ok(c.guard)),
-                        Ok(false) => self.look(now, c.deadline, c.no_wait, false, wait),
-                        Err(e) => Some(Err(e)),
-                    },
-                    None if now >= c.until => Some(Err(unanswered(now, c.deadline))),
-                    None if past(wait, now) => Some(Err(LockError::Timeout)),
-                    None => {
-                        self.step = Step::Confirming(c);
-                        None
-                    }
+                    self.step = Step::Confirming(c);
+                    None
                 }
-            }
-            Step::Queued(queued) => match queued.take(now, wait) {
-                Ok(Some(Ok(guard))) => {
+            },
+            Step::Queued(pending, deadline) => match pending.take(now, run.task()) {
+                Some(Ok(guard)) => {
                     self.target.queue().record(&guard, self.thread);
                     Some(Ok(guard))
                 }
-                Ok(Some(Err(LockError::WouldDeadlock))) => {
+                Some(Err(LockError::WouldDeadlock)) => {
                     let Downgrade::Queued { deadline, no_wait } = self.downgrade else {
                         return Some(Err(LockError::WouldDeadlock));
                     };
                     self.downgrade = Downgrade::SharesWrite;
-                    let now = match wait {
-                        Wait::Poll(_) => now,
-                        Wait::Block { .. } => Instant::now(),
-                    };
-                    self.look(now, deadline, no_wait, true, wait)
+                    self.look(now, deadline, no_wait, true, run)
                 }
-                Ok(Some(Err(e))) => Some(Err(e)),
-                Ok(None) => {
-                    self.step = Step::Queued(queued);
+                Some(Err(e)) => Some(Err(e)),
+                None => {
+                    self.step = Step::Queued(pending, deadline);
                     None
-                }
-                Err(()) => {
-                    // Given up by this wait: dropping it withdraws it.
-                    queued.give_up(self.target.queue());
-                    Some(Err(match wait {
-                        Wait::Block {
-                            cancel: Some(c), ..
-                        } if c.is_cancelled() => LockError::Cancelled,
-                        _ => LockError::Timeout,
-                    }))
                 }
             },
             Step::Done => None,
@@ -269,7 +268,7 @@ impl<Q: Deref<Target = QueueLock>> ThreadCall<Q> {
         deadline: Option<Instant>,
         no_wait: bool,
         first: bool,
-        wait: Wait<'_>,
+        run: Run<'_>,
     ) -> Option<Result<LockGuard, LockError>> {
         let share_write = matches!(self.downgrade, Downgrade::SharesWrite);
         let passes = match self.target.entry(self.thread, share_write) {
@@ -286,8 +285,8 @@ impl<Q: Deref<Target = QueueLock>> ThreadCall<Q> {
                             deadline,
                             no_wait,
                         });
-                        // Looked at once: a task waits on the reply.
-                        self.advance(now, wait)
+                        // Looked at once: the task waits on the reply.
+                        self.advance(now, run)
                     }
                     Err(e) => Some(Err(e)),
                 };
@@ -299,127 +298,22 @@ impl<Q: Deref<Target = QueueLock>> ThreadCall<Q> {
                 Some(node)
             }
         };
+        if let Run::Block {
+            cancel: Some(c), ..
+        } = run
+        {
+            if c.is_cancelled() {
+                return Some(Err(LockError::Cancelled));
+            }
+        }
         let how = Start {
             deadline,
             no_wait,
             replacing: None,
             passes,
         };
-        let queue = self.target.queue();
-        let queued = match wait {
-            Wait::Block {
-                cancel: Some(c), ..
-            } if c.is_cancelled() => return Some(Err(LockError::Cancelled)),
-            Wait::Block { cancel: None, .. } => {
-                let (tx, outcome) = oneshot::channel();
-                match queue.start(how, |_| Blocked(tx)) {
-                    Ok(id) => Queued::Parked {
-                        id,
-                        outcome,
-                        deadline,
-                    },
-                    Err(e) => return Some(Err(e)),
-                }
-            }
-            _ => Queued::Handle(queue.pending(how), deadline),
-        };
-        self.step = Step::Queued(queued);
-        self.advance(now, wait)
-    }
-}
-
-/// Whether a blocking wait's bound has passed at `now`.
-fn past(wait: Wait<'_>, now: Instant) -> bool {
-    matches!(wait, Wait::Block { bound: Some(b), .. } if now >= b)
-}
-
-impl Queued {
-    /// The outcome if it has come (`Ok(None)`: not yet, waiting on); with
-    /// [`Wait::Block`], waits for it. `Err` if this wait gives the
-    /// acquisition up (cancelled, or past its bound or deadline).
-    fn take(
-        &self,
-        now: Instant,
-        wait: Wait<'_>,
-    ) -> Result<Option<Result<LockGuard, LockError>>, ()> {
-        let (cancel, bound) = match wait {
-            Wait::Block { cancel, bound } => (cancel, bound),
-            Wait::Poll(task) => {
-                return Ok(match self {
-                    Queued::Handle(pending, _) => pending.take(now, task),
-                    Queued::Parked { outcome, .. } => match outcome.try_recv() {
-                        Ok(r) => Some(r),
-                        Err(TryRecvError::Empty) => None,
-                        Err(TryRecvError::Disconnected) => {
-                            Some(Err(LockError::Client(Error::Closed)))
-                        }
-                    },
-                })
-            }
-        };
-        let until = |deadline: Option<Instant>| match (deadline, bound) {
-            (Some(d), Some(b)) => Some(d.min(b)),
-            (d, b) => d.or(b),
-        };
-        match self {
-            Queued::Parked {
-                outcome, deadline, ..
-            } => {
-                let received = match until(*deadline) {
-                    None => outcome.recv().map_err(|_| RecvTimeoutError::Disconnected),
-                    Some(d) => outcome.recv_deadline(d),
-                };
-                match received {
-                    Ok(r) => Ok(Some(r)),
-                    Err(RecvTimeoutError::Timeout) => Err(()),
-                    Err(RecvTimeoutError::Disconnected) => {
-                        Ok(Some(Err(LockError::Client(Error::Closed))))
-                    }
-                }
-            }
-            Queued::Handle(pending, deadline) => {
-                // (Always there: a queued attempt's outcome is sent.)
-                let Some(receiver) = pending.receiver() else {
-                    return Err(());
-                };
-                let mut select = Select::new();
-                let outcome = select.recv(receiver);
-                if let Some(c) = cancel {
-                    select.recv(c.receiver());
-                }
-                let chosen = match until(*deadline) {
-                    Some(d) => select.select_deadline(d),
-                    None => Ok(select.select()),
-                };
-                match chosen {
-                    Ok(op) if op.index() == outcome => {
-                        let r = op.recv(receiver);
-                        pending.mark_taken();
-                        Ok(Some(r.unwrap_or(Err(LockError::Client(Error::Closed)))))
-                    }
-                    Ok(op) => {
-                        if let Some(c) = cancel {
-                            let _ = op.recv(c.receiver());
-                        }
-                        Err(())
-                    }
-                    Err(_) => Err(()),
-                }
-            }
-        }
-    }
-
-    /// Gives the acquisition up: a late guard releases itself.
-    fn give_up(self, queue: &QueueLock) {
-        match self {
-            // Dropping the handle without an outcome taken gives it up.
-            Queued::Handle(pending, _) => drop(pending),
-            Queued::Parked { id, outcome, .. } => {
-                // Refuse a late guard (it releases itself), then withdraw.
-                drop(outcome);
-                queue.command_sender().lock(LockCommand::Cancel(id));
-            }
-        }
+        self.step = Step::Queued(self.target.queue().pending(how), deadline);
+        self.advance(now, run)
     }
 }
 
@@ -428,7 +322,7 @@ impl Queued {
 /// `RwLock`'s calls for a thread.
 impl Steps<LockGuard> for ThreadCall<Arc<QueueLock>> {
     fn poll(&mut self, now: Instant, task: Option<&Waker>) -> Option<Result<LockGuard, LockError>> {
-        self.advance(now, Wait::Poll(task))
+        self.advance(now, Run::Poll(task))
     }
 
     fn run(&mut self, bound: Option<Instant>) -> Result<LockGuard, LockError> {
