@@ -104,9 +104,10 @@ impl BatchWaiter {
         }
     }
 
-    /// One look, under the local state's lock (so a blocked caller can wait
-    /// on the condvar with it, missing no change). With a `task`, every
-    /// change that can end the wait wakes it.
+    /// One look, under the local state's lock. With a `task`, every change
+    /// that can end the wait wakes it: registered under the lock, before
+    /// the look, it is woken by a change made after, once the lock is let
+    /// go.
     fn look(
         &mut self,
         local: &mut MutexGuard<'_, Local>,
@@ -117,8 +118,6 @@ impl BatchWaiter {
             return None;
         }
         if let Some(task) = task {
-            // Registered under the lock, before the look: a change after
-            // it notifies once the lock is let go.
             self.shared.tasks.register(task);
             match &self.cancel {
                 Some(c) if !self.task.as_ref().is_some_and(|t| t.will_wake(task)) => {

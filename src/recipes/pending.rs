@@ -147,16 +147,6 @@ impl<T> Pending<T> {
         })
     }
 
-    /// A handle on attempt `id` of the core's.
-    pub(crate) fn of_attempt(
-        id: AttemptId,
-        sender: CommandSender,
-        outcome: Receiver<Result<T, LockError>>,
-        wake: WakeSlot,
-    ) -> Self {
-        Pending::new(outcome, wake, GiveUp::Attempt(id, sender))
-    }
-
     /// A handle whose steps run on its polls: nothing is decided or sent
     /// until the first.
     pub(crate) fn of_steps(steps: impl Steps<T> + 'static) -> Self {

@@ -220,14 +220,12 @@ fn a_pending_lock_and_a_pending_set_are_futures_woken_by_the_io_thread() {
 fn poll_thread_lock(
     pending: &zklock::recipes::PendingLock,
 ) -> Result<zklock::recipes::LockGuard, LockError> {
-    let until = std::time::Instant::now() + WAIT;
-    loop {
-        if let Some(outcome) = pending.try_take() {
-            return outcome;
-        }
-        assert!(std::time::Instant::now() < until, "no outcome in {WAIT:?}");
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    let mut outcome = None;
+    wait_until("the call's outcome", WAIT, || {
+        outcome = pending.try_take();
+        outcome.is_some()
+    });
+    outcome.expect("an outcome")
 }
 
 /// A lock call polled for a thread decides as that thread's blocking call
