@@ -204,14 +204,14 @@ BUGS = [
      "proto/src/lock/holding.rs",
      "                Phase::Held(h) => {\n                    if h.state != LockState::Lost {",
      "                Phase::Held(h) => {\n                    let _ = h;\n                    if false {"),
-    # BatchMutex's local waiters (PendingBatch), which the simulator drives
+    # BatchMutex's local waiters (BatchWaiter), which the simulator drives
     # since session 8.
     ("batch-token-ignored",
-     "src/recipes/pending_batch.rs",
+     "src/recipes/batch_waiter.rs",
      "if self.cancel.as_ref().is_some_and(CancelToken::is_cancelled) {",
      "if false && self.cancel.as_ref().is_some_and(CancelToken::is_cancelled) {"),
     ("batch-leaving-acquirer-keeps-the-queueing",
-     "src/recipes/pending_batch.rs",
+     "src/recipes/batch_waiter.rs",
      "        if let Some(pending) = self.acquiring.take() {\n            local.hand.acquired(false);\n",
      "        if let Some(pending) = self.acquiring.take() {\n"),
     ("batch-two-threads-inside",
@@ -219,7 +219,7 @@ BUGS = [
      "        if self.held && usable {\n            self.busy = true;\n",
      "        if self.held && usable {\n"),
     ("batch-turn-on-a-lost-hold",
-     "src/recipes/pending_batch.rs",
+     "src/recipes/batch_waiter.rs",
      ".is_some_and(|zk| zk.state() != LockState::Lost);",
      ".is_some_and(|zk| zk.state() != LockState::Lost || zk.node_path() != \"\");"),
     ("batch-unbounded",

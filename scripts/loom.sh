@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Model-checks what threads share with each other and with the I/O thread
-# (the oneshot that blocking calls wait on, a holder's state, the per-thread
+# (the oneshot that a client's blocking calls wait on, a holder's state, the per-thread
 # registry of holdings, BatchMutex's local hand-off, a cancel token) with
 # loom: every test in a `loom_tests` module runs under every interleaving
 # loom explores. A build of

@@ -46,14 +46,15 @@
 //! * `testing`: **unstable**, for this project's own simulator and tests,
 //!   with no semver promise (any release may change or remove what it
 //!   adds): the `testing` module (the sans-I/O `Core` a caller drives
-//!   itself), `ClientBuilder::build_manual` that hands one out, and
+//!   itself), `ClientBuilder::build_manual` that hands one out,
+//!   `Pending::try_take_at` that polls a handle on its clock, and
 //!   diagnostic counters (`Client::watch_events_received`,
 //!   `BatchMutex::local_waiters`). Off by default; leave it off.
 //!
 //! # Channels
 //!
 //! Handles that deliver over time hand out `crossbeam_channel::Receiver`s
-//! ([`PendingLock::receiver`](recipes::PendingLock::receiver),
+//! ([`Pending::receiver`](recipes::Pending::receiver),
 //! [`LockGuard::state_changes`](recipes::LockGuard::state_changes),
 //! [`Client::subscribe`], a latch's events): chosen so that one thread can
 //! `select!` over locks, watches and its own channels together. The crate

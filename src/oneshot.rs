@@ -115,10 +115,12 @@ impl<T> Drop for Sender<T> {
 }
 
 impl<T> Receiver<T> {
-    /// Blocks until the answer, or until every sender is gone without one.
+    /// Blocks until the answer, or until every sender is gone without one
+    /// (for the tests: callers wait with a deadline, or await).
     ///
     /// # Errors
     /// `RecvError` if no answer can come any more.
+    #[cfg(test)]
     pub(crate) fn recv(&self) -> Result<T, RecvError> {
         let mut slot = self.shared.slot();
         loop {
@@ -166,7 +168,8 @@ impl<T> Receiver<T> {
         Poll::Pending
     }
 
-    /// As [`Receiver::recv`], for `timeout` at most.
+    /// Waits for the answer (or until every sender is gone without one),
+    /// for `timeout` at most.
     ///
     /// # Errors
     /// As [`Receiver::recv_deadline`].
@@ -174,7 +177,8 @@ impl<T> Receiver<T> {
         self.recv_deadline(crate::deadline::from_now(timeout))
     }
 
-    /// As [`Receiver::recv`], until `deadline` at the latest.
+    /// Waits for the answer (or until every sender is gone without one),
+    /// until `deadline` at the latest.
     ///
     /// # Errors
     /// `Timeout` at the deadline, `Disconnected` if no answer can come.

@@ -21,7 +21,7 @@ impl WakeList {
         if let Some(v) = ready() {
             return Poll::Ready(v);
         }
-        self.register(cx);
+        self.register(cx.waker());
         match ready() {
             Some(v) => Poll::Ready(v),
             None => Poll::Pending,
@@ -30,11 +30,18 @@ impl WakeList {
 
     /// The task waits here until the next wake (look after this, not
     /// before: what it waits for may come in between).
-    pub(crate) fn register(&self, cx: &Context<'_>) {
+    pub(crate) fn register(&self, task: &Waker) {
         if let Ok(mut ws) = self.0.lock() {
-            if !ws.iter().any(|w| w.will_wake(cx.waker())) {
-                ws.push(cx.waker().clone());
+            if !ws.iter().any(|w| w.will_wake(task)) {
+                ws.push(task.clone());
             }
+        }
+    }
+
+    /// `task` waits no more.
+    pub(crate) fn forget(&self, task: &Waker) {
+        if let Ok(mut ws) = self.0.lock() {
+            ws.retain(|w| !w.will_wake(task));
         }
     }
 

@@ -10,7 +10,6 @@ use crossbeam_channel::{select, Receiver};
 use super::{Client, ClientBuilder};
 use crate::driver::{ConnectFailure, Connector};
 use crate::error::{ConnectError, Error, NoSession, Result};
-use crate::machine::Command;
 use crate::session::SessionState;
 
 impl ClientBuilder {
@@ -151,13 +150,12 @@ impl Client {
         std::future::poll_fn(move |cx| {
             if !timer_set {
                 timer_set = true;
-                let wake = Command::WakeAt(wait.deadline, cx.waker().clone());
-                if !self.inner.driver.send(wake) {
+                if !self.wake_at(wait.deadline, cx.waker().clone()) {
                     return std::task::Poll::Ready(Err(Error::Closed));
                 }
             }
             // Registered before the look: a change after it wakes us.
-            self.inner.driver.status.changes.register(cx);
+            self.inner.driver.status.changes.register(cx.waker());
             match wait.look(self) {
                 Some(end) => std::task::Poll::Ready(end),
                 None => std::task::Poll::Pending,

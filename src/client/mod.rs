@@ -1,6 +1,7 @@
 //! The blocking client: many threads share one connection and one session.
 
 use std::sync::{mpsc, Arc};
+use std::task::Waker;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
@@ -352,8 +353,14 @@ impl Client {
         deadline.map_or(until, |d| until.min(d))
     }
 
+    /// Has the core wake `task` at `at`: a future's deadline, when nothing
+    /// else would poll it. `false` if the core is gone.
+    pub(crate) fn wake_at(&self, at: Instant, task: Waker) -> bool {
+        self.inner.driver.send(Command::WakeAt(at, task))
+    }
+
     /// Sends `request` and returns at once; its reply is read with
-    /// [`PendingReply::try_take`], for callers that poll.
+    /// [`PendingReply::take`], for callers that poll.
     pub(crate) fn submit(&self, request: Request) -> Result<PendingReply> {
         self.submit_with(request, None)
     }

@@ -1,8 +1,8 @@
 //! A request sent without waiting for its reply: for the recipes' polled
 //! handles, which must not block the thread that polls them.
 
-use std::sync::mpsc::{RecvTimeoutError, TryRecvError};
-use std::time::Instant;
+use std::sync::mpsc::TryRecvError;
+use std::task::{Context, Poll, Waker};
 
 use jute::{OpCode, Response};
 
@@ -18,23 +18,20 @@ pub(crate) struct PendingReply {
 }
 
 impl PendingReply {
-    /// The reply if it has come; `Closed` if none can come any more.
-    pub(crate) fn try_take(&self) -> Option<Result<Response>> {
-        match self.reply.try_recv() {
-            Ok(reply) => Some(self.answer(reply)),
-            Err(TryRecvError::Empty) => None,
-            Err(TryRecvError::Disconnected) => Some(Err(Error::Closed)),
-        }
-    }
-
-    /// The reply, waiting for it until `until`; `None` if it has not come
-    /// by then.
-    pub(crate) fn wait_until(&self, until: Instant) -> Option<Result<Response>> {
-        match self.reply.recv_deadline(until) {
-            Ok(reply) => Some(self.answer(reply)),
-            Err(RecvTimeoutError::Timeout) => None,
-            Err(RecvTimeoutError::Disconnected) => Some(Err(Error::Closed)),
-        }
+    /// The reply if it has come; `Closed` if none can come any more. Else
+    /// `task`, if any, is woken when it comes.
+    pub(crate) fn take(&self, task: Option<&Waker>) -> Option<Result<Response>> {
+        let reply = match task {
+            Some(task) => match self.reply.poll_recv(&mut Context::from_waker(task)) {
+                Poll::Ready(reply) => reply.ok(),
+                Poll::Pending => return None,
+            },
+            None => match self.reply.try_recv() {
+                Err(TryRecvError::Empty) => return None,
+                reply => reply.ok(),
+            },
+        };
+        Some(reply.map_or(Err(Error::Closed), |reply| self.answer(reply)))
     }
 
     /// A reply as the caller sees it: a refusal names the operation and

@@ -12,11 +12,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::batch_guard::{BatchGuard, Shared};
+use super::batch_waiter::BatchWaiter;
 use super::cancel::CancelToken;
 use super::error::LockError;
 use super::mutex::{lock_calls, Mutex};
 use super::options::MutexOptions;
-use super::pending_batch::PendingBatch;
+use super::pending::Pending;
 use crate::Client;
 
 /// A lock shared by the threads of one process through a single queue node.
@@ -82,13 +83,13 @@ impl BatchMutex {
         "the lock"
     );
 
-    /// Starts waiting and returns at once: a local waiter, polled with
-    /// [`PendingBatch::try_take`], whose turn comes by a local hand-off or,
-    /// if none is coming, by the process's turn in the queue (which the
-    /// first waiter to need it runs from its own polls). Polled past its
-    /// deadline, it still takes a local turn that is free, else it times
-    /// out; a deadline already past at the first poll makes it a try (one
-    /// round trip to queue, as [`BatchMutex::try_lock`]).
+    /// Starts waiting and returns at once: a local waiter, whose turn comes
+    /// by a local hand-off or, if none is coming, by the process's turn in
+    /// the queue (which the first waiter to need it runs from its own
+    /// polls). Awaited, it is woken by either, and at its deadline. Polled
+    /// past its deadline, it still takes a local turn that is free, else
+    /// it times out; a deadline already past at the first poll makes it a
+    /// try (one round trip to queue, as [`BatchMutex::try_lock`]).
     ///
     /// ```no_run
     /// use std::time::{Duration, Instant};
@@ -96,34 +97,38 @@ impl BatchMutex {
     ///
     /// let client = Client::connect("127.0.0.1:2181", Duration::from_secs(10))?;
     /// let lock = BatchMutex::new(&client, "/locks/hot", 16)?;
-    /// let mut waiter = lock.start_lock(Some(Instant::now() + Duration::from_secs(5)));
-    /// let guard = loop {
-    ///     if let Some(outcome) = waiter.try_take() {
-    ///         break outcome?;
-    ///     }
-    ///     std::thread::sleep(Duration::from_millis(1)); // other work here
-    /// };
-    /// println!("ours, with token {}", guard.fencing_token());
+    /// let waiters: Vec<_> = (0..4)
+    ///     .map(|_| lock.start_lock(Some(Instant::now() + Duration::from_secs(5))))
+    ///     .collect();
+    /// for waiter in waiters {
+    ///     let guard = waiter.wait()?; // or `.await`, or `try_take` from a loop
+    ///     println!("ours, with token {}", guard.fencing_token());
+    /// }
     /// # Ok::<(), zklock::recipes::LockError>(())
     /// ```
-    pub fn start_lock(&self, deadline: Option<Instant>) -> PendingBatch {
-        PendingBatch::new(self.shared.clone(), deadline, None)
+    pub fn start_lock(&self, deadline: Option<Instant>) -> Pending<BatchGuard> {
+        Pending::of_steps(BatchWaiter::new(self.shared.clone(), deadline, None))
     }
 
     /// Like [`BatchMutex::start_lock`]; the waiter gives up with
     /// [`LockError::Cancelled`] at the first poll after `cancel` is
-    /// cancelled.
+    /// cancelled (awaited, the cancel wakes it).
     pub fn start_lock_cancellable(
         &self,
         deadline: Option<Instant>,
         cancel: CancelToken,
-    ) -> PendingBatch {
-        PendingBatch::new(self.shared.clone(), deadline, Some(cancel))
+    ) -> Pending<BatchGuard> {
+        Pending::of_steps(BatchWaiter::new(
+            self.shared.clone(),
+            deadline,
+            Some(cancel),
+        ))
     }
 
     /// Waits until `deadline` (if any) or cancellation: for a local hand-off,
     /// or, if none is coming, for the process's turn in the queue. It runs
-    /// a [`PendingBatch`] on this thread, waiting between its polls.
+    /// the steps of a [`BatchMutex::start_lock`] waiter on this thread,
+    /// waiting between them.
     ///
     /// # Errors
     /// [`LockError::WouldDeadlock`] if this thread holds the lock already;
@@ -140,7 +145,7 @@ impl BatchMutex {
                 return Err(LockError::WouldDeadlock);
             }
         }
-        PendingBatch::new(s.clone(), deadline, cancel.cloned()).run(None)
+        BatchWaiter::new(s.clone(), deadline, cancel.cloned()).run(None)
     }
 
     /// Threads of this process waiting for the lock (diagnostics).

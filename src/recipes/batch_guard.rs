@@ -1,9 +1,9 @@
 //! What a [`BatchMutex`](super::BatchMutex)'s threads share: the process's
 //! hold and its local hand-off, and the guard of one thread's turn. Apart
-//! from the recipe so that a waiter ([`PendingBatch`](super::PendingBatch))
-//! can use them without naming it.
+//! from the recipe so that a waiter (`batch_waiter.rs`) can use them
+//! without naming it.
 
-use std::sync::{Arc, Condvar, Mutex as StdMutex, MutexGuard};
+use std::sync::{Arc, Mutex as StdMutex, MutexGuard};
 
 use crossbeam_channel::Receiver;
 
@@ -11,6 +11,7 @@ use super::guard::LockGuard;
 use super::handoff::HandOff;
 use super::held::LockState;
 use super::mutex::Mutex;
+use crate::wakers::WakeList;
 
 #[derive(Debug, Default)]
 pub(super) struct Local {
@@ -28,7 +29,9 @@ pub(super) struct Shared {
     pub(super) mutex: Mutex,
     max_batch: usize,
     local: StdMutex<Local>,
-    pub(super) changed: Condvar,
+    /// Woken at every change of `local`: every waiter waiting, blocked or
+    /// awaited.
+    pub(super) tasks: WakeList,
 }
 
 impl Shared {
@@ -37,7 +40,7 @@ impl Shared {
             mutex,
             max_batch: max_batch.max(1),
             local: StdMutex::new(Local::default()),
-            changed: Condvar::new(),
+            tasks: WakeList::default(),
         }
     }
 
@@ -119,7 +122,7 @@ impl Drop for BatchGuard {
         // The guard's drop releases without blocking, as this one must.
         let given_back = local.hand.exit(s.max_batch).then(|| local.zk.take());
         drop(local);
-        s.changed.notify_all();
+        s.tasks.wake_all();
         drop(given_back);
     }
 }

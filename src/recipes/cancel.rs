@@ -1,9 +1,9 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::task::Waker;
 
-use crossbeam_channel::{Receiver, Sender};
-
-use crate::sync::{AtomicBool, Mutex};
+use crate::sync::AtomicBool;
+use crate::wakers::WakeList;
 
 /// Cancels a blocking acquire from another thread.
 ///
@@ -21,31 +21,26 @@ pub struct CancelToken {
 #[derive(Debug)]
 struct Inner {
     cancelled: AtomicBool,
-    // Dropping the sender wakes every waiter selecting on the receiver.
-    tx: Mutex<Option<Sender<()>>>,
-    rx: Receiver<()>,
+    /// Tasks that look at the token (each waiter's, blocked or awaited).
+    tasks: WakeList,
 }
 
 impl CancelToken {
     /// A token nobody has cancelled yet.
     pub fn new() -> Self {
-        let (tx, rx) = crossbeam_channel::bounded(0);
         CancelToken {
             inner: Arc::new(Inner {
                 cancelled: AtomicBool::new(false),
-                tx: Mutex::new(Some(tx)),
-                rx,
+                tasks: WakeList::default(),
             }),
         }
     }
 
     /// Wakes every acquire using this token; they give up with `Cancelled`.
     pub fn cancel(&self) {
+        // Set before the wake: a task woken looks and finds it set.
         self.inner.cancelled.store(true, Ordering::SeqCst);
-        match self.inner.tx.lock() {
-            Ok(mut tx) => drop(tx.take()),
-            Err(poisoned) => drop(poisoned.into_inner().take()),
-        }
+        self.inner.tasks.wake_all();
     }
 
     /// Whether [`CancelToken::cancel`] was called.
@@ -53,9 +48,15 @@ impl CancelToken {
         self.inner.cancelled.load(Ordering::SeqCst)
     }
 
-    /// Becomes ready (disconnected) once cancelled.
-    pub(crate) fn receiver(&self) -> &Receiver<()> {
-        &self.inner.rx
+    /// `task` is woken at the cancel (look after this, not before).
+    pub(crate) fn register(&self, task: &Waker) {
+        self.inner.tasks.register(task);
+    }
+
+    /// `task` need not be woken any more: a token lives on, and is used
+    /// again.
+    pub(crate) fn forget(&self, task: &Waker) {
+        self.inner.tasks.forget(task);
     }
 }
 
@@ -65,34 +66,31 @@ impl Default for CancelToken {
     }
 }
 
-/// A token cancelled on one thread while another looks at it, under every
-/// interleaving loom finds (`scripts/loom.sh`). loom models the flag and the
-/// mutex around the sender, not crossbeam's channel: it cannot see an order
-/// between a channel operation and its own, so it would never run the
-/// interleavings that matter between `try_recv` and the flag. The channel's
-/// end is observed as the sender's being gone from under the mutex (the
-/// sender is the channel's only one: gone, the receiver is disconnected).
+/// A token cancelled on one thread while another waits on it, under every
+/// interleaving loom finds (`scripts/loom.sh`). loom models the flag, not
+/// the list of tasks (a std mutex): what it checks is the order of the
+/// waiter's look after its registration against the canceller's store
+/// before its wake.
 #[cfg(all(test, zklock_loom))]
 mod loom_tests {
     use super::*;
-    use crossbeam_channel::TryRecvError;
+    use crate::wakers::counting::{counting, woken};
     use loom::thread;
 
-    /// A waiter woken by the channel (`BatchMutex::lock_with` selects on
-    /// it) then asks the token: it must hear "cancelled", or it would wait
-    /// again on a channel that is ready at once, spinning.
+    /// A waiter registers its task, then looks: it finds the token
+    /// cancelled, or the cancel wakes it (else it would wait forever).
     #[test]
-    fn a_waiter_woken_by_the_channel_finds_the_token_cancelled() {
+    fn a_waiter_that_looked_before_the_cancel_is_woken_by_it() {
         loom::model(|| {
             let token = CancelToken::new();
             let other = token.clone();
+            let (count, waker) = counting();
             let t = thread::spawn(move || other.cancel());
-            // What a select on the receiver would wake for.
-            let woken = token.inner.tx.lock().unwrap().is_none();
-            assert!(!woken || token.is_cancelled(), "woken, not cancelled");
+            token.register(&waker);
+            let saw = token.is_cancelled();
             t.join().unwrap();
+            assert!(saw || woken(&count) == 1, "not cancelled, and not woken");
             assert!(token.is_cancelled());
-            assert_eq!(token.receiver().try_recv(), Err(TryRecvError::Disconnected));
         });
     }
 }

@@ -11,10 +11,10 @@ use super::inspect::inspect;
 use super::mutex::lock_calls;
 use super::options::MutexOptions;
 use super::pending::PendingLock;
-use super::pending_thread;
 use super::queue::sorted_contenders;
 use super::queue_lock::{QueueLock, Start};
 use super::registry::Side;
+use super::thread_call;
 use crate::{Client, Watch};
 
 /// A candidate in an election. Each candidate watches only the one before
@@ -127,7 +127,7 @@ impl Election {
         deadline: Option<Instant>,
         cancel: Option<&CancelToken>,
     ) -> Result<LockGuard, LockError> {
-        let guard = pending_thread::lock_with(&self.inner, deadline, cancel)?;
+        let guard = thread_call::lock_with(&self.inner, deadline, cancel)?;
         // Leadership belongs to our session, not just to the first position.
         if !self.is_ours(&guard) {
             return Err(LockError::Lost);

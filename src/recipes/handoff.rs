@@ -227,14 +227,16 @@ mod tests {
 /// interleaving loom finds (`scripts/loom.sh`).
 ///
 /// The real `BatchMutex` needs a `Client`, so these tests run [`HandOff`]
-/// (the real decisions) inside a model of batch.rs's and pending_batch.rs's
+/// (the real decisions) inside a model of batch.rs's and batch_waiter.rs's
 /// threading: the hand-off under one mutex, one condvar told of every
 /// change, a waiter that polls under the mutex and waits on the condvar
-/// with the same guard (`BatchMutex::lock_with`), a holder that leaves under
+/// with the same guard (`BatchMutex::lock_with`, which registers its
+/// thread's waker under the mutex and parks: a wake after a change unparks
+/// it, as the condvar's notify does here), a holder that leaves under
 /// the mutex and notifies after letting it go (`BatchGuard`'s drop), a
 /// waiter that queues in ZooKeeper with the mutex let go and notifies once
-/// back (`PendingBatch::step`), one that gives up and notifies
-/// (`PendingBatch::leave`). loom's `wait_timeout` never times out, so a
+/// back (`BatchWaiter::step`), one that gives up and notifies
+/// (`BatchWaiter::leave`). loom's `wait_timeout` never times out, so a
 /// lost wake-up shows as a deadlock. Not covered: batch.rs's own code (a
 /// change there that this model does not copy goes unseen), the ZooKeeper
 /// lock and its guard (an acquisition here always succeeds, at once),
@@ -273,7 +275,7 @@ mod loom_tests {
             self.local.lock().unwrap()
         }
 
-        /// `PendingBatch::new`: counted as waiting, in a lock of its own.
+        /// `BatchWaiter::new`: counted as waiting, in a lock of its own.
         fn arrive(&self) {
             self.local().hand.arrive();
         }
@@ -317,7 +319,7 @@ mod loom_tests {
 
         /// A waiter whose deadline passes at its first look: it takes what
         /// needs no waiting, else it gives up, with the process's queueing
-        /// if that fell to it (`PendingBatch::leave`).
+        /// if that fell to it (`BatchWaiter::leave`).
         fn impatient(&self) {
             self.arrive();
             let mut local = self.local();

@@ -5,6 +5,7 @@
 
 mod batch;
 mod batch_guard;
+mod batch_waiter;
 mod cancel;
 mod election;
 mod guard;
@@ -18,14 +19,13 @@ mod mutex;
 mod options;
 mod outcome;
 mod pending;
-mod pending_batch;
 mod pending_set;
-mod pending_thread;
 mod queue_lock;
 mod registry;
 mod revoke;
 mod rwlock;
 mod semaphore;
+mod thread_call;
 mod wake;
 
 // The lock protocol's types live in the core below the I/O thread; the
@@ -49,9 +49,16 @@ pub use multilock::MultiLock;
 pub use mutex::Mutex;
 pub use options::{holder_identity, MutexOptions};
 pub use pending::{Pending, PendingLock, PendingMulti};
-pub use pending_batch::PendingBatch;
 pub use pending_set::{NextOutcome, PendingSet, SetOutcome};
-pub use pending_thread::PendingThreadLock;
 pub use revoke::{revoke, revoke_holder};
 pub use rwlock::RwLock;
 pub use semaphore::Semaphore;
+
+/// Handles cross threads: one started here may be awaited on a runtime's
+/// worker or polled from a loop elsewhere.
+const _: () = {
+    const fn send_sync<H: Send + Sync>() {}
+    send_sync::<PendingLock>();
+    send_sync::<PendingMulti>();
+    send_sync::<Pending<BatchGuard>>();
+};

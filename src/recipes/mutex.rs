@@ -12,9 +12,9 @@ use super::guard::LockGuard;
 use super::inspect::QueueEntry;
 use super::options::MutexOptions;
 use super::pending::PendingLock;
-use super::pending_thread::{self, PendingThreadLock, Target};
 use super::queue_lock::{QueueLock, Start};
 use super::registry::Side;
+use super::thread_call::{self, Target};
 use crate::Client;
 
 /// Expands the four std-style lock calls over a `*_with(deadline, cancel)`.
@@ -154,11 +154,34 @@ impl Mutex {
         self.inner.pending(Start::by(deadline))
     }
 
-    /// Starts taking the lock for `thread` and returns at once; see
-    /// [`PendingThreadLock`]: re-entry and [`LockError::WouldDeadlock`] as
-    /// `thread`'s own [`Mutex::lock_with`] decides them, polled.
-    pub fn start_lock_for(&self, thread: ThreadId, deadline: Option<Instant>) -> PendingThreadLock {
-        PendingThreadLock::new(Target::One(self.inner.clone()), thread, deadline)
+    /// Starts taking the lock for `thread` and returns at once: for an
+    /// event loop that acts for several threads. The call decides as
+    /// `thread`'s own [`Mutex::lock_with`] would (the blocking call runs
+    /// the same steps): a [re-entrant](MutexOptions::reentrant) lock the
+    /// thread holds is shared (after a read of its node, for a holder that
+    /// does not [watch](MutexOptions::watch_node) it), a lock it holds
+    /// otherwise is refused with [`LockError::WouldDeadlock`], and the guard
+    /// it hands out counts as the thread's.
+    ///
+    /// Nothing is decided or sent until the handle's first poll (or wait):
+    /// a deadline already past then makes it a try (one round trip), as
+    /// `try_lock` is. Awaited, it is woken by the read's reply (and at its
+    /// timeout) and by the I/O thread's outcome.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use zklock::{Client, recipes::{Mutex, MutexOptions}};
+    ///
+    /// let client = Client::connect("127.0.0.1:2181", Duration::from_secs(10))?;
+    /// let mutex = Mutex::with_options(&client, "/locks/job", MutexOptions::default().reentrant(true))?;
+    /// let me = std::thread::current().id();
+    /// let outer = mutex.lock()?;
+    /// let inner = mutex.start_lock_for(me, None).wait()?;
+    /// assert_eq!(inner.node_path(), outer.node_path());
+    /// # Ok::<(), zklock::recipes::LockError>(())
+    /// ```
+    pub fn start_lock_for(&self, thread: ThreadId, deadline: Option<Instant>) -> PendingLock {
+        thread_call::start(Target::One(self.inner.clone()), thread, deadline)
     }
 
     lock_calls!(
@@ -193,7 +216,7 @@ impl Mutex {
         deadline: Option<Instant>,
         cancel: Option<&CancelToken>,
     ) -> Result<LockGuard, LockError> {
-        pending_thread::lock_with(&self.inner, deadline, cancel)
+        thread_call::lock_with(&self.inner, deadline, cancel)
     }
 
     /// The queue as it stands: holder first, then waiters in order.

@@ -9,12 +9,12 @@ use super::guard::LockGuard;
 use super::wake::WakeSlot;
 use crate::client::WeakClient;
 use crate::machine::{GrantSink, Holding, LockError};
-use crate::{oneshot, Error};
+use crate::Error;
 
 /// Where an acquisition's outcome goes: one type per kind of waiter, so
 /// that a program links the delivery of the kinds it uses and no other (a
-/// thread blocked in `lock()` needs neither a [`PendingLock`](super::PendingLock)'s channel nor
-/// a [`PendingSet`](super::PendingSet)'s).
+/// program that takes its locks one at a time needs no
+/// [`PendingSet`](super::PendingSet)'s channel).
 pub(crate) trait Outcome: Clone + Send + 'static {
     /// Hands the outcome over. If nobody waits any more, it is dropped
     /// here: a guard then releases itself.
@@ -52,16 +52,6 @@ impl Outcome for InSet {
         if tx.send((key, outcome)).is_ok() {
             wake.wake();
         }
-    }
-}
-
-/// A thread blocked in `lock()`.
-#[derive(Clone)]
-pub(crate) struct Blocked(pub(crate) oneshot::Sender<Result<LockGuard, LockError>>);
-
-impl Outcome for Blocked {
-    fn send(self, outcome: Result<LockGuard, LockError>) {
-        let _ = self.0.send(outcome);
     }
 }
 

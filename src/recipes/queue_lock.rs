@@ -11,7 +11,7 @@ use super::guard::LockGuard;
 use super::inspect::{inspect, QueueEntry};
 use super::options::MutexOptions;
 use super::outcome::{into_sink, Alone, Outcome};
-use super::pending::PendingLock;
+use super::pending::{GiveUp, PendingLock};
 use super::registry::{self, Key, Side};
 use super::wake::WakeSlot;
 use crate::machine::{AttemptId, CommandSender, LockCommand};
@@ -219,7 +219,7 @@ impl QueueLock {
         let (tx, rx) = crossbeam_channel::bounded(1);
         let wake = WakeSlot::default();
         match self.start(how, |_| Alone(tx, wake.clone())) {
-            Ok(id) => PendingLock::of_attempt(id, self.command_sender(), rx, wake),
+            Ok(id) => PendingLock::new(rx, wake, GiveUp::Attempt(id, self.command_sender())),
             Err(e) => PendingLock::failed(e),
         }
     }

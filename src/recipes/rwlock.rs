@@ -14,9 +14,9 @@ use super::inspect::QueueEntry;
 use super::mutex::lock_calls;
 use super::options::MutexOptions;
 use super::pending::PendingLock;
-use super::pending_thread::{PendingThreadLock, Target, ThreadCall};
 use super::queue_lock::{QueueLock, Start};
 use super::registry::Side;
+use super::thread_call::{self, Target, ThreadCall};
 use crate::Client;
 
 /// Many readers or one writer.
@@ -170,24 +170,22 @@ impl RwLock {
         self.write.pending(Start::by(deadline))
     }
 
-    /// Starts taking a read lock for `thread` and returns at once; see
-    /// [`PendingThreadLock`]: a downgrade, re-entry and refusal as
-    /// `thread`'s own [`RwLock::read_with`] decides them, polled.
-    pub fn start_read_for(&self, thread: ThreadId, deadline: Option<Instant>) -> PendingThreadLock {
+    /// Starts taking a read lock for `thread` and returns at once, as
+    /// [`Mutex::start_lock_for`](super::Mutex::start_lock_for) does: a
+    /// downgrade, re-entry and refusal as `thread`'s own
+    /// [`RwLock::read_with`] decides them.
+    pub fn start_read_for(&self, thread: ThreadId, deadline: Option<Instant>) -> PendingLock {
         let (read, write) = (self.read.clone(), self.write.clone());
-        PendingThreadLock::new(Target::Read { read, write }, thread, deadline)
+        thread_call::start(Target::Read { read, write }, thread, deadline)
     }
 
-    /// Starts taking the write lock for `thread` and returns at once; see
-    /// [`PendingThreadLock`]: [`LockError::UpgradeRefused`], re-entry and
-    /// refusal as `thread`'s own [`RwLock::write_with`] decides them.
-    pub fn start_write_for(
-        &self,
-        thread: ThreadId,
-        deadline: Option<Instant>,
-    ) -> PendingThreadLock {
+    /// Starts taking the write lock for `thread` and returns at once, as
+    /// [`Mutex::start_lock_for`](super::Mutex::start_lock_for) does:
+    /// [`LockError::UpgradeRefused`], re-entry and refusal as `thread`'s
+    /// own [`RwLock::write_with`] decides them.
+    pub fn start_write_for(&self, thread: ThreadId, deadline: Option<Instant>) -> PendingLock {
         let (read, write) = (self.read.clone(), self.write.clone());
-        PendingThreadLock::new(Target::Write { read, write }, thread, deadline)
+        thread_call::start(Target::Write { read, write }, thread, deadline)
     }
 
     /// The queue: holders first, then waiters, readers and writers together.

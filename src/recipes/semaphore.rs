@@ -12,9 +12,9 @@ use super::guard::LockGuard;
 use super::mutex::lock_calls;
 use super::options::MutexOptions;
 use super::pending::PendingLock;
-use super::pending_thread;
 use super::queue_lock::{QueueLock, Start};
 use super::registry::Side;
+use super::thread_call;
 use jute::{CreateRequest, PathWatch, Request, Response, SetDataRequest};
 
 use crate::{Acl, Client, CreateMode, Error, ErrorCode, Watch};
@@ -165,12 +165,12 @@ impl Semaphore {
         // A deadline already past (try_acquire) still gets its round trips.
         let bound = deadline.filter(|d| *d > Instant::now());
         self.check(bound)?;
-        let gate = pending_thread::lock_with(&self.gate, deadline, cancel)?;
+        let gate = thread_call::lock_with(&self.gate, deadline, cancel)?;
         // The path may have gone and come back since the check, so that
         // the gate node sits on one made anew: refuse before waiting for
         // a lease under another number.
         self.check(bound)?;
-        let lease = pending_thread::lock_with(&self.leases, deadline, cancel);
+        let lease = thread_call::lock_with(&self.leases, deadline, cancel);
         drop(gate);
         let lease = lease?;
         // What the guarantee rests on: the lease node keeps the path it

@@ -2,7 +2,7 @@
 //! when an outcome is handed over. No runtime: a `Waker` is all it needs.
 
 use std::sync::{Arc, Mutex};
-use std::task::Waker;
+use std::task::{Wake, Waker};
 
 /// Holds the waker of the last poll; the sender of an outcome wakes it.
 #[derive(Debug, Default, Clone)]
@@ -26,6 +26,18 @@ impl WakeSlot {
             w.wake();
         }
     }
+}
+
+/// A waker that unparks this thread: for a caller that blocks while it
+/// runs a handle's steps itself, woken by what they wait for.
+pub(crate) fn unpark_this_thread() -> Waker {
+    struct Unpark(std::thread::Thread);
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    Waker::from(Arc::new(Unpark(std::thread::current())))
 }
 
 #[cfg(test)]

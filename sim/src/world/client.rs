@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use zklock::recipes::{
     BatchGuard, BatchMutex, CancelToken, Election, LeaderLatch, LockError, LockGuard, LockState,
-    LossReason, MultiGuard, MultiLock, Mutex, MutexOptions, PendingBatch, PendingLock,
-    PendingMulti, PendingSet, PendingThreadLock, RwLock, Semaphore,
+    LossReason, MultiGuard, MultiLock, Mutex, MutexOptions, Pending, PendingLock, PendingMulti,
+    PendingSet, RwLock, Semaphore,
 };
 use zklock::testing::Core;
 use zklock::Client;
@@ -35,7 +35,7 @@ pub(super) struct Tracked {
     /// Queued again by `Mutex::requeue` as an earlier holder let go.
     pub(super) requeued: bool,
     /// Taken for one of the client's threads (its index in
-    /// `SimClient::threads`), through a `PendingThreadLock`.
+    /// `SimClient::threads`), through `start_lock_for` and its twins.
     pub(super) thread: Option<usize>,
     /// What that thread held when the call was first polled.
     pub(super) entry: Option<ThreadEntry>,
@@ -122,11 +122,11 @@ pub(super) enum Handle {
     },
     /// A local waiter of the client's `BatchMutex` (on [`BATCH_LOCK`]), and
     /// the token that cancels it, if it was started with one.
-    Batch(PendingBatch, Option<CancelToken>),
+    Batch(Pending<BatchGuard>, Option<CancelToken>),
     /// Its guard: one thread's turn inside the process's hold.
     BatchHeld(BatchGuard),
     /// A lock call for one of the client's threads, polled.
-    Thread(PendingThreadLock),
+    Thread(PendingLock),
 }
 
 impl Handle {

@@ -1,4 +1,4 @@
-//! Lock calls made for one of a client's threads (`PendingThreadLock`):
+//! Lock calls made for one of a client's threads (`start_lock_for`):
 //! what the thread holds decides whether the call shares a holding
 //! (re-entry, a write holder's read), is refused at once, or queues. The
 //! checks here hold each call to that, from the guards the harness tracks.

@@ -46,10 +46,10 @@ fn batch_waiters_polled_from_one_thread() {
     let outsider = zklock::recipes::Mutex::new(&b, &p).unwrap();
     let held = outsider.lock().unwrap();
     let lock = BatchMutex::new(&a, &p, 3).unwrap();
-    let mut first = lock.start_lock(None);
-    let mut second = lock.start_lock(None);
+    let first = lock.start_lock(None);
+    let second = lock.start_lock(None);
     let token = CancelToken::new();
-    let mut third = lock.start_lock_cancellable(None, token.clone());
+    let third = lock.start_lock_cancellable(None, token.clone());
     assert!(first.try_take().is_none(), "it queues for the process");
     wait_children(&a, &p, 2);
     assert!(second.try_take().is_none());

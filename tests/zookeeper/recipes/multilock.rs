@@ -86,7 +86,8 @@ fn a_failed_multi_lock_releases_its_parts_while_the_handle_is_kept() {
     for read_on_receiver in [false, true] {
         let pending = both.start_lock(Some(Instant::now() + BRIEF));
         let outcome = if read_on_receiver {
-            pending.receiver().recv_timeout(WAIT).ok()
+            let receiver = pending.receiver().expect("a multi-lock's outcome is sent");
+            receiver.recv_timeout(WAIT).ok()
         } else {
             let mut outcome = None;
             wait_until("the multi-lock's outcome", WAIT, || {

@@ -11,9 +11,7 @@
 //! client gives up on it).
 
 use testkit::zk::ZkServer;
-use zklock::recipes::{
-    BatchGuard, BatchMutex, LockGuard, LossReason, Mutex, PendingBatch, PendingLock,
-};
+use zklock::recipes::{BatchGuard, BatchMutex, LockGuard, LossReason, Mutex, Pending, PendingLock};
 use zklock::SessionState;
 
 use super::*;
@@ -25,7 +23,7 @@ const SESSION: Duration = Duration::from_secs(8);
 /// What B, another process, waits for behind one of A's holdings.
 enum Waiter {
     Lock(PendingLock),
-    Batch(PendingBatch),
+    Batch(Pending<BatchGuard>),
 }
 
 impl Waiter {

@@ -87,7 +87,7 @@ fn a_downgraded_read_admits_readers_once_the_write_goes() {
 #[test]
 fn a_polled_downgrade_admits_readers_once_the_write_goes() {
     downgrade("downgrade-polled", |rw| {
-        let mut pending = rw.start_read_for(std::thread::current().id(), None);
+        let pending = rw.start_read_for(std::thread::current().id(), None);
         let mut outcome = None;
         wait_until("the polled read", WAIT, || {
             outcome = pending.try_take();
