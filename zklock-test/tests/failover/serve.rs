@@ -86,17 +86,23 @@ fn serve_prints_the_connect_string_first_and_stops_when_stdin_closes() {
 
 #[test]
 fn serve_stops_an_ensemble_on_sigterm() {
-    let (mut child, connect, _out) = serve(&["--ensemble", "3"]);
+    let (child, connect, _out) = serve(&["--ensemble", "3"]);
     assert_eq!(connect.split(',').count(), 3, "first line: {connect:?}");
     let (_client, _guard) = holder(&connect, Duration::from_secs(10), "/serve/sigterm");
+    assert_stops_on_signal(child, &connect, "-TERM");
+}
+
+/// Sends `signal` to a running serve and checks that it exits cleanly,
+/// its servers stopped and their directories removed.
+fn assert_stops_on_signal(mut child: Child, connect: &str, signal: &str) {
     let pid = child.id();
     let status = Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
+        .args([signal, &pid.to_string()])
         .status()
         .expect("running kill");
     assert!(status.success());
     assert!(exits(&mut child));
-    assert!(no_server_at(&connect));
+    assert!(no_server_at(connect));
     assert_eq!(dirs_of(pid), Vec::<std::path::PathBuf>::new());
 }
 
@@ -123,17 +129,9 @@ fn with_keep_zk_dirs_the_directory_stays_after_the_stop() {
 /// directory, as SIGTERM does.
 #[test]
 fn serve_stops_on_sigint() {
-    let (mut child, connect, _out) = serve(&[]);
+    let (child, connect, _out) = serve(&[]);
     let (_client, _guard) = holder(&connect, Duration::from_secs(10), "/serve/sigint");
-    let pid = child.id();
-    let status = Command::new("kill")
-        .args(["-INT", &pid.to_string()])
-        .status()
-        .expect("running kill");
-    assert!(status.success());
-    assert!(exits(&mut child));
-    assert!(no_server_at(&connect));
-    assert_eq!(dirs_of(pid), Vec::<std::path::PathBuf>::new());
+    assert_stops_on_signal(child, &connect, "-INT");
 }
 
 #[test]
