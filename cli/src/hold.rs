@@ -117,10 +117,6 @@ fn work(
         h.path,
         h.wait.map_or("forever".to_owned(), secs)
     );
-    let data = h
-        .data
-        .clone()
-        .unwrap_or_else(|| zklock::recipes::holder_identity(std::process::id()));
     // A held lock outlives many commands: watch its node so that an
     // operator breaking it ends the hold at once.
     let authenticated = global.security.sasl_user.is_some() || secrets.digest.is_some();
@@ -134,8 +130,12 @@ fn work(
         Some(max) => MutexOptions::default().max_hold(max),
         None => MutexOptions::default(),
     };
+    // Without --data the node carries the recipes' default, `host:pid`.
+    let options = match &h.data {
+        Some(data) => options.data(data.as_bytes()),
+        None => options,
+    };
     let options = options
-        .data(data.as_bytes())
         .watch_node(true)
         .revocable(h.revocable)
         .acl(acl.clone())

@@ -2,8 +2,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
@@ -216,8 +215,22 @@ impl PendingSet {
     /// }
     /// # }
     /// ```
-    pub fn next_outcome(&mut self) -> NextOutcome<'_> {
-        NextOutcome { set: self }
+    pub fn next_outcome(&mut self) -> impl Future<Output = Option<SetOutcome>> + Send + '_ {
+        std::future::poll_fn(move |cx| {
+            if self.is_empty() {
+                return Poll::Ready(None);
+            }
+            if let Some(outcome) = self.try_recv() {
+                return Poll::Ready(Some(outcome));
+            }
+            self.wake.register(cx.waker());
+            // An outcome may have come between the look and the registration.
+            match self.try_recv() {
+                Some(outcome) => Poll::Ready(Some(outcome)),
+                None if self.is_empty() => Poll::Ready(None),
+                None => Poll::Pending,
+            }
+        })
     }
 
     /// The first outcome read early whose key is still open.
@@ -242,34 +255,6 @@ impl Drop for PendingSet {
         let open = std::mem::take(&mut self.open);
         for (id, sender) in open.into_values().flatten() {
             sender.lock(LockCommand::Withdraw(id));
-        }
-    }
-}
-
-/// The future of [`PendingSet::next_outcome`].
-#[derive(Debug)]
-#[must_use = "a future does nothing unless polled"]
-pub struct NextOutcome<'a> {
-    set: &'a mut PendingSet,
-}
-
-impl Future for NextOutcome<'_> {
-    type Output = Option<SetOutcome>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let set = &mut *self.get_mut().set;
-        if set.is_empty() {
-            return Poll::Ready(None);
-        }
-        if let Some(outcome) = set.try_recv() {
-            return Poll::Ready(Some(outcome));
-        }
-        set.wake.register(cx.waker());
-        // An outcome may have come between the look and the registration.
-        match set.try_recv() {
-            Some(outcome) => Poll::Ready(Some(outcome)),
-            None if set.is_empty() => Poll::Ready(None),
-            None => Poll::Pending,
         }
     }
 }
