@@ -2,8 +2,7 @@
 //! variable. crossbeam's channels spin, then call `sched_yield` four times,
 //! before they park a receiver. An answer that needs a round trip to the
 //! server never comes that soon, so each of those yields is a context switch
-//! for nothing (on two cores, about one in six of a contended lock's). Here
-//! the receiver parks at once. A task can await it instead
+//! for nothing. Here the receiver parks at once. A task can await it instead
 //! ([`Receiver::poll_recv`]): the sender wakes whichever waits.
 
 use std::sync::mpsc::{RecvError, RecvTimeoutError, TryRecvError};
