@@ -9,6 +9,8 @@ use super::*;
 /// election, before it must give up on its session, even on a loaded
 /// machine.
 const T: Duration = Duration::from_secs(15);
+/// A holder that must give up on its session within a test.
+const SHORT_T: Duration = Duration::from_secs(4);
 
 /// Three members whose member links can be cut; a follower gives up on a
 /// silent leader after 2 ticks.
@@ -55,6 +57,10 @@ fn a_follower_cut_off_from_the_leader_silently_then_with_resets() {
     assert_eq!(client.session_id(), session);
     ensemble.heal_all();
     ensemble.wait_ready();
+    // The cut-off member rejoined; nothing for the holder elsewhere, at
+    // the moment the ensemble is ready again.
+    assert_eq!(states.next_within(Duration::ZERO), None);
+    assert_eq!(guard.state(), LockState::Held);
 
     // Loud: the follower's connections to the leader are reset at once.
     let follower = ensemble.followers()[0];
@@ -62,8 +68,10 @@ fn a_follower_cut_off_from_the_leader_silently_then_with_resets() {
     drop((guard, client));
     let (client, guard) = holder_on(&link, follower, "/ensemble/cut");
     let mut states = States::of(&guard);
+    let asked = Instant::now();
     ensemble.reset_link(leader, follower);
-    states.wait_for(LockState::Suspended);
+    let suspended = states.wait_for_after(LockState::Suspended, asked);
+    assert_at_once("Suspended after reset_link", suspended, T);
     states.wait_for(LockState::Held);
     assert_ne!(member_of(&link), Some(follower));
     assert_eq!(
@@ -85,17 +93,37 @@ fn killed_members_and_a_killed_leader_leave_the_holder_holding() {
     let mut states = States::of(&guard);
 
     // The holder's own member crashes: it moves to another.
+    let asked = Instant::now();
     ensemble.kill(follower);
-    states.wait_for(LockState::Suspended);
+    let suspended = states.wait_for_after(LockState::Suspended, asked);
+    assert_at_once("Suspended after killing the holder's member", suspended, T);
     states.wait_for(LockState::Held);
-    // A member coming back is nothing to a holder elsewhere.
+    // A member coming back is nothing to a holder elsewhere, and it serves
+    // again with its data: the holder's node, taken before it crashed.
     ensemble.restart(follower);
     assert_eq!(states.next_within(Duration::ZERO), None);
+    let direct = Client::connect(&ensemble.member_addr(follower).to_string(), T)
+        .expect("connecting to the restarted member alone");
+    let queue = zklock::recipes::inspect(&direct, "/ensemble/kill").expect("listing the lock");
+    assert_eq!(
+        queue.first().map(|e| (e.name.as_str(), e.owner_session)),
+        guard.node_path().rsplit('/').next().map(|n| (n, session)),
+        "the restarted member serves the holder's node"
+    );
+    drop(direct);
 
     // The leader crashes: the others elect a new one, the holder reconnects.
     let leader = ensemble.leader().expect("a leader");
+    let held_on = member_of(&link);
+    let asked = Instant::now();
     ensemble.kill(leader);
-    states.wait_for(LockState::Suspended);
+    let suspended = states.wait_for_after(LockState::Suspended, asked);
+    // Every member drops its clients when it loses the leader.
+    assert_at_once(
+        &format!("Suspended after killing the leader {leader} (held on {held_on:?})"),
+        suspended,
+        T,
+    );
     states.wait_for(LockState::Held);
     ensemble.restart(leader);
     assert_eq!(client.session_id(), session);
@@ -108,18 +136,24 @@ fn killed_members_and_a_killed_leader_leave_the_holder_holding() {
     // A majority crashes: no member serves, and a whole session timeout
     // later a holder can no longer be sure of anything (a second holder,
     // with a short timeout).
-    let (_short, short_guard) = holder(
-        &ensemble.connect_string(),
-        Duration::from_secs(4),
-        "/ensemble/majority",
-    );
+    let (_short, short_guard) = holder(&ensemble.connect_string(), SHORT_T, "/ensemble/majority");
     let mut short_states = States::of(&short_guard);
     let survivor = ensemble.leader().expect("a leader");
+    let asked = Instant::now();
     for i in (0..ensemble.len()).filter(|&i| i != survivor) {
         ensemble.kill(i);
     }
-    short_states.wait_for(LockState::Suspended);
-    short_states.wait_for(LockState::Lost);
+    let suspended = short_states.wait_for_after(LockState::Suspended, asked);
+    assert_at_once("Suspended after killing a majority", suspended, SHORT_T);
+    let lost = short_states.wait_for_after(LockState::Lost, asked);
+    // Lost at T after the last proof of life, which the leader check's
+    // syncs (one per T/6) put at most T/6 and a round trip before the
+    // kills: not before 2T/3 (a round trip's margin), and, on a loaded
+    // machine, not past 3T/2.
+    assert!(
+        lost >= SHORT_T * 2 / 3 && lost <= SHORT_T * 3 / 2,
+        "Lost {lost:?} after killing a majority, not within [2T/3, 3T/2] of T = {SHORT_T:?}"
+    );
     assert_lost(&short_guard, LossReason::NoContact);
     states.wait_for(LockState::Suspended);
 }

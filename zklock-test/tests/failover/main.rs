@@ -63,6 +63,15 @@ impl States {
         }
     }
 
+    /// [`States::wait_for`], and how long after `since` the state came: a
+    /// fault's "at once" is held against it. Read while waiting, so the
+    /// time is the state's arrival (a state read later would only seem
+    /// later, never earlier).
+    fn wait_for_after(&mut self, state: LockState, since: Instant) -> Duration {
+        self.wait_for(state);
+        since.elapsed()
+    }
+
     /// Asserts that no change comes within `quiet`: the guard stays as it is.
     fn assert_quiet_for(&mut self, quiet: Duration) {
         if let Some(state) = self.next_within(quiet) {
@@ -96,6 +105,18 @@ fn lock_is_free(connect: &str, path: &str) -> bool {
         .is_some();
     let _ = other.close();
     free
+}
+
+/// A fault whose guard changes "at once" does so within half the session
+/// timeout `t`: a silent fault is noticed only at `3t/4` (docs/PARTITION.md
+/// in zklock's repository), so a change by then came from the fault's own
+/// loud act (a closed connection), not from a timeout.
+fn assert_at_once(what: &str, took: Duration, t: Duration) {
+    assert!(
+        took <= t / 2,
+        "{what} took {took:?}, not at once (within {:?}, half of T = {t:?})",
+        t / 2
+    );
 }
 
 fn assert_lost(guard: &LockGuard, reason: LossReason) {

@@ -74,6 +74,25 @@ fn an_expired_session_loses_the_lock_and_frees_it_at_once() {
 }
 
 #[test]
+fn an_expired_session_suspends_the_holder_at_once_and_loses_it_at_once_after() {
+    let link = ClientLink::start(&server().connect_string());
+    let (_client, guard) = holder(&link.connect_string(), T, "/session/expire-times");
+    let mut states = States::of(&guard);
+    // Not early: nothing changes before the fault is asked for.
+    assert_eq!(states.next_within(Duration::ZERO), None);
+
+    let asked = Instant::now();
+    link.expire_session();
+    // Not late: the server closed the connection, and the client, which
+    // reconnects at once, hears the expiry in its first answer.
+    let suspended = states.wait_for_after(LockState::Suspended, asked);
+    assert_at_once("Suspended after expire_session", suspended, T);
+    let lost = states.wait_for_after(LockState::Lost, asked);
+    assert_at_once("Lost after expire_session", lost, T);
+    assert_lost(&guard, LossReason::SessionExpired);
+}
+
+#[test]
 fn a_stall_healed_in_time_suspends_then_holds_again() {
     suspended_then_held_again(
         "/session/stall-healed",
