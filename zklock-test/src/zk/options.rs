@@ -159,30 +159,16 @@ impl ZkOptions {
     /// else `ZOOKEEPER_HOME`'s jars, else Debian's package. Panics, saying
     /// what to install, when none of them holds ZooKeeper.
     pub(super) fn resolved_classpath(&self) -> String {
-        if let Some(classpath) = &self.classpath {
-            return classpath.clone();
-        }
-        if let Some(classpath) = env_value("ZOOKEEPER_CLASSPATH") {
-            return classpath;
-        }
-        if let Some(home) = env_value("ZOOKEEPER_HOME") {
-            return home_classpath(Path::new(&home));
-        }
-        let debian = Path::new(DEBIAN_JAR);
-        assert!(
-            debian.is_file(),
-            "no ZooKeeper found: {DEBIAN_JAR} is missing. Install it (Debian/Ubuntu: \
-             `apt-get install zookeeper`; zklock's repository: ./scripts/setup.sh), or set \
-             ZOOKEEPER_HOME to an unpacked Apache ZooKeeper release (or ZOOKEEPER_CLASSPATH, \
-             or ZkOptions::zookeeper_home)"
-        );
-        let mut classpath = String::from(DEBIAN_JAR);
-        // Without a binding slf4j logs nothing; with it the server's log says why it failed.
-        if Path::new(DEBIAN_SLF4J_SIMPLE).is_file() {
-            classpath.push(':');
-            classpath.push_str(DEBIAN_SLF4J_SIMPLE);
-        }
-        classpath
+        let debian = Path::new(DEBIAN_JAR).is_file();
+        let slf4j = Path::new(DEBIAN_SLF4J_SIMPLE).is_file();
+        classpath_of(self.classpath.as_deref(), env_value, debian, slf4j).unwrap_or_else(|| {
+            panic!(
+                "no ZooKeeper found: {DEBIAN_JAR} is missing. Install it (Debian/Ubuntu: \
+                 `apt-get install zookeeper`; zklock's repository: ./scripts/setup.sh), or set \
+                 ZOOKEEPER_HOME to an unpacked Apache ZooKeeper release (or ZOOKEEPER_CLASSPATH, \
+                 or ZkOptions::zookeeper_home)"
+            )
+        })
     }
 
     pub(super) fn secure_config(&self, secure_port: Option<u16>) -> String {
@@ -228,7 +214,82 @@ fn home_classpath(home: &Path) -> String {
     format!("{}:{}", lib.display(), top.display())
 }
 
+/// The first of the four places that names a ZooKeeper: `chosen` (the
+/// options'), the variables `env` reads, Debian's jar if `debian` (with its
+/// slf4j binding if `slf4j`: without one the server's log says nothing).
+fn classpath_of(
+    chosen: Option<&str>,
+    env: impl Fn(&str) -> Option<String>,
+    debian: bool,
+    slf4j: bool,
+) -> Option<String> {
+    if let Some(classpath) = chosen {
+        return Some(classpath.to_owned());
+    }
+    if let Some(classpath) = env("ZOOKEEPER_CLASSPATH") {
+        return Some(classpath);
+    }
+    if let Some(home) = env("ZOOKEEPER_HOME") {
+        return Some(home_classpath(Path::new(&home)));
+    }
+    match (debian, slf4j) {
+        (false, _) => None,
+        (true, false) => Some(DEBIAN_JAR.to_owned()),
+        (true, true) => Some(format!("{DEBIAN_JAR}:{DEBIAN_SLF4J_SIMPLE}")),
+    }
+}
+
 /// A variable's value, if set and not empty.
 fn env_value(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|value| !value.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An environment with only `vars` set.
+    fn env_of(vars: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+        move |name| {
+            vars.iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| (*v).to_owned())
+        }
+    }
+
+    #[test]
+    fn the_first_of_the_four_places_that_names_a_zookeeper_wins() {
+        let all = env_of(&[
+            ("ZOOKEEPER_CLASSPATH", "/cp/*"),
+            ("ZOOKEEPER_HOME", "/home"),
+        ]);
+        let home_only = env_of(&[("ZOOKEEPER_HOME", "/home")]);
+        let none = env_of(&[]);
+        // 1. The options' choice, over everything else.
+        assert_eq!(
+            classpath_of(Some("/chosen.jar"), &all, true, true).as_deref(),
+            Some("/chosen.jar")
+        );
+        // 2. ZOOKEEPER_CLASSPATH, over ZOOKEEPER_HOME and Debian's.
+        assert_eq!(
+            classpath_of(None, &all, true, true).as_deref(),
+            Some("/cp/*")
+        );
+        // 3. ZOOKEEPER_HOME's jars, over Debian's.
+        assert_eq!(
+            classpath_of(None, &home_only, true, true).as_deref(),
+            Some("/home/lib/*:/home/*")
+        );
+        // 4. Debian's package, with its logging binding where there is one.
+        assert_eq!(
+            classpath_of(None, &none, true, true),
+            Some(format!("{DEBIAN_JAR}:{DEBIAN_SLF4J_SIMPLE}"))
+        );
+        assert_eq!(
+            classpath_of(None, &none, true, false).as_deref(),
+            Some(DEBIAN_JAR)
+        );
+        // None of them: nothing (the caller panics, saying what to install).
+        assert_eq!(classpath_of(None, &none, false, true), None);
+    }
 }
