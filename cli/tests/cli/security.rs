@@ -315,6 +315,25 @@ fn exec_under_sasl_makes_creator_only_nodes_and_acl_opens_them() {
 /// other's node or lock path, queue on the other's lock path, or change
 /// the folder.
 #[test]
+fn without_a_login_the_folders_and_the_lock_path_are_open() {
+    use zklock::{Acl, Client};
+    let c = shared();
+    let (code, _, err) = run(&c, &["exec", "-n", "/cli-open/jobs/a", "--", "true"]);
+    assert_eq!(code, 0, "{err}");
+    let reader = Client::connect(&c, Duration::from_secs(10)).unwrap();
+    for path in ["/cli-open", "/cli-open/jobs", "/cli-open/jobs/a"] {
+        assert_eq!(
+            reader.get_acl(path).unwrap().0,
+            Acl::open_unsafe(),
+            "{path} is not open"
+        );
+    }
+    // A second lock in the same folder is let in.
+    let (code, _, err) = run(&c, &["exec", "-n", "/cli-open/jobs/b", "--", "true"]);
+    assert_eq!(code, 0, "{err}");
+}
+
+#[test]
 fn two_logins_lock_side_by_side_under_one_folder() {
     use zklock::{perms, Acl, Client, ErrorCode, Id, SaslConfig};
     let server = ZkServer::start_with_options(
