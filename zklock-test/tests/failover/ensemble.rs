@@ -12,10 +12,18 @@ const T: Duration = Duration::from_secs(15);
 /// A holder that must give up on its session within a test.
 const SHORT_T: Duration = Duration::from_secs(4);
 
-/// Three members whose member links can be cut; a follower gives up on a
-/// silent leader after 2 ticks.
+/// The ensemble's tick, and how many ticks a follower waits for a word
+/// from a silent leader before it gives up (`syncLimit`).
+const TICK: Duration = Duration::from_millis(1000);
+const SYNC_LIMIT: u32 = 2;
+
+/// Three members whose member links can be cut.
 fn ensemble() -> ZkEnsemble {
-    ZkEnsemble::start_with_links(3, &ZkOptions::new().tick_ms(1000), 2)
+    ZkEnsemble::start_with_links(
+        3,
+        &ZkOptions::new().tick_ms(TICK.as_millis() as u64),
+        SYNC_LIMIT,
+    )
 }
 
 /// A holder connected through `link` to member `member` first: the other
@@ -50,8 +58,19 @@ fn a_follower_cut_off_from_the_leader_silently_then_with_resets() {
     // Silent: the follower answers pings until it gives up on the leader;
     // the holder stops saying Held, moves to a member that has a leader,
     // and holds again with the same session.
+    let cut = Instant::now();
     ensemble.cut_link(leader, follower);
-    states.wait_for(LockState::Suspended);
+    let suspended = states.wait_for_after(LockState::Suspended, cut);
+    // Not early: the follower gives up only `syncLimit` ticks after the
+    // leader's last word, which comes every half tick (a whole tick of
+    // margin here, for a leader late with its pings on a busy machine), so
+    // the holder stays Held until then. Not late: by then the leader check
+    // would have suspended it (`3T/4`).
+    let give_up = TICK * (SYNC_LIMIT - 1);
+    assert!(
+        suspended >= give_up && suspended <= T * 3 / 4,
+        "Suspended {suspended:?} after the cut, not within [{give_up:?}, 3T/4]"
+    );
     states.wait_for(LockState::Held);
     assert_ne!(member_of(&link), Some(follower));
     assert_eq!(client.session_id(), session);
