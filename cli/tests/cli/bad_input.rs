@@ -109,6 +109,22 @@ fn missing_input_files_exit_66_and_are_named() {
 /// The exit codes `zklock --help` lists are the ones cli/README.md's table
 /// lists, neither list missing one of the other's.
 #[test]
+fn a_refusal_zklock_has_no_code_for_exits_70_and_names_it() {
+    // ZooKeeper refuses children of an ephemeral node: no usage error, no
+    // ACL, no lost session, but a server's refusal all the same.
+    let c = shared();
+    let owner = zklock::Client::connect(&c, Duration::from_secs(10)).unwrap();
+    owner
+        .create("/cli-ephemeral", b"", zklock::CreateMode::Ephemeral)
+        .unwrap();
+    let (code, _, err) = run(&c, &["exec", "-n", "/cli-ephemeral/lock", "--", "true"]);
+    assert_eq!(code, 70, "{err}");
+    let line = one_line(&err);
+    assert!(line.contains("NoChildrenForEphemerals"), "{err}");
+    assert!(line.contains("/cli-ephemeral/lock"), "{err}");
+}
+
+#[test]
 fn the_help_and_the_readme_list_the_same_exit_codes() {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_zklock"))
         .arg("--help")
