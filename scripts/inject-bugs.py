@@ -7,6 +7,13 @@ tree is restored after each bug: do not edit or commit while it runs.
 
     scripts/inject-bugs.py            every bug, SIM_SEEDS=3000
     scripts/inject-bugs.py NAME...    only these
+    INJECT_SUITES=sim scripts/inject-bugs.py
+                                      judged by the simulator alone: its
+                                      catch rate over the library's bugs
+
+INJECT_SUITES names the judges, a comma-separated list of `unit`, `machine`
+and `sim` (all three by default). Every judge named runs on every bug, and
+the report says which of them caught it, then each judge's catch rate.
 
 A bug is caught when the test command fails. Each bug is a text
 replacement that must match the source exactly once (entries sharing a
@@ -409,10 +416,18 @@ def run(cmd, env=None):
         return 124
 
 
+SUITES = {"unit": UNIT, "machine": MACHINE, "sim": SIM}
+
+
 def main():
     wanted = set(sys.argv[1:])
     seeds = os.environ.get("SIM_SEEDS", "3000")
+    judges = os.environ.get("INJECT_SUITES", "unit,machine,sim").split(",")
+    unknown = [j for j in judges if j not in SUITES]
+    if unknown:
+        sys.exit(f"INJECT_SUITES: unknown {unknown}; known: {sorted(SUITES)}")
     results = []
+    caught_by = {j: 0 for j in judges}
     grouped = {}
     for name, path, old, new in BUGS:
         grouped.setdefault(name, []).append((path, old, new))
@@ -434,25 +449,28 @@ def main():
             for full, text in saved.items():
                 open(full, "w").write(text)
             results.append((name, "STALE (anchor not found once)"))
+            print(f"{name}: {results[-1][1]}", flush=True)
             continue
         try:
             build = ["cargo", "test", "-q", "--no-run", "-p", "zklock-proto", "-p", "zklock",
                      "--lib", "--test", "lock_machine", "--test", "simulation"]
             if run(build + PROFILE) != 0:
                 results.append((name, "does not compile"))
-                continue
-            caught = (
-                run(UNIT) != 0
-                or run(MACHINE) != 0
-                or run(SIM, {"SIM_SEEDS": seeds}) != 0
-            )
-            results.append((name, "caught" if caught else "MISSED"))
+            else:
+                by = [j for j in judges
+                      if run(SUITES[j], {"SIM_SEEDS": seeds} if j == "sim" else None) != 0]
+                for j in by:
+                    caught_by[j] += 1
+                results.append((name, f"caught by {', '.join(by)}" if by else "MISSED"))
         finally:
             for full, text in saved.items():
                 open(full, "w").write(text)
         print(f"{name}: {results[-1][1]}", flush=True)
-    missed = [n for n, r in results if r != "caught"]
-    print(f"{len(results) - len(missed)}/{len(results)} caught; not caught: {missed}")
+    missed = [n for n, r in results if not r.startswith("caught")]
+    judged = len(results)
+    print(f"{judged - len(missed)}/{judged} caught; not caught: {missed}")
+    for j in judges:
+        print(f"  {j}: {caught_by[j]}/{judged} caught")
     sys.exit(1 if missed else 0)
 
 
