@@ -184,8 +184,9 @@ impl Client {
     }
 
     /// Whether an expired session is followed by a new one
-    /// ([`ClientBuilder::new_session_after_expiry`]).
-    pub fn renews_sessions(&self) -> bool {
+    /// ([`ClientBuilder::new_session_after_expiry`]): a latch campaigns
+    /// again on it.
+    pub(crate) fn renews_sessions(&self) -> bool {
         self.inner.renews
     }
 
