@@ -346,4 +346,50 @@ mod tests {
         assert_eq!(OpCode::from(4242), OpCode::Unknown(4242));
         assert_eq!(ErrorCode::from(-999).code(), -999);
     }
+
+    /// ZooKeeper's `CreateMode` table: each flag value with whether the
+    /// node is ephemeral, sequential and a TTL node.
+    #[test]
+    fn create_modes_are_zookeepers() {
+        let table = [
+            (0, false, false, false),
+            (1, true, false, false),
+            (2, false, true, false),
+            (3, true, true, false),
+            (4, false, false, false),
+            (5, false, false, true),
+            (6, false, true, true),
+        ];
+        assert_eq!(CreateMode::ALL.len(), table.len());
+        for (&mode, (code, ephemeral, sequential, ttl)) in CreateMode::ALL.iter().zip(table) {
+            assert_eq!(mode.code(), code, "{mode:?}");
+            assert_eq!(
+                (mode.is_ephemeral(), mode.is_sequential(), mode.is_ttl()),
+                (ephemeral, sequential, ttl),
+                "{mode:?}"
+            );
+        }
+    }
+
+    /// The permission bits and the reserved xids, as ZooKeeper's `ZooDefs.Perms`
+    /// and `ClientCnxn` define them.
+    #[test]
+    fn permission_bits_and_reserved_xids_are_zookeepers() {
+        use super::{perms, xid};
+        assert_eq!(
+            [
+                perms::READ,
+                perms::WRITE,
+                perms::CREATE,
+                perms::DELETE,
+                perms::ADMIN,
+                perms::ALL
+            ],
+            [1, 2, 4, 8, 16, 31]
+        );
+        assert_eq!(
+            [xid::WATCH_EVENT, xid::PING, xid::AUTH, xid::SET_WATCHES],
+            [-1, -2, -4, -8]
+        );
+    }
 }

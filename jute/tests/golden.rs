@@ -74,6 +74,14 @@ fn connect() {
     assert_eq!(resp.session_id, 0x0100_0003_e42f_0001);
     assert_eq!(resp.passwd.len(), 16);
     assert!(!resp.read_only && !resp.is_expired());
+    // A session the server no longer knows is answered with a timeout of
+    // 0 (and a session id of 0): expired.
+    let expired = ConnectResponse {
+        timeout_ms: 0,
+        session_id: 0,
+        ..resp
+    };
+    assert!(expired.is_expired());
 }
 
 #[test]
@@ -141,6 +149,28 @@ fn multi_success_and_failure() {
             MultiResult::Error(ErrorCode::RuntimeInconsistency)
         ]))
     );
+    // Which op failed, and why: the first that is neither Ok nor rolled
+    // back; a multi that succeeded has none.
+    let Ok(Response::Multi(failed)) = failed else {
+        unreachable!("decoded above");
+    };
+    assert_eq!(
+        MultiResult::first_failure(&failed),
+        Some((0, ErrorCode::BadVersion))
+    );
+    let rolled_back_first = [
+        MultiResult::Error(ErrorCode::Ok),
+        MultiResult::Error(ErrorCode::RuntimeInconsistency),
+        MultiResult::Error(ErrorCode::NoNode),
+    ];
+    assert_eq!(
+        MultiResult::first_failure(&rolled_back_first),
+        Some((2, ErrorCode::NoNode))
+    );
+    let Ok(Response::Multi(ok)) = ok else {
+        unreachable!("decoded above");
+    };
+    assert_eq!(MultiResult::first_failure(&ok), None);
 }
 
 #[test]
@@ -164,6 +194,28 @@ fn error_reply_has_no_body() {
     let (header, result) = reply(OpCode::Exists, EXISTS_NONODE_RESP);
     assert_eq!(header.err, ErrorCode::NoNode);
     assert_eq!(result, Err(ErrorCode::NoNode));
+}
+
+/// An error reply's body is not read, but for a multi's: its results,
+/// when a server sends them with the error, must still decode.
+#[test]
+fn only_a_multi_error_reply_has_its_body_read() {
+    let frame = unhex(MULTI_FAIL_RESP);
+    let ServerMessage::Reply { body: results, .. } = decode_server_message(&frame).unwrap() else {
+        panic!("a reply");
+    };
+    let failed = ReplyHeader {
+        xid: 5,
+        zxid: 12,
+        err: ErrorCode::BadVersion,
+    };
+    let code = Ok(Err(ErrorCode::BadVersion));
+    assert_eq!(decode_reply(OpCode::Multi, &failed, results), code);
+    assert_eq!(decode_reply(OpCode::Multi, &failed, &[]), code);
+    assert!(decode_reply(OpCode::Multi, &failed, &results[..results.len() - 1]).is_err());
+    // Any other op's error body is left alone, whatever it holds.
+    assert_eq!(decode_reply(OpCode::GetData, &failed, &[]), code);
+    assert_eq!(decode_reply(OpCode::GetData, &failed, &[0xff; 3]), code);
 }
 
 #[test]

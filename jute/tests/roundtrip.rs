@@ -299,6 +299,38 @@ fn every_request_round_trips() {
     }
 }
 
+/// A SetWatches batch knows the size of its body, so that the session can
+/// cut its batches under the server's frame limit: exactly setWatches2's
+/// body, and no less than setWatches'. It needs setWatches2 exactly when
+/// it carries persistent watches.
+#[test]
+fn set_watches_knows_its_size_and_its_version() {
+    let (mut g, _replay) = seeded("set_watches_knows_its_size_and_its_version", 0x5eed_0f_5e7);
+    let body_len = |req: &Request| {
+        let mut buf = BytesMut::new();
+        encode_request(&mut buf, 0, req)
+    };
+    // The request header: xid and op code.
+    let header = 8;
+    for _ in 0..200 {
+        let persistent = g.bool();
+        let batch = g.set_watches(persistent);
+        let v2 = body_len(&Request::SetWatches2(batch.clone())) - header;
+        let v1 = body_len(&Request::SetWatches(batch.clone())) - header;
+        assert_eq!(batch.encoded_len(), v2, "{batch:?}");
+        assert!(batch.encoded_len() >= v1, "{batch:?}");
+    }
+    for (persistent, recursive, needs) in [(0, 0, false), (1, 0, true), (0, 1, true), (2, 3, true)]
+    {
+        let batch = SetWatches {
+            persistent: vec!["/p".into(); persistent],
+            persistent_recursive: vec!["/r".into(); recursive],
+            ..SetWatches::default()
+        };
+        assert_eq!(batch.needs_v2(), needs, "{batch:?}");
+    }
+}
+
 #[test]
 fn every_response_round_trips() {
     let (mut g, _replay) = seeded("every_response_round_trips", 0x9e37_79b9_7f4a_7c15);

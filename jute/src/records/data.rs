@@ -153,3 +153,27 @@ pub(crate) fn write_acls(buf: &mut BytesMut, acl: &[Acl]) {
 pub(crate) fn read_acls(r: &mut Reader<'_>) -> Result<Vec<Acl>, DecodeError> {
     r.read_vec(ACL_MIN_LEN, Acl::decode)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::perms;
+
+    fn acl(perms: i32, scheme: &str, id: &str) -> Acl {
+        Acl {
+            perms,
+            id: Id {
+                scheme: scheme.into(),
+                id: id.into(),
+            },
+        }
+    }
+
+    /// ZooKeeper's `ZooDefs.Ids`: the three ACLs every client knows by name.
+    #[test]
+    fn the_named_acls_are_zookeepers() {
+        assert_eq!(Acl::open_unsafe(), [acl(perms::ALL, "world", "anyone")]);
+        assert_eq!(Acl::creator_all(), [acl(perms::ALL, "auth", "")]);
+        assert_eq!(Acl::read_unsafe(), [acl(perms::READ, "world", "anyone")]);
+    }
+}

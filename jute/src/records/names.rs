@@ -278,6 +278,92 @@ impl ExactSizeIterator for NamesIter<'_> {}
 mod tests {
     use super::*;
 
+    fn encoded(names: &[&str]) -> Bytes {
+        let names: Names = names.iter().copied().collect();
+        let mut buf = BytesMut::new();
+        names.encode(&mut buf);
+        buf.freeze()
+    }
+
+    /// A caller's `shared` buffer that does not hold the reader's bytes is
+    /// no reason to panic: the names are copied instead.
+    #[test]
+    fn a_shared_buffer_without_the_bytes_is_not_sliced_but_copied() {
+        let frame = encoded(&["a", "bc"]);
+        let elsewhere = Bytes::from(frame.to_vec());
+        let around = Bytes::from(vec![0u8; 64]);
+        for shared in [&elsewhere, &around] {
+            let names = Names::decode(&mut Reader::new(&frame), Some(shared)).unwrap();
+            assert_eq!(names.to_vec(), ["a", "bc"]);
+        }
+        // The bytes' own frame, and a part of it that stops one short.
+        let names = Names::decode(&mut Reader::new(&frame), Some(&frame)).unwrap();
+        assert_eq!(names.to_vec(), ["a", "bc"]);
+        let short = frame.slice(..frame.len() - 1);
+        let names = Names::decode(&mut Reader::new(&frame), Some(&short)).unwrap();
+        assert_eq!(names.to_vec(), ["a", "bc"]);
+    }
+
+    #[test]
+    fn the_iterator_knows_how_many_names_are_left() {
+        let names: Names = ["a", "b", "c"].into_iter().collect();
+        let mut it = names.iter();
+        assert_eq!(it.len(), 3);
+        assert_eq!(it.next(), Some("a"));
+        assert_eq!(it.len(), 2);
+        assert_eq!(it.collect::<Vec<_>>(), ["b", "c"]);
+        assert_eq!(names.get(2), Some("c"));
+        assert_eq!(names.get(3), None);
+    }
+
+    #[test]
+    fn listings_are_equal_only_name_for_name() {
+        let ab: Names = ["a", "b"].into_iter().collect();
+        assert_eq!(ab, ["a", "b"].into_iter().collect::<Names>());
+        assert_ne!(ab, ["a", "c"].into_iter().collect::<Names>());
+        assert_ne!(ab, ["a"].into_iter().collect::<Names>());
+        assert_ne!(ab, ["a", "b", "c"].into_iter().collect::<Names>());
+        // Owned strings build the same listing.
+        let owned = vec!["a".to_owned(), "b".to_owned()];
+        assert_eq!(Names::from(owned.clone()), ab);
+        assert_eq!(owned.into_iter().collect::<Names>(), ab);
+    }
+
+    /// A listing whose reply arrived in pieces, after the reply's header:
+    /// a name that crosses a piece boundary is copied beside the pieces and
+    /// read back whole.
+    #[test]
+    fn a_name_across_pieces_after_a_header_is_read_whole() {
+        let listing = encoded(&["first", "crossing", "last"]);
+        let mut frame = BytesMut::from(&[7u8; 16][..]);
+        frame.extend_from_slice(&listing);
+        let frame = frame.freeze();
+        // Cut inside "crossing": 16 header bytes, the count, "first" with
+        // its length, the length of "crossing" and three of its bytes.
+        let cut = 16 + 4 + 4 + 5 + 4 + 3;
+        let pieces = [frame.slice(..cut), frame.slice(cut..)];
+        let mut r = PieceReader::new(&pieces);
+        r.take(16).unwrap();
+        let names = Names::decode_pieces(&mut r).unwrap();
+        assert_eq!(names.to_vec(), ["first", "crossing", "last"]);
+        assert_eq!(r.finish(), Ok(()));
+    }
+
+    #[test]
+    fn an_empty_listing_has_no_names_and_one_name_is_not_empty() {
+        let none: Names = std::iter::empty::<&str>().collect();
+        let one: Names = [""].into_iter().collect();
+        for (names, empty) in [(none, true), (one, false)] {
+            let mut buf = BytesMut::new();
+            names.encode(&mut buf);
+            let decoded = Names::decode(&mut Reader::new(&buf.freeze()), None).unwrap();
+            assert_eq!(
+                (decoded.is_empty(), decoded.len()),
+                (empty, usize::from(!empty))
+            );
+        }
+    }
+
     #[test]
     fn a_listing_ending_in_an_empty_name_keeps_it() {
         for names in [vec![""], vec!["a", ""], vec!["", ""]] {
