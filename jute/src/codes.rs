@@ -348,7 +348,8 @@ mod tests {
     }
 
     /// ZooKeeper's `CreateMode` table: each flag value with whether the
-    /// node is ephemeral, sequential and a TTL node.
+    /// node is ephemeral, sequential and a TTL node. Kills:
+    /// `CreateMode::is_ephemeral`, `is_sequential`, `is_ttl` made constant.
     #[test]
     fn create_modes_are_zookeepers() {
         let table = [
@@ -372,7 +373,8 @@ mod tests {
     }
 
     /// The permission bits and the reserved xids, as ZooKeeper's `ZooDefs.Perms`
-    /// and `ClientCnxn` define them.
+    /// and `ClientCnxn` define them. Kills: `xid::AUTH` and `xid::SET_WATCHES`
+    /// with their `-` deleted.
     #[test]
     fn permission_bits_and_reserved_xids_are_zookeepers() {
         use super::{perms, xid};

@@ -197,7 +197,9 @@ fn error_reply_has_no_body() {
 }
 
 /// An error reply's body is not read, but for a multi's: its results,
-/// when a server sends them with the error, must still decode.
+/// when a server sends them with the error, must still decode. Kills:
+/// `decode_reply_in`'s guard with its `==` made `!=`, its `&&` made `||`
+/// or its `!` deleted.
 #[test]
 fn only_a_multi_error_reply_has_its_body_read() {
     let frame = unhex(MULTI_FAIL_RESP);

@@ -302,7 +302,8 @@ fn every_request_round_trips() {
 /// A SetWatches batch knows the size of its body, so that the session can
 /// cut its batches under the server's frame limit: exactly setWatches2's
 /// body, and no less than setWatches'. It needs setWatches2 exactly when
-/// it carries persistent watches.
+/// it carries persistent watches. Kills: `SetWatches::encoded_len`'s
+/// sums altered, `needs_v2` made constant or its `||` or `!` altered.
 #[test]
 fn set_watches_knows_its_size_and_its_version() {
     let (mut g, _replay) = seeded("set_watches_knows_its_size_and_its_version", 0x5eed_05e7);

@@ -170,6 +170,7 @@ mod tests {
     }
 
     /// ZooKeeper's `ZooDefs.Ids`: the three ACLs every client knows by name.
+    /// Kills: `Acl::creator_all` and `Acl::read_unsafe` made empty.
     #[test]
     fn the_named_acls_are_zookeepers() {
         assert_eq!(Acl::open_unsafe(), [acl(perms::ALL, "world", "anyone")]);

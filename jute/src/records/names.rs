@@ -286,7 +286,8 @@ mod tests {
     }
 
     /// A caller's `shared` buffer that does not hold the reader's bytes is
-    /// no reason to panic: the names are copied instead.
+    /// no reason to panic: the names are copied instead. Kills: `within`
+    /// made `true`, its `&&` made `||`, its `+` made `-` or `*`.
     #[test]
     fn a_shared_buffer_without_the_bytes_is_not_sliced_but_copied() {
         let frame = encoded(&["a", "bc"]);
@@ -304,6 +305,7 @@ mod tests {
         assert_eq!(names.to_vec(), ["a", "bc"]);
     }
 
+    /// Kills: `NamesIter::size_hint`'s `-` made `+`.
     #[test]
     fn the_iterator_knows_how_many_names_are_left() {
         let names: Names = ["a", "b", "c"].into_iter().collect();
@@ -316,6 +318,8 @@ mod tests {
         assert_eq!(names.get(3), None);
     }
 
+    /// Kills: `Names::eq` made `true` or its `&&` made `||`; the `From` and
+    /// `FromIterator<String>` conversions made empty.
     #[test]
     fn listings_are_equal_only_name_for_name() {
         let ab: Names = ["a", "b"].into_iter().collect();
@@ -349,6 +353,7 @@ mod tests {
         assert_eq!(r.finish(), Ok(()));
     }
 
+    /// Kills: `Names::is_empty` made `true`.
     #[test]
     fn an_empty_listing_has_no_names_and_one_name_is_not_empty() {
         let none: Names = std::iter::empty::<&str>().collect();
