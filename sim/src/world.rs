@@ -193,6 +193,9 @@ pub struct Stats {
     /// nodes (withdrawn.rs).
     pub set_drops: u64,
     pub quiet_looks: u64,
+    /// Releases of a batch turn with every other local batch waiter giving
+    /// up at once (act.rs).
+    pub batch_leaves: u64,
     /// The application's own writes sent (most refused), and A2 probes
     /// started on free locks.
     pub app_writes: u64,

@@ -196,6 +196,7 @@ fn seeds() {
                         t.batch_turns += s.batch_turns;
                         t.batch_handoffs += s.batch_handoffs;
                         t.token_cancels += s.token_cancels;
+                        t.batch_leaves += s.batch_leaves;
                         t.thread_shares += s.thread_shares;
                         t.thread_refusals += s.thread_refusals;
                         for (all, one) in t.lock_grants.iter_mut().zip(s.lock_grants) {
@@ -235,7 +236,7 @@ fn seeds() {
     }
     let t = *totals.lock().unwrap();
     eprintln!(
-        "simulation: {count} seeds in {:.1?} on {threads} threads: {} grants, {} timeouts, {} faults, {} lost, {} waiters woken, {} sessions ended ({} followed by a new one on the same client), {:.0} virtual minutes; BatchMutex: {} turns, {} passed on locally, {} cancelled by token; threads: {} shared holdings, {} refused; grants per lock {:?}, {} multi-locks; {} pending sets dropped; {} looks at a quiet client's nodes; {} writes of the application's own (most refused), {} A2 probes of free locks; {} fenced writes, {} revocations asked ({} heard), {} proclaims, {} looks at the leader, {} latches closed; a lagging follower: {} reads from a state behind the leader's, {} clients refused for being ahead of it; {} holders told Lost for their max hold ({} handed on to a contender queued then, on a healthy network)",
+        "simulation: {count} seeds in {:.1?} on {threads} threads: {} grants, {} timeouts, {} faults, {} lost, {} waiters woken, {} sessions ended ({} followed by a new one on the same client), {:.0} virtual minutes; BatchMutex: {} turns, {} passed on locally, {} cancelled by token, {} exits with every local waiter giving up; threads: {} shared holdings, {} refused; grants per lock {:?}, {} multi-locks; {} pending sets dropped; {} looks at a quiet client's nodes; {} writes of the application's own (most refused), {} A2 probes of free locks; {} fenced writes, {} revocations asked ({} heard), {} proclaims, {} looks at the leader, {} latches closed; a lagging follower: {} reads from a state behind the leader's, {} clients refused for being ahead of it; {} holders told Lost for their max hold ({} handed on to a contender queued then, on a healthy network)",
         started.elapsed(),
         t.grants,
         t.timeouts,
@@ -248,6 +249,7 @@ fn seeds() {
         t.batch_turns,
         t.batch_handoffs,
         t.token_cancels,
+        t.batch_leaves,
         t.thread_shares,
         t.thread_refusals,
         t.lock_grants,
@@ -279,8 +281,8 @@ fn seeds() {
     }
     assert!(t.grants > count, "the workload hardly ran: {t:?}");
     assert!(
-        t.batch_handoffs > 0 && t.token_cancels > 0 || count < 1000,
-        "no batch hand-off or token cancel in {count} seeds: {t:?}"
+        t.batch_handoffs > 0 && t.token_cancels > 0 && t.batch_leaves > 0 || count < 1000,
+        "no batch hand-off, token cancel or exit with every waiter leaving in {count} seeds: {t:?}"
     );
     assert!(
         t.lock_grants.iter().all(|&n| n > 0) && t.multi_grants > 0 || count < 1000,

@@ -164,6 +164,11 @@ impl World {
                         // and queue again in one write, once.
                         let handle = std::mem::replace(&mut t.handle, Handle::None);
                         let (lock, hold) = (t.lock, t.hold);
+                        // Now and then (no draw: seeds replay) the thread
+                        // inside leaves the batch as its process's other
+                        // batch waiters give up: the hold its exit kept
+                        // for them must go back to the queue.
+                        let waiters_leave = matches!(handle, Handle::BatchHeld(_)) && id % 4 == 1;
                         if let (Handle::Guard(guard), SimLock::Mutex(_), false, 2) =
                             (handle, &c.locks[lock], t.requeued, id % 4)
                         {
@@ -206,6 +211,9 @@ impl World {
                             }
                         }
                         self.note(|| format!("c{client}: release #{id}"));
+                        if waiters_leave {
+                            self.batch_waiters_leave(client);
+                        }
                     }
                 }
             }
@@ -367,6 +375,23 @@ impl World {
     /// Client `c` drops its `PendingSet` (and starts a new one): every
     /// acquisition waiting in it is given up, a grant not yet read
     /// included.
+    /// Every batch waiter of client `c` still waiting gives up at once
+    /// (its handle dropped), right after the thread inside let go.
+    fn batch_waiters_leave(&mut self, c: usize) {
+        let mut given_up = Vec::new();
+        for (id, t) in &mut self.clients[c].attempts {
+            if let (Phase::Waiting, Handle::Batch(..)) = (&t.phase, &t.handle) {
+                t.handle = Handle::None;
+                t.phase = Phase::Failed(LockError::Cancelled);
+                given_up.push(*id);
+            }
+        }
+        if !given_up.is_empty() {
+            self.stats.batch_leaves += 1;
+            self.note(|| format!("c{c}: its batch waiters {given_up:?} give up"));
+        }
+    }
+
     fn drop_set(&mut self, c: usize) {
         self.stats.set_drops += 1;
         let client = &mut self.clients[c];
