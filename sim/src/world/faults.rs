@@ -95,7 +95,7 @@ impl World {
             }
             Fault::FollowerCut { client, for_ } => {
                 if let Some(conn) = self.clients[client].link.as_ref().map(|l| l.conn) {
-                    self.server.cut_from_leader(conn);
+                    self.server.cut_from_leader(now, conn);
                     self.schedule(now + for_, Action::CloseConn(conn));
                 }
             }

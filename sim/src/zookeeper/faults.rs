@@ -29,7 +29,7 @@ impl SimZooKeeper {
         self.running = true;
         let ids: Vec<i64> = self.sessions.keys().copied().collect();
         for id in ids {
-            self.touch(now, id);
+            self.touch_at_leader(now, id);
         }
     }
 

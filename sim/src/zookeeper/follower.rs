@@ -63,7 +63,10 @@ impl SimZooKeeper {
     /// nothing else, and the session is not renewed, so the leader expires
     /// it after its timeout. End it with [`SimZooKeeper::close_connection`]
     /// (the follower gives up on the leader and drops its clients).
-    pub fn cut_from_leader(&mut self, conn: ConnId) {
+    pub fn cut_from_leader(&mut self, now: Instant, conn: ConnId) {
+        if let Some(session) = self.conns.get(&conn).and_then(|c| c.session) {
+            self.lose_uncarried_touch(now, session);
+        }
         if self.conns.contains_key(&conn) {
             // What a lagging follower still had to answer never comes.
             self.forget_follower_conn(conn);

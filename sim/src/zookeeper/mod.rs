@@ -140,7 +140,14 @@
 //!   files a touched session under roundToNextInterval(now + timeout), and
 //!   poll() expires a whole bucket once its time has come). The real grid
 //!   is aligned to the JVM's elapsed-time origin, this one to `new`: the
-//!   phase differs, the rule does not. Expiry (and
+//!   phase differs, the rule does not. Every connection's server is a
+//!   follower: a packet's touch reaches the leader with the follower's
+//!   answer to the leader's next ping, each half tick (Learner.ping,
+//!   Leader.lead), and the deadline counts from that ping; a follower cut
+//!   from the leader before it never carries the touch (sessions.rs; not
+//!   held against a real server: the difference lies inside half a tick).
+//!   Creating a session, attaching it (Learner.validateSession) and a
+//!   restart touch it at the leader at once. Expiry (and
 //!   closeSession, and [`SimZooKeeper::expire_session`]) is one txn: the
 //!   session's ephemerals are deleted in path order, watches fire (the
 //!   dying session's own connection included), then its connection is closed

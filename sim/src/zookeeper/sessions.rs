@@ -15,6 +15,11 @@ const PASSWORD_SECRET: u64 = 0x5a6b_6c6f_636b_2173;
 pub(super) struct SessionEntry {
     pub(super) timeout_ms: i32,
     pub(super) expire_at: Instant,
+    /// The expiry the leader has before the last touch is carried to it.
+    pub(super) carried_expiry: Instant,
+    /// The leader's ping whose answer carries the last touch made on a
+    /// follower (at or before now: carried).
+    pub(super) carried_at: Instant,
     pub(super) conn: Option<ConnId>,
 }
 
@@ -70,6 +75,8 @@ impl SimZooKeeper {
                 SessionEntry {
                     timeout_ms: timeout,
                     expire_at: now,
+                    carried_expiry: now,
+                    carried_at: now,
                     conn: None,
                 },
             );
@@ -101,7 +108,10 @@ impl SimZooKeeper {
             s.timeout_ms = timeout;
             s.conn = Some(conn);
         }
-        self.touch(now, session_id);
+        // createSession is leader-ordered, and a session attached on a
+        // follower is revalidated by the leader (Learner.validateSession):
+        // the leader touches it itself.
+        self.touch_at_leader(now, session_id);
         if let Some(c) = self.conns.get_mut(&conn) {
             c.session = Some(session_id);
             c.shown_zxid = req.last_zxid_seen;
@@ -169,13 +179,54 @@ impl SimZooKeeper {
         self.base + Duration::from_millis(at)
     }
 
+    /// A packet of `session` reached its server, a follower: the touch
+    /// sits in the follower's LearnerSessionTracker until its answer to
+    /// the leader's next ping carries it (Learner.ping); the leader then
+    /// touches the session (LearnerHandler, Leader's SessionTracker). The
+    /// leader pings every follower each half tick (Leader.lead). Carried
+    /// in time, the expiry is counted from that ping; a follower cut from
+    /// the leader before the ping never carries it
+    /// ([`SimZooKeeper::cut_from_leader`]).
     pub(super) fn touch(&mut self, now: Instant, session: i64) {
+        let ping = self.next_leader_ping(now);
+        self.touch_from(now, ping, session);
+    }
+
+    /// The leader touched `session` itself, at `now`.
+    pub(super) fn touch_at_leader(&mut self, now: Instant, session: i64) {
+        self.touch_from(now, now, session);
+    }
+
+    fn touch_from(&mut self, now: Instant, carried_at: Instant, session: i64) {
         let Some(timeout) = self.sessions.get(&session).map(|s| s.timeout_ms) else {
             return;
         };
-        let at = self.deadline(now, timeout);
+        let at = self.deadline(carried_at, timeout);
         if let Some(s) = self.sessions.get_mut(&session) {
-            s.expire_at = at;
+            if s.carried_at <= now {
+                s.carried_expiry = s.expire_at;
+            }
+            s.expire_at = at.max(s.expire_at);
+            s.carried_at = carried_at;
+        }
+    }
+
+    /// The leader's first ping of its followers after `now`: every half
+    /// tick, on a grid from `new`.
+    fn next_leader_ping(&self, now: Instant) -> Instant {
+        let half = (self.tick_ms / 2).max(1);
+        let elapsed = now.saturating_duration_since(self.base).as_millis() as u64;
+        self.base + Duration::from_millis((elapsed / half + 1) * half)
+    }
+
+    /// The follower of `session` is cut from the leader at `now`: a touch
+    /// its answer to the next ping would have carried never arrives.
+    pub(super) fn lose_uncarried_touch(&mut self, now: Instant, session: i64) {
+        if let Some(s) = self.sessions.get_mut(&session) {
+            if s.carried_at > now {
+                s.expire_at = s.carried_expiry;
+                s.carried_at = now;
+            }
         }
     }
 
