@@ -119,6 +119,15 @@ fn assert_at_once(what: &str, took: Duration, t: Duration) {
     );
 }
 
+/// A timing promise held from both sides: `took` is not before `early`
+/// and not after `late`.
+fn assert_between(what: &str, took: Duration, early: Duration, late: Duration) {
+    assert!(
+        took >= early && took <= late,
+        "{what} took {took:?}, outside [{early:?}, {late:?}]"
+    );
+}
+
 fn assert_lost(guard: &LockGuard, reason: LossReason) {
     assert_eq!(guard.state(), LockState::Lost);
     assert_eq!(guard.lost_reason(), Some(reason));

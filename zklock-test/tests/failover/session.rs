@@ -102,20 +102,36 @@ fn a_stall_healed_in_time_suspends_then_holds_again() {
     );
 }
 
+/// The stall's row of the fault table, timed through the link: the
+/// holder's last proof of life is at most `T/2` and a round trip old when
+/// the stall begins (docs/PARTITION.md in zklock's repository), so it says
+/// Suspended between `T/4` and `3T/4` after (`3T/4` past that proof, or the
+/// read timeout's `2T/3` past the last reply, whichever comes first) and
+/// Lost between `T/2` and `T` after. The late sides allow `T/8` for a busy
+/// machine's scheduling; the early sides allow a loopback round trip.
 #[test]
 fn a_stall_past_the_session_timeout_loses_the_lock() {
     let link = ClientLink::start(&server().connect_string());
     let (_client, guard) = holder(&link.connect_string(), T, "/session/stall-long");
     let mut states = States::of(&guard);
 
+    let stalled = Instant::now();
     link.stall();
-    states.wait_for(LockState::Suspended);
-    states.wait_for(LockState::Lost);
+    let suspended = states.wait_for_after(LockState::Suspended, stalled);
+    let lost = states.wait_for_after(LockState::Lost, stalled);
     assert_eq!(
         states.seen,
         [LockState::Held, LockState::Suspended, LockState::Lost]
     );
     assert_lost(&guard, LossReason::NoContact);
+    let round_trip = Duration::from_millis(100);
+    assert_between(
+        "Suspended after the stall",
+        suspended,
+        T / 4 - round_trip,
+        T * 3 / 4 + T / 8,
+    );
+    assert_between("Lost after the stall", lost, T / 2 - round_trip, T + T / 8);
     // The server, hearing nothing, expires the session by its own clock;
     // then the lock is free. (Healed before that, the session would live
     // on, and the node would stay until the guard goes: a Lost the client
@@ -165,6 +181,27 @@ fn a_refusing_server_keeps_a_dropped_holder_suspended_until_it_accepts() {
         },
         |link| link.refuse(false),
     );
+}
+
+/// `refuse` turns away new connections only: a holder connected before
+/// it stays Held on its session for longer than a session timeout, and
+/// the lock stays its own.
+#[test]
+fn a_refusing_link_leaves_a_connected_holder_held() {
+    let link = ClientLink::start(&server().connect_string());
+    let (client, guard) = holder(&link.connect_string(), T, "/session/refuse-connected");
+    let session = client.session_id();
+    let mut states = States::of(&guard);
+
+    link.refuse(true);
+    states.assert_quiet_for(T + T / 2);
+    assert_eq!(states.seen, [LockState::Held]);
+    assert_eq!(client.session_id(), session);
+    assert!(!lock_is_free(
+        &server().connect_string(),
+        "/session/refuse-connected"
+    ));
+    link.refuse(false);
 }
 
 #[test]
