@@ -60,3 +60,73 @@ fn xorshift(s: &mut u64) -> u64 {
     *s ^= *s << 17;
     *s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hosts(n: u16) -> Vec<SocketAddr> {
+        (0..n)
+            .map(|i| SocketAddr::from(([127, 0, 0, 1], 2181 + i)))
+            .collect()
+    }
+
+    /// Fails one whole round at `now` and returns the pause it set.
+    fn fail_round(list: &mut HostList, n: usize, now: Instant) -> Duration {
+        for i in 0..n {
+            if i + 1 < n {
+                let before = list.not_before;
+                list.failed(now);
+                assert_eq!(list.not_before, before, "no pause inside a round");
+            } else {
+                list.failed(now);
+            }
+        }
+        list.not_before - now
+    }
+
+    /// GUARANTEES.md's pause after a round of failures: 50 ms doubling to
+    /// 1 s, each with up to as much again of jitter, and back to 50 ms
+    /// after a success; never a pause before every server failed once.
+    #[test]
+    fn the_pause_after_a_failed_round_is_50_ms_doubling_to_1_s_with_jitter() {
+        for n in [1usize, 3] {
+            let start = Instant::now();
+            let mut list = HostList::new(hosts(n as u16), start);
+            let mut now = start;
+            let mut pauses = Vec::new();
+            for _ in 0..8 {
+                let pause = fail_round(&mut list, n, now);
+                pauses.push(pause);
+                now += pause;
+            }
+            let bases = [50u64, 100, 200, 400, 800, 1000, 1000, 1000];
+            for (pause, base) in pauses.iter().zip(bases) {
+                let base = Duration::from_millis(base);
+                assert!(
+                    *pause >= base && *pause <= base * 2,
+                    "{n} servers: pauses {pauses:?}, one outside [{base:?}, {:?}]",
+                    base * 2
+                );
+            }
+            list.succeeded();
+            let pause = fail_round(&mut list, n, now);
+            assert!(
+                pause >= Duration::from_millis(50) && pause <= Duration::from_millis(100),
+                "after a success the pause starts again at 50 ms: {pause:?}"
+            );
+        }
+    }
+
+    /// Each server is tried once a round, every one of them.
+    #[test]
+    fn every_server_is_tried_once_a_round() {
+        let all = hosts(5);
+        let mut list = HostList::new(all.clone(), Instant::now());
+        for _ in 0..3 {
+            let mut round: Vec<SocketAddr> = (0..5).map(|_| list.take()).collect();
+            round.sort();
+            assert_eq!(round, all);
+        }
+    }
+}
