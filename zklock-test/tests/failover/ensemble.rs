@@ -1,7 +1,7 @@
 //! Faults on an ensemble under a holder: members killed and restarted, a
 //! follower cut off from the leader silently or with resets, then healed.
 
-use zklock_test::{ClientLink, ZkEnsemble, ZkOptions};
+use zklock_test::{ClientLink, LinkState, ZkEnsemble, ZkOptions};
 
 use super::*;
 
@@ -175,4 +175,66 @@ fn killed_members_and_a_killed_leader_leave_the_holder_holding() {
     );
     assert_lost(&short_guard, LossReason::NoContact);
     states.wait_for(LockState::Suspended);
+}
+
+/// `stall_link`'s own postcondition, between the leader and a follower:
+/// the link says `Stalled`, no byte crosses it while it is (the leader's
+/// pings and a write's proposal are held), the follower keeps its clients
+/// (it has not given up on the leader: a stall shorter than `syncLimit`),
+/// and once healed the held bytes arrive: the write made meanwhile is on
+/// the follower, without a reconnect.
+#[test]
+fn a_stalled_member_link_holds_its_bytes_then_delivers_them() {
+    // A syncLimit long enough that a stall of a second and a half, on a
+    // loaded machine, stays well inside it.
+    let ensemble =
+        ZkEnsemble::start_with_links(3, &ZkOptions::new().tick_ms(TICK.as_millis() as u64), 8);
+    let leader = ensemble.leader().expect("a leader");
+    let follower = ensemble.followers()[0];
+    let on_leader = Client::connect(&ensemble.member_addr(leader).to_string(), T)
+        .expect("a client of the leader");
+    let on_follower = Client::connect(&ensemble.member_addr(follower).to_string(), T)
+        .expect("a client of the follower");
+    let follower_session = on_follower.session_id();
+    let changes = on_follower.subscribe();
+    // The channel starts with the current state.
+    assert_eq!(
+        changes.recv_timeout(WAIT).ok(),
+        Some(zklock::SessionState::Connected)
+    );
+
+    ensemble.stall_link(leader, follower);
+    assert_eq!(ensemble.link_state(leader, follower), LinkState::Stalled);
+    let before = ensemble.link_traffic(leader, follower).0;
+    on_leader
+        .create("/stalled", b"", zklock::CreateMode::Persistent)
+        .expect("a write the leader commits with the other follower");
+    // Two of the leader's ping rounds (one each half tick) and the
+    // proposal would have crossed by now.
+    std::thread::sleep(TICK);
+    assert_eq!(
+        ensemble.link_traffic(leader, follower).0,
+        before,
+        "bytes crossed a stalled link"
+    );
+    assert_eq!(
+        on_follower
+            .exists("/stalled")
+            .expect("a read on the follower"),
+        None,
+        "the follower saw a write whose proposal the stall holds"
+    );
+
+    ensemble.heal_link(leader, follower);
+    assert_eq!(ensemble.link_state(leader, follower), LinkState::Up);
+    zklock_test::wait_until("the held write to reach the follower", WAIT, || {
+        on_follower.exists("/stalled").ok().flatten().is_some()
+    });
+    assert!(ensemble.link_traffic(leader, follower).0 > before);
+    assert_eq!(on_follower.session_id(), follower_session);
+    let seen: Vec<_> = changes.try_iter().collect();
+    assert!(
+        seen.is_empty(),
+        "the follower's client saw {seen:?}: the follower dropped it, as after giving up on the leader"
+    );
 }
