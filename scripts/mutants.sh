@@ -24,7 +24,8 @@
 #                         round trips, fuzz replays, names): no server;
 #   --crate zklock-test   zklock-test, by its failover suite (real ZooKeeper
 #                         servers and ensembles it starts itself; run
-#                         scripts/setup.sh first) and its unit tests;
+#                         scripts/setup.sh first), its unit tests, and the
+#                         testkit's servers_and_proxy (the proxy's own tests);
 #   --crate cli           zklock-cli, by its unit tests and cli/tests/ (real
 #                         servers again).
 # These take their judges' time per mutant (tens of seconds for the real-
@@ -65,7 +66,10 @@ if [ "${1:-}" = "--crate" ]; then
     shift 2
     case "$crate" in
         jute) package=zklock-jute; judge=(--cargo-arg=--all-targets) ;;
-        zklock-test) package=zklock-test; judge=(--cargo-arg=--lib --cargo-arg=--test=failover) ;;
+        # The proxy's own tests live in the testkit (servers_and_proxy), beside
+        # the fault tests of zklock-test's failover suite.
+        zklock-test) package=zklock-test; judge=(--cargo-arg=--package=zklock-testkit
+            --cargo-arg=--lib --cargo-arg=--test=failover --cargo-arg=--test=servers_and_proxy) ;;
         cli) package=zklock-cli; judge=(--cargo-arg=--all-targets) ;;
         *) echo "mutants.sh: unknown crate $crate (jute, zklock-test, cli)" >&2; exit 64 ;;
     esac
