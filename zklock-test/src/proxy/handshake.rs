@@ -68,3 +68,94 @@ impl HandshakeReader {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::BytesMut;
+    use jute::Encode;
+
+    const SERVER: SocketAddr =
+        SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 2181);
+
+    /// A server's first frame: its length, then a `ConnectResponse`.
+    fn frame(session_id: i64, timeout_ms: i32) -> Vec<u8> {
+        let mut body = BytesMut::new();
+        ConnectResponse {
+            protocol_version: 0,
+            timeout_ms,
+            session_id,
+            passwd: (1..=16).collect(),
+            read_only: false,
+        }
+        .encode(&mut body);
+        let mut out = (body.len() as u32).to_be_bytes().to_vec();
+        out.extend_from_slice(&body);
+        out
+    }
+
+    fn granted(session_id: i64, timeout_ms: u64) -> Handshake {
+        Handshake {
+            session_id,
+            password: (1..=16).collect(),
+            timeout: Duration::from_millis(timeout_ms),
+            server: SERVER,
+        }
+    }
+
+    /// The session is read off the first frame however it is split, once
+    /// the frame is whole, and only from the first frame.
+    #[test]
+    fn the_session_comes_from_the_first_frame_in_any_pieces() {
+        let mut bytes = frame(0x1234, 4000);
+        let whole = bytes.len();
+        // A reply after the handshake, in the same read.
+        bytes.extend_from_slice(&frame(0x9999, 9000));
+        for split in 0..=whole {
+            let mut reader = HandshakeReader::new();
+            let first = reader.feed(&bytes[..split], SERVER);
+            let second = reader.feed(&bytes[split..], SERVER);
+            let want = Some(granted(0x1234, 4000));
+            if split == whole {
+                assert_eq!((first, second), (want, None), "split at {split}");
+            } else {
+                assert_eq!((first, second), (None, want), "split at {split}");
+            }
+            assert_eq!(reader.feed(&frame(0x5555, 5000), SERVER), None);
+        }
+    }
+
+    /// A refused session (id 0, or timeout 0: expired) names none.
+    #[test]
+    fn a_refused_session_is_none() {
+        for (id, timeout) in [(0, 4000), (0x1234, 0), (0x1234, -1)] {
+            let mut reader = HandshakeReader::new();
+            assert_eq!(reader.feed(&frame(id, timeout), SERVER), None);
+        }
+    }
+
+    /// A first frame longer than any handshake ends the scan at once,
+    /// whatever follows; one of exactly the limit is still read.
+    #[test]
+    fn a_first_frame_past_the_limit_is_not_a_handshake() {
+        let mut long = ((MAX_HANDSHAKE + 1) as u32).to_be_bytes().to_vec();
+        long.extend_from_slice(&frame(0x1234, 4000));
+        let mut reader = HandshakeReader::new();
+        assert_eq!(reader.feed(&long[..4], SERVER), None);
+        assert_eq!(reader.feed(&long[4..], SERVER), None);
+        assert_eq!(reader.feed(&frame(0x1234, 4000), SERVER), None);
+
+        // A handshake padded to exactly the limit: the record, then bytes
+        // that decode_exact refuses, so none; but the frame is waited for
+        // whole (a shorter wait would decode part of it).
+        let mut padded = frame(0x1234, 4000);
+        let body = padded.len() - 4;
+        padded.resize(4 + MAX_HANDSHAKE, 0);
+        padded[..4].copy_from_slice(&(MAX_HANDSHAKE as u32).to_be_bytes());
+        let mut reader = HandshakeReader::new();
+        assert_eq!(reader.feed(&padded[..4 + body], SERVER), None);
+        assert!(!reader.done, "waiting for the rest of the frame");
+        assert_eq!(reader.feed(&padded[4 + body..], SERVER), None);
+        assert!(reader.done);
+    }
+}

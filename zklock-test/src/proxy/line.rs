@@ -153,3 +153,143 @@ impl Line {
         self.room.notify_all();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::{mpsc, Arc};
+    use std::thread;
+    use std::time::Duration;
+
+    use super::*;
+
+    /// How long a test waits for what must come.
+    const WAIT: Duration = Duration::from_secs(10);
+    /// How long a test watches for what must not come (a correct line
+    /// never fails it; a wrong one is seen nearly always).
+    const QUIET: Duration = Duration::from_millis(200);
+
+    fn now() -> Stamp {
+        Stamp {
+            due: Some(Instant::now()),
+            flushes: 0,
+        }
+    }
+
+    fn flowing() -> View {
+        View {
+            stalled: false,
+            flushes: 0,
+        }
+    }
+
+    fn data(item: Option<Item>) -> Vec<u8> {
+        match item {
+            Some(Item::Data(bytes)) => bytes,
+            Some(Item::Eof) => panic!("Eof, not data"),
+            Some(Item::Close) => panic!("Close, not data"),
+            None => panic!("no item"),
+        }
+    }
+
+    /// A put on a full line waits for the writer to make room: the line
+    /// never holds more than [`LINE_LIMIT`] bytes, counted as data bytes
+    /// (an end or a close takes none).
+    #[test]
+    fn a_full_line_holds_the_reader_back_until_the_writer_makes_room() {
+        let line = Arc::new(Line::new());
+        assert!(line.put(Item::Data(vec![1; LINE_LIMIT - 10]), now(), || false));
+        assert!(line.put(Item::Eof, now(), || false));
+        assert!(
+            line.put(Item::Data(vec![2; 10]), now(), || false),
+            "exactly full"
+        );
+        let (done, finished) = mpsc::channel();
+        let putter = {
+            let line = line.clone();
+            thread::spawn(move || {
+                let put = line.put(Item::Data(vec![3; 1]), now(), || false);
+                done.send(put).expect("the test waits");
+            })
+        };
+        assert!(
+            finished.recv_timeout(QUIET).is_err(),
+            "a byte went onto a full line"
+        );
+        assert_eq!(data(line.take(|| false, flowing)).len(), LINE_LIMIT - 10);
+        assert_eq!(finished.recv_timeout(WAIT), Ok(true));
+        putter.join().expect("the putter");
+        assert!(matches!(line.take(|| false, flowing), Some(Item::Eof)));
+        assert_eq!(data(line.take(|| false, flowing)), vec![2; 10]);
+        assert_eq!(data(line.take(|| false, flowing)), vec![3]);
+    }
+
+    /// A chunk larger than the whole line goes onto an empty line alone.
+    #[test]
+    fn a_chunk_larger_than_the_line_goes_in_alone() {
+        let line = Line::new();
+        assert!(line.put(Item::Data(vec![0; LINE_LIMIT + 1]), now(), || false));
+        assert_eq!(data(line.take(|| false, flowing)).len(), LINE_LIMIT + 1);
+    }
+
+    /// A closed connection ends a waiting put and a waiting take.
+    #[test]
+    fn a_closed_connection_ends_both_ends() {
+        let line = Line::new();
+        assert!(!line.put(Item::Data(vec![1]), now(), || true));
+        assert!(line.take(|| true, flowing).is_none());
+    }
+
+    /// An item leaves when it falls due, not before; a stalled line keeps
+    /// it until the stall lifts; a cleared delay lets it go at once, even
+    /// one that would never fall due.
+    #[test]
+    fn an_item_leaves_when_due_unless_stalled_or_at_once_when_flushed() {
+        let line = Arc::new(Line::new());
+        let delay = Duration::from_millis(150);
+        let put_at = Instant::now();
+        let due = Stamp {
+            due: Some(put_at + delay),
+            flushes: 0,
+        };
+        assert!(line.put(Item::Data(vec![1]), due, || false));
+        assert_eq!(data(line.take(|| false, flowing)), vec![1]);
+        assert!(put_at.elapsed() >= delay, "left before it fell due");
+
+        let stalled = Arc::new(AtomicBool::new(true));
+        let flushes = Arc::new(AtomicU64::new(0));
+        let view = {
+            let (stalled, flushes) = (stalled.clone(), flushes.clone());
+            move || View {
+                stalled: stalled.load(Ordering::SeqCst),
+                flushes: flushes.load(Ordering::SeqCst),
+            }
+        };
+        let (got, taken) = mpsc::channel();
+        let taker = {
+            let line = line.clone();
+            thread::spawn(move || {
+                for _ in 0..2 {
+                    got.send(data(line.take(|| false, &view)))
+                        .expect("the test waits");
+                }
+            })
+        };
+        assert!(line.put(Item::Data(vec![2]), now(), || false));
+        assert!(taken.recv_timeout(QUIET).is_err(), "left a stalled line");
+        stalled.store(false, Ordering::SeqCst);
+        line.wake();
+        assert_eq!(taken.recv_timeout(WAIT), Ok(vec![2]));
+
+        let never = Stamp {
+            due: None,
+            flushes: 0,
+        };
+        assert!(line.put(Item::Data(vec![3]), never, || false));
+        assert!(taken.recv_timeout(QUIET).is_err(), "left before its delay");
+        flushes.store(1, Ordering::SeqCst);
+        line.wake();
+        assert_eq!(taken.recv_timeout(WAIT), Ok(vec![3]));
+        taker.join().expect("the taker");
+    }
+}

@@ -73,6 +73,44 @@ fn an_expired_session_loses_the_lock_and_frees_it_at_once() {
     assert_lost(&guard, LossReason::SessionExpired);
 }
 
+/// `expire_session`'s `# Errors`: a session the server does not know, a
+/// made-up id or a live one with a wrong password, is `NotFound` (not
+/// retried into another error), and the live session is left alone. With
+/// the right password the call ends the session, its node with it, and
+/// asked again the session is gone: `NotFound`.
+#[test]
+fn expiring_an_unknown_session_or_with_a_wrong_password_is_not_found() {
+    let addr = server().addr();
+    let err = zklock_test::expire_session(addr, 0x7a6b_0000_0000_0001, &[0; 16])
+        .expect_err("a made-up session");
+    assert_eq!(err.kind(), std::io::ErrorKind::NotFound, "{err}");
+
+    let link = ClientLink::start(&server().connect_string());
+    let (client, guard) = holder(&link.connect_string(), T, "/session/expire-errors");
+    let seen = link.last_session().expect("the link saw the handshake");
+    assert_eq!(seen.session_id, client.session_id());
+    let mut wrong = seen.password.clone();
+    wrong[0] ^= 1;
+    let err =
+        zklock_test::expire_session(addr, seen.session_id, &wrong).expect_err("a wrong password");
+    assert_eq!(err.kind(), std::io::ErrorKind::NotFound, "{err}");
+    assert!(!lock_is_free(
+        &server().connect_string(),
+        "/session/expire-errors"
+    ));
+
+    let mut states = States::of(&guard);
+    zklock_test::expire_session(addr, seen.session_id, &seen.password).expect("expiring it");
+    assert!(lock_is_free(
+        &server().connect_string(),
+        "/session/expire-errors"
+    ));
+    states.wait_for(LockState::Lost);
+    let err = zklock_test::expire_session(addr, seen.session_id, &seen.password)
+        .expect_err("an expired session");
+    assert_eq!(err.kind(), std::io::ErrorKind::NotFound, "{err}");
+}
+
 #[test]
 fn an_expired_session_suspends_the_holder_at_once_and_loses_it_at_once_after() {
     let link = ClientLink::start(&server().connect_string());
