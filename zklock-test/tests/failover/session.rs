@@ -208,17 +208,34 @@ fn a_short_delay_leaves_the_holder_held() {
     link.heal();
 }
 
+/// Refused, a dropped holder cannot reconnect: it stays Suspended, with
+/// no connection through the link, until the server accepts again, then
+/// holds on the same session.
 #[test]
 fn a_refusing_server_keeps_a_dropped_holder_suspended_until_it_accepts() {
-    suspended_then_held_again(
-        "/session/refuse",
-        LONG_T,
-        |link| {
-            link.refuse(true);
-            link.drop_connections();
-        },
-        |link| link.refuse(false),
+    let link = ClientLink::start(&server().connect_string());
+    let (client, guard) = holder(&link.connect_string(), LONG_T, "/session/refuse");
+    let session = client.session_id();
+    let mut states = States::of(&guard);
+
+    link.refuse(true);
+    link.drop_connections();
+    states.wait_for(LockState::Suspended);
+    // Long before LONG_T's Lost, and long enough for several reconnects
+    // (the driver's pause after a failed round is at most 2 s).
+    states.assert_quiet_for(LONG_T / 4);
+    assert!(
+        link.proxies().iter().all(|p| p.active_connections() == 0),
+        "a connection got through a refusing link"
     );
+    link.refuse(false);
+    states.wait_for(LockState::Held);
+    assert_eq!(
+        states.seen,
+        [LockState::Held, LockState::Suspended, LockState::Held]
+    );
+    assert_eq!(client.session_id(), session, "the session survived");
+    assert!(!lock_is_free(&server().connect_string(), "/session/refuse"));
 }
 
 /// `refuse` turns away new connections only: a holder connected before
