@@ -386,3 +386,94 @@ fn main() -> ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each client error ends zklock with the exit code cli/README.md gives
+    /// it: 64 for what the user wrote wrong, 69 for no session, 75 for an
+    /// expired one, 77 for a refused login or ACL, 70 for any other refusal.
+    /// Kills: client_failure, each arm deleted (InvalidPath |
+    /// InvalidConnectString | InvalidSetting; Resolve | Timeout |
+    /// ConnectionLoss | Closed | Connect | NoSession; SessionExpired;
+    /// AuthFailed; Server { code: NoAuth }).
+    #[test]
+    fn client_errors_exit_with_their_documented_codes() {
+        let server = |code| Error::Server {
+            code,
+            op: None,
+            path: Some("/x".into()),
+        };
+        let resolve = Error::Resolve {
+            host: "nosuch.invalid".into(),
+            source: std::sync::Arc::new(std::io::Error::other("no such host")),
+        };
+        for (e, code) in [
+            (Error::InvalidConnectString("::".into()), exit::USAGE),
+            (
+                Error::InvalidPath {
+                    path: "x".into(),
+                    reason: "must start with '/'",
+                },
+                exit::USAGE,
+            ),
+            (
+                Error::InvalidSetting {
+                    setting: "session timeout",
+                    reason: "too long",
+                },
+                exit::USAGE,
+            ),
+            (resolve, exit::UNAVAILABLE),
+            (Error::Timeout, exit::UNAVAILABLE),
+            (Error::ConnectionLoss, exit::UNAVAILABLE),
+            (Error::Closed, exit::UNAVAILABLE),
+            (Error::SessionExpired, exit::LOST),
+            (Error::AuthFailed, exit::NOPERM),
+            (server(ErrorCode::NoAuth), exit::NOPERM),
+            (server(ErrorCode::NoChildrenForEphemerals), exit::SOFTWARE),
+        ] {
+            let f = client_failure(&e, "status");
+            assert_eq!(f.code, code, "{e:?}");
+            assert_eq!(f.message, format!("status: {e}"));
+        }
+    }
+
+    /// A failed connect names the address once: in zklock's words when the
+    /// error does not name it, else only in the error's.
+    /// Kills: connecting -> String::new() and -> "xyzzy".into(); connecting
+    /// `!h.is_empty() && text.contains(..)` && → || and ! deleted.
+    #[test]
+    fn a_failed_connect_names_the_address_once() {
+        let connect = "nosuch.invalid:2181,,/jobs";
+        let resolve = Error::Resolve {
+            host: "nosuch.invalid:2181".into(),
+            source: std::sync::Arc::new(std::io::Error::other("no such host")),
+        };
+        for e in [resolve, Error::Timeout] {
+            let f = client_failure(&e, &connecting(connect, &e));
+            assert_eq!(
+                f.message.matches("nosuch.invalid:2181").count(),
+                1,
+                "{}",
+                f.message
+            );
+            assert!(f.message.starts_with("connecting"), "{}", f.message);
+        }
+    }
+
+    /// The root cannot be a lock; any other valid path can.
+    /// Kills: check_path `path == "/"` == → !=.
+    #[test]
+    fn the_root_is_no_lock_path() {
+        let f = check_path("/", "exec").expect_err("the root");
+        assert_eq!(f.code, exit::USAGE);
+        assert!(
+            f.message.starts_with("exec: the root path"),
+            "{}",
+            f.message
+        );
+        assert!(check_path("/locks/a", "exec").is_ok());
+    }
+}

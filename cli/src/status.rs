@@ -262,6 +262,110 @@ mod tests {
         assert_eq!(roles(&q), ["holder", "waiting"]);
     }
 
+    fn with(name: &str, kind: NodeKind, origin: NodeOrigin, data: &[u8]) -> QueueEntry {
+        QueueEntry {
+            origin,
+            data: data.to_vec(),
+            ..entry(name, kind)
+        }
+    }
+
+    /// A semaphore's lease is shown as a lease, never as the holder, even
+    /// first in the queue (a lease cannot be judged without the semaphore's
+    /// size).
+    /// Kills: roles, arm NodeKind::Lease deleted.
+    #[test]
+    fn a_lease_is_neither_holder_nor_waiter() {
+        let q = [entry("a", NodeKind::Lease), entry("b", NodeKind::Lease)];
+        assert_eq!(roles(&q), ["lease", "lease"]);
+        let j = json("/p", &q);
+        assert!(j.contains("\"holders\":0,\"waiting\":0"), "{j}");
+    }
+
+    /// `status --json` counts holders and waiters, and names each node's
+    /// kind, origin and full path.
+    /// Kills: json, the holders' and the waiters' == → !=; kind_name -> "" and
+    /// -> "xyzzy"; origin_name -> "" and -> "xyzzy"; node_path -> String::new(),
+    /// -> "xyzzy".into() and == → !=.
+    #[test]
+    fn json_counts_and_names_each_contender() {
+        let q = [
+            with("r1", NodeKind::Read, NodeOrigin::Protected, b"x"),
+            with("w2", NodeKind::Write, NodeOrigin::Kazoo, b"x"),
+            with("e3", NodeKind::Exclusive, NodeOrigin::Other, b"x"),
+        ];
+        let j = json("/locks/p", &q);
+        assert!(j.contains("\"holders\":1,\"waiting\":2"), "{j}");
+        for (name, kind, origin) in [
+            ("r1", "read", "protected"),
+            ("w2", "write", "kazoo"),
+            ("e3", "exclusive", "other"),
+        ] {
+            let fields = format!(
+                "\"node\":\"{name}\",\"node_path\":\"/locks/p/{name}\",\"sequence\":1,\"kind\":\"{kind}\",\"origin\":\"{origin}\""
+            );
+            assert!(j.contains(&fields), "{fields} in {j}");
+        }
+    }
+
+    /// Data that is not UTF-8 is given exactly, in hex: in the table as
+    /// `0x…`, in JSON as `data_hex` beside the text with the bad bytes
+    /// replaced; UTF-8 data is quoted and escaped in the table and has no
+    /// `data_hex`.
+    /// Kills: data_text -> String::new() and -> "xyzzy".into(); hex -> String::new() and -> "xyzzy".into().
+    #[test]
+    fn data_that_is_not_utf8_is_shown_in_hex() {
+        let q = [
+            with("a", NodeKind::Read, NodeOrigin::Other, b"\xff\x00A"),
+            with("b", NodeKind::Read, NodeOrigin::Other, b"hi \"you\""),
+        ];
+        let t = table("/p", &q);
+        assert!(t.contains("  0xff0041  "), "{t}");
+        assert!(t.contains("  \"hi \\\"you\\\"\"  "), "{t}");
+        let j = json("/p", &q);
+        assert!(
+            j.contains("\"data\":\"\u{fffd}\\u0000A\",\"data_hex\":\"ff0041\"}"),
+            "{j}"
+        );
+        assert_eq!(j.matches("data_hex").count(), 1, "{j}");
+    }
+
+    /// The table: a line that counts holders and waiters, a header, one row a
+    /// contender with its columns lined up, the node's name last; the note on
+    /// the 'protected' origin only when one is shown; a free lock in one line.
+    /// Kills: table -> String::new() and -> "xyzzy".into(); table, the holders'
+    /// and the waiters' == → !=; table `i + 1 == cells.len()` == → != and + → -;
+    /// table `e.origin == NodeOrigin::Protected` == → !=.
+    #[test]
+    fn the_table_lines_up_its_columns() {
+        let q = [
+            with(
+                "_c_1-lock-0000000001",
+                NodeKind::Exclusive,
+                NodeOrigin::Protected,
+                b"h:1",
+            ),
+            with(
+                "x__lock__0000000002",
+                NodeKind::Exclusive,
+                NodeOrigin::Kazoo,
+                b"kz",
+            ),
+        ];
+        let want = "\
+/p: 1 holding, 1 waiting
+#  ROLE     SEQUENCE    KIND       ORIGIN     OWNER   CZXID  DATA   NODE
+0  holder   0000000001  exclusive  protected  0x1234  42     \"h:1\"  _c_1-lock-0000000001
+1  waiting  0000000001  exclusive  kazoo      0x1234  42     \"kz\"   x__lock__0000000002
+(origin 'protected': zklock or Apache Curator, which name nodes alike)
+";
+        assert_eq!(table("/p", &q), want);
+        let kazoo = table("/p", &q[1..]);
+        assert!(kazoo.starts_with("/p: 1 holding, 0 waiting\n"), "{kazoo}");
+        assert!(!kazoo.contains("origin 'protected'"), "{kazoo}");
+        assert_eq!(table("/p", &[]), "/p: free (no holder, nobody waiting)\n");
+    }
+
     #[test]
     fn json_escapes() {
         let j = json("/p", &[entry("n", NodeKind::Exclusive)]);

@@ -431,3 +431,52 @@ fn two_logins_lock_side_by_side_under_one_folder() {
         assert_eq!(status.code(), Some(0), "{err}");
     }
 }
+
+/// `--digest-file` logs in with the `user:password` in the file (its
+/// trailing newline dropped): the lock path zklock creates is then
+/// creator-only, for that digest identity alone.
+/// Kills: digest_credentials -> Ok(None), -> Ok(Some(String::new())) and ->
+/// Ok(Some("xyzzy".into())).
+#[test]
+fn a_digest_file_logs_in_and_its_nodes_are_creator_only() {
+    use zklock::Client;
+    let c = shared();
+    let file = scratch_dir("cli-digest").join("digest");
+    std::fs::write(&file, "carol:carol-s3cret\n").unwrap();
+    let f = file.to_string_lossy().into_owned();
+    let (code, _, err) = run(
+        &c,
+        &[
+            "--digest-file",
+            &f,
+            "exec",
+            "-n",
+            "/cli-digest/a",
+            "--",
+            "true",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let carol = Client::connect(&c, Duration::from_secs(10)).unwrap();
+    carol.add_auth("digest", b"carol:carol-s3cret").unwrap();
+    let (acl, _) = carol.get_acl("/cli-digest/a").unwrap();
+    let ids: Vec<_> = acl
+        .iter()
+        .map(|a| (a.id.scheme.as_str(), a.id.id.split(':').next(), a.perms))
+        .collect();
+    assert_eq!(
+        ids,
+        [("digest", Some("carol"), zklock::perms::ALL)],
+        "{acl:?}"
+    );
+    // The same login, from the same file, may change it; anyone else may not.
+    assert!(carol.set_data("/cli-digest/a", b"x", None).is_ok());
+    let anonymous = Client::connect(&c, Duration::from_secs(10)).unwrap();
+    assert_eq!(
+        anonymous
+            .set_data("/cli-digest/a", b"y", None)
+            .err()
+            .and_then(|e| e.code()),
+        Some(zklock::ErrorCode::NoAuth)
+    );
+}

@@ -90,3 +90,60 @@ sleep 60 & wait"#;
     assert_eq!(status.code(), Some(42), "the command's status: {err}");
     assert_eq!(queue_len(&c, "/cli-term"), 0, "released");
 }
+
+/// With `-v`, what zklock passes on is logged by the signal's name.
+/// Kills: Caught::name -> "" and -> "xyzzy".
+#[test]
+fn a_signal_passed_on_is_logged_by_its_name() {
+    let c = shared();
+    let script = r#"trap 'echo "got USR1"; kill $! 2>/dev/null; exit 0' USR1
+echo locked
+sleep 60 & wait"#;
+    let mut p = Proc::spawn(zklock(
+        &c,
+        &["-v", "exec", "/cli-sig-name", "--", "sh", "-c", script],
+    ));
+    p.expect_line("locked");
+    signal(p.pid(), "USR1");
+    p.expect_line("got USR1");
+    let (status, _, err) = p.finish(PROMPT);
+    assert_eq!(status.code(), Some(0), "{err}");
+    assert!(err.contains("passing SIGUSR1 to CMD (pid "), "{err}");
+}
+
+/// In a terminal's foreground group (here a pseudo-terminal of `script(1)`),
+/// CMD joins zklock's process group, so that it can read the terminal and
+/// the terminal's signals reach it directly; a signal another process sends
+/// to zklock is still passed on.
+/// Kills: terminal_foreground_group -> None and == → !=; catch
+/// `origin.cause == Cause::Kernel` == → != (a sent signal taken for the
+/// terminal's, and not passed on).
+#[test]
+fn in_a_terminal_the_command_joins_zklocks_group_and_sent_signals_reach_it() {
+    let c = shared();
+    let cmd = r#"trap 'echo "got USR1"; kill $! 2>/dev/null; exit 0' USR1
+echo "group $(cut -d' ' -f5 /proc/$$/stat) parent $PPID"
+sleep 60 & wait"#;
+    // sh -c 'stty -onlcr; exec zklock ...': zklock leads the session that
+    // script(1) starts on the pseudo-terminal, and lines end in "\n" alone.
+    let inner = format!(
+        "stty -onlcr; exec '{}' -c '{c}' exec /cli-tty -- sh -c '{}'",
+        env!("CARGO_BIN_EXE_zklock"),
+        cmd.replace('\'', r"'\''")
+    );
+    let mut under_tty = std::process::Command::new("script");
+    under_tty.args(["-qec", &inner, "/dev/null"]);
+    let mut p = Proc::spawn(under_tty);
+    let line = p.expect_line_starting("group ");
+    let (group, parent) = match line.split_whitespace().collect::<Vec<_>>()[..] {
+        ["group", g, "parent", z] => (g.to_owned(), z.to_owned()),
+        _ => panic!("{line:?}"),
+    };
+    assert_eq!(group, parent, "CMD is in zklock's process group");
+    let zklock_pid: u32 = parent.parse().unwrap();
+    signal(zklock_pid, "USR1");
+    p.expect_line("got USR1");
+    let (status, _, err) = p.finish(PROMPT);
+    assert_eq!(status.code(), Some(0), "{err}");
+    assert_eq!(queue_len(&c, "/cli-tty"), 0, "released");
+}

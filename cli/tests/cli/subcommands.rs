@@ -166,3 +166,65 @@ sleep 60 & wait"#;
     assert_eq!(queue_len(&c, "/cli-revoke"), 1, "not revocable: still held");
     release(holder);
 }
+
+/// The levels of the `zklock[PID]: LEVEL target: message` lines in `err`;
+/// panics on any other line. A last line without its newline is left out:
+/// the client's driver thread may still be logging the connection's end
+/// when zklock exits, and that line is then cut off.
+fn log_levels(err: &str) -> Vec<String> {
+    let complete = err.rsplit_once('\n').map_or("", |(lines, _)| lines);
+    let mut levels: Vec<String> = complete
+        .lines()
+        .map(|line| {
+            let rest = line
+                .strip_prefix("zklock[")
+                .and_then(|r| r.split_once("]: "))
+                .filter(|(pid, _)| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
+                .map(|(_, rest)| rest)
+                .unwrap_or_else(|| panic!("not a log line: {line:?} in {err:?}"));
+            let (level, _) = rest
+                .split_once(' ')
+                .unwrap_or_else(|| panic!("no level: {line:?} in {err:?}"));
+            level.to_owned()
+        })
+        .collect();
+    levels.sort();
+    levels.dedup();
+    levels
+}
+
+/// `-v` logs to stderr, one `zklock[PID]: LEVEL target: message` line a
+/// record: nothing without it, INFO (and above) with `-v`, DEBUG too with
+/// `-vv`, and TRACE (the event loop's) only from `-vvv`.
+/// Kills: init_logging -> (); init_logging, arms 0, 1 and 2 deleted;
+/// StderrLogger::log -> (); StderrLogger::enabled -> false and <= → >.
+#[test]
+fn verbose_logs_to_stderr_at_the_level_asked() {
+    let c = shared();
+    for (flags, lowest) in [
+        (&[][..], None),
+        (&["-v"], Some("INFO")),
+        (&["-vv"], Some("DEBUG")),
+        (&["-vvv"], Some("TRACE")),
+    ] {
+        let mut args = flags.to_vec();
+        args.extend(["status", "/cli-verbose"]);
+        let (code, out, err) = run(&c, &args);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        assert_eq!(out, ["/cli-verbose: free (no holder, nobody waiting)"]);
+        let levels = log_levels(&err);
+        let Some(lowest) = lowest else {
+            assert!(levels.is_empty(), "{args:?}: {err}");
+            continue;
+        };
+        assert!(err.contains(": INFO zklock: connected to "), "{err}");
+        assert!(levels.iter().any(|l| l == lowest), "{args:?}: {err}");
+        let below = ["INFO", "DEBUG", "TRACE"]
+            .into_iter()
+            .skip_while(|l| *l != lowest)
+            .skip(1);
+        for level in below {
+            assert!(!levels.iter().any(|l| l == level), "{args:?}: {err}");
+        }
+    }
+}

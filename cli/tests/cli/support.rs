@@ -107,6 +107,28 @@ impl Proc {
         }
     }
 
+    /// Waits for a stdout line that starts with `prefix`, and returns it.
+    pub(crate) fn expect_line_starting(&mut self, prefix: &str) -> String {
+        let deadline = Instant::now() + PROMPT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    self.seen.push(line.clone());
+                    if line.starts_with(prefix) {
+                        return line;
+                    }
+                }
+                Err(_) => panic!(
+                    "{}: no line starting {prefix:?} within {PROMPT:?}; stdout so far {:?}; stderr {:?}",
+                    self.label,
+                    self.seen,
+                    self.stderr()
+                ),
+            }
+        }
+    }
+
     /// Ends CMD's `read` by sending a line.
     pub(crate) fn send_line(&mut self, line: &str) {
         let stdin = self.stdin.as_mut().expect("stdin open");
