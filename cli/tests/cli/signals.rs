@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 use testkit::{process_alive, scratch_dir, wait_until};
 
 use crate::support::{
-    exec_script, hold, queue_len, read_pid, release, shared, signal, trapping_script, zklock, Proc,
-    PROMPT,
+    exec_script, hold, queue_len, read_pid, release, shared, signal, trapping_script,
+    until_signalled, zklock, Proc, PROMPT,
 };
 
 #[test]
@@ -79,10 +79,11 @@ fn sigkill_of_the_holder_frees_the_lock_and_stops_its_command() {
 #[test]
 fn sigterm_is_passed_to_the_command_and_its_exit_status_through() {
     let c = shared();
-    let script = r#"trap 'echo "got TERM"; kill $! 2>/dev/null; exit 42' TERM
-echo locked
-sleep 60 & wait"#;
-    let mut p = Proc::spawn(zklock(&c, &["exec", "/cli-term", "--", "sh", "-c", script]));
+    let script = until_signalled("TERM", 42);
+    let mut p = Proc::spawn(zklock(
+        &c,
+        &["exec", "/cli-term", "--", "sh", "-c", &script],
+    ));
     p.expect_line("locked");
     signal(p.pid(), "TERM");
     p.expect_line("got TERM");
@@ -96,12 +97,10 @@ sleep 60 & wait"#;
 #[test]
 fn a_signal_passed_on_is_logged_by_its_name() {
     let c = shared();
-    let script = r#"trap 'echo "got USR1"; kill $! 2>/dev/null; exit 0' USR1
-echo locked
-sleep 60 & wait"#;
+    let script = until_signalled("USR1", 0);
     let mut p = Proc::spawn(zklock(
         &c,
-        &["-v", "exec", "/cli-sig-name", "--", "sh", "-c", script],
+        &["-v", "exec", "/cli-sig-name", "--", "sh", "-c", &script],
     ));
     p.expect_line("locked");
     signal(p.pid(), "USR1");

@@ -4,7 +4,9 @@
 use testkit::peers::{Peer, PeerKind};
 use testkit::wait_until;
 
-use crate::support::{hold, one_line, queue_len, release, run, shared, zklock, Json, Proc, PROMPT};
+use crate::support::{
+    hold, one_line, queue_len, release, run, shared, until_signalled, zklock, Json, Proc, PROMPT,
+};
 
 #[test]
 fn status_shows_a_kazoo_holder_and_a_zklock_waiter() {
@@ -118,9 +120,7 @@ fn leader_runs_the_command_while_elected() {
 #[test]
 fn revoke_asks_a_revocable_holder_to_let_go() {
     let c = shared();
-    let script = r#"trap 'echo "got TERM"; kill $! 2>/dev/null; exit 0' TERM
-echo locked
-sleep 60 & wait"#;
+    let script = until_signalled("TERM", 0);
     // Nobody holds it yet.
     let (code, out, _) = run(&c, &["revoke", "/cli-revoke"]);
     assert_eq!(
@@ -136,7 +136,7 @@ sleep 60 & wait"#;
             "--",
             "sh",
             "-c",
-            script,
+            &script,
         ],
     ));
     p.expect_line("locked");

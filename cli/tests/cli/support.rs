@@ -345,3 +345,11 @@ impl Json {
             .collect()
     }
 }
+
+/// A command for `sh -c` that prints `locked`, waits, and when `signal`
+/// reaches it prints `got SIGNAL` and exits with `code`.
+pub(crate) fn until_signalled(signal: &str, code: i32) -> String {
+    format!(
+        "trap 'echo \"got {signal}\"; kill $! 2>/dev/null; exit {code}' {signal}\necho locked\nsleep 60 & wait"
+    )
+}
