@@ -63,7 +63,15 @@ fn bad_input_has_documented_codes_and_one_line_reasons() {
         let line = one_line(&err);
         assert!(line.contains("no ZooKeeper server reachable"), "{err}");
         assert_eq!(line.matches(&dead).count(), 1, "the address once: {line}");
-        assert!(started.elapsed() < Duration::from_secs(10));
+        let elapsed = started.elapsed();
+        assert!(elapsed < Duration::from_secs(10));
+        // The time waited, as the message says it: the session timeout
+        // asked (1 s), not less, and no more than the run took.
+        let waited = waited_in(line).unwrap_or_else(|| panic!("no time waited in {line:?}"));
+        assert!(
+            waited >= Duration::from_millis(950) && waited <= elapsed,
+            "waited {waited:?} (run took {elapsed:?}): {line}"
+        );
     }
     // A host name that does not resolve (a DNS outage alike): no session, 69.
     let (code, _, err) = run("nosuch.invalid:2181", &["status", "/x"]);
@@ -182,4 +190,19 @@ fn first_column(line: &str, sep: &str) -> String {
         .map_or(line, |(c, _)| c)
         .trim()
         .to_owned()
+}
+
+/// The time a "no ZooKeeper server reachable ... within 1.0s" message
+/// says it waited.
+fn waited_in(line: &str) -> Option<Duration> {
+    let (_, after) = line.split_once(" within ")?;
+    let word = after.split([':', ';', ' ']).next()?;
+    if let Some(ms) = word.strip_suffix("ms") {
+        return ms
+            .parse::<f64>()
+            .ok()
+            .map(|ms| Duration::from_secs_f64(ms / 1000.0));
+    }
+    let secs = word.strip_suffix('s')?.parse::<f64>().ok()?;
+    Some(Duration::from_secs_f64(secs))
 }
