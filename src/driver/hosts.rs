@@ -33,7 +33,7 @@ impl HostList {
     }
 
     pub(super) fn take(&mut self) -> SocketAddr {
-        let addr = self.hosts[self.next % self.hosts.len()];
+        let addr = self.hosts[self.next];
         self.next = (self.next + 1) % self.hosts.len();
         addr
     }
@@ -116,6 +116,25 @@ mod tests {
                 "after a success the pause starts again at 50 ms: {pause:?}"
             );
         }
+    }
+
+    /// Clients spread over the servers: each list is shuffled on its own,
+    /// so every server comes first for some of them, and the pauses'
+    /// jitter differs from round to round.
+    #[test]
+    fn lists_are_shuffled_apart_and_pauses_jittered() {
+        let all = hosts(3);
+        let mut firsts = std::collections::BTreeSet::new();
+        let mut pauses = std::collections::BTreeSet::new();
+        for _ in 0..64 {
+            let start = Instant::now();
+            let mut list = HostList::new(all.clone(), start);
+            firsts.insert(list.take());
+            list.next = 0;
+            pauses.insert(fail_round(&mut list, 3, start));
+        }
+        assert_eq!(firsts.len(), 3, "the same server first in every list");
+        assert!(pauses.len() > 1, "no jitter: {pauses:?}");
     }
 
     /// Each server is tried once a round, every one of them.
