@@ -103,6 +103,55 @@ fn expiry_happens_on_a_tick_boundary_between_t_and_t_plus_tick() {
     assert_eq!(zk.poll_timeout(), None);
 }
 
+/// A packet's touch on a follower reaches the leader with the follower's
+/// answer to the leader's next ping (every half tick), and the deadline
+/// counts from that ping; cut from the leader before the ping, the
+/// follower never carries it, and the deadline stays the one already
+/// carried. Creating the session touches it at the leader at once.
+#[test]
+fn a_touch_is_carried_at_the_leaders_next_ping_and_lost_to_a_cut_before_it() {
+    for (cut_at, want) in [(None, 14_000), (Some(3_450), 11_500), (Some(3_500), 14_000)] {
+        let now = Instant::now();
+        let mut zk = SimZooKeeper::new(now, Duration::from_millis(500));
+        let conn = zk.connect(now);
+        let mut buf = BytesMut::new();
+        encode_connect(
+            &mut buf,
+            &ConnectRequest {
+                protocol_version: 0,
+                last_zxid_seen: 0,
+                timeout_ms: 100_000,
+                session_id: 0,
+                passwd: vec![0; 16],
+                read_only: false,
+            },
+        );
+        zk.receive(now + Duration::from_millis(1_234), conn, &buf);
+        let (_, frame) = zk.poll_output().unwrap();
+        let sid = ConnectResponse::decode_exact(&frame[4..])
+            .unwrap()
+            .session_id;
+        // At the leader, at once: 1234 + 10000 → the next tick, 11500.
+        assert_eq!(
+            zk.session_deadline(sid),
+            Some(now + Duration::from_millis(11_500))
+        );
+        // A ping at 3400 on the follower, carried by the leader's ping at
+        // 3500: 13500 → 14000 (at once it would have been 13500).
+        buf.clear();
+        encode_request(&mut buf, -2, &Request::Ping);
+        zk.receive(now + Duration::from_millis(3_400), conn, &buf);
+        if let Some(at) = cut_at {
+            zk.cut_from_leader(now + Duration::from_millis(at), conn);
+        }
+        assert_eq!(
+            zk.session_deadline(sid),
+            Some(now + Duration::from_millis(want)),
+            "cut at {cut_at:?}"
+        );
+    }
+}
+
 #[test]
 fn a_session_resumes_on_a_new_connection_and_keeps_its_ephemerals() {
     let mut w = World::new();
