@@ -330,7 +330,7 @@ impl SimClient {
         let asked = opts.asked_timeouts[index];
         // The handshake's own timeout is set by the user, who knows the
         // server grants at least 2 ticks: a third of that, so that the
-        // slowest link the world draws (a round trip of T / 6) connects.
+        // slowest link the world draws (a round trip of T / 10) connects.
         let connect_timeout = asked.max(super::MIN_SESSION_TIMEOUT) / 3;
         let (client, core) = Client::builder("127.0.0.1:2181")
             .session_timeout(asked)

@@ -121,7 +121,7 @@ const LAG_CAP: Duration = Duration::from_millis(400);
 
 impl World {
     /// In half of the seeds, a follower lagging by up to what keeps every
-    /// client's round trip (its link's and the lag) inside the `5T/24` the
+    /// client's round trip (its link's and the lag) inside the `T/8` the
     /// leader check tolerates on a healthy server (docs/PARTITION.md, "No
     /// false alarm"): a follower lagging within it is a healthy server, one
     /// lagging more is not (the client says Suspended and moves, as it
@@ -133,7 +133,7 @@ impl World {
         let budget = (0..self.clients.len())
             .map(|c| {
                 let link = 2 * (self.steady_latency(c) + MAX_JITTER);
-                (self.timeout(c) * 5 / 24).saturating_sub(link)
+                (self.timeout(c) / 8).saturating_sub(link)
             })
             .min()
             .unwrap_or_default();

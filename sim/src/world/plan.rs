@@ -63,11 +63,11 @@ pub struct Options {
 }
 
 /// The largest steady one-way latency the world puts on a link, as a share
-/// of the negotiated session timeout (per mille): a round trip of `T / 5`,
-/// inside the `5T / 24` the leader check is documented to tolerate without
-/// an alarm (docs/PARTITION.md, "No false alarm on a healthy server"),
-/// with room for the jitter on top.
-pub const MAX_STEADY_LATENCY: u32 = 100;
+/// of the negotiated session timeout (per mille): a round trip of `T / 10`,
+/// inside the `T / 8` the leader check is documented to tolerate without
+/// an alarm (docs/PARTITION.md, "No false alarm"), with room for the
+/// jitter on top.
+pub const MAX_STEADY_LATENCY: u32 = 50;
 
 impl Options {
     /// The options of `seed`.
