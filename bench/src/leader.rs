@@ -266,10 +266,10 @@ pub fn leader_check_section(r: &Results, s: &Sizes, info: &RunInfo) -> String {
     }
     let _ = writeln!(
         md,
-        "| [idle] expected requests per client per second: a `sync` per T/6 with the check (no ping is due: the syncs keep the connection busy), a ping per T/3 without | {} | {} | {} |",
-        fmt_num(6.0 / t_s),
+        "| [idle] expected requests per client per second: a `sync` per T/12 with the check (no ping is due: the syncs keep the connection busy), a ping per T/3 without | {} | {} | {} |",
+        fmt_num(12.0 / t_s),
         fmt_num(3.0 / t_s),
-        format_args!("{:.2}×", 6.0 / 3.0)
+        format_args!("{:.2}×", 12.0 / 3.0)
     );
     let _ = writeln!(md);
     md
@@ -287,9 +287,9 @@ fn leader_check_paragraph(
     let z = Impl::Zklock;
     let mut p = format!(
         "`ClientBuilder::leader_check` (on by default, docs/PARTITION.md \"The fix\") makes a session send a \
-         `sync` every T/6, T the negotiated session timeout, whatever else it sends, and count only \
+         `sync` every T/12, T the negotiated session timeout, whatever else it sends, and count only \
          the leader's answers (a refusal the leader ordered included) as proof that the session lives. \
-         An idle session therefore sends about 6/T requests per second with the check and 3/T without \
+         An idle session therefore sends about 12/T requests per second with the check and 3/T without \
          (its pings, one after T/3 of silence; with the check the syncs keep the connection busy, so no \
          ping is due). Measured here with {} idle clients each holding a lock, T = {} s: ",
         s.idle_clients,
@@ -304,7 +304,7 @@ fn leader_check_paragraph(
              transaction, no disk write). ",
             fmt_num(on_idle),
             fmt_num(off_idle),
-            fmt_num(6.0 / t_s),
+            fmt_num(12.0 / t_s),
             fmt_num(3.0 / t_s),
             fmt_num(on_idle - off_idle),
             fmt_num(((on_idle - off_idle) * 1000.0).round()),
@@ -338,7 +338,7 @@ fn leader_check_paragraph(
     if !load.is_empty() {
         let _ = write!(
             p,
-            "Under load the check adds its syncs, 6/T per session per second, to the requests of \
+            "Under load the check adds its syncs, 12/T per session per second, to the requests of \
              the load (no ping is due either way); server requests with the check on and off ({}). ",
             load.join("; ")
         );

@@ -188,7 +188,7 @@ impl<R, W: Clone> Session<R, W> {
             Frame::Pieces(pieces)
                 if !matches!(self.phase, Phase::Handshaking { .. }) && !self.sasl_in_progress() =>
             {
-                let result = self.on_long_message(pieces);
+                let result = self.on_long_message(now, pieces);
                 return self.after_frame(now, result);
             }
             Frame::Pieces(pieces) => Bytes::from(pieces.concat()),
@@ -199,7 +199,7 @@ impl<R, W: Clone> Session<R, W> {
         } else if let Some(sasl) = self.on_sasl_frame(now, &frame) {
             sasl
         } else {
-            self.on_message(&frame)
+            self.on_message(now, &frame)
         };
         self.after_frame(now, result)
     }

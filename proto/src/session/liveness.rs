@@ -13,15 +13,15 @@ impl<R, W: Clone> Session<R, W> {
     /// seen: the handshake (the leader creates or revalidates the session)
     /// and answered leader-ordered requests (a `sync`, a write, or a write
     /// the leader refused, see docs/PARTITION.md). It sends a `sync` of its
-    /// own every sixth of the session timeout (the first that long after the
-    /// handshake was sent), whether or not the previous one was answered and
-    /// whatever else goes out; it reports
-    /// [`SessionState::Suspended`] (and drops the connection, so that another
-    /// server may be tried) when the proof grows older than three quarters of
-    /// the session timeout, and [`SessionState::Lost`] when it is a whole
-    /// timeout old. Off, every answer counts, pings included: a follower cut
-    /// off from the leader answers pings by itself while the leader expires
-    /// the session, so a lock holder may go on believing it holds.
+    /// own every twelfth of the session timeout (the first that long after
+    /// the handshake was sent), whether or not the previous one was answered
+    /// and whatever else goes out; it reports [`SessionState::Suspended`]
+    /// (and drops the connection, so that another server may be tried) when
+    /// the proof grows older than three quarters of the session timeout,
+    /// and [`SessionState::Lost`] when it is a whole timeout old. Off, every
+    /// answer counts, pings included: a follower cut off from the leader
+    /// answers pings by itself while the leader expires the session, so a
+    /// lock holder may go on believing it holds.
     ///
     /// # Why these numbers
     ///
@@ -33,40 +33,44 @@ impl<R, W: Clone> Session<R, W> {
     /// (`Leader.lead`) and touches each session listed
     /// (`LearnerHandler`, `Leader.touch`), which sets its expiry to
     /// `now + timeout` rounded up to a tick (`ExpiryQueue.update`). So a
-    /// touch reaches the leader up to half a tick late, or never if the link
-    /// dies first. A `sync` or a write is forwarded to the leader on the same
-    /// link after every ping reply the follower wrote before it, and answered
-    /// only once the leader has taken it: an answer to a request sent at `s`
-    /// proves that every touch we made before `s - tickTime / 2 - transit`
-    /// reached the leader. The server clamps the timeout `T` to at least
-    /// `2 × tickTime`, so `tickTime / 2 <= T / 4`; we take the gap `G` as
-    /// `T / 3`, leaving `T / 12` for transit when `T` is at its minimum. The
-    /// proven touch `c` gives the leader's expiry `E > c + T` (or, had the
-    /// leader expired the session before that touch arrived, we said Lost
-    /// already: by the same argument one proof earlier). Suspended at
-    /// `3T/4` leaves a quarter of the timeout between the holder hearing it
-    /// and the earliest moment the leader may expire the session.
+    /// touch reaches the leader up to half a tick after it *arrives*, or
+    /// never if the link dies first. A `sync` or a write is forwarded to the
+    /// leader on the same link after every ping reply the follower wrote
+    /// before it, and answered only once the leader has taken it. When a
+    /// touch arrived is not known, only a bound: no later than the answer
+    /// to it or to anything sent after it (one connection is FIFO both
+    /// ways), which a link that held it back and then delivered it with
+    /// everything behind it puts late. So an answer to a request sent at
+    /// `s` proves a touch whose arrival bound is at or before
+    /// `s - tickTime / 2 - transit`. The server clamps the timeout `T` to at
+    /// least `2 × tickTime`, so `tickTime / 2 <= T / 4`; we take the gap `G`
+    /// as `7T / 24`, leaving `T / 24` for the leader's ping to reach the
+    /// follower when `T` is at its minimum. The proven touch `c` gives the
+    /// leader's expiry `E > c + T` (or, had the leader expired the session
+    /// before that touch arrived, we said Lost already: by the same argument
+    /// one proof earlier). Suspended at `3T/4` leaves a quarter of the
+    /// timeout between the holder hearing it and the earliest moment the
+    /// leader may expire the session.
     ///
-    /// No false alarm while every answer comes within `R = 5T/24` of its
-    /// request: probes go every `P = G/2 = T/6` after the previous one was
-    /// sent, so each probe's send is at least `G` after the probe two
-    /// before it, whose send its answer proves (that touch is always kept).
-    /// The first probe goes `P` after the handshake was sent, or as the
-    /// session opens if that is later (at most `R` after); until the third
-    /// is answered, the proof is the handshake: at most
-    /// `max(P, R) + 2P + R` old, `3T/4` at `R = 5T/24`, the binding case.
-    /// After that, at most `3P + R = T/2 + R` old. (A server
-    /// configured with `minSessionTimeout` below `2 × tickTime` breaks the
-    /// `T / 4` bound.) The derivation is in docs/PARTITION.md.
+    /// No false alarm while every answer comes within `R = T/8` of its
+    /// request: probes go every `P = T/12` after the previous one was sent,
+    /// each probe is answered within `R` and so proves the probe sent
+    /// `⌈(G + R) / P⌉ = 5` periods before it. The first probe goes `P` after
+    /// the handshake was sent, or as the session opens if that is later
+    /// (at most `R` after); until the one five periods later is answered,
+    /// the proof is the handshake: at most `max(P, R) + 5P + R = 3T/4` old
+    /// at `R = T/8`, the binding case. After that, at most `6P + R` old.
+    /// (A server configured with `minSessionTimeout` below `2 × tickTime`
+    /// breaks the `T / 4` bound.) The derivation is in docs/PARTITION.md.
     pub fn set_leader_check(&mut self, on: bool) {
         self.leader_check = on;
     }
 
-    /// How often the core sends its own `sync`: a sixth of the session
-    /// timeout, half the [gap](Self::leader_gap), so that each probe proves
-    /// the one sent two before it.
+    /// How often the core sends its own `sync`: a twelfth of the session
+    /// timeout, so that a probe answered within `T / 8` is proven by the one
+    /// sent five periods after it (see [`Self::set_leader_check`]).
     pub(super) fn probe_period(&self) -> Duration {
-        self.timeout() / 6
+        self.timeout() / 12
     }
 
     pub(super) fn timeout(&self) -> Duration {
@@ -81,14 +85,12 @@ impl<R, W: Clone> Session<R, W> {
         self.timeout() / 3
     }
 
-    /// How much older than an answered leader-ordered request a touch must
-    /// be for that answer to prove the touch reached the leader (see
-    /// [`Self::set_leader_check`]): a third of the session timeout, taken
-    /// as exactly two probe periods. Halving `T / 3` instead rounds down to
-    /// the nanosecond, and the probe sent two periods after a touch would
-    /// then fall short of the gap by a nanosecond and prove nothing.
+    /// How long before an answered leader-ordered request was sent a touch
+    /// must have arrived for that answer to prove the touch reached the
+    /// leader (see [`Self::set_leader_check`]): `7T / 24`, half a tick at
+    /// most and the leader's ping's way to the follower.
     pub(super) fn leader_gap(&self) -> Duration {
-        self.probe_period() * 2
+        self.timeout() * 7 / 24
     }
 
     /// When the leader's proof of our session is too old to say Connected.
@@ -111,12 +113,12 @@ impl<R, W: Clone> Session<R, W> {
     }
 
     /// Sends our own liveness `sync`, and keeps its send as a touch even
-    /// within a touch's grain of another: the probe two periods later
-    /// proves exactly this one.
+    /// within a touch's grain of another: a later probe proves exactly this
+    /// one.
     pub(super) fn send_probe(&mut self, now: Instant) {
         self.send_as(now, Request::Sync("/".to_owned()), None, None);
-        if self.touches.back() != Some(&now) {
-            self.touches.push_back(now);
+        if self.touches.back().map(|t| t.sent) != Some(now) {
+            self.touches.push_back(Touch::sent(now));
         }
         self.last_probe = Some(now);
     }
@@ -128,20 +130,35 @@ impl<R, W: Clone> Session<R, W> {
             return;
         }
         let grain = self.timeout() / TOUCH_GRAIN;
-        if self.touches.back().is_none_or(|&t| now >= t + grain) {
-            self.touches.push_back(now);
+        if self.touches.back().is_none_or(|t| now >= t.sent + grain) {
+            self.touches.push_back(Touch::sent(now));
         }
     }
 
-    /// A leader-ordered request sent at `sent` was answered: every touch at
-    /// least [`Self::leader_gap`] older reached the leader.
+    /// What we sent at `sent` was answered at `now`: it, and every touch
+    /// sent before it, had arrived by then.
+    pub(super) fn arrived(&mut self, now: Instant, sent: Instant) {
+        // The touches not yet known to have arrived are the newest ones.
+        for t in self.touches.iter_mut().rev() {
+            if t.arrived_by.is_some() {
+                break;
+            }
+            if t.sent <= sent {
+                t.arrived_by = Some(now);
+            }
+        }
+    }
+
+    /// A leader-ordered request sent at `sent` was answered: every touch
+    /// that had arrived at least [`Self::leader_gap`] before it was sent
+    /// reached the leader.
     pub(super) fn leader_answered(&mut self, sent: Instant) {
         let Some(limit) = sent.checked_sub(self.leader_gap()) else {
             return;
         };
         let mut proven = None;
         while let Some(&t) = self.touches.front() {
-            if t > limit {
+            if t.arrived_by.is_none_or(|a| a > limit) {
                 break;
             }
             proven = Some(t);
@@ -150,7 +167,7 @@ impl<R, W: Clone> Session<R, W> {
         if let Some(t) = proven {
             // Keep it: a later answer may need nothing newer.
             self.touches.push_front(t);
-            self.leader_touch = Some(self.leader_touch.map_or(t, |l| l.max(t)));
+            self.leader_touch = Some(self.leader_touch.map_or(t.sent, |l| l.max(t.sent)));
         }
     }
 
@@ -192,8 +209,30 @@ impl<R, W: Clone> Session<R, W> {
         self.set_state(SessionState::Lost);
     }
 
-    pub(super) fn answered(&mut self, sent: Instant) {
+    pub(super) fn answered(&mut self, now: Instant, sent: Instant) {
         self.last_answered_send = Some(self.last_answered_send.map_or(sent, |a| a.max(sent)));
+        if self.leader_check {
+            self.arrived(now, sent);
+        }
+    }
+}
+
+/// Something we wrote on the current connection, which touched the session
+/// on the server where it landed.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Touch {
+    pub(super) sent: Instant,
+    /// The earliest answer to it or to anything sent after it: it had
+    /// reached the server by then (`None` until one comes).
+    pub(super) arrived_by: Option<Instant>,
+}
+
+impl Touch {
+    fn sent(sent: Instant) -> Touch {
+        Touch {
+            sent,
+            arrived_by: None,
+        }
     }
 }
 

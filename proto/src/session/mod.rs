@@ -18,7 +18,7 @@ mod events;
 pub mod fuzz;
 mod liveness;
 mod long_frame;
-use liveness::leader_proof;
+use liveness::{leader_proof, Touch};
 use long_frame::LongFrame;
 #[cfg(feature = "sasl")]
 mod md5;
@@ -151,10 +151,10 @@ pub struct Session<R, W> {
     auth_error: Option<SaslError>,
     /// Count only leader-ordered answers as proof of life (on by default).
     leader_check: bool,
-    /// Send times of what we wrote on this connection, oldest first, at most
-    /// one per [`TOUCH_GRAIN`] of the session timeout: each one touched the
-    /// session on the server we talk to.
-    touches: VecDeque<Instant>,
+    /// What we wrote on this connection, oldest first, at most one per
+    /// [`TOUCH_GRAIN`] of the session timeout: each one touched the session
+    /// on the server we talk to.
+    touches: VecDeque<Touch>,
     /// The newest of our touches known to have reached the leader's session
     /// tracker: the leader cannot expire us before this plus the timeout.
     leader_touch: Option<Instant>,

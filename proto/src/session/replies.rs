@@ -42,6 +42,7 @@ impl<R, W: Clone> Session<R, W> {
         self.lost_reported = false;
         self.last_heard = Some(now);
         self.last_answered_send = Some(self.handshake_sent);
+        self.arrived(now, self.handshake_sent);
         // The leader itself created or revalidated the session (a follower
         // asks it: `Learner.validateSession`), touching it no earlier than
         // we sent the handshake.
@@ -96,7 +97,7 @@ impl<R, W: Clone> Session<R, W> {
         }
     }
 
-    pub(super) fn on_message(&mut self, frame: &Bytes) -> Result<(), String> {
+    pub(super) fn on_message(&mut self, now: Instant, frame: &Bytes) -> Result<(), String> {
         let msg = decode_server_message(frame).map_err(|e| format!("reply: {e}"))?;
         let (header, body) = match msg {
             ServerMessage::WatchEvent { event, .. } => {
@@ -105,13 +106,17 @@ impl<R, W: Clone> Session<R, W> {
             }
             ServerMessage::Reply { header, body } => (header, body),
         };
-        self.on_reply(header, Body::Whole { body, frame })
+        self.on_reply(now, header, Body::Whole { body, frame })
     }
 
     /// A long frame, gathered in pieces: a reply to a request is decoded in
     /// place (a listing's names stay in the pieces); anything else is
     /// joined first.
-    pub(super) fn on_long_message(&mut self, mut pieces: Vec<Bytes>) -> Result<(), String> {
+    pub(super) fn on_long_message(
+        &mut self,
+        now: Instant,
+        mut pieces: Vec<Bytes>,
+    ) -> Result<(), String> {
         let header = pieces
             .first()
             .and_then(|first| first.get(..REPLY_HEADER_LEN))
@@ -125,24 +130,29 @@ impl<R, W: Clone> Session<R, W> {
             {
                 header
             }
-            _ => return self.on_message(&Bytes::from(pieces.concat())),
+            _ => return self.on_message(now, &Bytes::from(pieces.concat())),
         };
         if let Some(first) = pieces.first_mut() {
             first.advance(REPLY_HEADER_LEN);
         }
-        self.on_reply(header, Body::Pieces(&pieces))
+        self.on_reply(now, header, Body::Pieces(&pieces))
     }
 
     /// A reply: matched to the request in flight it answers, decoded under
     /// that request's op, and delivered.
-    fn on_reply(&mut self, header: ReplyHeader, body: Body<'_>) -> Result<(), String> {
+    fn on_reply(
+        &mut self,
+        now: Instant,
+        header: ReplyHeader,
+        body: Body<'_>,
+    ) -> Result<(), String> {
         if header.zxid > 0 {
             self.last_zxid = self.last_zxid.max(header.zxid);
         }
         match header.xid {
             xid::PING => {
                 if let Some(sent) = self.pings.pop_front() {
-                    self.answered(sent);
+                    self.answered(now, sent);
                 }
                 return Ok(());
             }
@@ -200,7 +210,7 @@ impl<R, W: Clone> Session<R, W> {
         let Some(p) = crate::spare_room::pop_front(&mut self.in_flight) else {
             return Err("in-flight queue emptied under us".into());
         };
-        self.answered(p.sent);
+        self.answered(now, p.sent);
         let Some(handle) = p.handle else {
             // Our own liveness sync: nobody to answer.
             if header.err == ErrorCode::Ok {

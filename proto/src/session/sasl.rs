@@ -264,7 +264,7 @@ impl<R, W: Clone> Session<R, W> {
             return None;
         }
         let sent = round.sent;
-        self.answered(sent);
+        self.answered(now, sent);
         if header.zxid > 0 {
             self.last_zxid = self.last_zxid.max(header.zxid);
         }

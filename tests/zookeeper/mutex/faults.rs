@@ -197,7 +197,7 @@ fn valid_until_lies_ahead_while_held_and_ends_with_the_lock() {
     let first = g.valid_until().expect("a horizon while held");
     let now = std::time::Instant::now();
     assert!(first > now && first <= now + T, "{:?}", first - now);
-    // The session's own syncs (every T/6) push it on.
+    // The session's own syncs (every T/12) push it on.
     testkit::wait_until("the horizon moves on", WAIT, || {
         g.valid_until().is_some_and(|v| v > first)
     });

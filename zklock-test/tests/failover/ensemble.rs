@@ -165,9 +165,10 @@ fn killed_members_and_a_killed_leader_leave_the_holder_holding() {
     let suspended = short_states.wait_for_after(LockState::Suspended, asked);
     assert_at_once("Suspended after killing a majority", suspended, SHORT_T);
     let lost = short_states.wait_for_after(LockState::Lost, asked);
-    // Lost at T after the last proof of life, which the leader check's
-    // syncs (one per T/6) put at most T/6 and a round trip before the
-    // kills: not before 2T/3 (a round trip's margin), and, on a loaded
+    // Lost at T after the last proof of life. The leader check's syncs (one
+    // per T/12) keep that proof within T/2 and a round trip of the last
+    // answer, and the surviving leader answers them for a while after the
+    // kills, until it steps down: not before 2T/3, and, on a loaded
     // machine, not past 3T/2.
     assert!(
         lost >= SHORT_T * 2 / 3 && lost <= SHORT_T * 3 / 2,

@@ -9,7 +9,11 @@ use super::*;
 /// ours in its touch table and answers pings itself; the leader pings the
 /// follower every tick/2, touches what the reply lists (expiry: arrival +
 /// T, rounded up to a tick) and answers syncs. Links are FIFO with random
-/// delays; at `cut` the follower-leader link goes silent. Returns (the
+/// delays; a `stall` (from, until) holds what crosses the client's link
+/// both ways and delivers it all, in order, when it lifts; at `cut` (with
+/// a stall: at the leader's first ping after it lifts, so that what it
+/// delivered is never carried) the follower-leader link goes silent.
+/// Returns (the
 /// leader's expiry before its rounding up to a tick, which may add
 /// nothing; when the core said Suspended; when it said Lost), in ms from
 /// the start, and whether anything but Connected was said before the cut.
@@ -17,6 +21,7 @@ fn follower_model(
     seed: u64,
     cut_ms: u64,
     max_link_ms: u64,
+    stall: Option<(u64, u64)>,
 ) -> (u64, Option<u64>, Option<u64>, bool) {
     let mut rng = seed;
     let mut rand = move |n: u64| {
@@ -53,19 +58,31 @@ fn follower_model(
         /// Leader -> follower: the sync's answer.
         SyncDone(i32),
     }
+    let phase = rand(tick / 2);
+    let mut next_leader_ping = phase;
+    let cut_ms = match stall {
+        Some((_, until)) => {
+            let after = until + max_link_ms + 1;
+            phase + (after.saturating_sub(phase) / (tick / 2) + 1) * (tick / 2)
+        }
+        None => cut_ms,
+    };
     let mut queue: Vec<(u64, Msg)> = Vec::new();
     let mut last_arrival = [0u64; 4]; // c->f, f->c, l->f, f->l
     let mut send = |queue: &mut Vec<(u64, Msg)>, now: u64, way: usize, delay: u64, m: Msg| {
         let leader_link = way >= 2;
-        let at = (now + delay).max(last_arrival[way]);
+        let mut at = (now + delay).max(last_arrival[way]);
+        if let Some((from, until)) = stall {
+            if !leader_link && at >= from && at < until {
+                at = until;
+            }
+        }
         last_arrival[way] = at;
         if leader_link && at >= cut_ms {
             return; // lost in the silent cut
         }
         queue.push((at, m));
     };
-    let phase = rand(tick / 2);
-    let mut next_leader_ping = phase;
     let (mut suspended, mut lost, mut early) = (None, None, false);
     let end = cut_ms + 2 * t_ms;
     for now in 0..end {
@@ -157,9 +174,9 @@ fn a_cut_off_follower_is_noticed_before_the_leader_expires_the_session() {
     for seed in 1..=60u64 {
         let seed = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
         // Transit up to 150 ms each way on the leader link: within the
-        // T/12 slack of the derivation at T = 2 × tick.
+        // T/24 slack of the derivation at T = 2 × tick.
         let cut = 3 * t_ms + seed % t_ms;
-        let (expiry, suspended, lost, early) = follower_model(seed, cut, 150);
+        let (expiry, suspended, lost, early) = follower_model(seed, cut, 150, None);
         assert!(!early, "seed {seed}: not Connected before the cut");
         let suspended = suspended.unwrap_or_else(|| panic!("seed {seed}: never Suspended"));
         let lost = lost.unwrap_or_else(|| panic!("seed {seed}: never Lost"));
@@ -174,4 +191,38 @@ fn a_cut_off_follower_is_noticed_before_the_leader_expires_the_session() {
         least_margin = least_margin.min(expiry - suspended);
     }
     eprintln!("least margin between Suspended and the leader's expiry: {least_margin} ms of T = {t_ms} ms");
+}
+
+/// A link that held our packets back and then delivered them all at once
+/// puts touches sent far apart side by side at the follower: an answered
+/// sync then proves only what had arrived long enough before it was sent,
+/// as the answers bound it, not what was sent long enough before it. The
+/// stall starts just after the handshake (so that the proof it leaves is
+/// young and nothing is said during it) and holds several probes; the
+/// follower is cut from its leader at the leader's first ping after it,
+/// so the touches it delivered are never carried.
+///
+/// Kills: the proof counted from when a touch was sent (`arrived` marking
+/// the send time): Lost after the leader's expiry.
+#[test]
+fn a_touch_held_back_by_a_stall_then_cut_off_is_not_taken_for_proven() {
+    let t_ms = T.as_millis() as u64;
+    for seed in 1..=60u64 {
+        let seed = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        // From 0.4 T to 0.49 T: longer than the gap and a probe period,
+        // shorter than what would leave the handshake's proof 3T/4 old.
+        let from = 5;
+        let until = from + t_ms * 2 / 5 + seed % (t_ms / 11);
+        let (expiry, suspended, lost, _) = follower_model(seed, 0, 3, Some((from, until)));
+        let suspended = suspended.unwrap_or_else(|| panic!("seed {seed}: never Suspended"));
+        let lost = lost.unwrap_or_else(|| panic!("seed {seed}: never Lost"));
+        assert!(
+            suspended + t_ms / 4 <= expiry,
+            "seed {seed}: Suspended at {suspended}, the leader expires at {expiry} (stall {from}..{until})"
+        );
+        assert!(
+            lost <= expiry,
+            "seed {seed}: Lost at {lost}, expiry {expiry} (stall {from}..{until})"
+        );
+    }
 }
