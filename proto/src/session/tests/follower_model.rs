@@ -167,6 +167,21 @@ fn follower_model(
     (floor, suspended, lost, early)
 }
 
+/// The promise both tests hold the model's run to: Suspended at least `T/4`
+/// before the leader's expiry, and Lost no later than it. Returns when
+/// Suspended came.
+fn told_in_time(expiry: u64, suspended: Option<u64>, lost: Option<u64>, run: &str) -> u64 {
+    let t_ms = T.as_millis() as u64;
+    let suspended = suspended.unwrap_or_else(|| panic!("{run}: never Suspended"));
+    let lost = lost.unwrap_or_else(|| panic!("{run}: never Lost"));
+    assert!(
+        suspended + t_ms / 4 <= expiry,
+        "{run}: Suspended at {suspended}, the leader expires at {expiry}"
+    );
+    assert!(lost <= expiry, "{run}: Lost at {lost}, expiry {expiry}");
+    suspended
+}
+
 #[test]
 fn a_cut_off_follower_is_noticed_before_the_leader_expires_the_session() {
     let t_ms = T.as_millis() as u64;
@@ -178,16 +193,7 @@ fn a_cut_off_follower_is_noticed_before_the_leader_expires_the_session() {
         let cut = 3 * t_ms + seed % t_ms;
         let (expiry, suspended, lost, early) = follower_model(seed, cut, 150, None);
         assert!(!early, "seed {seed}: not Connected before the cut");
-        let suspended = suspended.unwrap_or_else(|| panic!("seed {seed}: never Suspended"));
-        let lost = lost.unwrap_or_else(|| panic!("seed {seed}: never Lost"));
-        assert!(
-            suspended + t_ms / 4 <= expiry,
-            "seed {seed}: Suspended at {suspended}, the leader expires at {expiry}"
-        );
-        assert!(
-            lost <= expiry,
-            "seed {seed}: Lost at {lost}, expiry {expiry}"
-        );
+        let suspended = told_in_time(expiry, suspended, lost, &format!("seed {seed}"));
         least_margin = least_margin.min(expiry - suspended);
     }
     eprintln!("least margin between Suspended and the leader's expiry: {least_margin} ms of T = {t_ms} ms");
@@ -214,15 +220,11 @@ fn a_touch_held_back_by_a_stall_then_cut_off_is_not_taken_for_proven() {
         let from = 5;
         let until = from + t_ms * 2 / 5 + seed % (t_ms / 11);
         let (expiry, suspended, lost, _) = follower_model(seed, 0, 3, Some((from, until)));
-        let suspended = suspended.unwrap_or_else(|| panic!("seed {seed}: never Suspended"));
-        let lost = lost.unwrap_or_else(|| panic!("seed {seed}: never Lost"));
-        assert!(
-            suspended + t_ms / 4 <= expiry,
-            "seed {seed}: Suspended at {suspended}, the leader expires at {expiry} (stall {from}..{until})"
-        );
-        assert!(
-            lost <= expiry,
-            "seed {seed}: Lost at {lost}, expiry {expiry} (stall {from}..{until})"
+        told_in_time(
+            expiry,
+            suspended,
+            lost,
+            &format!("seed {seed}, stall {from}..{until}"),
         );
     }
 }
