@@ -520,3 +520,34 @@ fn a_probe_right_after_another_send_is_proven_itself() {
     assert_eq!(h.s.leader_touch, Some(due));
     assert_eq!(states(&h.events()), vec![], "no alarm");
 }
+
+/// `valid_until` is the leader's proof plus a timeout while a session
+/// lives, and nothing before one, once Lost was said, or once it ended.
+///
+/// Kills: `valid_until` → `None`; either `||` of `lost_deadline`'s guard
+/// → `&&` (a deadline reported after Lost, or after the session ended).
+#[test]
+fn valid_until_is_the_proof_plus_a_timeout_only_while_the_session_may_live() {
+    let mut h = Harness::new();
+    assert_eq!(h.s.valid_until(), None, "before any session");
+    let handshake = h.now;
+    h.connect(1, 9000);
+    h.events();
+    assert_eq!(h.s.valid_until(), Some(handshake + T));
+    // Nothing answered from here: Lost at the deadline, and no deadline after.
+    h.advance(T);
+    assert!(states(&h.events()).contains(&SessionState::Lost));
+    assert_eq!(h.s.valid_until(), None, "after Lost");
+
+    // A session the server says expired when it is resumed: ended, no deadline.
+    let mut h = Harness::new();
+    h.connect(1, 9000);
+    h.events();
+    h.s.handle_disconnected(h.now);
+    h.advance(Duration::from_millis(10));
+    h.s.handle_connected(h.now);
+    h.sent();
+    h.s.handle_input(h.now, &handshake_answer(1, 0, vec![7; 16]));
+    assert!(states(&h.events()).contains(&SessionState::Expired));
+    assert_eq!(h.s.valid_until(), None, "after the session ended");
+}
