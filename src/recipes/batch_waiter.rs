@@ -14,7 +14,7 @@ use super::error::LockError;
 use super::handoff::Turn;
 use super::held::LockState;
 use super::pending::{PendingLock, Steps};
-use super::wake::unpark_this_thread;
+use crate::wakers::unpark_this_thread;
 
 /// A local waiter, behind the handle of
 /// [`BatchMutex::start_lock`](super::BatchMutex::start_lock) or run by a

@@ -26,7 +26,6 @@ mod revoke;
 mod rwlock;
 mod semaphore;
 mod thread_call;
-mod wake;
 
 // The lock protocol's types live in the core below the I/O thread; the
 // recipes name them as their own.

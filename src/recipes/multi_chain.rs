@@ -15,8 +15,8 @@ use super::mutex::Mutex;
 use super::outcome::Call;
 use super::pending::{GiveUp, PendingMulti};
 use super::queue_lock::Start;
-use super::wake::WakeSlot;
 use crate::machine::{AttemptId, CommandSender, LockCommand, LockError, LockState};
+use crate::wakers::WakeSlot;
 
 /// The acquisition's progress, shared with the I/O thread's callbacks.
 #[derive(Debug)]

@@ -6,9 +6,9 @@ use std::sync::Arc;
 use crossbeam_channel::Sender;
 
 use super::guard::LockGuard;
-use super::wake::WakeSlot;
 use crate::client::WeakClient;
 use crate::machine::{GrantSink, Holding, LockError};
+use crate::wakers::WakeSlot;
 use crate::Error;
 
 /// Where an acquisition's outcome goes: one type per kind of waiter, so

@@ -16,8 +16,8 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, TryRecvError};
 
 use super::guard::LockGuard;
 use super::multi_guard::MultiGuard;
-use super::wake::WakeSlot;
 use crate::machine::{AttemptId, CommandSender, LockCommand, LockError};
+use crate::wakers::WakeSlot;
 use crate::Error;
 
 /// A lock's acquisition under way (see [`Pending`]).

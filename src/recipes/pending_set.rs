@@ -12,8 +12,8 @@ use super::mutex::Mutex;
 use super::outcome::InSet;
 use super::queue_lock::{QueueLock, Start};
 use super::rwlock::RwLock;
-use super::wake::WakeSlot;
 use crate::machine::{AttemptId, CommandSender, LockCommand, LockError};
+use crate::wakers::WakeSlot;
 
 /// One outcome of a [`PendingSet`]: the key its start returned, and the
 /// guard or why there is none.

@@ -13,8 +13,8 @@ use super::options::MutexOptions;
 use super::outcome::{into_sink, Alone, Outcome};
 use super::pending::{GiveUp, PendingLock};
 use super::registry::{self, Key, Side};
-use super::wake::WakeSlot;
 use crate::machine::{AttemptId, CommandSender, LockCommand};
+use crate::wakers::WakeSlot;
 use crate::{Acl, Client, Error};
 
 /// A queue lock of one side: the machinery behind Mutex, both halves of

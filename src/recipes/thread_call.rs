@@ -17,8 +17,8 @@ use super::error::LockError;
 use super::guard::{unanswered, LockGuard};
 use super::pending::{PendingLock, Steps};
 use super::queue_lock::{read_entry, write_entry, Entry, QueueLock, Start};
-use super::wake::unpark_this_thread;
 use crate::client::PendingReply;
+use crate::wakers::unpark_this_thread;
 
 /// The lock a call is for. A read/write lock's two sides decide together
 /// (a write holder's read passes its write node; a reader is refused the
