@@ -359,7 +359,7 @@ BUGS = [
     ("latch-close-lost-after-closed",
      "src/recipes/latch.rs",
      "        if mode == CloseMode::NotifyLeader {\n            if was_leading {",
-     "        if mode == CloseMode::NotifyLeader {\n            let _ = s.tx.try_send(LatchEvent::Closed);\n            if was_leading {"),
+     "        if mode == CloseMode::NotifyLeader {\n            self.tell(LatchEvent::Closed);\n            if was_leading {"),
     # Multi-locks taken in the order given: two over one set named in
     # different orders deadlock (M1).
     ("multi-lock-unsorted",
