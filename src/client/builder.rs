@@ -114,7 +114,8 @@ impl ClientBuilder {
     /// Whether the session counts only answers the ZooKeeper leader itself
     /// gave as proof that it lives (default on). On, it sends a `sync` every
     /// twelfth of the session timeout, never says Suspended on a healthy
-    /// server answering within an eighth of the timeout, and a holder whose
+    /// server answering within an eighth of the timeout (a twelfth with a
+    /// DIGEST-MD5 login, whose round trips come first), and a holder whose
     /// server is cut off from the leader is told
     /// Suspended before the leader can expire the session (docs/PARTITION.md).
     /// Off, a follower answering pings by itself keeps a holder saying Held

@@ -318,7 +318,7 @@ mod tests {
     use crate::session::{SessionConfig, SessionEvent};
     use bytes::BytesMut;
     use jute::{decode_request_header, split_frame, ConnectResponse, ReplyHeader, Request};
-    use std::time::Instant;
+    use std::time::{Duration, Instant};
 
     type S = Session<u32, u32>;
 
@@ -351,6 +351,11 @@ mod tests {
     fn handshake(s: &mut S, now: Instant) {
         s.handle_connected(now);
         s.consume_output(s.output().len());
+        handshake_at(s, now);
+    }
+
+    /// The server's answer to the handshake, read at `now`.
+    fn handshake_at(s: &mut S, now: Instant) {
         feed(s, now, |b| {
             ConnectResponse {
                 protocol_version: 0,
@@ -406,6 +411,92 @@ mod tests {
             *xid,
             ErrorCode::Ok,
             Some(format!("rspauth={rspauth}").as_bytes()),
+        );
+    }
+
+    /// A session that logs in with DIGEST-MD5 against a healthy server
+    /// `rtt` away (the handshake and the login's two round trips
+    /// included), stepped 1 ms at a time for `span` after the login; the
+    /// states it announced after Connected.
+    fn run_logged_in_at_round_trip(rtt: Duration, span: Duration) -> Vec<SessionState> {
+        let (mut s, mut now) = session();
+        s.handle_connected(now);
+        s.consume_output(s.output().len());
+        now += rtt;
+        handshake_at(&mut s, now);
+        let (xid, op, _) = sent(&mut s).remove(0);
+        assert_eq!(op, OpCode::Sasl);
+        now += rtt;
+        let challenge = b"realm=\"zk-sasl-md5\",nonce=\"srv\",charset=utf-8,algorithm=md5-sess";
+        sasl_reply(&mut s, now, xid, ErrorCode::Ok, Some(challenge));
+        let (xid, _, body) = sent(&mut s).remove(0);
+        let response = token_of(&body);
+        let fields = parse_directives(&response).unwrap();
+        let cnonce = lookup(&fields, "cnonce").unwrap().to_owned();
+        let (_, rspauth) = DigestMd5::new(SaslConfig::digest_md5("alice", "pw"), cnonce)
+            .respond(challenge)
+            .unwrap();
+        now += rtt;
+        let last = format!("rspauth={rspauth}");
+        sasl_reply(&mut s, now, xid, ErrorCode::Ok, Some(last.as_bytes()));
+        let states = |ev: Vec<SessionEvent<u32, u32>>| -> Vec<SessionState> {
+            ev.into_iter()
+                .filter_map(|e| match e {
+                    SessionEvent::State(st) => Some(st),
+                    _ => None,
+                })
+                .collect()
+        };
+        assert_eq!(states(events(&mut s)), vec![SessionState::Connected]);
+        let start = now;
+        // (when the answer lands, xid, op, body), oldest first.
+        let mut in_flight = std::collections::VecDeque::new();
+        let mut seen = Vec::new();
+        while now < start + span && seen.is_empty() {
+            now += Duration::from_millis(1);
+            for _ in 0..2 {
+                for (xid, op, body) in sent(&mut s) {
+                    in_flight.push_back((now + rtt, xid, op, body));
+                }
+                while in_flight.front().is_some_and(|(at, ..)| *at <= now) {
+                    let (_, xid, op, body) = in_flight.pop_front().unwrap();
+                    feed(&mut s, now, |b| {
+                        ReplyHeader {
+                            xid,
+                            zxid: 9,
+                            err: ErrorCode::Ok,
+                        }
+                        .encode(b);
+                        if op == OpCode::Sync {
+                            // A sync is answered with its path.
+                            b.extend_from_slice(&body);
+                        }
+                    });
+                }
+                s.handle_timeout(now);
+            }
+            seen.extend(states(events(&mut s)));
+        }
+        seen
+    }
+
+    /// A DIGEST-MD5 login adds two round trips before the session's first
+    /// touch (a login touches nothing at the server, `processSasl`), so the
+    /// first proof of the leader comes later than without one: the session
+    /// stays Connected at a steady round trip of T/12 less 1 ms, and is
+    /// Suspended at 10 ms more (the bound without a login is T/8).
+    /// Kills: a login's requests taken for touches of the session (a proof
+    /// would then reach past what the server holds).
+    #[test]
+    fn a_digest_login_leaves_no_false_alarm_within_a_twelfth_of_the_timeout_and_no_more() {
+        let t = Duration::from_secs(10);
+        let inside = run_logged_in_at_round_trip(t / 12 - Duration::from_millis(1), t * 6);
+        assert_eq!(inside, vec![], "round trip T/12 less 1 ms");
+        let past = run_logged_in_at_round_trip(t / 12 + Duration::from_millis(10), t * 2);
+        assert_eq!(
+            past,
+            vec![SessionState::Suspended],
+            "round trip T/12 + 10 ms"
         );
     }
 

@@ -334,3 +334,25 @@ fn every_refusal_of_the_table_proves_the_session_for_each_op() {
         );
     }
 }
+
+/// The reconfig refusals prove nothing. `ReconfigDisabled` comes before
+/// the leader's session check (`PrepRequestProcessor`, the reconfig case);
+/// `ReconfigInProgress` and `NewConfigNoQuorum` after it, but this client
+/// sends no reconfig, and a proof left uncounted costs only availability.
+/// The rule is read from the answers alone, beside an answered reconfig,
+/// which the leader ordered.
+/// Kills: a reconfig refusal counted as the leader's word.
+#[test]
+fn reconfig_refusals_prove_nothing_and_an_answered_reconfig_does() {
+    use super::super::liveness::leader_proof;
+    for code in [
+        ErrorCode::ReconfigInProgress,
+        ErrorCode::NewConfigNoQuorum,
+        ErrorCode::ReconfigDisabled,
+        ErrorCode::NoAuth,
+        ErrorCode::BadArguments,
+    ] {
+        assert!(!leader_proof(OpCode::Reconfig, &Err(code)), "{code:?}");
+    }
+    assert!(leader_proof(OpCode::Reconfig, &Ok(Response::Empty)));
+}
