@@ -251,8 +251,11 @@ impl World {
             .insert((thread, lock, write), node.to_owned());
         // The thread calls again while it holds (no draw: seeds replay):
         // a write holder writes or reads, a reader reads or asks to write.
+        // A write holder's read (a downgrade) is held past the write's
+        // end, as a downgrade is used: the write goes, the read stays.
         let generation = client.generation;
         let reader = lock == 1 && if write { id % 4 == 1 } else { id % 4 != 3 };
+        let downgraded = client.downgrades.contains_key(node);
         self.schedule(
             self.now + hold / 3,
             Action::ThreadCall {
@@ -261,9 +264,25 @@ impl World {
                 lock,
                 thread,
                 reader,
-                hold: hold / 3,
+                hold: if write && reader { hold } else { hold / 3 },
             },
         );
+        // A downgraded read, once its write has gone (two thirds in, its
+        // other calls done by then), asks to write again: refused as an
+        // upgrade, from what the thread's registry of holdings remembers.
+        if downgraded {
+            self.schedule(
+                self.now + hold * 5 / 6,
+                Action::ThreadCall {
+                    client: c,
+                    generation,
+                    lock,
+                    thread,
+                    reader: false,
+                    hold: hold / 12,
+                },
+            );
+        }
         Ok(false)
     }
 
