@@ -145,3 +145,42 @@ fn two_expiries_in_a_row_leave_a_working_third_session() {
     let guard = pending.try_take().expect("granted").unwrap();
     assert_eq!(guard.state(), LockState::Held);
 }
+
+/// Not early: a session the client itself gave up on (told Lost when no
+/// answer came within its timeout) while the server still keeps it is
+/// resumed on the next connection, not replaced: a new session is asked
+/// for only once the server said the old one expired.
+/// Kills: a new session asked for at the client's own Lost, before the
+/// expiry is heard (the server's session, and its nodes, would outlive the
+/// client's reach).
+#[test]
+fn a_session_lost_by_the_clients_clock_but_alive_at_the_server_is_resumed_not_renewed() {
+    let now = Instant::now();
+    let mut zk = sim_zookeeper::SimZooKeeper::new(now, Duration::from_millis(2000));
+    let mut p = Peer::new(now, 5);
+    pump(&mut zk, &mut [&mut p], now);
+    let first = p.client.session_id();
+    assert_ne!(first, 0);
+    let states = p.client.subscribe();
+    let conn = p.conn.take().expect("connected");
+    zk.disconnect(now, conn);
+    p.core.handle_disconnected(now);
+    p.online = false;
+    // Offline until the client's own clock says Lost.
+    let mut at = now;
+    while p.client.state() != SessionState::Lost {
+        at += Duration::from_millis(10);
+        assert!(at < now + Duration::from_secs(60), "told Lost in time");
+        pump(&mut zk, &mut [&mut p], at);
+    }
+    assert!(
+        zk.session_alive(first),
+        "the server keeps the session a little longer (its expiry rounds up to a tick)"
+    );
+    p.online = true;
+    pump(&mut zk, &mut [&mut p], at);
+    assert_eq!(p.client.session_id(), first, "the same session");
+    assert_eq!(p.client.state(), SessionState::Connected);
+    let heard: Vec<SessionState> = states.try_iter().collect();
+    assert!(!heard.contains(&SessionState::Expired), "{heard:?}");
+}
