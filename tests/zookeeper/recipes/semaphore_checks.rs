@@ -167,3 +167,56 @@ fn a_count_written_between_our_read_and_our_write_is_read_again() {
     assert_eq!(rx.recv_timeout(WAIT).expect("acquire returns"), Ok(()));
     assert_eq!(c.get_data(&p).unwrap().1.version, 1, "written once");
 }
+
+/// While the watch left by the last agreeing read is quiet, no read is
+/// made: the path's ACL changed to refuse reads (a setACL fires no watch)
+/// leaves a checked semaphore value acquiring as before, where a value
+/// that has not checked yet must read, and is refused.
+/// Kills: the check reading again whatever its watch says (`still_checked`
+/// made false), which costs every acquisition a round trip.
+#[test]
+fn a_checked_count_is_not_read_again_while_its_watch_is_quiet() {
+    let p = path("sem-quiet");
+    let (admin, acl) = admin_and("sem-quiet", perms::ALL);
+    admin
+        .create_with(
+            &p,
+            b"2",
+            &CreateOptions::new(CreateMode::Persistent).acl(acl),
+        )
+        .unwrap();
+    let c = client();
+    let checked = Semaphore::new(&c, &p, 2).unwrap();
+    drop(checked.acquire_timeout(WAIT).unwrap());
+    let no_read = testkit::admin_and_world_acl(perms::ALL & !perms::READ);
+    admin.set_acl(&p, no_read, None).unwrap();
+    let lease = checked.acquire_timeout(WAIT).unwrap();
+    drop(lease);
+    let fresh = Semaphore::new(&c, &p, 2).unwrap();
+    let refused = fresh.acquire_timeout(WAIT).unwrap_err();
+    assert!(no_auth(&refused), "{refused:?}");
+}
+
+/// `start_acquire` passes no gate and reads no count, as its rustdoc says:
+/// under a path that stores another number it is still granted a lease,
+/// where `acquire` is refused.
+#[test]
+fn start_acquire_does_not_check_the_stored_count() {
+    let p = path("sem-unchecked-start");
+    let c = client();
+    c.create(&p, b"3", CreateMode::Persistent).unwrap();
+    let two = Semaphore::new(&c, &p, 2).unwrap();
+    assert_eq!(
+        two.acquire_timeout(WAIT).unwrap_err(),
+        LockError::MaxLeasesMismatch {
+            stored: 3,
+            asked: 2
+        }
+    );
+    let lease = two
+        .start_acquire(Some(std::time::Instant::now() + WAIT))
+        .wait()
+        .unwrap();
+    assert_eq!(lease.state(), zklock::recipes::LockState::Held);
+    assert_eq!(c.get_data(&p).unwrap().0, b"3", "the count left as it was");
+}
