@@ -4,14 +4,25 @@
 
 use std::time::{Duration, Instant};
 
-use zklock::recipes::{LockState, LossReason, Mutex, MutexOptions};
+use zklock::recipes::{LockGuard, LockState, LossReason, Mutex, MutexOptions, PendingLock};
 
 use zklock_sim::zookeeper as sim_zookeeper;
 
 use crate::support::{pump, Peer};
 
-#[test]
-fn at_its_max_hold_a_holder_is_told_lost_before_its_nodes_delete_leaves() {
+/// Client A holds `/l` with a max hold of 3 s, taken at `now`; client B
+/// waits behind it.
+struct Capped {
+    max: Duration,
+    now: Instant,
+    zk: sim_zookeeper::SimZooKeeper,
+    a: Peer,
+    b: Peer,
+    ga: LockGuard,
+    pb: PendingLock,
+}
+
+fn capped_holder_and_a_waiter() -> Capped {
     let max = Duration::from_secs(3);
     let now = Instant::now();
     let mut zk = sim_zookeeper::SimZooKeeper::new(now, Duration::from_millis(2000));
@@ -26,6 +37,28 @@ fn at_its_max_hold_a_holder_is_told_lost_before_its_nodes_delete_leaves() {
     let pb = mb.start_lock(None);
     pump(&mut zk, &mut [&mut a, &mut b], now);
     assert!(pb.try_take().is_none(), "B waits");
+    Capped {
+        max,
+        now,
+        zk,
+        a,
+        b,
+        ga,
+        pb,
+    }
+}
+
+#[test]
+fn at_its_max_hold_a_holder_is_told_lost_before_its_nodes_delete_leaves() {
+    let Capped {
+        max,
+        now,
+        mut zk,
+        mut a,
+        mut b,
+        ga,
+        pb,
+    } = capped_holder_and_a_waiter();
     assert_eq!(ga.valid_until(), Some(now + max), "never past the max hold");
 
     let before = now + max - Duration::from_millis(1);
@@ -60,20 +93,15 @@ fn at_its_max_hold_a_holder_is_told_lost_before_its_nodes_delete_leaves() {
 /// session's end).
 #[test]
 fn a_max_hold_that_ends_while_disconnected_deletes_the_node_on_the_next_connection() {
-    let max = Duration::from_secs(3);
-    let now = Instant::now();
-    let mut zk = sim_zookeeper::SimZooKeeper::new(now, Duration::from_millis(2000));
-    let mut a = Peer::new(now, 1);
-    let mut b = Peer::new(now, 2);
-    let capped = MutexOptions::default().max_hold(max);
-    let ma = Mutex::with_options(&a.client, "/l", capped).unwrap();
-    let mb = Mutex::new(&b.client, "/l").unwrap();
-    let pa = ma.start_lock(None);
-    pump(&mut zk, &mut [&mut a, &mut b], now);
-    let ga = pa.try_take().expect("a free lock").unwrap();
-    let pb = mb.start_lock(None);
-    pump(&mut zk, &mut [&mut a, &mut b], now);
-    assert!(pb.try_take().is_none(), "B waits");
+    let Capped {
+        max,
+        now,
+        mut zk,
+        mut a,
+        mut b,
+        ga,
+        pb,
+    } = capped_holder_and_a_waiter();
 
     // A's connection drops (its session lives: 30 s) before the max hold.
     let cut = now + max / 2;
