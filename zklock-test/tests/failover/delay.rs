@@ -176,3 +176,38 @@ fn clearing_a_delay_delivers_what_is_on_the_way_at_once() {
         "the read took {took:?}: the cleared delay of {long:?} was waited out"
     );
 }
+
+/// A delay past the bound is a stall to the holder: at `T/8` each way (a
+/// round trip of `T/4`, twice the bound) no answer proves the leader in
+/// time, so the guard turns `Suspended` by `3T/4` after the last proof and
+/// `Lost` (`NoContact`) by `T`, as under a stall. The last proof is at
+/// most `3T/8` old when the delay begins (a probe period, its gap and a
+/// round trip), hence the early sides; the late sides allow a second for
+/// a loaded machine.
+#[test]
+fn a_delay_past_the_bound_suspends_then_loses_the_holder_as_a_stall_does() {
+    let server = ZkServer::start_with_options(&ZkOptions::new().tick_ms(500));
+    let link = ClientLink::start(&server.connect_string());
+    let (_client, guard) = holder(&link.connect_string(), T, "/delay/past");
+    let mut states = States::of(&guard);
+    let began = Instant::now();
+    link.delay(T / 8);
+    let slack = Duration::from_secs(1);
+    let suspended = states.wait_for_after(LockState::Suspended, began);
+    assert!(
+        suspended >= T * 3 / 8 && suspended <= T * 3 / 4 + slack,
+        "Suspended {suspended:?} after the delay began; states {:?}",
+        states.seen
+    );
+    let lost = states.wait_for_after(LockState::Lost, began);
+    assert!(
+        lost >= T * 5 / 8 && lost <= T + slack,
+        "Lost {lost:?} after the delay began; states {:?}",
+        states.seen
+    );
+    assert_eq!(guard.lost_reason(), Some(LossReason::NoContact));
+    assert_eq!(
+        states.seen,
+        [LockState::Held, LockState::Suspended, LockState::Lost]
+    );
+}
