@@ -52,6 +52,27 @@ fn a_dropped_connection_suspends_the_holder_then_it_holds_again() {
     suspended_then_held_again("/session/drop", T, ClientLink::drop_connections, |_| {});
 }
 
+/// `drop_connections`' times, as its table says: `Suspended` at once (a
+/// quarter of `T` at most, where a holder that missed the close would wait
+/// for its read timeout, `2T/3`, or the leader check, `3T/4`), and `Held`
+/// again well within `T` (half of it).
+#[test]
+fn a_dropped_connection_suspends_at_once_and_holds_again_well_within_the_timeout() {
+    let link = ClientLink::start(&server().connect_string());
+    let (_client, guard) = holder(&link.connect_string(), T, "/session/drop-times");
+    let mut states = States::of(&guard);
+    let dropped = Instant::now();
+    link.drop_connections();
+    let suspended = states.wait_for_after(LockState::Suspended, dropped);
+    assert!(suspended <= T / 4, "Suspended {suspended:?} after the drop");
+    let held = states.wait_for_after(LockState::Held, dropped);
+    assert!(held <= T / 2, "Held again {held:?} after the drop");
+    assert_eq!(
+        states.seen,
+        [LockState::Held, LockState::Suspended, LockState::Held]
+    );
+}
+
 #[test]
 fn an_expired_session_loses_the_lock_and_frees_it_at_once() {
     let link = ClientLink::start(&server().connect_string());
