@@ -87,6 +87,56 @@ fn bad_input_has_documented_codes_and_one_line_reasons() {
     }
 }
 
+/// A server that takes each connection and closes it before the
+/// handshake's answer (as one not serving yet does): the connection is
+/// lost every time, no session comes, and zklock exits 69 saying so.
+#[test]
+fn a_connection_lost_before_every_handshake_exits_69_and_says_why() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = format!("127.0.0.1:{}", listener.local_addr().unwrap().port());
+    listener.set_nonblocking(true).unwrap();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let closer = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let mut taken = 0;
+            // Bounded: the run ends within its session timeout and the
+            // flag is set; a minute at most either way.
+            let until = Instant::now() + Duration::from_secs(60);
+            while !done.load(std::sync::atomic::Ordering::SeqCst) && Instant::now() < until {
+                match listener.accept() {
+                    Ok((mut conn, _)) => {
+                        taken += 1;
+                        // The handshake read first, so that the close is
+                        // a clean one (unread bytes would reset it).
+                        let _ = conn.set_nonblocking(false);
+                        let _ = conn.set_read_timeout(Some(Duration::from_secs(1)));
+                        let mut len = [0; 4];
+                        if std::io::Read::read_exact(&mut conn, &mut len).is_ok() {
+                            let body = u32::from_be_bytes(len).min(4096) as usize;
+                            let _ = std::io::Read::read_exact(&mut conn, &mut vec![0; body]);
+                        }
+                        drop(conn);
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                }
+            }
+            taken
+        })
+    };
+    let (code, _, err) = run(&addr, &["--session-timeout", "2", "status", "/x"]);
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    let taken = closer.join().unwrap();
+    assert_eq!(code, 69, "{err}");
+    let line = one_line(&err);
+    assert!(line.contains("no ZooKeeper server reachable"), "{line}");
+    assert!(
+        line.contains("closed the connection before answering the handshake"),
+        "the last failure named: {line}"
+    );
+    assert!(taken >= 1, "zklock connected");
+}
+
 /// Every input file that is missing or unreadable exits 66 (EX_NOINPUT) and
 /// is named, once, before any server is tried.
 #[test]
