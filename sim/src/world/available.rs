@@ -607,9 +607,15 @@ impl World {
                 {
                     continue;
                 }
+                // A downgraded read counts with its thread's write holding
+                // (as in `World::check`): that holding is its own too.
+                let counted = client
+                    .downgrades
+                    .get(node)
+                    .map_or(node.as_str(), String::as_str);
                 let downgrades = t
                     .thread
-                    .and_then(|thread| shared.get(&(c, thread, node.as_str())));
+                    .and_then(|thread| shared.get(&(c, thread, counted)));
                 let others: Vec<&(String, bool)> = (holders[t.lock].iter().enumerate())
                     .filter(|(at, _)| Some(at) != downgrades)
                     .map(|(_, h)| h)
