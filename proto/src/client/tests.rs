@@ -199,3 +199,83 @@ fn a_close_without_a_handle_answers_nobody() {
         .iter()
         .any(|e| matches!(e, Event::State(c) if c.state == SessionState::Closed)));
 }
+
+/// Each call of the client reaches the part it names, and what it knows
+/// comes from there: the granted timeout, the machine's attempts, the
+/// persistent watch's release, a requeue, the SASL login.
+/// Kills: `release_persistent` and `requeue` emptied; `negotiated_timeout`,
+/// `lock_attempts` and `watch_events` answering a fixed value.
+#[test]
+fn every_call_reaches_its_part() {
+    let now = Instant::now();
+    let fresh: Client<u32, u32> = Client::new(SessionConfig::default(), now);
+    assert_eq!(fresh.negotiated_timeout(), None, "nothing granted yet");
+    let (mut zk, now) = connected();
+    events(&mut zk);
+    assert_eq!(zk.negotiated_timeout(), Some(Duration::from_secs(10)));
+    assert_eq!(zk.watch_events(), 0, "no watch has fired");
+
+    // A persistent watch whose last watcher goes: the server is asked to
+    // drop it.
+    let add = Request::AddWatch(jute::AddWatchRequest {
+        path: "/w".into(),
+        mode: jute::AddWatchMode::Persistent,
+    });
+    zk.submit(now, add, 1, Some(5));
+    let [(xid, jute::OpCode::AddWatch)] = sent(&mut zk)[..] else {
+        panic!("one addWatch");
+    };
+    let mut ok = BytesMut::new();
+    encode_frame(&mut ok, |b| {
+        let err = ErrorCode::Ok;
+        ReplyHeader { xid, zxid: 2, err }.encode(b);
+        // addWatch answers with an error code of its own (ErrorResponse).
+        b.extend_from_slice(&0i32.to_be_bytes());
+    });
+    zk.handle_input(now, &ok);
+    events(&mut zk);
+    zk.release_persistent(now, "/w", |_| false, 2);
+    assert_eq!(
+        sent(&mut zk).iter().map(|(_, op)| *op).collect::<Vec<_>>(),
+        [jute::OpCode::RemoveWatches]
+    );
+
+    // Attempts counted as the machine has them; a requeue of a holder it
+    // does not have queues the new attempt anew.
+    assert_eq!(zk.lock_attempts(), 0);
+    let spec = Arc::new(LockSpec::new("/l", "-lock-", Rule::Predecessor));
+    zk.acquire(now, 1, spec.clone(), "u1".into(), None, false);
+    sent(&mut zk);
+    zk.requeue(now, 7, 2, spec, "u2".into(), None);
+    assert!(!sent(&mut zk).is_empty(), "the requeued attempt's requests");
+    assert_eq!(zk.lock_attempts(), 2);
+}
+
+/// With SASL set, the first frame after the handshake is the login.
+/// Kills: `set_sasl` emptied.
+#[cfg(feature = "sasl")]
+#[test]
+fn a_sasl_login_goes_first_once_set() {
+    let now = Instant::now();
+    let mut zk: Client<u32, u32> = Client::new(SessionConfig::default(), now);
+    zk.set_sasl(Some(crate::session::SaslConfig::digest_md5("alice", "pw")));
+    zk.handle_connected(now);
+    let n = zk.output().len();
+    zk.consume_output(n);
+    let mut answer = BytesMut::new();
+    encode_frame(&mut answer, |b| {
+        ConnectResponse {
+            protocol_version: 0,
+            timeout_ms: 10_000,
+            session_id: 0x51,
+            passwd: vec![7; 16],
+            read_only: false,
+        }
+        .encode(b)
+    });
+    zk.handle_input(now, &answer);
+    assert_eq!(
+        sent(&mut zk).iter().map(|(_, op)| *op).collect::<Vec<_>>(),
+        [jute::OpCode::Sasl]
+    );
+}
