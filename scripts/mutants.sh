@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Mutation testing of the protocol crate's lock machine (proto/src/lock/)
-# and session core (proto/src/session/: mod.rs and the files split from
-# it), and of zklock's core (src/machine/), recipes (src/recipes/) and
+# Mutation testing of the protocol crate's lock machine (proto/src/lock/),
+# session core (proto/src/session/: mod.rs and the files split from it) and
+# the Client that wires them (proto/src/client.rs), and of zklock's core (src/machine/), recipes (src/recipes/) and
 # client (src/client/), against the ZooKeeper-free suites of both packages
 # only:
 #   lock_machine          (proto/tests/lock_machine/: the machine fed by
@@ -89,8 +89,8 @@ fi
 # The session core's protocol files (its SASL, fuzz and MD5 helpers and its
 # unit tests are not protocol logic).
 session=(mod connection requests replies liveness watches ending events)
-files=(--file 'proto/src/lock/*.rs' --file 'src/machine/*.rs' --file 'src/recipes/*.rs'
-    --file 'src/client/*.rs')
+files=(--file 'proto/src/lock/*.rs' --file 'proto/src/client.rs' --file 'src/machine/*.rs'
+    --file 'src/recipes/*.rs' --file 'src/client/*.rs')
 for f in "${session[@]}"; do
     files+=(--file "proto/src/session/$f.rs")
 done
