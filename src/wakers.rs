@@ -176,4 +176,34 @@ mod tests {
         slot.wake();
         assert_eq!((woken(&first), woken(&second)), (0, 1));
     }
+
+    /// Kills: `WakeList::forget` emptied, or its `!` deleted (a task that
+    /// gave up waiting would still be woken, and one waiting forgotten).
+    #[test]
+    fn a_forgotten_task_is_not_woken_and_the_others_are() {
+        let list = WakeList::default();
+        let (gone, gone_waker) = counting();
+        let (kept, kept_waker) = counting();
+        list.register(&gone_waker);
+        list.register(&kept_waker);
+        list.forget(&gone_waker);
+        list.wake_all();
+        assert_eq!((woken(&gone), woken(&kept)), (0, 1));
+    }
+
+    /// A wake before the park leaves the thread's token: the park that
+    /// follows returns at once, long before its timeout.
+    /// Kills: the unparking waker's `wake` emptied (a blocked caller would
+    /// sleep to its deadline, or for good without one).
+    #[test]
+    fn the_unparking_waker_unparks_its_thread() {
+        let waker = unpark_this_thread();
+        let start = std::time::Instant::now();
+        waker.wake_by_ref();
+        std::thread::park_timeout(std::time::Duration::from_secs(60));
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(30),
+            "parked to the timeout: never unparked"
+        );
+    }
 }
