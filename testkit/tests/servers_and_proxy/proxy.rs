@@ -111,6 +111,31 @@ fn proxy_blackhole_drops_bytes_but_keeps_the_connection() {
     assert_eq!(proxy.active_connections(), 1);
 }
 
+/// A client that goes away with a reset (it closes with bytes unread)
+/// ends its connection at the proxy: the server hears the end, and no
+/// connection is left open.
+///
+/// Kills: `read_in`, the `Interrupted` guard made `true` and its `==` →
+/// `!=` (the reset read again as an end, the server's way left open).
+#[test]
+fn a_client_reset_ends_the_connection_on_both_sides() {
+    let tap = Tap::start();
+    let proxy = Proxy::start(tap.addr);
+    let mut client = connect(proxy.addr());
+    let mut server = tap.accept();
+    assert_passes(&mut client, &mut server, b"warm-up");
+    write(&mut server, b"never read");
+    let mut unread = [0u8; 1];
+    assert_eq!(client.peek(&mut unread).expect("the bytes are there"), 1);
+    // Closed with bytes unread: TCP sends a reset, not an end.
+    drop(client);
+    assert_closed(&mut server);
+    assert!(
+        poll_until(PROMPT, || proxy.active_connections() == 0),
+        "the reset connection is still open"
+    );
+}
+
 /// A black hole drops the bytes already on their way through a delay too,
 /// when they would leave, and counts none of them as forwarded.
 ///
@@ -143,9 +168,13 @@ fn a_blackhole_drops_what_is_on_its_way_through_a_delay() {
 /// only (the other way still flows, and ends on its own), and a black hole
 /// drops it (the far side then hears nothing, not an end).
 ///
+/// A half-closed connection is still open, and `cut_all` closes it.
+///
 /// Kills: `write_out`, `delete !` before `blackholed` (a black hole passed
 /// the end on); `read_in`, `&&` → `||` in the end's test for a doomed
-/// reply (a server's half-close closed both ways).
+/// reply (a server's half-close closed both ways); `pump_done`, `==` →
+/// `!=` (the first pump to end let go of the connection, which `cut_all`
+/// then left open).
 #[test]
 fn a_half_close_goes_one_way_after_the_bytes_before_it() {
     use std::net::Shutdown;
@@ -162,10 +191,25 @@ fn a_half_close_goes_one_way_after_the_bytes_before_it() {
     assert_eq!(read_exact_within(&mut client, 10), b"last-words");
     assert_closed(&mut client);
     assert_passes(&mut client, &mut server, b"after-your-end");
+    assert_eq!(proxy.active_connections(), 1);
     client
         .shutdown(Shutdown::Write)
         .expect("the client's half-close");
     assert_closed(&mut server);
+
+    // Half-closed, then cut: the way still open closes too.
+    let mut client = connect(proxy.addr());
+    let mut server = tap.accept();
+    server
+        .shutdown(Shutdown::Write)
+        .expect("the server's half-close");
+    assert_closed(&mut client);
+    proxy.cut_all();
+    assert_closed(&mut server);
+    assert!(
+        poll_until(PROMPT, || proxy.active_connections() == 0),
+        "a cut connection is still open"
+    );
 
     // Under a black hole toward the server, the client's end is lost.
     let mut client = connect(proxy.addr());

@@ -378,3 +378,34 @@ fn replies_dropped_are_counted_across_clear_and_waited_for() {
     assert_closed(&mut client);
     assert_closed(&mut server);
 }
+
+/// A server that ends the connection after a doomed request, without its
+/// reply: the client hears nothing of it but a disconnect, both sides are
+/// closed, and no reply counts as dropped.
+///
+/// Kills: `Conn::doomed_xid_is_set` made `false` (the server's end went on
+/// as a half-close, the client's way left open).
+#[test]
+fn a_server_ending_before_the_doomed_reply_closes_both_sides() {
+    use std::net::Shutdown;
+    let tap = Tap::start();
+    let proxy = Proxy::start(tap.addr);
+    let (mut client, mut server) = tapped(&proxy, &tap);
+    proxy.drop_reply_of_next(EXISTS);
+    assert_passes(
+        &mut client,
+        &mut server,
+        &request_frame(1, EXISTS, b"/unanswered"),
+    );
+    write(&mut server, &reply_frame(-1, 1, b"a watch event"));
+    server
+        .shutdown(Shutdown::Write)
+        .expect("the server's half-close");
+    assert_closed(&mut client);
+    assert_closed(&mut server);
+    assert_eq!(proxy.replies_dropped(), 0);
+    assert!(
+        poll_until(PROMPT, || proxy.active_connections() == 0),
+        "the connection is still open"
+    );
+}
