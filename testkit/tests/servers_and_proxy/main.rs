@@ -134,6 +134,82 @@ impl Drop for EchoServer {
     }
 }
 
+/// An upstream that hands each connection the proxy makes to it to the
+/// test, which then plays the server: it sees exactly the bytes the proxy
+/// delivers, and sends what it likes when it likes.
+struct Tap {
+    addr: SocketAddr,
+    accepted: mpsc::Receiver<TcpStream>,
+}
+
+impl Tap {
+    fn start() -> Tap {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("binding the tap");
+        let addr = listener.local_addr().expect("the tap's address");
+        let (found, accepted) = mpsc::channel();
+        thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { continue };
+                if found.send(stream).is_err() {
+                    break;
+                }
+            }
+        });
+        Tap { addr, accepted }
+    }
+
+    /// The server side of the proxy's next connection to the tap.
+    fn accept(&self) -> TcpStream {
+        let stream = self
+            .accepted
+            .recv_timeout(PROMPT)
+            .unwrap_or_else(|_| panic!("the proxy did not connect to the tap within {PROMPT:?}"));
+        stream
+            .set_read_timeout(Some(PROMPT))
+            .expect("setting a read timeout");
+        stream.set_nodelay(true).expect("setting TCP_NODELAY");
+        stream
+    }
+}
+
+/// A ZooKeeper frame: `body` after its length, 4 bytes big-endian.
+fn frame(body: &[u8]) -> Vec<u8> {
+    let mut out = (body.len() as u32).to_be_bytes().to_vec();
+    out.extend_from_slice(body);
+    out
+}
+
+/// A request's frame: xid, op type, then `payload`.
+fn request_frame(xid: i32, op: i32, payload: &[u8]) -> Vec<u8> {
+    let mut body = xid.to_be_bytes().to_vec();
+    body.extend_from_slice(&op.to_be_bytes());
+    body.extend_from_slice(payload);
+    frame(&body)
+}
+
+/// A reply's frame: xid, zxid, error code 0, then `payload`.
+fn reply_frame(xid: i32, zxid: i64, payload: &[u8]) -> Vec<u8> {
+    let mut body = xid.to_be_bytes().to_vec();
+    body.extend_from_slice(&zxid.to_be_bytes());
+    body.extend_from_slice(&0i32.to_be_bytes());
+    body.extend_from_slice(payload);
+    frame(&body)
+}
+
+/// A connection through `proxy` to `tap`, past the first frame each way
+/// (the handshake, which has no xid): its client and server sides.
+fn tapped(proxy: &Proxy, tap: &Tap) -> (TcpStream, TcpStream) {
+    let mut client = connect(proxy.addr());
+    let mut server = tap.accept();
+    let hello = frame(b"connect request");
+    write(&mut client, &hello);
+    assert_eq!(read_exact_within(&mut server, hello.len()), hello);
+    let welcome = frame(b"connect response");
+    write(&mut server, &welcome);
+    assert_eq!(read_exact_within(&mut client, welcome.len()), welcome);
+    (client, server)
+}
+
 fn connect(addr: SocketAddr) -> TcpStream {
     let stream = TcpStream::connect_timeout(&addr, PROMPT)
         .unwrap_or_else(|e| panic!("connecting to {addr}: {e}"));
@@ -162,6 +238,12 @@ fn read_exact_within(stream: &mut TcpStream, len: usize) -> Vec<u8> {
 fn assert_round_trip(stream: &mut TcpStream, bytes: &[u8]) {
     write(stream, bytes);
     assert_eq!(read_exact_within(stream, bytes.len()), bytes);
+}
+
+/// `bytes` written on `from` arrive as they are on `to`.
+fn assert_passes(from: &mut TcpStream, to: &mut TcpStream, bytes: &[u8]) {
+    write(from, bytes);
+    assert_eq!(read_exact_within(to, bytes.len()), bytes);
 }
 
 /// Nothing arrives for a while (and the connection is not closed).
