@@ -13,6 +13,12 @@ use crate::lock::{LockError, Rule};
 fn connected() -> (Client<u32, u32>, Instant) {
     let now = Instant::now();
     let mut zk = Client::new(SessionConfig::default(), now);
+    handshake(&mut zk, now);
+    (zk, now)
+}
+
+/// A connection made and its handshake answered: session 0x51, 10 s.
+fn handshake(zk: &mut Client<u32, u32>, now: Instant) {
     zk.handle_connected(now);
     let n = zk.output().len();
     zk.consume_output(n);
@@ -28,7 +34,6 @@ fn connected() -> (Client<u32, u32>, Instant) {
         .encode(b)
     });
     zk.handle_input(now, &answer);
-    (zk, now)
 }
 
 fn events(zk: &mut Client<u32, u32>) -> Vec<Event<u32, u32>> {
@@ -259,21 +264,7 @@ fn a_sasl_login_goes_first_once_set() {
     let now = Instant::now();
     let mut zk: Client<u32, u32> = Client::new(SessionConfig::default(), now);
     zk.set_sasl(Some(crate::session::SaslConfig::digest_md5("alice", "pw")));
-    zk.handle_connected(now);
-    let n = zk.output().len();
-    zk.consume_output(n);
-    let mut answer = BytesMut::new();
-    encode_frame(&mut answer, |b| {
-        ConnectResponse {
-            protocol_version: 0,
-            timeout_ms: 10_000,
-            session_id: 0x51,
-            passwd: vec![7; 16],
-            read_only: false,
-        }
-        .encode(b)
-    });
-    zk.handle_input(now, &answer);
+    handshake(&mut zk, now);
     assert_eq!(
         sent(&mut zk).iter().map(|(_, op)| *op).collect::<Vec<_>>(),
         [jute::OpCode::Sasl]

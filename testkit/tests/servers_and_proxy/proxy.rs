@@ -54,14 +54,7 @@ fn cut_all_ends_connections_whose_bytes_are_held() {
     let mut server = tap.accept();
     assert_passes(&mut client, &mut server, b"warm-up");
     proxy.stall();
-    write(&mut client, b"held-in");
-    write(&mut server, b"held-out");
-    assert_quiet(&mut server);
-    assert_quiet(&mut client);
-    proxy.cut_all();
-    assert_closed(&mut client);
-    assert_closed(&mut server);
-    if !poll_until(PROMPT, || proxy.active_connections() == 0) {
+    if !cut_ends_a_held_connection(&proxy, &mut client, &mut server, b"held") {
         // Its drop would wait for the thread that never ends.
         std::mem::forget(proxy);
         panic!("a stalled connection is still open after the cut");
@@ -71,17 +64,29 @@ fn cut_all_ends_connections_whose_bytes_are_held() {
     proxy.set_delay(Duration::from_secs(3600));
     let mut client = connect(proxy.addr());
     let mut server = tap.accept();
-    write(&mut client, b"delayed-in");
-    write(&mut server, b"delayed-out");
-    assert_quiet(&mut server);
-    assert_quiet(&mut client);
-    proxy.cut_all();
-    assert_closed(&mut client);
-    assert_closed(&mut server);
-    if !poll_until(PROMPT, || proxy.active_connections() == 0) {
+    if !cut_ends_a_held_connection(&proxy, &mut client, &mut server, b"delayed") {
         std::mem::forget(proxy);
         panic!("a delayed connection is still open after the cut");
     }
+}
+
+/// Bytes written both ways on a connection whose bytes `proxy` holds
+/// arrive nowhere; `cut_all` then closes both sides, and whether the
+/// proxy's connection ended in time.
+fn cut_ends_a_held_connection(
+    proxy: &Proxy,
+    client: &mut TcpStream,
+    server: &mut TcpStream,
+    what: &[u8],
+) -> bool {
+    write(client, what);
+    write(server, what);
+    assert_quiet(server);
+    assert_quiet(client);
+    proxy.cut_all();
+    assert_closed(client);
+    assert_closed(server);
+    poll_until(PROMPT, || proxy.active_connections() == 0)
 }
 
 #[test]
