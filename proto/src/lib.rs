@@ -94,6 +94,7 @@
 
 mod client;
 pub mod deadline;
+pub mod id_hash;
 pub mod lock;
 pub mod path;
 mod random;

@@ -1,12 +1,23 @@
 //! ZooKeeper paths as the lock machine builds them.
 
-/// `parent/name`, with no doubled slash under the root.
+/// `parent/name`, with no doubled slash under the root. Built by hand, not
+/// with `format!`: every lock cycle joins a few paths, and the formatting
+/// machinery grows the string piece by piece.
 pub fn join(parent: &str, name: &str) -> String {
-    if parent == "/" {
-        format!("/{name}")
-    } else {
-        format!("{parent}/{name}")
+    join_all(parent, &[name])
+}
+
+/// `parent/` followed by `pieces`, each appended as it is, in one allocation.
+pub(crate) fn join_all(parent: &str, pieces: &[&str]) -> String {
+    let parent = if parent == "/" { "" } else { parent };
+    let len = parent.len() + 1 + pieces.iter().map(|p| p.len()).sum::<usize>();
+    let mut out = String::with_capacity(len);
+    out.push_str(parent);
+    out.push('/');
+    for piece in pieces {
+        out.push_str(piece);
     }
+    out
 }
 
 /// `/a`, `/a/b`, `/a/b/c` for `/a/b/c`: every node a path needs.

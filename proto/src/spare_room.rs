@@ -32,9 +32,9 @@ pub(crate) fn pop_front<T>(queue: &mut VecDeque<T>) -> Option<T> {
 const KEPT_ENTRIES: usize = 64;
 
 /// Lets `table`'s room go if it is empty and grew past [`KEPT_ENTRIES`].
-pub(crate) fn release_drained_table<K, V>(table: &mut HashMap<K, V>) {
+pub(crate) fn release_drained_table<K, V, S: Default>(table: &mut HashMap<K, V, S>) {
     if table.is_empty() && table.capacity() > KEPT_ENTRIES {
-        *table = HashMap::new();
+        *table = HashMap::default();
     }
 }
 

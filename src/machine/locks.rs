@@ -2,7 +2,6 @@
 //! grants, errors and holder states for the threads that wait, in the same
 //! turn as the session change or reply that causes them. It never blocks.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -17,35 +16,36 @@ use crate::Error;
 
 /// The protocol crate's client the commands go to.
 type Protocol = zklock_proto::Client<ReplySender, WatchSender>;
+use zklock_proto::id_hash::IdMap;
 use zklock_proto::lock::{AttemptId, LockEvent};
 
 pub(crate) struct Locks {
     observer: Option<Arc<dyn Observer>>,
     /// With an observer: when each attempt started, and its lock path.
-    started: HashMap<AttemptId, (Instant, String)>,
+    started: IdMap<AttemptId, (Instant, String)>,
     /// With an observer: when each holder was granted, and its node.
-    granted: HashMap<AttemptId, (Instant, String)>,
+    granted: IdMap<AttemptId, (Instant, String)>,
     /// For grants: where their release goes (the core's command channel).
     door: Arc<dyn ReleaseDoor>,
-    waiting: HashMap<AttemptId, GrantSink>,
-    held: HashMap<AttemptId, Arc<HolderState>>,
+    waiting: IdMap<AttemptId, GrantSink>,
+    held: IdMap<AttemptId, Arc<HolderState>>,
     /// Releases under way: who waits to hear how they end, and the
     /// holder's state, told if the server refuses the delete.
-    releasing: HashMap<AttemptId, Vec<oneshot::Sender<Result<(), LockError>>>>,
-    releasing_states: HashMap<AttemptId, Arc<HolderState>>,
+    releasing: IdMap<AttemptId, Vec<oneshot::Sender<Result<(), LockError>>>>,
+    releasing_states: IdMap<AttemptId, Arc<HolderState>>,
 }
 
 impl Locks {
     pub(crate) fn new(sender: CommandSender, observer: Option<Arc<dyn Observer>>) -> Self {
         Locks {
             observer,
-            started: HashMap::new(),
-            granted: HashMap::new(),
+            started: IdMap::default(),
+            granted: IdMap::default(),
             door: Arc::new(sender),
-            waiting: HashMap::new(),
-            held: HashMap::new(),
-            releasing: HashMap::new(),
-            releasing_states: HashMap::new(),
+            waiting: IdMap::default(),
+            held: IdMap::default(),
+            releasing: IdMap::default(),
+            releasing_states: IdMap::default(),
         }
     }
 

@@ -2,7 +2,6 @@
 //! the same thread is refused (or shared, when re-entrant) instead of
 //! queueing behind itself forever.
 
-use std::collections::HashMap;
 use std::hash::Hash;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
@@ -11,6 +10,7 @@ use std::thread::ThreadId;
 use crate::machine::held::LockState;
 use crate::machine::Holding;
 use crate::sync::Mutex;
+use zklock_proto::id_hash::IdMap;
 
 /// Exclusive (mutex, write lock, election), shared (read lock), or a
 /// semaphore lease (a thread may hold several).
@@ -34,7 +34,7 @@ struct Taken {
 
 /// Per lock and thread, the holdings taken there. A holding counts while
 /// it lives: it goes with its last guard.
-type Holders<T> = HashMap<(Key, T), Vec<Taken>>;
+type Holders<T> = IdMap<(Key, T), Vec<Taken>>;
 
 /// The holdings of a process's threads. A thread is named by `T`: std's
 /// `ThreadId` in the process's one registry (below), any distinct ids in a
@@ -47,7 +47,7 @@ pub(crate) struct Registry<T> {
 impl<T: Copy + Eq + Hash> Registry<T> {
     pub(crate) fn new() -> Self {
         Registry {
-            map: Mutex::new((HashMap::new(), 0)),
+            map: Mutex::new((IdMap::default(), 0)),
         }
     }
 

@@ -228,6 +228,12 @@ impl LockSpec {
     pub(crate) fn child(&self, name: &str) -> String {
         crate::path::join(&self.parent, name)
     }
+
+    /// The path an attempt creates its sequential node at:
+    /// `parent/_c_<uuid><marker>`, the server appending the sequence.
+    pub(crate) fn node_prefix(&self, uuid: &str) -> String {
+        crate::path::join_all(&self.parent, &["_c_", uuid, self.marker])
+    }
 }
 
 /// Our node, once known. Its Stat is unknown for a node found again after

@@ -34,9 +34,11 @@ impl AttemptIds {
         // The seed mixed with a bijection of the counter: distinct ids
         // give distinct UUIDs.
         let mixed = u128::from(splitmix64(id)) << 64 | u128::from(splitmix64(!id));
-        let uuid = uuid::Builder::from_random_bytes((self.seed ^ mixed).to_be_bytes())
-            .into_uuid()
-            .to_string();
+        let uuid = uuid::Builder::from_random_bytes((self.seed ^ mixed).to_be_bytes()).into_uuid();
+        // Encoded straight into a buffer: `to_string` goes through the
+        // formatting machinery, on every acquisition.
+        let mut text = [0u8; uuid::fmt::Hyphenated::LENGTH];
+        let uuid = uuid.hyphenated().encode_lower(&mut text).to_owned();
         (id, uuid)
     }
 }

@@ -18,6 +18,8 @@
 //! [`LockMachine::poll_event`], [`LockMachine::poll_timeout`].
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+
+use crate::id_hash::IdMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -158,9 +160,9 @@ pub struct LockMachine {
     /// lock costs less memory (bench/FIGURES.md).
     attempts: BTreeMap<AttemptId, Box<Attempt>>,
     /// Request token → the attempt and why.
-    pending: HashMap<u64, (AttemptId, Purpose)>,
+    pending: IdMap<u64, (AttemptId, Purpose)>,
     /// Watch token → the attempt it wakes.
-    watches: HashMap<u64, AttemptId>,
+    watches: IdMap<u64, AttemptId>,
     /// Server path of every granted node → its attempt: a deletion heard
     /// through any watch tells its holder at once.
     held_nodes: HashMap<String, AttemptId>,
@@ -169,12 +171,12 @@ pub struct LockMachine {
     listings_wanted: BTreeMap<String, u64>,
     /// A listing's token (sent or kept) → the attempts whose creates it
     /// follows.
-    shared_listings: HashMap<u64, Vec<AttemptId>>,
+    shared_listings: IdMap<u64, Vec<AttemptId>>,
     /// Shared listings sent and not yet answered → their lock path. While
     /// one is out, that path's next waits for its reply: creates that come
     /// meanwhile share one listing, not one each (10 000 waiters queueing
     /// on one session listed thousands of children thousands of times).
-    listings_out: HashMap<u64, String>,
+    listings_out: IdMap<u64, String>,
     deadlines: BTreeSet<(Instant, AttemptId)>,
     /// Lock-delays being served: when each attempt may make its mark.
     delays: BTreeSet<(Instant, AttemptId)>,

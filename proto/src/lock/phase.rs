@@ -5,8 +5,9 @@
 //! flight while queueing, a blocker's watch on a holder, a create's listing
 //! while waiting) cannot be written.
 
-use std::collections::HashMap;
 use std::time::Instant;
+
+use crate::id_hash::IdMap;
 
 use super::purpose::Purpose;
 use super::state::LockState;
@@ -202,7 +203,7 @@ impl Queueing {
     /// The wait is over (its watch fired, was never set, or a listing made
     /// it moot): the step turns to what is still awaited, a read before the
     /// grant or a look, or to listing again. Returns the watch it had.
-    pub(crate) fn end_wait(&mut self, pending: &HashMap<u64, (AttemptId, Purpose)>) -> Option<u64> {
+    pub(crate) fn end_wait(&mut self, pending: &IdMap<u64, (AttemptId, Purpose)>) -> Option<u64> {
         let Step::Waiting { wait, awaits } = &self.step else {
             return None;
         };

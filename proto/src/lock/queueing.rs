@@ -72,7 +72,7 @@ impl LockMachine {
                     self.send_main(id, Purpose::Parent(n), request);
                 }
                 (None, false, None) => {
-                    let prefix = spec.child(&format!("_c_{}{}", a.uuid, spec.marker));
+                    let prefix = spec.node_prefix(&a.uuid);
                     let create = Request::Create2(CreateRequest {
                         path: prefix,
                         data: spec.data.clone(),

@@ -80,7 +80,7 @@ impl LockMachine {
         if let Some(q) = attempt.phase.as_queueing() {
             q.create();
         }
-        let prefix = spec.child(&format!("_c_{}{}", attempt.uuid, spec.marker));
+        let prefix = spec.node_prefix(&attempt.uuid);
         self.attempts.insert(id, Box::new(attempt));
         let request = Request::Multi(vec![
             MultiOp::Delete(PathVersion {
