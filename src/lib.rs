@@ -93,3 +93,6 @@ pub use session::{DropReason, SessionChange, SessionState, WatchEvent};
 pub use session::{SaslConfig, SaslMechanism};
 #[cfg(feature = "tls")]
 pub use tls::{TlsError, TlsOptions};
+
+#[cfg(test)]
+mod tests;
