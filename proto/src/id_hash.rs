@@ -1,11 +1,14 @@
-//! A hasher for maps whose keys the process makes or its own program names:
-//! request tokens, attempt ids, a thread's locks by session and lock path.
+//! A hasher for maps that hold one key per thing of this process's own:
+//! request tokens, attempt ids, a thread's locks by session and lock path,
+//! the nodes a session holds.
 //!
 //! std's default hasher is built to resist keys an attacker picks, and costs
 //! a few hundred instructions per lookup; a lock cycle does dozens of
-//! lookups. None of these keys is picked by the server or read from the
-//! wire, so one multiply per word serves. Maps keyed by what the server
-//! names (the nodes it sequenced) keep std's hasher.
+//! lookups. A map here holds no more keys than the process has requests,
+//! attempts or held nodes, whoever chose their names, so no one can fill it
+//! with keys that collide, and one multiply per word serves. A lookup with a
+//! key from the wire (the path of a watch event) costs at most a probe per
+//! key inside.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};

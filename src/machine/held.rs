@@ -159,7 +159,7 @@ impl HolderState {
                 self.state.store(LOST, Ordering::SeqCst);
                 self.changes.fetch_add(1, Ordering::SeqCst);
                 for l in ls.iter() {
-                    let _ = l.send(LockState::Lost);
+                    offer(l, LockState::Lost);
                 }
             }
             ls.clear();
@@ -171,9 +171,12 @@ impl HolderState {
 
     /// A channel yielding the current state, then every change.
     pub(crate) fn changes(&self) -> Receiver<LockState> {
-        let (tx, rx) = crossbeam_channel::bounded(STATE_CHANNEL_CAPACITY);
+        // Unbounded, capped by `offer`: a bounded channel would allocate
+        // and stamp all its slots for each call, though most listeners see
+        // a handful of changes in their life.
+        let (tx, rx) = crossbeam_channel::unbounded();
         if let Ok(mut ls) = self.listeners.lock() {
-            let _ = tx.send(self.current());
+            offer(&tx, self.current());
             if !self.released.load(Ordering::SeqCst) {
                 ls.push(tx);
             }
@@ -243,12 +246,18 @@ impl HolderState {
                 f(state);
             }
             if let Ok(mut ls) = self.listeners.lock() {
-                // Bounded channels: a reader a whole channel behind misses
-                // this change (`LockGuard::state` stays current).
-                ls.retain(|l| !matches!(l.try_send(state), Err(TrySendError::Disconnected(_))));
+                ls.retain(|l| offer(l, state));
             }
         }
     }
+}
+
+/// Sends `state` unless the reader has [`STATE_CHANNEL_CAPACITY`] changes
+/// unread: that reader misses this one (`LockGuard::state` stays current).
+/// `false` once the reader is gone. Sends happen under the listeners' lock,
+/// so the count cannot grow between the look and the send.
+fn offer(tx: &Sender<LockState>, state: LockState) -> bool {
+    tx.len() >= STATE_CHANNEL_CAPACITY || tx.send(state).is_ok()
 }
 
 #[cfg(test)]
@@ -363,6 +372,35 @@ mod tests {
             Some(&LockState::Lost),
             "the Lost found no room"
         );
+    }
+
+    /// The I/O thread ends a refused release: a reader a whole channel
+    /// behind must not hold it up. Kills: `finish_release` sending `Lost`
+    /// with a blocking send into a full channel.
+    #[test]
+    fn a_refused_release_does_not_wait_for_a_reader_a_whole_channel_behind() {
+        let h = Arc::new(HolderState::new());
+        let rx = h.changes();
+        while rx.len() < STATE_CHANNEL_CAPACITY {
+            h.set(LockState::Suspended);
+            h.set(LockState::Held);
+        }
+        h.mark_released();
+        let (done_tx, done) = crossbeam_channel::bounded(1);
+        let releaser = h.clone();
+        let thread = std::thread::spawn(move || {
+            releaser.finish_release(true);
+            let _ = done_tx.send(());
+        });
+        // A guard against a hang, not a clock: a blocked send never ends.
+        let ended = done.recv_timeout(std::time::Duration::from_secs(60));
+        let unread = rx.len();
+        drop(rx);
+        thread.join().unwrap();
+        assert!(ended.is_ok(), "finish_release waited for the reader");
+        assert_eq!(unread, STATE_CHANNEL_CAPACITY);
+        assert_eq!(h.current(), LockState::Lost);
+        assert_eq!(h.reason(), Some(LossReason::ReleaseRefused));
     }
 }
 

@@ -17,7 +17,7 @@
 //! [`LockMachine::handle_timeout`]. Outputs: [`LockMachine::poll_request`],
 //! [`LockMachine::poll_event`], [`LockMachine::poll_timeout`].
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::id_hash::IdMap;
 use std::sync::Arc;
@@ -164,8 +164,10 @@ pub struct LockMachine {
     /// Watch token → the attempt it wakes.
     watches: IdMap<u64, AttemptId>,
     /// Server path of every granted node → its attempt: a deletion heard
-    /// through any watch tells its holder at once.
-    held_nodes: HashMap<String, AttemptId>,
+    /// through any watch tells its holder at once. On the cheap hasher: it
+    /// has one key per node this session holds, so however the server names
+    /// them, no one can fill it with keys that collide.
+    held_nodes: IdMap<String, AttemptId>,
     /// Lock paths with creates sent and no listing sent behind them yet →
     /// the token kept for the one listing that will follow them all.
     listings_wanted: BTreeMap<String, u64>,
