@@ -1,9 +1,9 @@
 //! What API threads ask of the core, typed, and the door they ask through.
 
-use std::sync::{Arc, Weak};
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Instant;
 
-use crossbeam_channel::Sender;
 use jute::Request;
 
 use super::holding::{GrantSink, ReleaseDoor};
@@ -90,11 +90,42 @@ impl Wake for NoWake {
     }
 }
 
+/// Commands on their way to the core: a deque under a lock, whose room is
+/// reused turn after turn (a channel allocates and zeroes a block of slots
+/// for every few dozen commands). `open` is false once the core is gone.
+struct Queue {
+    state: Mutex<(VecDeque<Command>, bool)>,
+}
+
+impl Queue {
+    /// Nothing panics while holding the lock, so a poisoned one is sound.
+    fn lock(&self) -> MutexGuard<'_, (VecDeque<Command>, bool)> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// A queue for commands: the callers' door and the core's end of it.
+pub(crate) fn command_queue(wake: Arc<dyn Wake>) -> (CommandSender, CommandReceiver) {
+    let queue = Arc::new(Queue {
+        state: Mutex::new((VecDeque::new(), true)),
+    });
+    (
+        CommandSender {
+            queue: queue.clone(),
+            wake,
+        },
+        CommandReceiver {
+            queue,
+            batch: VecDeque::new(),
+        },
+    )
+}
+
 /// Queues commands for the core and wakes its driver. Holding one does not
 /// keep the session open.
 #[derive(Clone)]
 pub(crate) struct CommandSender {
-    commands: Sender<Command>,
+    queue: Arc<Queue>,
     wake: Arc<dyn Wake>,
 }
 
@@ -115,14 +146,17 @@ impl ReleaseDoor for CommandSender {
 }
 
 impl CommandSender {
-    pub(crate) fn new(commands: Sender<Command>, wake: Arc<dyn Wake>) -> Self {
-        CommandSender { commands, wake }
-    }
-
-    /// Queues a command and wakes the driver. `false` if the core is gone.
+    /// Queues a command and wakes the driver. `false` if the core is gone
+    /// (the command is dropped here, so whoever waits on it hears so).
     pub(crate) fn send(&self, cmd: Command) -> bool {
-        if self.commands.send(cmd).is_err() {
-            return false;
+        {
+            let mut state = self.queue.lock();
+            if !state.1 {
+                drop(state);
+                drop(cmd);
+                return false;
+            }
+            state.0.push_back(cmd);
         }
         self.wake.wake()
     }
@@ -130,5 +164,41 @@ impl CommandSender {
     /// Queues a command for the lock machine.
     pub(crate) fn lock(&self, cmd: LockCommand) -> bool {
         self.send(Command::Lock(cmd))
+    }
+}
+
+/// The core's end of the queue. Dropping it closes the queue and drops
+/// what is in it, so callers waiting on those commands hear the core is
+/// gone.
+pub(crate) struct CommandReceiver {
+    queue: Arc<Queue>,
+    /// Taken from the queue in one go: the lock is held for a swap only.
+    batch: VecDeque<Command>,
+}
+
+impl CommandReceiver {
+    /// Whether a command waits.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.batch.is_empty() && self.queue.lock().0.is_empty()
+    }
+
+    /// The next command, in the order they were sent.
+    pub(crate) fn next(&mut self) -> Option<Command> {
+        if self.batch.is_empty() {
+            std::mem::swap(&mut self.batch, &mut self.queue.lock().0);
+        }
+        self.batch.pop_front()
+    }
+}
+
+impl Drop for CommandReceiver {
+    fn drop(&mut self) {
+        let left = {
+            let mut state = self.queue.lock();
+            state.1 = false;
+            std::mem::take(&mut state.0)
+        };
+        // Outside the lock: a command's drop may send another.
+        drop(left);
     }
 }

@@ -13,9 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Instant;
 
-use crossbeam_channel::{Receiver, TryRecvError};
-
-use super::command::{Command, CommandSender, Wake};
+use super::command::{command_queue, Command, CommandReceiver, CommandSender, Wake};
 use super::locks::Locks;
 use super::observer::Observer;
 use super::recipient::{ReplySender, WatchSender};
@@ -63,7 +61,7 @@ pub(crate) struct CoreHandles {
 pub struct Core {
     protocol: Protocol,
     locks: Locks,
-    commands: Receiver<Command>,
+    commands: CommandReceiver,
     subscribers: Vec<(Subscriber, Option<Weak<()>>)>,
     status: Arc<Status>,
     /// Watch events received, for `Client::watch_events_received`.
@@ -99,8 +97,7 @@ impl Core {
         wake: Arc<dyn Wake>,
         observer: Option<Arc<dyn Observer>>,
     ) -> (Core, CoreHandles) {
-        let (tx, rx) = crossbeam_channel::unbounded();
-        let sender = CommandSender::new(tx, wake);
+        let (sender, rx) = command_queue(wake);
         let protocol = Protocol::new(config, now);
         let status = Arc::new(Status::new(now));
         #[cfg(feature = "testing")]
@@ -275,24 +272,23 @@ impl Core {
 
     fn drain_commands(&mut self, now: Instant) {
         loop {
-            match self.commands.try_recv() {
-                Ok(Command::Submit {
+            match self.commands.next() {
+                Some(Command::Submit {
                     request,
                     reply,
                     watcher,
                 }) => self.protocol.submit(now, request, reply, watcher),
-                Ok(Command::Close { reply }) => self.protocol.close(now, Some(reply)),
-                Ok(Command::ReleasePersistent { path, reply }) => {
-                    self.protocol
-                        .release_persistent(now, &path, WatchSender::is_wanted, reply)
-                }
-                Ok(Command::Lock(command)) => {
+                Some(Command::Close { reply }) => self.protocol.close(now, Some(reply)),
+                Some(Command::ReleasePersistent { path, reply }) => self
+                    .protocol
+                    .release_persistent(now, &path, WatchSender::is_wanted, reply),
+                Some(Command::Lock(command)) => {
                     // The machine's requests go out at once: a caller that
                     // hears back and asks again finds them ahead.
                     self.locks.handle_command(now, command, &mut self.protocol);
                     self.deliver(now);
                 }
-                Ok(Command::Subscribe(subscriber, token)) => {
+                Some(Command::Subscribe(subscriber, token)) => {
                     self.subscribers
                         .retain(|(_, t)| t.as_ref().is_none_or(|t| t.strong_count() > 0));
                     subscriber.tell(SessionChange {
@@ -301,15 +297,12 @@ impl Core {
                     });
                     self.subscribers.push((subscriber, token));
                 }
-                Ok(Command::Shutdown) => self.shut_down(now),
-                Ok(Command::WakeAt(at, waker)) => {
+                Some(Command::Shutdown) => self.shut_down(now),
+                Some(Command::WakeAt(at, waker)) => {
                     let i = self.timers.partition_point(|(t, _)| *t <= at);
                     self.timers.insert(i, (at, waker));
                 }
-                Err(TryRecvError::Empty) => return,
-                // Unreachable while the core holds a sender (its grants'),
-                // but harmless: nobody can ask anything any more.
-                Err(TryRecvError::Disconnected) => return self.shut_down(now),
+                None => return,
             }
         }
     }
