@@ -315,6 +315,34 @@ mod tests {
         assert_eq!(woken(), 2, "the last sender gone wakes the task");
         assert_eq!(rx.poll_recv(&mut cx), Poll::Ready(Err(RecvError)));
     }
+
+    /// A receiver awaited by one task, then polled by another (a future
+    /// moved to another task, or a `select!` that changed hands), wakes the
+    /// task that polled it last: the answer must not go to the one that
+    /// stopped waiting.
+    ///
+    /// Kills: Receiver::poll_recv match guard `w.will_wake(cx.waker())` → true
+    #[test]
+    fn the_answer_wakes_the_task_that_polled_last() {
+        let (first, first_waker) = crate::wakers::counting::counting();
+        let (second, second_waker) = crate::wakers::counting::counting();
+        let woken = crate::wakers::counting::woken;
+
+        let (tx, rx) = channel();
+        assert!(rx
+            .poll_recv(&mut Context::from_waker(&first_waker))
+            .is_pending());
+        assert!(rx
+            .poll_recv(&mut Context::from_waker(&second_waker))
+            .is_pending());
+        assert_eq!(tx.send(5), Ok(()));
+        assert_eq!(woken(&second), 1, "the task polling now is woken");
+        assert_eq!(woken(&first), 0, "the task that moved on is not");
+        assert_eq!(
+            rx.poll_recv(&mut Context::from_waker(&second_waker)),
+            Poll::Ready(Ok(5))
+        );
+    }
 }
 
 /// Every interleaving loom finds, of the answer, the senders' drops and the

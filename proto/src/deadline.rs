@@ -42,4 +42,18 @@ mod tests {
             now + FAR_FUTURE
         );
     }
+
+    /// Only "never" is capped: a long wait a caller asks for, ten or
+    /// ninety-nine years, ends when asked, not sooner (each mutant of the
+    /// constant's product makes it two years or less).
+    ///
+    /// Kills: `FAR_FUTURE` any `*` → `+` or `/`
+    #[test]
+    fn long_timeouts_below_a_century_are_kept_as_asked() {
+        let now = Instant::now();
+        for years in [10, 99] {
+            let timeout = Duration::from_secs(years * 365 * 24 * 60 * 60);
+            assert_eq!(after(now, timeout), now + timeout, "{years} years");
+        }
+    }
 }
