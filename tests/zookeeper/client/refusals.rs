@@ -176,3 +176,41 @@ fn bad_input_is_refused_without_sending() {
         Err(Error::InvalidPath { .. })
     ));
 }
+
+/// The characters `validate_path` refuses are the ones the server refuses:
+/// a create of a node whose name holds each character, sent by the codec
+/// alone (no local check), is refused with `BadArguments` exactly where
+/// `validate_path` refuses the path, on both sides of every boundary
+/// (controls, the private-use area, the first plane's reserved end, and
+/// the characters past it, which the server sees as surrogate pairs).
+#[test]
+fn validate_path_refuses_the_characters_the_server_refuses() {
+    let c = client();
+    let r = root(&c, "characters");
+    let mut raw = testkit::raw::RawClient::connect(zk::shared().addr(), 10_000);
+    let chars = [
+        'a', '\u{1}', '\u{1f}', ' ', '~', '\u{7f}', '\u{9f}', '\u{a0}', 'é', '\u{d7ff}',
+        '\u{e000}', '\u{f8ff}', '\u{f900}', '\u{ffef}', '\u{fff0}', '\u{ffff}', '\u{10000}',
+        '\u{1f600}', '\u{10ffff}',
+    ];
+    for (i, ch) in chars.into_iter().enumerate() {
+        let path = format!("{r}/{i}{ch}x");
+        let (_, reply) = raw.call(&jute::Request::Create2(jute::CreateRequest {
+            path: path.clone(),
+            data: vec![],
+            acl: Acl::open_unsafe(),
+            mode: CreateMode::Persistent,
+        }));
+        let server_refuses = match reply {
+            Ok(_) => false,
+            Err(ErrorCode::BadArguments) => true,
+            Err(other) => panic!("{ch:?}: the server answered {other:?}"),
+        };
+        assert_eq!(
+            zklock::validate_path(&path, false).is_err(),
+            server_refuses,
+            "{ch:?} (U+{:04X}): the server refuses it: {server_refuses}",
+            ch as u32
+        );
+    }
+}
