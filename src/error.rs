@@ -516,6 +516,69 @@ mod tests {
         );
     }
 
+    /// What a caller branches on: each predicate is true for the errors its
+    /// doc names and false for every other kind (a retry loop that asks
+    /// `is_outcome_unknown` must not retry a refusal, nor give up on a
+    /// timeout), and a failed multi names the op and path that failed.
+    ///
+    /// Kills: `Error::is_no_node`, `is_node_exists`, `is_connection_loss`,
+    /// `is_outcome_unknown`, `is_session_ended` → true/false, their `==` →
+    /// `!=`; the `MultiFailed` arms of `Error::op` and `Error::path` deleted
+    #[test]
+    fn each_predicate_holds_for_its_errors_and_no_other() {
+        let multi = Error::MultiFailed {
+            index: 0,
+            code: ErrorCode::NodeExists,
+            op: OpCode::Create,
+            path: "/m".into(),
+        };
+        let all = [
+            Error::server(ErrorCode::NoNode),
+            Error::server(ErrorCode::NodeExists),
+            Error::server(ErrorCode::BadVersion),
+            multi.clone(),
+            Error::ConnectionLoss,
+            Error::Timeout,
+            Error::SessionExpired,
+            Error::Closed,
+            Error::AuthFailed,
+            Error::InvalidArgument("x"),
+            Error::Protocol("x".into()),
+        ];
+        let which = |p: fn(&Error) -> bool| {
+            all.iter()
+                .filter(|e| p(e))
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+        };
+        let names = |es: &[Error]| es.iter().map(Error::to_string).collect::<Vec<_>>();
+        assert_eq!(
+            which(Error::is_no_node),
+            names(&[Error::server(ErrorCode::NoNode)])
+        );
+        assert_eq!(
+            which(Error::is_node_exists),
+            names(&[Error::server(ErrorCode::NodeExists), multi.clone()])
+        );
+        assert_eq!(
+            which(Error::is_connection_loss),
+            names(&[Error::ConnectionLoss])
+        );
+        assert_eq!(
+            which(Error::is_outcome_unknown),
+            names(&[Error::ConnectionLoss, Error::Timeout])
+        );
+        assert_eq!(
+            which(Error::is_session_ended),
+            names(&[Error::SessionExpired, Error::Closed, Error::AuthFailed])
+        );
+        assert_eq!(multi.op(), Some(OpCode::Create));
+        assert_eq!(multi.path(), Some("/m"));
+        assert_eq!(multi.code(), Some(ErrorCode::NodeExists));
+        assert_eq!(Error::Timeout.op(), None);
+        assert_eq!(Error::Timeout.path(), None);
+    }
+
     #[test]
     fn no_session_names_each_server_once_then_the_last_failure() {
         let refused = |host: &str| ConnectError::Io {

@@ -189,9 +189,25 @@ fn validate_path_refuses_the_characters_the_server_refuses() {
     let r = root(&c, "characters");
     let mut raw = testkit::raw::RawClient::connect(zk::shared().addr(), 10_000);
     let chars = [
-        'a', '\u{1}', '\u{1f}', ' ', '~', '\u{7f}', '\u{9f}', '\u{a0}', 'é', '\u{d7ff}',
-        '\u{e000}', '\u{f8ff}', '\u{f900}', '\u{ffef}', '\u{fff0}', '\u{ffff}', '\u{10000}',
-        '\u{1f600}', '\u{10ffff}',
+        'a',
+        '\u{1}',
+        '\u{1f}',
+        ' ',
+        '~',
+        '\u{7f}',
+        '\u{9f}',
+        '\u{a0}',
+        'é',
+        '\u{d7ff}',
+        '\u{e000}',
+        '\u{f8ff}',
+        '\u{f900}',
+        '\u{ffef}',
+        '\u{fff0}',
+        '\u{ffff}',
+        '\u{10000}',
+        '\u{1f600}',
+        '\u{10ffff}',
     ];
     for (i, ch) in chars.into_iter().enumerate() {
         let path = format!("{r}/{i}{ch}x");
