@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Mutation testing of the protocol crate's lock machine (proto/src/lock/),
 # session core (proto/src/session/: mod.rs and the files split from it) and
-# the Client that wires them (proto/src/client.rs), and of zklock's core (src/machine/), recipes (src/recipes/) and
-# client (src/client/), against the ZooKeeper-free suites of both packages
-# only:
+# the Client that wires them (proto/src/client.rs), of zklock's core (src/machine/), recipes (src/recipes/) and
+# client (src/client/), and of the small shared files (paths, deadlines,
+# random seeds, spare room, zklock's errors and one-shot channel), against
+# the ZooKeeper-free suites of both packages only:
 #   lock_machine          (proto/tests/lock_machine/: the machine fed by
 #                         hand; tests/lock_machine/: it inside the core),
 #   tests/simulation/     (the deterministic simulator, SIM_SEEDS seeds),
@@ -90,7 +91,10 @@ fi
 # unit tests are not protocol logic).
 session=(mod connection requests replies liveness watches ending events)
 files=(--file 'proto/src/lock/*.rs' --file 'proto/src/client.rs' --file 'src/machine/*.rs'
-    --file 'src/recipes/*.rs' --file 'src/client/*.rs')
+    --file 'src/recipes/*.rs' --file 'src/client/*.rs'
+    --file proto/src/path.rs --file proto/src/random.rs --file proto/src/spare_room.rs
+    --file proto/src/deadline.rs --file src/error.rs --file src/path.rs --file src/deadline.rs
+    --file src/oneshot.rs)
 for f in "${session[@]}"; do
     files+=(--file "proto/src/session/$f.rs")
 done

@@ -31,3 +31,22 @@ pub fn ancestors(path: &str) -> Vec<String> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Under the root a name joins with one slash, elsewhere with one
+    /// more, and several pieces join as one name.
+    ///
+    /// Kills: join_all `+` → `-` in the length (it underflows under the root)
+    #[test]
+    fn joins_have_one_slash_under_the_root_and_elsewhere() {
+        assert_eq!(join("/", "locks"), "/locks");
+        assert_eq!(join("/locks", "job"), "/locks/job");
+        assert_eq!(join_all("/", &["_c_", "id", "-lock-"]), "/_c_id-lock-");
+        assert_eq!(join_all("/q", &["a", "b"]), "/q/ab");
+        assert_eq!(ancestors("/a/b/c"), ["/a", "/a/b", "/a/b/c"]);
+        assert!(ancestors("/").is_empty());
+    }
+}
