@@ -92,14 +92,20 @@ impl Wake for NoWake {
 
 /// Commands on their way to the core: a deque under a lock, whose room is
 /// reused turn after turn (a channel allocates and zeroes a block of slots
-/// for every few dozen commands). `open` is false once the core is gone.
+/// for every few dozen commands).
 struct Queue {
-    state: Mutex<(VecDeque<Command>, bool)>,
+    state: Mutex<Waiting>,
+}
+
+struct Waiting {
+    commands: VecDeque<Command>,
+    /// False once the core is gone: a command sent then is refused.
+    open: bool,
 }
 
 impl Queue {
     /// Nothing panics while holding the lock, so a poisoned one is sound.
-    fn lock(&self) -> MutexGuard<'_, (VecDeque<Command>, bool)> {
+    fn lock(&self) -> MutexGuard<'_, Waiting> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
@@ -107,7 +113,10 @@ impl Queue {
 /// A queue for commands: the callers' door and the core's end of it.
 pub(crate) fn command_queue(wake: Arc<dyn Wake>) -> (CommandSender, CommandReceiver) {
     let queue = Arc::new(Queue {
-        state: Mutex::new((VecDeque::new(), true)),
+        state: Mutex::new(Waiting {
+            commands: VecDeque::new(),
+            open: true,
+        }),
     });
     (
         CommandSender {
@@ -151,12 +160,12 @@ impl CommandSender {
     pub(crate) fn send(&self, cmd: Command) -> bool {
         {
             let mut state = self.queue.lock();
-            if !state.1 {
+            if !state.open {
                 drop(state);
                 drop(cmd);
                 return false;
             }
-            state.0.push_back(cmd);
+            state.commands.push_back(cmd);
         }
         self.wake.wake()
     }
@@ -179,13 +188,13 @@ pub(crate) struct CommandReceiver {
 impl CommandReceiver {
     /// Whether a command waits.
     pub(crate) fn is_empty(&self) -> bool {
-        self.batch.is_empty() && self.queue.lock().0.is_empty()
+        self.batch.is_empty() && self.queue.lock().commands.is_empty()
     }
 
     /// The next command, in the order they were sent.
     pub(crate) fn next(&mut self) -> Option<Command> {
         if self.batch.is_empty() {
-            std::mem::swap(&mut self.batch, &mut self.queue.lock().0);
+            std::mem::swap(&mut self.batch, &mut self.queue.lock().commands);
         }
         self.batch.pop_front()
     }
@@ -195,8 +204,8 @@ impl Drop for CommandReceiver {
     fn drop(&mut self) {
         let left = {
             let mut state = self.queue.lock();
-            state.1 = false;
-            std::mem::take(&mut state.0)
+            state.open = false;
+            std::mem::take(&mut state.commands)
         };
         // Outside the lock: a command's drop may send another.
         drop(left);
