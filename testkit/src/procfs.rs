@@ -40,6 +40,13 @@ pub fn thread_cpu(tid: u32) -> Option<Duration> {
     Some(Duration::from_millis(ticks * 10))
 }
 
+/// A thread's scheduling state as stat(5) gives it (`R` running, `S`
+/// asleep in a wait that a signal interrupts, ...); `None` once it has ended.
+pub fn thread_state(tid: u32) -> Option<char> {
+    let stat = fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 1..].trim_start().chars().next()
+}
+
 /// Context switches (voluntary and not) a thread of this process has made;
 /// `None` once it has ended. A thread that waits blocks a few times; one
 /// that polls in a loop is switched out again and again on a busy machine.

@@ -142,3 +142,52 @@ fn a_server_that_talks_garbage_is_the_last_cause() {
     }
     assert_no_io_panic();
 }
+
+/// Kills: `Links::host` `==` → `!=` (a failure named another server's host
+/// with its own port).
+#[test]
+fn each_failure_names_its_own_server() {
+    init();
+    let ports = testkit::free_ports(2);
+    // Two loopback addresses, so that each host differs from the other.
+    let servers = [
+        format!("127.0.0.1:{}", ports[0]),
+        format!("127.0.0.2:{}", ports[1]),
+    ];
+    let ns = no_session(Client::connect(&servers.join(","), Duration::from_secs(1)));
+    match &ns.last {
+        Some(ConnectError::Io { host, source }) => {
+            assert!(servers.contains(host), "{host} is none of {servers:?}");
+            assert_eq!(source.kind(), std::io::ErrorKind::ConnectionRefused);
+        }
+        other => panic!("last failure: {other:?}"),
+    }
+    assert_no_io_panic();
+}
+
+/// Kills: `Driver::ended_because` emptied (a handshake that timed out was
+/// reported as a connection that merely ended).
+#[test]
+fn a_silent_server_is_named_with_the_handshake_it_never_answered() {
+    init();
+    // Takes the TCP connection (the kernel does) and never answers.
+    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+    let server = silent.local_addr().unwrap().to_string();
+    let r = Client::builder(&server)
+        .session_timeout(Duration::from_secs(2))
+        .connect_timeout(Duration::from_millis(300))
+        .connect();
+    let ns = no_session(r);
+    match &ns.last {
+        Some(ConnectError::Other { host, reason }) => {
+            assert_eq!(host, &server);
+            assert_eq!(
+                reason, "no answer to the session handshake within 300ms",
+                "{reason}"
+            );
+        }
+        other => panic!("last failure: {other:?}"),
+    }
+    drop(silent);
+    assert_no_io_panic();
+}

@@ -4,9 +4,10 @@
 //! ([`one_at_a_time`]): each test's count is its own.
 //!
 //! `shutdown` and `flood` need nothing (a port nobody listens on, a fake
-//! server in this process); `latch` needs a real ZooKeeper.
+//! server in this process); `latch` and `io_thread` need a real ZooKeeper.
 
 mod flood;
+mod io_thread;
 mod latch;
 mod shutdown;
 

@@ -85,6 +85,19 @@ fn exclusive_ephemeral_sequential_nodes_and_fencing_over_tls() {
     b.delete(&second, None).unwrap();
 }
 
+/// Kills: `Links::link` `==` → `!=` (a server was verified under the name
+/// of another host of the connect string).
+#[test]
+fn each_server_is_verified_under_the_host_its_connect_string_names() {
+    // The certificate names localhost and 127.0.0.1, not 127.0.0.2, whose
+    // port is closed.
+    let closed = format!("127.0.0.2:{}", testkit::free_ports(1)[0]);
+    let client = connect(&format!("{closed},{}", secure("localhost")), mtls())
+        .expect("the TLS server verified as localhost");
+    assert!(client.exists("/").unwrap().is_some());
+    client.close().unwrap();
+}
+
 #[test]
 fn large_frames_and_many_threads_cross_tls_records() {
     let c = connect(&secure("127.0.0.1"), mtls()).unwrap();
