@@ -191,3 +191,23 @@ fn a_silent_server_is_named_with_the_handshake_it_never_answered() {
     drop(silent);
     assert_no_io_panic();
 }
+
+/// Kills: `Driver::not_started` emptied (a connection the kernel refused to
+/// start left the wait with no cause).
+#[test]
+fn a_connection_that_cannot_even_start_is_named_with_its_cause() {
+    init();
+    // TCP refuses a broadcast destination in connect() itself, before any
+    // packet is sent: nothing leaves the machine.
+    let server = "255.255.255.255:2181".to_owned();
+    let ns = no_session(Client::connect(&server, Duration::from_secs(1)));
+    assert_eq!(ns.servers, std::slice::from_ref(&server));
+    match &ns.last {
+        Some(ConnectError::Io { host, source }) => {
+            assert_eq!(host, &server);
+            assert_eq!(source.kind(), std::io::ErrorKind::NetworkUnreachable);
+        }
+        other => panic!("last failure: {other:?}"),
+    }
+    assert_no_io_panic();
+}
