@@ -211,3 +211,41 @@ fn a_connection_that_cannot_even_start_is_named_with_its_cause() {
     }
     assert_no_io_panic();
 }
+
+/// Kills: `Driver::check_connect_deadline` emptied, and its `>=` → `<`
+/// (a TCP connection that never completed was never given up).
+#[test]
+fn a_tcp_connection_that_never_completes_is_given_up_at_the_connect_timeout() {
+    init();
+    // A listener whose accept queue is full: the kernel drops every further
+    // SYN, so a connect to it stays half-open.
+    let listener =
+        socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    listener
+        .bind(
+            &"127.0.0.1:0"
+                .parse::<std::net::SocketAddr>()
+                .unwrap()
+                .into(),
+        )
+        .unwrap();
+    listener.listen(0).unwrap();
+    let addr = listener.local_addr().unwrap().as_socket().unwrap();
+    let _queued = std::net::TcpStream::connect(addr).unwrap();
+    let server = addr.to_string();
+    let ns = no_session(
+        Client::builder(&server)
+            .session_timeout(Duration::from_secs(2))
+            .connect_timeout(Duration::from_millis(300))
+            .connect(),
+    );
+    match &ns.last {
+        Some(ConnectError::Other { host, reason }) => {
+            assert_eq!(host, &server);
+            assert_eq!(reason, "no TCP connection within 300ms", "{reason}");
+        }
+        other => panic!("last failure: {other:?}"),
+    }
+    drop(listener);
+    assert_no_io_panic();
+}
