@@ -249,3 +249,54 @@ fn a_tcp_connection_that_never_completes_is_given_up_at_the_connect_timeout() {
     drop(listener);
     assert_no_io_panic();
 }
+
+/// Kills: `Driver::maintain_connection`, its first `||` → `&&` (a turn
+/// during a TCP handshake, such as a caller's request, abandoned the
+/// connection under way and started another, so a slow handshake was never
+/// given its connect timeout).
+#[test]
+fn requests_sent_while_connecting_leave_the_attempt_its_connect_timeout() {
+    init();
+    // Half-open connections, as above.
+    let listener =
+        socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    listener
+        .bind(
+            &"127.0.0.1:0"
+                .parse::<std::net::SocketAddr>()
+                .unwrap()
+                .into(),
+        )
+        .unwrap();
+    listener.listen(0).unwrap();
+    let addr = listener.local_addr().unwrap().as_socket().unwrap();
+    let _queued = std::net::TcpStream::connect(addr).unwrap();
+    let client = Client::builder(&addr.to_string())
+        .session_timeout(Duration::from_secs(10))
+        .connect_timeout(Duration::from_millis(300))
+        .request_timeout(Duration::from_millis(20))
+        .wait_connected(false)
+        .connect()
+        .unwrap();
+    let given_up = format!("connection to {addr} lost: connect timed out");
+    let count = || {
+        LOG_LINES
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter(|l| l.contains(&given_up))
+            .count()
+    };
+    // Every request is a turn of the I/O thread while it connects.
+    wait_until(
+        "two attempts given up at their timeout",
+        Duration::from_secs(10),
+        || {
+            assert!(client.exists("/").is_err(), "no server answers here");
+            count() >= 2
+        },
+    );
+    drop(client);
+    drop(listener);
+    assert_no_io_panic();
+}
