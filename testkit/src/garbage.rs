@@ -32,6 +32,13 @@ impl GarbageServer {
         GarbageServer::spawn(|_| Vec::new(), read_frame_and_close)
     }
 
+    /// Starts a server that reads each connection's first frame (the
+    /// handshake) and resets the connection: a process that dies or
+    /// refuses it mid-way.
+    pub fn resetting() -> GarbageServer {
+        GarbageServer::spawn(|_| Vec::new(), read_frame_and_reset)
+    }
+
     fn spawn(junk: fn(u64) -> Vec<u8>, answer: fn(TcpStream, &[u8])) -> GarbageServer {
         let listener = TcpListener::bind("127.0.0.1:0").expect("garbage server: binding");
         let addr = listener.local_addr().expect("garbage server: its address");
@@ -95,6 +102,14 @@ fn read_frame_and_close(mut conn: TcpStream, _: &[u8]) {
         let mut frame = vec![0u8; u32::from_be_bytes(len).min(1 << 16) as usize];
         let _ = conn.read_exact(&mut frame);
     }
+}
+
+/// Reads one frame as [`read_frame_and_close`] does, then closes with a
+/// reset: no linger, so the kernel sends RST and drops what is unread.
+fn read_frame_and_reset(conn: TcpStream, junk: &[u8]) {
+    let conn = socket2::Socket::from(conn);
+    let _ = conn.set_linger(Some(Duration::ZERO));
+    read_frame_and_close(conn.into(), junk);
 }
 
 /// What connection `n` is sent.

@@ -166,7 +166,8 @@ fn each_failure_names_its_own_server() {
 }
 
 /// Kills: `Driver::ended_because` emptied (a handshake that timed out was
-/// reported as a connection that merely ended).
+/// reported as a connection that merely ended), and `Driver::act_on_core`'s
+/// `!=` → `==` (a connection the session dropped was not reported at all).
 #[test]
 fn a_silent_server_is_named_with_the_handshake_it_never_answered() {
     init();
@@ -298,5 +299,31 @@ fn requests_sent_while_connecting_leave_the_attempt_its_connect_timeout() {
     );
     drop(client);
     drop(listener);
+    assert_no_io_panic();
+}
+
+/// Kills, in `Driver::read`: the `WouldBlock` guard made `true` or its `==`
+/// made `!=` (a reset read as "nothing more yet", the attempt left to its
+/// handshake timeout), and the `Interrupted` guard made `true` or its `==`
+/// made `!=` (a reset read again, and reported as a close).
+#[test]
+fn a_server_that_resets_the_connection_is_named_with_the_reset() {
+    init();
+    let resetting = GarbageServer::resetting();
+    let server = resetting.addr().to_string();
+    let ns = no_session(
+        Client::builder(&server)
+            .session_timeout(Duration::from_secs(2))
+            .connect_timeout(Duration::from_secs(2))
+            .connect(),
+    );
+    assert!(resetting.accepted() > 0);
+    match &ns.last {
+        Some(ConnectError::Io { host, source }) => {
+            assert_eq!(host, &server);
+            assert_eq!(source.kind(), std::io::ErrorKind::ConnectionReset);
+        }
+        other => panic!("last failure: {other:?}"),
+    }
     assert_no_io_panic();
 }
