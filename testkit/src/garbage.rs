@@ -39,6 +39,14 @@ impl GarbageServer {
         GarbageServer::spawn(|_| Vec::new(), read_frame_and_reset)
     }
 
+    /// Starts a server that reads each connection's first frame (the
+    /// handshake), sends the start of an answer whose rest never comes and
+    /// closes. The socket is corked, so the bytes and the close travel in
+    /// one segment and the client is told of both at once.
+    pub fn closing_mid_frame() -> GarbageServer {
+        GarbageServer::spawn(|_| Vec::new(), read_frame_and_close_mid_frame)
+    }
+
     fn spawn(junk: fn(u64) -> Vec<u8>, answer: fn(TcpStream, &[u8])) -> GarbageServer {
         let listener = TcpListener::bind("127.0.0.1:0").expect("garbage server: binding");
         let addr = listener.local_addr().expect("garbage server: its address");
@@ -96,12 +104,28 @@ fn answer(mut conn: TcpStream, junk: &[u8]) {
 /// Reads one length-prefixed frame (or until the client stops), then
 /// closes without a word.
 fn read_frame_and_close(mut conn: TcpStream, _: &[u8]) {
+    read_frame(&mut conn);
+}
+
+/// Reads one length-prefixed frame, or until the client stops.
+fn read_frame(conn: &mut TcpStream) {
     let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
     let mut len = [0u8; 4];
     if conn.read_exact(&mut len).is_ok() {
         let mut frame = vec![0u8; u32::from_be_bytes(len).min(1 << 16) as usize];
         let _ = conn.read_exact(&mut frame);
     }
+}
+
+/// Reads one frame, then sends a length that promises 36 bytes and only 4
+/// of them, corked, and closes: the close leaves with the bytes.
+fn read_frame_and_close_mid_frame(conn: TcpStream, _: &[u8]) {
+    let conn = socket2::Socket::from(conn);
+    let _ = conn.set_cork(true);
+    let mut conn = TcpStream::from(conn);
+    read_frame(&mut conn);
+    let _ = conn.write_all(&[0, 0, 0, 36, 0, 0, 0, 0]);
+    let _ = conn.shutdown(std::net::Shutdown::Write);
 }
 
 /// Reads one frame as [`read_frame_and_close`] does, then closes with a

@@ -327,3 +327,28 @@ fn a_server_that_resets_the_connection_is_named_with_the_reset() {
     }
     assert_no_io_panic();
 }
+
+/// Kills, in `Driver::read`, the test that a short read drained the
+/// socket: `!` deleted before `peer_closed`, or either `&&` made `||`. Each
+/// returns after a short read that came with the server's close, before
+/// the read that meets the close; edge-triggered readiness never says it
+/// again, so the attempt waits out its handshake timeout and is named
+/// with that instead.
+#[test]
+fn a_server_that_closes_mid_frame_is_named_with_the_close() {
+    init();
+    let cutting = GarbageServer::closing_mid_frame();
+    let server = cutting.addr().to_string();
+    let ns = no_session(
+        Client::builder(&server)
+            .session_timeout(Duration::from_secs(2))
+            .connect_timeout(Duration::from_secs(2))
+            .connect(),
+    );
+    assert!(cutting.accepted() > 0);
+    match &ns.last {
+        Some(ConnectError::ClosedBeforeHandshake { host }) => assert_eq!(host, &server),
+        other => panic!("last failure: {other:?}"),
+    }
+    assert_no_io_panic();
+}
