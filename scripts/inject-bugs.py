@@ -130,8 +130,8 @@ BUGS = [
      "                        (s, _) => {\n                            let _ = (holder, s);\n                        }"),
     ("lost-timed-from-the-reply",
      "proto/src/session/replies.rs",
-     "        self.answered(p.sent);\n        let Some(handle) = p.handle else {",
-     "        let replied = self.last_heard.unwrap_or(p.sent);\n        self.answered(replied);\n"
+     "        self.answered(now, p.sent);\n        let Some(handle) = p.handle else {",
+     "        let replied = self.last_heard.unwrap_or(p.sent);\n        self.answered(now, replied);\n"
      "        let Some(handle) = p.handle else {"),
     ("lost-timed-from-the-reply",
      "proto/src/session/replies.rs",
@@ -192,16 +192,13 @@ BUGS = [
      "    match op {\n        OpCode::Create | OpCode::Create2 | OpCode::CreateContainer | OpCode::CreateTtl => matches!(",
      "    match op {\n        _ if code != E::Ok => false,\n"
      "        OpCode::Create | OpCode::Create2 | OpCode::CreateContainer | OpCode::CreateTtl => matches!("),
-    # The leader check's own sync sent once per leader gap instead of twice:
+    # The leader check's own sync sent once per leader gap instead of every
+    # twelfth of the session timeout:
     # an alarm on a steady link well inside the documented bound (A1).
     ("probe-once-per-gap",
      "proto/src/session/liveness.rs",
-     "    pub(super) fn probe_period(&self) -> Duration {\n        self.timeout() / 6\n",
-     "    pub(super) fn probe_period(&self) -> Duration {\n        self.timeout() / 3\n"),
-    ("probe-once-per-gap",
-     "proto/src/session/liveness.rs",
-     "    pub(super) fn leader_gap(&self) -> Duration {\n        self.probe_period() * 2\n",
-     "    pub(super) fn leader_gap(&self) -> Duration {\n        self.timeout() / 3\n"),
+     "    pub(super) fn probe_period(&self) -> Duration {\n        self.timeout() / 12\n",
+     "    pub(super) fn probe_period(&self) -> Duration {\n        self.timeout() * 7 / 24\n"),
     # Lock-delay counted from each attempt's own sight of the recorded end:
     # every try after an unclean end is refused for good (A2).
     ("delay-restarted-per-attempt",
