@@ -28,7 +28,11 @@
 #                         scripts/setup.sh first), its unit tests, and the
 #                         testkit's servers_and_proxy (the proxy's own tests);
 #   --crate cli           zklock-cli, by its unit tests and cli/tests/ (real
-#                         servers again).
+#                         servers again);
+#   --crate driver        zklock's mio driver (src/driver.rs, src/driver/),
+#                         by log_capture (fake servers on loopback) and
+#                         whole_process (the I/O thread in its own process);
+#                         its survivors then go to the real-server tests.
 # These take their judges' time per mutant (tens of seconds for the real-
 # server ones): give them --file, -F or --shard.
 #
@@ -63,7 +67,7 @@ export SIM_SEEDS="${SIM_SEEDS:-2000}"
 
 # Another crate and its own judge: the crate's whole suite.
 if [ "${1:-}" = "--crate" ]; then
-    crate=${2:?--crate needs a name: jute, zklock-test or cli}
+    crate=${2:?--crate needs a name: jute, zklock-test, cli or driver}
     shift 2
     case "$crate" in
         jute) package=zklock-jute; judge=(--cargo-arg=--all-targets) ;;
@@ -72,7 +76,14 @@ if [ "${1:-}" = "--crate" ]; then
         zklock-test) package=zklock-test; judge=(--cargo-arg=--package=zklock-testkit
             --cargo-arg=--lib --cargo-arg=--test=failover --cargo-arg=--test=servers_and_proxy) ;;
         cli) package=zklock-cli; judge=(--cargo-arg=--all-targets) ;;
-        *) echo "mutants.sh: unknown crate $crate (jute, zklock-test, cli)" >&2; exit 64 ;;
+        # zklock's mio driver, by the suites that put sockets under it: fake
+        # servers on loopback (log_capture) and the I/O thread in a process
+        # of its own (whole_process). Real servers are the second stage
+        # (docs/MUTANTS.md).
+        driver) package=zklock; judge=(--file src/driver.rs --file 'src/driver/*.rs'
+            --cargo-arg=--all-features --cargo-arg=--test=log_capture
+            --cargo-arg=--test=whole_process) ;;
+        *) echo "mutants.sh: unknown crate $crate (jute, zklock-test, cli, driver)" >&2; exit 64 ;;
     esac
     status=0
     cargo mutants --package "$package" \
