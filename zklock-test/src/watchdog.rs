@@ -134,3 +134,106 @@ fn wait_with_timeout(child: &mut Child, timeout: Duration) -> Option<ExitStatus>
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scratch::scratch_dir;
+    use std::path::PathBuf;
+
+    /// How long any step here may take on a busy machine.
+    const PATIENCE: Duration = Duration::from_secs(20);
+
+    /// Polls `done` until it holds, or panics naming `what` after PATIENCE.
+    fn until(what: &str, mut done: impl FnMut() -> bool) {
+        let deadline = Instant::now() + PATIENCE;
+        while !done() {
+            assert!(Instant::now() < deadline, "{what}: not within {PATIENCE:?}");
+            thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// `sleep 1000` under the wrapper, with its directory and pid file.
+    fn sleeper() -> (Watched, PathBuf, u32) {
+        let dir = scratch_dir("watchdog");
+        let pid_file = dir.join("pid");
+        let mut command = Watched::command("zklock-watchdog-test", &dir, Some(&pid_file), "sleep");
+        command.arg("1000");
+        let watched = Watched::spawn(command).expect("starting bash");
+        let mut pid = None;
+        until("the pid file", || {
+            pid = std::fs::read_to_string(&pid_file)
+                .ok()
+                .and_then(|s| s.trim().parse().ok());
+            pid.is_some()
+        });
+        (watched, dir, pid.unwrap_or_default())
+    }
+
+    fn alive(pid: u32) -> bool {
+        Path::new(&format!("/proc/{pid}")).exists()
+    }
+
+    /// Kills: `Watched::stop` → false; `wait_with_timeout` → None, its
+    /// `Ok(Some)` arm deleted, its deadline's `+` made `-`, or its
+    /// deadline guard made false (`<` made `==` or `>`: the wrapper is
+    /// given up on at its first look).
+    #[test]
+    fn a_stopped_program_is_killed_and_its_directory_kept() {
+        let (mut watched, dir, pid) = sleeper();
+        assert!(alive(pid));
+        assert!(watched.try_wait().expect("try_wait").is_none());
+        assert!(watched.stop(PATIENCE), "the wrapper did not end in time");
+        assert!(!alive(pid), "the program outlived its stop");
+        assert!(dir.exists(), "a stop keeps the directory");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Kills `Watched::try_wait` → `Ok(Some(..))` (above: alive is None)
+    /// and → `Ok(None)` (here: the program's own end shows).
+    #[test]
+    fn a_program_that_ends_on_its_own_shows_its_status() {
+        let dir = scratch_dir("watchdog");
+        let mut command = Watched::command("zklock-watchdog-test", &dir, None, "sh");
+        command.args(["-c", "exit 3"]);
+        let mut watched = Watched::spawn(command).expect("starting bash");
+        let mut status = None;
+        until("the program's end", || {
+            status = watched.try_wait().expect("try_wait");
+            status.is_some()
+        });
+        assert_eq!(status.and_then(|s| s.code()), Some(3));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The test process "dies": the lifeline closes without a line, and the
+    /// wrapper kills the program and removes its directory.
+    #[test]
+    fn a_lifeline_closed_without_a_word_kills_the_program_and_removes_its_directory() {
+        let (watched, dir, pid) = sleeper();
+        let Watched {
+            mut wrapper,
+            lifeline,
+        } = watched;
+        drop(lifeline);
+        until("the program's death", || !alive(pid));
+        until("the wrapper's end", || {
+            matches!(wrapper.try_wait(), Ok(Some(_)))
+        });
+        assert!(!dir.exists(), "the directory outlived the test process");
+    }
+
+    /// Kills `Watched::stop` → true, `wait_with_timeout` → `Some(..)`, and
+    /// its deadline guard made true (the wait never gives up): a child
+    /// that ignores the stop line is killed at the timeout, and `stop`
+    /// says it did not end in time.
+    #[test]
+    fn a_wrapper_that_does_not_end_in_time_is_killed() {
+        let mut command = Command::new("sleep");
+        command.arg("1000");
+        let watched = Watched::spawn(command).expect("starting sleep");
+        let pid = watched.wrapper.id();
+        assert!(!watched.stop(Duration::from_millis(200)));
+        assert!(!alive(pid), "killed and reaped");
+    }
+}
