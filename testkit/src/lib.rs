@@ -47,6 +47,6 @@ pub use client::{
 };
 pub use procfs::{
     current_thread_id, io_thread_ids, process_alive, rss_bytes, thread_count, thread_cpu,
-    thread_state, thread_switches,
+    thread_cpu_over, thread_state, thread_switches,
 };
 pub use scratch::target_dir;

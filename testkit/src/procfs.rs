@@ -40,6 +40,15 @@ pub fn thread_cpu(tid: u32) -> Option<Duration> {
     Some(Duration::from_millis(ticks * 10))
 }
 
+/// CPU time a thread of this process uses over the next `window` of wall
+/// time; `None` if it ends meanwhile. The window is the measurement itself,
+/// not a wait for anything.
+pub fn thread_cpu_over(tid: u32, window: Duration) -> Option<Duration> {
+    let before = thread_cpu(tid)?;
+    std::thread::sleep(window);
+    Some(thread_cpu(tid)?.saturating_sub(before))
+}
+
 /// A thread's scheduling state as stat(5) gives it (`R` running, `S`
 /// asleep in a wait that a signal interrupts, ...); `None` once it has ended.
 pub fn thread_state(tid: u32) -> Option<char> {

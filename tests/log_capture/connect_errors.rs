@@ -213,26 +213,26 @@ fn a_connection_that_cannot_even_start_is_named_with_its_cause() {
     assert_no_io_panic();
 }
 
+/// A loopback listener whose accept queue is full, its address, and the one
+/// connection that fills it: the kernel drops every further SYN, so a
+/// connect to it stays half-open.
+fn full_accept_queue() -> (socket2::Socket, std::net::SocketAddr, std::net::TcpStream) {
+    let listener =
+        socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    let any: std::net::SocketAddr = "127.0.0.1:0".parse().unwrap();
+    listener.bind(&any.into()).unwrap();
+    listener.listen(0).unwrap();
+    let addr = listener.local_addr().unwrap().as_socket().unwrap();
+    let queued = std::net::TcpStream::connect(addr).unwrap();
+    (listener, addr, queued)
+}
+
 /// Kills: `Driver::check_connect_deadline` emptied, and its `>=` → `<`
 /// (a TCP connection that never completed was never given up).
 #[test]
 fn a_tcp_connection_that_never_completes_is_given_up_at_the_connect_timeout() {
     init();
-    // A listener whose accept queue is full: the kernel drops every further
-    // SYN, so a connect to it stays half-open.
-    let listener =
-        socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
-    listener
-        .bind(
-            &"127.0.0.1:0"
-                .parse::<std::net::SocketAddr>()
-                .unwrap()
-                .into(),
-        )
-        .unwrap();
-    listener.listen(0).unwrap();
-    let addr = listener.local_addr().unwrap().as_socket().unwrap();
-    let _queued = std::net::TcpStream::connect(addr).unwrap();
+    let (listener, addr, _queued) = full_accept_queue();
     let server = addr.to_string();
     let ns = no_session(
         Client::builder(&server)
@@ -258,20 +258,7 @@ fn a_tcp_connection_that_never_completes_is_given_up_at_the_connect_timeout() {
 #[test]
 fn requests_sent_while_connecting_leave_the_attempt_its_connect_timeout() {
     init();
-    // Half-open connections, as above.
-    let listener =
-        socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
-    listener
-        .bind(
-            &"127.0.0.1:0"
-                .parse::<std::net::SocketAddr>()
-                .unwrap()
-                .into(),
-        )
-        .unwrap();
-    listener.listen(0).unwrap();
-    let addr = listener.local_addr().unwrap().as_socket().unwrap();
-    let _queued = std::net::TcpStream::connect(addr).unwrap();
+    let (listener, addr, _queued) = full_accept_queue();
     let client = Client::builder(&addr.to_string())
         .session_timeout(Duration::from_secs(10))
         .connect_timeout(Duration::from_millis(300))
@@ -302,6 +289,21 @@ fn requests_sent_while_connecting_leave_the_attempt_its_connect_timeout() {
     assert_no_io_panic();
 }
 
+/// Connects to `junk` alone for two seconds (the session timeout and the
+/// connect timeout): its address as the connect string, and what the
+/// failed connect says.
+fn tried_for_two_seconds(junk: &GarbageServer) -> (String, NoSession) {
+    let server = junk.addr().to_string();
+    let ns = no_session(
+        Client::builder(&server)
+            .session_timeout(Duration::from_secs(2))
+            .connect_timeout(Duration::from_secs(2))
+            .connect(),
+    );
+    assert!(junk.accepted() > 0, "{server} was never tried");
+    (server, ns)
+}
+
 /// Kills, in `Driver::read`: the `WouldBlock` guard made `true` or its `==`
 /// made `!=` (a reset read as "nothing more yet", the attempt left to its
 /// handshake timeout), and the `Interrupted` guard made `true` or its `==`
@@ -309,15 +311,7 @@ fn requests_sent_while_connecting_leave_the_attempt_its_connect_timeout() {
 #[test]
 fn a_server_that_resets_the_connection_is_named_with_the_reset() {
     init();
-    let resetting = GarbageServer::resetting();
-    let server = resetting.addr().to_string();
-    let ns = no_session(
-        Client::builder(&server)
-            .session_timeout(Duration::from_secs(2))
-            .connect_timeout(Duration::from_secs(2))
-            .connect(),
-    );
-    assert!(resetting.accepted() > 0);
+    let (server, ns) = tried_for_two_seconds(&GarbageServer::resetting());
     match &ns.last {
         Some(ConnectError::Io { host, source }) => {
             assert_eq!(host, &server);
@@ -337,15 +331,7 @@ fn a_server_that_resets_the_connection_is_named_with_the_reset() {
 #[test]
 fn a_server_that_closes_mid_frame_is_named_with_the_close() {
     init();
-    let cutting = GarbageServer::closing_mid_frame();
-    let server = cutting.addr().to_string();
-    let ns = no_session(
-        Client::builder(&server)
-            .session_timeout(Duration::from_secs(2))
-            .connect_timeout(Duration::from_secs(2))
-            .connect(),
-    );
-    assert!(cutting.accepted() > 0);
+    let (server, ns) = tried_for_two_seconds(&GarbageServer::closing_mid_frame());
     match &ns.last {
         Some(ConnectError::ClosedBeforeHandshake { host }) => assert_eq!(host, &server),
         other => panic!("last failure: {other:?}"),

@@ -41,7 +41,7 @@ use testkit::garbage::GarbageServer;
 use testkit::mangler::{Mangle, Mangler};
 use testkit::proxy::{Direction, Proxy};
 use testkit::zk::{ZkEnsemble, ZkServer};
-use testkit::{io_thread_ids, thread_cpu, wait_until};
+use testkit::{io_thread_ids, thread_cpu_over, wait_until};
 use zklock::{Client, CreateMode, Error, EventType, Op, SessionState, Watch};
 
 /// tickTime of every server these tests start: sessions of 1–10 s are allowed.
