@@ -1,7 +1,7 @@
 //! `zklock-test serve`: prints the connect string first, serves, and stops
 //! cleanly when its stdin closes, on SIGTERM, and when it is killed.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdout, Command, Stdio};
 
 use zklock_test::{poll_until, wait_until};
@@ -172,4 +172,147 @@ fn serve_on_a_taken_port_says_so_and_starts_nothing() {
     );
     assert!(started.elapsed() < WAIT, "no JVM was waited for");
     drop(other);
+}
+
+/// Kills the exit code and messages of a refused command line, `--help`,
+/// and the parser's guards (a second word, a missing value, a zero-member
+/// ensemble): each is refused before any server starts.
+#[test]
+fn serve_refuses_a_command_line_it_does_not_understand() {
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_zklock-test"))
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("running zklock-test")
+    };
+    let help = run(&["serve", "--help"]);
+    assert!(help.status.success(), "{help:?}");
+    assert!(String::from_utf8_lossy(&help.stdout).starts_with("usage: zklock-test serve"));
+    for (args, says) in [
+        (&[][..], "which command? (serve)"),
+        (&["start"][..], "unknown command \"start\""),
+        (&["serve", "again"][..], "unexpected argument \"again\""),
+        (&["serve", "--port"][..], "--port needs a value"),
+        (
+            &["serve", "--port", "high"][..],
+            "--port: not a number: \"high\"",
+        ),
+        (
+            &["serve", "--ensemble", "0"][..],
+            "--ensemble needs at least one member",
+        ),
+        (&["serve", "--tick-ms", "-1"][..], "--tick-ms: not a number"),
+        (&["serve", "--verbose"][..], "--verbose"),
+    ] {
+        let out = run(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(64), "{args:?}: {stderr}");
+        assert!(out.stdout.is_empty(), "{args:?}: nothing on stdout");
+        assert!(
+            stderr.starts_with("zklock-test: ") && stderr.contains(says),
+            "{args:?} should say {says:?}: {stderr}"
+        );
+        assert!(
+            stderr.contains("usage: zklock-test serve"),
+            "{args:?}: the usage follows"
+        );
+    }
+}
+
+/// `serve` with its stderr kept, for the tests that read what it says.
+fn serve_keeping_stderr(args: &[&str]) -> (Child, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_zklock-test"))
+        .args(["serve", "--port", "0"])
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting zklock-test serve");
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().expect("piped stdout"))
+        .read_line(&mut first)
+        .expect("reading the first line");
+    (child, first.trim().to_owned())
+}
+
+/// The pid of the JVM whose directory (made by process `pid`) has
+/// `kind` in its name: `zk` for a standalone server, `ens-mN` for member N.
+fn java_pid(pid: u32, kind: &str) -> u32 {
+    let dir = dirs_of(pid)
+        .into_iter()
+        .find(|d| d.to_string_lossy().contains(&format!("zklock-{kind}-")))
+        .unwrap_or_else(|| panic!("no {kind} directory of {pid}: {:?}", dirs_of(pid)));
+    std::fs::read_to_string(dir.join("java.pid"))
+        .expect("the JVM's pid file")
+        .trim()
+        .parse()
+        .expect("a pid")
+}
+
+/// Checks that `child` is still running over `window` (serve looks at its
+/// servers once a second), then kills the JVM `java`, and returns serve's
+/// stderr once it has exited with a failure.
+fn dies_with_its_server(mut child: Child, java: u32, window: Duration) -> String {
+    let start = Instant::now();
+    while start.elapsed() < window {
+        assert!(
+            child.try_wait().expect("polling serve").is_none(),
+            "serve exited while its servers lived"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let killed = Command::new("kill")
+        .args(["-KILL", &java.to_string()])
+        .status()
+        .expect("running kill");
+    assert!(killed.success());
+    assert!(
+        !exits(&mut child),
+        "serve exited with success after its server died"
+    );
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .expect("piped stderr")
+        .read_to_string(&mut stderr)
+        .expect("reading serve's stderr");
+    assert!(stderr.contains("a server exited on its own"), "{stderr}");
+    stderr
+}
+
+/// Kills `Running::all_alive` → true or false (standalone), its guard in
+/// `main` made true or false, `dead_logs` emptied, and `describe`'s text
+/// (the banner names the server's directory).
+#[test]
+fn serve_runs_while_its_server_lives_and_fails_when_it_dies() {
+    let (child, connect) = serve_keeping_stderr(&[]);
+    let pid = child.id();
+    let dir = dirs_of(pid).pop().expect("the server's directory");
+    let java = java_pid(pid, "zk");
+    let stderr = dies_with_its_server(child, java, Duration::from_millis(2500));
+    let banner = format!("ZooKeeper standalone ({}) on {connect};", dir.display());
+    assert!(stderr.contains(&banner), "{banner:?} in {stderr}");
+    assert!(stderr.contains("server log:\n"), "{stderr}");
+}
+
+/// The same for an ensemble: only the member that died has its log shown.
+/// Kills `Running::all_alive`'s ensemble arm and `dead_logs`'s filter.
+#[test]
+fn an_ensemble_member_that_dies_fails_serve_with_its_own_log() {
+    let (child, connect) = serve_keeping_stderr(&["--ensemble", "3"]);
+    assert_eq!(connect.split(',').count(), 3, "first line: {connect:?}");
+    let java = java_pid(child.id(), "ens-m2");
+    let stderr = dies_with_its_server(child, java, Duration::from_millis(1500));
+    assert!(
+        stderr.contains(&format!("ZooKeeper ensemble of 3 on {connect};")),
+        "{stderr}"
+    );
+    assert!(stderr.contains("member 1's log:\n"), "{stderr}");
+    assert!(
+        !stderr.contains("member 0's log") && !stderr.contains("member 2's log"),
+        "{stderr}"
+    );
 }
