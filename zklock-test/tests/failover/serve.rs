@@ -3,6 +3,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdout, Command, Stdio};
+use std::sync::mpsc;
 
 use zklock_test::{poll_until, wait_until};
 
@@ -16,13 +17,22 @@ fn serve(args: &[&str]) -> (Child, String, BufReader<ChildStdout>) {
 
 /// [`serve`] with these environment variables set for it.
 fn serve_with(args: &[&str], env: &[(&str, &str)]) -> (Child, String, BufReader<ChildStdout>) {
+    spawn_serve(args, env, Stdio::inherit())
+}
+
+/// [`serve_with`], its stderr going to `stderr`.
+fn spawn_serve(
+    args: &[&str],
+    env: &[(&str, &str)],
+    stderr: Stdio,
+) -> (Child, String, BufReader<ChildStdout>) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_zklock-test"))
         .args(["serve", "--port", "0"])
         .args(args)
         .envs(env.iter().copied())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
+        .stderr(stderr)
         .spawn()
         .expect("starting zklock-test serve");
     let mut stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
@@ -220,21 +230,18 @@ fn serve_refuses_a_command_line_it_does_not_understand() {
     }
 }
 
-/// `serve` with its stderr kept, for the tests that read what it says.
-fn serve_keeping_stderr(args: &[&str]) -> (Child, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_zklock-test"))
-        .args(["serve", "--port", "0"])
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("starting zklock-test serve");
-    let mut first = String::new();
-    BufReader::new(child.stdout.take().expect("piped stdout"))
-        .read_line(&mut first)
-        .expect("reading the first line");
-    (child, first.trim().to_owned())
+/// [`serve`] with its stderr kept, for the tests that read what it says:
+/// a thread reads it as it comes and hands it over whole when it ends.
+fn serve_keeping_stderr(args: &[&str]) -> (Child, String, mpsc::Receiver<String>) {
+    let (mut child, connect, _stdout) = spawn_serve(args, &[], Stdio::piped());
+    let mut stderr = child.stderr.take().expect("piped stderr");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stderr.read_to_string(&mut text);
+        let _ = tx.send(text);
+    });
+    (child, connect, rx)
 }
 
 /// The pid of the JVM whose directory (made by process `pid`) has
@@ -254,7 +261,11 @@ fn java_pid(pid: u32, kind: &str) -> u32 {
 /// Checks that `child` is still running over `window` (serve looks at its
 /// servers once a second), then kills the JVM `java`, and returns serve's
 /// stderr once it has exited with a failure.
-fn dies_with_its_server(mut child: Child, java: u32, window: Duration) -> String {
+fn dies_with_its_server(
+    (mut child, stderr): (Child, mpsc::Receiver<String>),
+    java: u32,
+    window: Duration,
+) -> String {
     let start = Instant::now();
     while start.elapsed() < window {
         assert!(
@@ -272,13 +283,9 @@ fn dies_with_its_server(mut child: Child, java: u32, window: Duration) -> String
         !exits(&mut child),
         "serve exited with success after its server died"
     );
-    let mut stderr = String::new();
-    child
-        .stderr
-        .take()
-        .expect("piped stderr")
-        .read_to_string(&mut stderr)
-        .expect("reading serve's stderr");
+    let stderr = stderr
+        .recv_timeout(WAIT)
+        .expect("serve's stderr closed within WAIT of its exit");
     assert!(stderr.contains("a server exited on its own"), "{stderr}");
     stderr
 }
@@ -288,11 +295,11 @@ fn dies_with_its_server(mut child: Child, java: u32, window: Duration) -> String
 /// (the banner names the server's directory).
 #[test]
 fn serve_runs_while_its_server_lives_and_fails_when_it_dies() {
-    let (child, connect) = serve_keeping_stderr(&[]);
+    let (child, connect, stderr) = serve_keeping_stderr(&[]);
     let pid = child.id();
     let dir = dirs_of(pid).pop().expect("the server's directory");
     let java = java_pid(pid, "zk");
-    let stderr = dies_with_its_server(child, java, Duration::from_millis(2500));
+    let stderr = dies_with_its_server((child, stderr), java, Duration::from_millis(2500));
     let banner = format!("ZooKeeper standalone ({}) on {connect};", dir.display());
     assert!(stderr.contains(&banner), "{banner:?} in {stderr}");
     assert!(stderr.contains("server log:\n"), "{stderr}");
@@ -302,10 +309,10 @@ fn serve_runs_while_its_server_lives_and_fails_when_it_dies() {
 /// Kills `Running::all_alive`'s ensemble arm and `dead_logs`'s filter.
 #[test]
 fn an_ensemble_member_that_dies_fails_serve_with_its_own_log() {
-    let (child, connect) = serve_keeping_stderr(&["--ensemble", "3"]);
+    let (child, connect, stderr) = serve_keeping_stderr(&["--ensemble", "3"]);
     assert_eq!(connect.split(',').count(), 3, "first line: {connect:?}");
     let java = java_pid(child.id(), "ens-m2");
-    let stderr = dies_with_its_server(child, java, Duration::from_millis(1500));
+    let stderr = dies_with_its_server((child, stderr), java, Duration::from_millis(1500));
     assert!(
         stderr.contains(&format!("ZooKeeper ensemble of 3 on {connect};")),
         "{stderr}"
